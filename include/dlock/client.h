@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+// dlock/client.h: Client, a set of N independent Redis masters and the locks taken on them.
+//
+// One algorithm serves 1 node (the single-instance lock) and N nodes (Redlock): every
+// operation goes to all nodes at once and succeeds on a quorum of N/2+1 within the lock's
+// validity (ttl - elapsed - drift).
+//
+//   auto client = dlock::Client::create({.nodes = {"redis://127.0.0.1:6379"}});
+//   if (!client) { std::cerr << client.error().message() << "\n"; return 1; }
+//   auto lease = client->lock("inventory", std::chrono::seconds(2));
+//   if (lease) { /* exclusive until lease->validity() runs out */ }
+//
+// Thread-safety: a Client may be shared by any number of threads. Copies share the same
+// connections (a Client is a handle). Connections are made lazily on first use and remade
+// with backoff after a node restarts.
+#pragma once
+
+#include <dlock/lease.h>
+#include <dlock/options.h>
+#include <dlock/result.h>
+#include <dlock/status.h>
+#include <dlock/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string_view>
+
+namespace dlock {
+
+namespace detail {
+class ClientCore;
+}
+
+class Client {
+ public:
+  // Checks the options (URLs, duplicates, timeouts) and prepares one connection per node.
+  // Errors: errc::invalid_argument naming the bad option. Does not connect yet.
+  static Result<Client> create(ClientOptions options);
+
+  // One attempt: acquires `name` if it is free on a quorum of nodes (or already ours: the
+  // count goes up). Errors: errc::lock_held (contention), errc::quorum_not_reached (too few
+  // nodes answered), errc::invalid_argument. Anything taken on a failed attempt is released
+  // on all nodes before returning. Blocks for about one round trip (at most the node timeout).
+  Result<Lease> try_lock(std::string_view name, const LockOptions& options = {});
+
+  // Like try_lock, but while the lock is held by someone else, retries with random jitter until
+  // `wait` has passed. Errors: as try_lock, with errc::wait_timeout instead of lock_held.
+  Result<Lease> lock(std::string_view name, std::chrono::milliseconds wait,
+                     const LockOptions& options = {});
+
+  // Releases one hold of `name` by `owner` (a lock handed over across threads or processes).
+  // Errors: errc::not_owner when no quorum knew `owner` (nothing was deleted).
+  Result<void> unlock(std::string_view name, const OwnerToken& owner);
+
+  // What each node knows about `name`. Fails only for bad input; node errors are per node.
+  Result<LockStatus> status(std::string_view name);
+
+  std::size_t node_count() const;
+  std::size_t quorum() const;
+
+  // The owner used when LockOptions::owner is not set: a 128-bit random id of this process
+  // (from the OS CSPRNG, renewed after fork) and the calling thread's id.
+  static OwnerToken default_owner();
+
+ private:
+  explicit Client(std::shared_ptr<detail::ClientCore> core) : core_(std::move(core)) {}
+  std::shared_ptr<detail::ClientCore> core_;
+};
+
+}  // namespace dlock

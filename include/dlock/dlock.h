@@ -1,0 +1,11 @@
+// SPDX-License-Identifier: MIT
+// dlock/dlock.h: the whole public API in one include.
+#pragma once
+
+#include <dlock/client.h>
+#include <dlock/errc.h>
+#include <dlock/lease.h>
+#include <dlock/options.h>
+#include <dlock/result.h>
+#include <dlock/status.h>
+#include <dlock/types.h>

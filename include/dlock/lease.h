@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+// dlock/lease.h: Lease, the RAII handle of a held lock.
+//
+// A Lease is returned by Client::try_lock / Client::lock. It knows the owner, the fencing token
+// and until when the lock is valid. Destroying a held Lease releases the lock (best effort; the
+// destructor never throws). Call unlock() to see the outcome.
+//
+//   auto lease = client.lock("reports", std::chrono::seconds(5), opts);
+//   if (!lease) return fail(lease.error());
+//   write_report(lease->fencing_token());
+//   if (auto r = lease->unlock(); !r) log(r.error().message());
+//
+// States and what each call does:
+//
+//   state     | unlock()                  | extend(ttl)                   | destructor
+//   ----------+---------------------------+-------------------------------+-----------------
+//   held      | releases on all nodes ->  | re-arms ttl on a quorum; on   | releases on all
+//             | released                  | failure after validity: lost  | nodes
+//   released  | ok, no-op                 | errc::not_owner               | nothing
+//   lost      | cleans up on all nodes,   | errc::lock_lost               | cleans up on all
+//             | returns errc::lock_lost   |                               | nodes
+//   (moved)   | errc::invalid_argument    | errc::invalid_argument        | nothing
+//
+// Thread-safety: a Lease may be used from several threads; calls are serialized internally.
+#pragma once
+
+#include <dlock/result.h>
+#include <dlock/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace dlock {
+
+namespace detail {
+struct LeaseState;
+}
+
+class Lease {
+ public:
+  Lease() = default;  // an empty lease that holds nothing
+  explicit Lease(std::shared_ptr<detail::LeaseState> state) : state_(std::move(state)) {}
+  Lease(Lease&&) noexcept = default;
+  Lease& operator=(Lease&& other) noexcept;
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  ~Lease();
+
+  // Releases the lock on all nodes. Returns errc::lock_lost when fewer than a quorum still
+  // knew this owner (the lease had expired or was taken over): the lock was not exclusively
+  // ours until now. Blocks for at most one node timeout.
+  Result<void> unlock();
+
+  // Re-arms the lock's ttl on all nodes; succeeds when a quorum did so before the current
+  // validity ended. Errors: errc::lock_lost (no longer ours), errc::quorum_not_reached (too few
+  // nodes answered; the old validity still stands), errc::invalid_argument (bad ttl).
+  Result<void> extend(std::chrono::milliseconds ttl);
+  // Same, with the ttl the lock was taken with.
+  Result<void> extend();
+
+  // Time left before the lock may be taken by someone else, by our own monotonic clock, with
+  // the drift already subtracted. Zero once it has passed or the lease is not held.
+  std::chrono::milliseconds validity() const;
+  // Held, not released, not lost, and validity left.
+  bool is_held() const;
+
+  const std::string& name() const;
+  const OwnerToken& owner() const;
+  // Grows with every acquisition of this name (see docs/fencing.md). Reentrant acquisitions
+  // share the token of the outermost one.
+  FencingToken fencing_token() const;
+  std::chrono::milliseconds ttl() const;
+
+ private:
+  std::shared_ptr<detail::LeaseState> state_;
+};
+
+}  // namespace dlock

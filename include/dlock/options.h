@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+// dlock/options.h: ClientOptions (the nodes and how to talk to them) and LockOptions (one lock).
+//
+// Every field has a usable default; a client needs only its node URLs:
+//
+//   dlock::ClientOptions opts;
+//   opts.nodes = {"redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"};
+//   dlock::LockOptions lock_opts;
+//   lock_opts.ttl = std::chrono::seconds(10);
+#pragma once
+
+#include <dlock/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace dlock {
+
+struct TlsOptions {
+  // PEM file of the CA that signed the servers' certificates. Empty: the system's trust store.
+  std::string ca_file;
+  // Client certificate and key (PEM), for servers started with tls-auth-clients yes.
+  std::string cert_file;
+  std::string key_file;
+  // Check the server's certificate and that it names the host of the URL. Default: true.
+  bool verify_peer = true;
+};
+
+struct ClientOptions {
+  // The independent Redis masters: one URL each, redis://[user:password@]host:port[/db] or
+  // rediss://... for TLS. One node gives the single-instance lock, 3 or 5 give Redlock.
+  std::vector<std::string> nodes;
+  // Deadline for one command on one node, small compared to the ttl so a dead or stalled node
+  // costs little. Default: 200 ms.
+  std::chrono::milliseconds node_timeout{200};
+  // Deadline for establishing a connection (TCP, TLS, AUTH, SELECT). Default: 1 s.
+  std::chrono::milliseconds connect_timeout{1000};
+  // After a failed connection attempt a node is not retried before this delay, which doubles
+  // on each further failure up to reconnect_backoff_max. Defaults: 50 ms, 2 s.
+  std::chrono::milliseconds reconnect_backoff_min{50};
+  std::chrono::milliseconds reconnect_backoff_max{2000};
+  // Clock drift allowance as a fraction of the ttl: drift = ttl * drift_factor + 2 ms.
+  // Default: 0.01.
+  double drift_factor = 0.01;
+  TlsOptions tls;
+};
+
+struct LockOptions {
+  // Time to live of the lock on each node. Must exceed the drift (ttl * drift_factor + 2 ms).
+  // Default: 30 s.
+  std::chrono::milliseconds ttl{30000};
+  // The owner. Default: this process (a 128-bit random id) plus the calling thread, so the same
+  // thread can take the lock again (reentrancy). Name one to hand a lock to another thread or
+  // process; it must then be unique among all contenders.
+  std::optional<OwnerToken> owner;
+  // Base delay between attempts while waiting; each wait is randomised (jitter) so competing
+  // clients do not retry in lockstep. Default: 50 ms.
+  std::chrono::milliseconds retry_delay{50};
+};
+
+}  // namespace dlock

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: MIT
+// dlock/result.h: Result<T>, the value-or-Error every fallible dlock call returns.
+//
+// Result<T> follows std::expected's member names (has_value, value, error, operator*, ->), so a
+// move to C++23 is a rename. Error carries a code, a message, and for multi-node operations one
+// entry per node that failed, so a caller (or the CLI) can say which node failed and why.
+//
+//   dlock::Result<dlock::Lease> lease = client.try_lock("jobs/nightly", opts);
+//   if (!lease) std::cerr << lease.error().message() << "\n";
+//
+// Thread-safety: plain values; no sharing.
+#pragma once
+
+#include <dlock/errc.h>
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace dlock {
+
+// What one node said when an operation did not succeed there.
+struct NodeError {
+  std::string node;  // the node's address as the user gave it (password elided)
+  std::error_code code;
+  std::string reason;  // e.g. "connection refused", "WRONGPASS invalid username-password pair"
+};
+
+class Error {
+ public:
+  Error() = default;
+  Error(std::error_code code, std::string message, std::vector<NodeError> nodes = {})
+      : code_(code), message_(std::move(message)), nodes_(std::move(nodes)) {}
+  Error(errc code, std::string message, std::vector<NodeError> nodes = {})
+      : Error(make_error_code(code), std::move(message), std::move(nodes)) {}
+
+  const std::error_code& code() const noexcept { return code_; }
+  // One line for people: the summary followed by each failing node and its reason.
+  std::string message() const;
+  const std::string& summary() const noexcept { return message_; }
+  const std::vector<NodeError>& nodes() const noexcept { return nodes_; }
+
+  bool is(errc e) const noexcept { return code_ == make_error_code(e); }
+
+ private:
+  std::error_code code_;
+  std::string message_;
+  std::vector<NodeError> nodes_;
+};
+
+// Thrown only by throw_if_error() and the std::Lockable adapters.
+class Exception : public std::runtime_error {
+ public:
+  explicit Exception(Error error) : std::runtime_error(error.message()), error_(std::move(error)) {}
+  const Error& error() const noexcept { return error_; }
+
+ private:
+  Error error_;
+};
+
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
+  Result(Error error) : v_(std::in_place_index<1>, std::move(error)) {}  // NOLINT
+
+  bool has_value() const noexcept { return v_.index() == 0; }
+  explicit operator bool() const noexcept { return has_value(); }
+
+  T& value() & {
+    check();
+    return std::get<0>(v_);
+  }
+  const T& value() const& {
+    check();
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    check();
+    return std::get<0>(std::move(v_));
+  }
+  const Error& error() const& { return std::get<1>(v_); }
+  Error&& error() && { return std::get<1>(std::move(v_)); }
+
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+ private:
+  void check() const {
+    if (!has_value()) throw Exception(std::get<1>(v_));
+  }
+  std::variant<T, Error> v_;
+};
+
+template <>
+class [[nodiscard]] Result<void> {
+ public:
+  Result() = default;
+  Result(Error error) : error_(std::move(error)) {}  // NOLINT: implicit by design
+
+  bool has_value() const noexcept { return !error_.has_value(); }
+  explicit operator bool() const noexcept { return has_value(); }
+  void value() const {
+    if (error_) throw Exception(*error_);
+  }
+  const Error& error() const& { return *error_; }
+  Error&& error() && { return std::move(*error_); }
+
+ private:
+  std::optional<Error> error_;
+};
+
+// For callers who prefer exceptions: throws dlock::Exception when `r` holds an error.
+template <typename T>
+decltype(auto) throw_if_error(Result<T>&& r) {
+  if (!r.has_value()) throw Exception(std::move(r).error());
+  if constexpr (!std::is_void_v<T>) return std::move(r).value();
+}
+
+}  // namespace dlock

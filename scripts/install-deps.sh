@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that dlock's build, tests and demo need.
+# Idempotent: packages already present are left alone. Run as root (or with sudo).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libhiredis-dev     # RESP encoding and parsing (reader fed from our own I/O)
+  libasio-dev        # sockets, timers, TLS
+  libssl-dev         # TLS for rediss://
+  libcli11-dev       # argument parsing for the dlock tool
+  libcurl4-openssl-dev # URL parsing (curl_url) for node addresses
+  nlohmann-json3-dev # JSON output of `dlock status --json`
+  libgtest-dev libgmock-dev googletest
+  libbenchmark-dev
+  redis-server redis-tools # tests and the demo start real servers
+  openssl                  # tests make TLS certificates
+  clang-format
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+# The Debian package starts a system redis on 6379; dlock's tests and demo start their own
+# servers, so a running system instance is harmless, but we do not need it either.

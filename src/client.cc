@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: MIT
+#include <dlock/client.h>
+
+#include <random>
+#include <set>
+#include <thread>
+
+#include "client_core.h"
+#include "lock/owner.h"
+#include "lock/validity.h"
+#include "net/node_address.h"
+
+namespace dlock {
+namespace detail {
+namespace {
+
+std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+Result<std::unique_ptr<asio::ssl::context>> make_tls_context(const TlsOptions& tls) {
+  try {
+    auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+    ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                     asio::ssl::context::no_tlsv1_1);
+    if (tls.ca_file.empty()) {
+      ctx->set_default_verify_paths();
+    } else {
+      ctx->load_verify_file(tls.ca_file);
+    }
+    if (!tls.cert_file.empty()) ctx->use_certificate_chain_file(tls.cert_file);
+    if (!tls.key_file.empty()) ctx->use_private_key_file(tls.key_file, asio::ssl::context::pem);
+    ctx->set_verify_mode(tls.verify_peer ? asio::ssl::verify_peer : asio::ssl::verify_none);
+    return ctx;
+  } catch (const std::system_error& e) {
+    return Error(errc::invalid_argument, std::string("TLS setup failed: ") + e.what());
+  }
+}
+
+}  // namespace
+
+Result<std::shared_ptr<ClientCore>> ClientCore::create(const ClientOptions& options) {
+  if (options.nodes.empty()) return Error(errc::invalid_argument, "no Redis nodes given");
+  if (options.node_timeout.count() <= 0) {
+    return Error(errc::invalid_argument, "node_timeout must be positive");
+  }
+  if (options.connect_timeout.count() <= 0) {
+    return Error(errc::invalid_argument, "connect_timeout must be positive");
+  }
+  if (options.reconnect_backoff_min.count() <= 0 ||
+      options.reconnect_backoff_max < options.reconnect_backoff_min) {
+    return Error(errc::invalid_argument, "reconnect backoff must satisfy 0 < min <= max");
+  }
+  if (!(options.drift_factor >= 0.0 && options.drift_factor < 1.0)) {
+    return Error(errc::invalid_argument, "drift_factor must be in [0, 1)");
+  }
+  std::vector<net::NodeAddress> addresses;
+  std::set<std::string> seen;
+  bool any_tls = false;
+  for (const auto& url : options.nodes) {
+    auto addr = net::parse_node_url(url);
+    if (!addr) return std::move(addr).error();
+    // Redlock's safety rests on the nodes being independent: the same server twice would
+    // count one vote twice.
+    if (!seen.insert(addr->identity()).second) {
+      return Error(errc::invalid_argument, "node " + addr->display() + " is given twice");
+    }
+    any_tls = any_tls || addr->tls;
+    addresses.push_back(std::move(*addr));
+  }
+  std::unique_ptr<asio::ssl::context> tls;
+  if (any_tls) {
+    auto ctx = make_tls_context(options.tls);
+    if (!ctx) return std::move(ctx).error();
+    tls = std::move(*ctx);
+  }
+  return std::make_shared<ClientCore>(options, std::move(tls), addresses);
+}
+
+ClientCore::ClientCore(const ClientOptions& options, std::unique_ptr<asio::ssl::context> tls,
+                       const std::vector<net::NodeAddress>& addresses)
+    : options_(options),
+      tls_(std::move(tls)),
+      nodes_(addresses,
+             net::ConnectionOptions{options.connect_timeout, options.reconnect_backoff_min,
+                                    options.reconnect_backoff_max,
+                                    std::max(std::chrono::milliseconds(5000),
+                                             options.node_timeout * 10),
+                                    tls_.get()},
+             options.node_timeout),
+      lock_(nodes_, options.drift_factor) {}
+
+std::optional<Error> ClientCore::check(std::string_view name, std::chrono::milliseconds ttl) const {
+  if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
+  if (ttl.count() <= 0) {
+    return Error(errc::invalid_argument, "ttl must be positive, got " + ms(ttl));
+  }
+  if (auto d = lock_.drift(ttl); ttl <= d) {
+    return Error(errc::invalid_argument, "ttl of " + ms(ttl) +
+                                             " is not larger than the clock drift allowance of " +
+                                             ms(d));
+  }
+  return std::nullopt;
+}
+
+}  // namespace detail
+
+namespace {
+
+std::chrono::milliseconds jitter(std::chrono::milliseconds base) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const auto b = std::max<std::chrono::milliseconds::rep>(base.count(), 1);
+  std::uniform_int_distribution<std::chrono::milliseconds::rep> dist(b / 2, b + b / 2);
+  return std::chrono::milliseconds(dist(rng));
+}
+
+}  // namespace
+
+Result<Client> Client::create(ClientOptions options) {
+  auto core = detail::ClientCore::create(options);
+  if (!core) return std::move(core).error();
+  return Client(std::move(*core));
+}
+
+Result<Lease> Client::try_lock(std::string_view name, const LockOptions& options) {
+  if (auto bad = core_->check(name, options.ttl)) return std::move(*bad);
+  if (options.owner && options.owner->empty()) {
+    return Error(errc::invalid_argument, "owner must not be empty");
+  }
+  OwnerToken owner = options.owner ? *options.owner : default_owner();
+  std::string key(name);
+  auto acquired = core_->algorithm().acquire(key, owner, options.ttl);
+  if (!acquired) return std::move(acquired).error();
+  auto state = std::make_shared<detail::LeaseState>();
+  state->core = core_;
+  state->name = std::move(key);
+  state->owner = std::move(owner);
+  state->fence = acquired->fence;
+  state->ttl = options.ttl;
+  state->valid_until = acquired->valid_until;
+  return Lease(std::move(state));
+}
+
+Result<Lease> Client::lock(std::string_view name, std::chrono::milliseconds wait,
+                           const LockOptions& options) {
+  if (wait.count() < 0) return Error(errc::invalid_argument, "wait must not be negative");
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    auto lease = try_lock(name, options);
+    if (lease) return lease;
+    const Error& e = lease.error();
+    if (!e.is(errc::lock_held) && !e.is(errc::quorum_not_reached) && !e.is(errc::timeout)) {
+      return lease;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      if (e.is(errc::lock_held)) {
+        return Error(errc::wait_timeout,
+                     "lock '" + std::string(name) + "' still held by another owner after " +
+                         std::to_string(wait.count()) + " ms",
+                     e.nodes());
+      }
+      return lease;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    std::this_thread::sleep_for(std::min(jitter(options.retry_delay), left));
+  }
+}
+
+Result<void> Client::unlock(std::string_view name, const OwnerToken& owner) {
+  if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
+  if (owner.empty()) return Error(errc::invalid_argument, "owner must not be empty");
+  return core_->algorithm().release(std::string(name), owner);
+}
+
+Result<LockStatus> Client::status(std::string_view name) {
+  if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
+  return core_->algorithm().inspect(std::string(name));
+}
+
+std::size_t Client::node_count() const { return core_->node_count(); }
+std::size_t Client::quorum() const { return core_->algorithm().quorum(); }
+
+OwnerToken Client::default_owner() { return lock::thread_owner(); }
+
+}  // namespace dlock

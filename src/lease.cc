@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: MIT
+#include <dlock/lease.h>
+
+#include "client_core.h"
+
+namespace dlock {
+namespace {
+
+using Status = detail::LeaseState::Status;
+
+Error moved_from() { return Error(errc::invalid_argument, "lease is empty (moved from)"); }
+
+}  // namespace
+
+Lease& Lease::operator=(Lease&& other) noexcept {
+  if (this != &other) {
+    if (state_) (void)unlock();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+Lease::~Lease() {
+  if (!state_) return;
+  try {
+    (void)unlock();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw
+  }
+}
+
+Result<void> Lease::unlock() {
+  if (!state_) return moved_from();
+  std::lock_guard lock(state_->mu);
+  if (state_->status == Status::released) return {};
+  const bool was_lost = state_->status == Status::lost;
+  state_->status = Status::released;
+  // Released everywhere even when lost: nodes that still know us must not keep the key.
+  auto r = state_->core->algorithm().release(state_->name, state_->owner);
+  if (was_lost) return Error(errc::lock_lost, "lock '" + state_->name + "' had been lost");
+  if (!r && r.error().is(errc::not_owner)) {
+    return Error(errc::lock_lost, "lock '" + state_->name + "' had expired before release",
+                 r.error().nodes());
+  }
+  return r;
+}
+
+Result<void> Lease::extend() {
+  if (!state_) return moved_from();
+  return extend(state_->ttl);
+}
+
+Result<void> Lease::extend(std::chrono::milliseconds ttl) {
+  if (!state_) return moved_from();
+  if (auto bad = state_->core->check(state_->name, ttl)) return std::move(*bad);
+  std::lock_guard lock(state_->mu);
+  if (state_->status == Status::released) {
+    return Error(errc::not_owner, "lock '" + state_->name + "' was released");
+  }
+  if (state_->status == Status::lost) {
+    return Error(errc::lock_lost, "lock '" + state_->name + "' was lost");
+  }
+  auto r = state_->core->algorithm().extend(state_->name, state_->owner, ttl,
+                                            state_->valid_until);
+  if (r) {
+    state_->valid_until = *r;
+    return {};
+  }
+  if (r.error().is(errc::lock_lost)) state_->status = Status::lost;
+  return std::move(r).error();
+}
+
+std::chrono::milliseconds Lease::validity() const {
+  if (!state_) return std::chrono::milliseconds(0);
+  std::lock_guard lock(state_->mu);
+  if (state_->status != Status::held) return std::chrono::milliseconds(0);
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      state_->valid_until - lock::Clock::now());
+  return std::max(left, std::chrono::milliseconds(0));
+}
+
+bool Lease::is_held() const { return validity().count() > 0; }
+
+const std::string& Lease::name() const {
+  static const std::string empty;
+  return state_ ? state_->name : empty;
+}
+
+const OwnerToken& Lease::owner() const {
+  static const OwnerToken empty;
+  return state_ ? state_->owner : empty;
+}
+
+FencingToken Lease::fencing_token() const { return state_ ? state_->fence : FencingToken(); }
+
+std::chrono::milliseconds Lease::ttl() const {
+  return state_ ? state_->ttl : std::chrono::milliseconds(0);
+}
+
+}  // namespace dlock

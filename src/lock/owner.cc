@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: MIT
+#include "lock/owner.h"
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <mutex>
+#include <system_error>
+#include <vector>
+
+namespace dlock::lock {
+
+std::string random_hex(std::size_t bytes) {
+  std::vector<unsigned char> buf(bytes);
+  std::size_t got = 0;
+  while (got < bytes) {
+    const ssize_t n = getrandom(buf.data() + got, bytes - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw std::system_error(errno, std::generic_category(), "getrandom");
+    }
+    got += static_cast<std::size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes * 2);
+  for (unsigned char c : buf) {
+    out += kHex[c >> 4];
+    out += kHex[c & 0xf];
+  }
+  return out;
+}
+
+std::string process_id() {
+  static std::mutex mu;
+  static pid_t pid = 0;
+  static std::string id;
+  std::lock_guard lock(mu);
+  // A forked child must not share its parent's identity, or both would own the same locks.
+  if (pid != getpid()) {
+    pid = getpid();
+    id = random_hex(16);
+  }
+  return id;
+}
+
+OwnerToken thread_owner() { return OwnerToken(process_id() + ":" + std::to_string(gettid())); }
+
+}  // namespace dlock::lock

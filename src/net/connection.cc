@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: MIT
+#include "net/connection.h"
+
+#include <openssl/ssl.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "resp/encode.h"
+
+namespace dlock::net {
+
+// The byte stream under a connection: plain TCP or TLS over TCP. Handlers of pending
+// operations hold a shared_ptr to it, so it outlives a reset connection until they have run.
+class Connection::Stream {
+ public:
+  Stream(asio::io_context& io, asio::ssl::context* tls) : tcp(io) {
+    if (tls != nullptr) ssl = std::make_unique<asio::ssl::stream<asio::ip::tcp::socket&>>(tcp, *tls);
+  }
+  template <typename Buffer, typename Handler>
+  void read_some(const Buffer& buffer, Handler&& handler) {
+    if (ssl) {
+      ssl->async_read_some(buffer, std::forward<Handler>(handler));
+    } else {
+      tcp.async_read_some(buffer, std::forward<Handler>(handler));
+    }
+  }
+  template <typename Buffer, typename Handler>
+  void write(const Buffer& buffer, Handler&& handler) {
+    if (ssl) {
+      asio::async_write(*ssl, buffer, std::forward<Handler>(handler));
+    } else {
+      asio::async_write(tcp, buffer, std::forward<Handler>(handler));
+    }
+  }
+  void close() {
+    asio::error_code ignored;
+    tcp.close(ignored);
+  }
+
+  asio::ip::tcp::socket tcp;
+  std::unique_ptr<asio::ssl::stream<asio::ip::tcp::socket&>> ssl;
+};
+
+namespace {
+
+std::string millis(Clock::duration d) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
+}
+
+bool is_ip_literal(const std::string& host) {
+  asio::error_code ec;
+  asio::ip::make_address(host, ec);
+  return !ec;
+}
+
+}  // namespace
+
+Connection::Connection(asio::io_context& io, NodeAddress address, ConnectionOptions options)
+    : io_(io),
+      address_(std::move(address)),
+      options_(options),
+      resolver_(io),
+      timer_(io) {}
+
+Connection::~Connection() {
+  if (stream_) stream_->close();
+}
+
+Error Connection::error(errc code, const std::string& reason) const { return Error(code, reason); }
+
+void Connection::post_error(Callback done, errc code, std::string reason) {
+  asio::post(io_, [done = std::move(done), e = error(code, reason)]() { done(e); });
+}
+
+void Connection::send(std::string command, Clock::time_point deadline, Callback done) {
+  const auto now = Clock::now();
+  if (state_ == State::idle) {
+    if (now < retry_at_) {
+      post_error(std::move(done), last_code_,
+                 last_error_ + " (next reconnect in " + millis(retry_at_ - now) + ")");
+      return;
+    }
+    start_connect();
+  }
+  Pending p{std::move(command), deadline, now, std::move(done)};
+  if (state_ == State::ready) {
+    out_ += p.command;
+    p.command.clear();
+    in_flight_.push_back(std::move(p));
+    flush();
+  } else {
+    waiting_.push_back(std::move(p));
+  }
+  arm_timer(deadline);
+}
+
+void Connection::start_connect() {
+  state_ = State::connecting;
+  const auto gen = ++generation_;
+  stream_ = std::make_shared<Stream>(io_, address_.tls ? options_.tls_context : nullptr);
+  reader_ = std::make_unique<resp::Reader>();
+  writable_ = false;
+  connect_deadline_ = Clock::now() + options_.connect_timeout;
+  arm_timer(connect_deadline_);
+  if (address_.tls && options_.tls_context == nullptr) {
+    asio::post(io_, [this, gen] {
+      if (gen == generation_) fail(errc::invalid_argument, "rediss:// without a TLS context");
+    });
+    return;
+  }
+  resolver_.async_resolve(
+      address_.host, std::to_string(address_.port),
+      [this, gen](const asio::error_code& ec, const asio::ip::tcp::resolver::results_type& hosts) {
+        if (gen != generation_) return;
+        if (ec) return fail(errc::io_error, "cannot resolve host: " + ec.message());
+        asio::async_connect(
+            stream_->tcp, hosts,
+            [this, gen, s = stream_](const asio::error_code& cec, const asio::ip::tcp::endpoint&) {
+              if (gen != generation_) return;
+              if (cec) return fail(errc::io_error, "cannot connect: " + cec.message());
+              asio::error_code ignored;
+              s->tcp.set_option(asio::ip::tcp::no_delay(true), ignored);
+              if (!s->ssl) return on_connected();
+              if (!is_ip_literal(address_.host)) {
+                SSL_set_tlsext_host_name(s->ssl->native_handle(), address_.host.c_str());
+              }
+              s->ssl->set_verify_callback(asio::ssl::host_name_verification(address_.host));
+              s->ssl->async_handshake(asio::ssl::stream_base::client,
+                                      [this, gen, s](const asio::error_code& hec) {
+                                        if (gen != generation_) return;
+                                        if (hec) {
+                                          return fail(errc::io_error,
+                                                      "TLS handshake failed: " + hec.message());
+                                        }
+                                        on_connected();
+                                      });
+            });
+      });
+}
+
+void Connection::on_connected() {
+  writable_ = true;
+  last_read_ = Clock::now();
+  start_read();
+  send_handshake();
+}
+
+// AUTH and SELECT go first, and nothing else is written until they succeeded: a command run
+// on the wrong database would act on the wrong keys.
+void Connection::send_handshake() {
+  std::vector<std::pair<std::string, std::string>> steps;  // command, what it does
+  if (!address_.password.empty()) {
+    std::vector<std::string_view> args{"AUTH"};
+    if (!address_.user.empty()) args.emplace_back(address_.user);
+    args.emplace_back(address_.password);
+    steps.emplace_back(resp::encode_command(args), "AUTH");
+  }
+  if (address_.db != 0) {
+    const std::string db = std::to_string(address_.db);
+    steps.emplace_back(resp::encode_command({"SELECT", db}), "SELECT " + db);
+  }
+  handshake_left_ = steps.size();
+  if (steps.empty()) return become_ready();
+  for (auto& [command, what] : steps) {
+    out_ += command;
+    in_flight_.push_back(Pending{
+        {}, connect_deadline_, Clock::now(), [this, what = what](Result<resp::Reply> r) {
+          if (!r) return;  // the connection failed; fail() reported it already
+          if (r->is_error()) return fail(errc::auth_error, what + " refused: " + r->str);
+          if (--handshake_left_ == 0) become_ready();
+        }});
+  }
+  flush();
+}
+
+void Connection::become_ready() {
+  state_ = State::ready;
+  backoff_ = std::chrono::milliseconds(0);
+  connect_deadline_ = Clock::time_point::max();
+  while (!waiting_.empty()) {
+    Pending p = std::move(waiting_.front());
+    waiting_.pop_front();
+    if (!p.done) continue;  // timed out while we were connecting
+    out_ += p.command;
+    p.command.clear();
+    in_flight_.push_back(std::move(p));
+  }
+  flush();
+}
+
+void Connection::fail(errc code, const std::string& reason) {
+  ++generation_;
+  state_ = State::idle;
+  writable_ = false;
+  write_busy_ = false;
+  handshake_left_ = 0;
+  connect_deadline_ = Clock::time_point::max();
+  if (stream_) {
+    stream_->close();
+    stream_.reset();
+  }
+  resolver_.cancel();
+  out_.clear();
+  last_error_ = reason;
+  last_code_ = code;
+  backoff_ = backoff_.count() == 0 ? options_.backoff_min
+                                   : std::min(backoff_ * 2, options_.backoff_max);
+  retry_at_ = Clock::now() + backoff_;
+
+  // Callbacks may send again (and find the connection idle), so detach the queues first.
+  std::deque<Pending> dropped;
+  dropped.swap(in_flight_);
+  for (auto& p : waiting_) dropped.push_back(std::move(p));
+  waiting_.clear();
+  for (auto& p : dropped) {
+    if (p.done) p.done(error(code, reason));
+  }
+}
+
+void Connection::flush() {
+  if (write_busy_ || !writable_ || out_.empty()) return;
+  write_busy_ = true;
+  auto buffer = std::make_shared<std::string>();
+  buffer->swap(out_);
+  const auto gen = generation_;
+  stream_->write(asio::buffer(*buffer),
+                 [this, gen, buffer, s = stream_](const asio::error_code& ec, std::size_t) {
+                   if (gen != generation_) return;
+                   write_busy_ = false;
+                   if (ec) return fail(errc::io_error, "write failed: " + ec.message());
+                   flush();
+                 });
+}
+
+void Connection::start_read() {
+  const auto gen = generation_;
+  stream_->read_some(asio::buffer(read_buf_),
+                     [this, gen, s = stream_](const asio::error_code& ec, std::size_t n) {
+                       if (gen != generation_) return;
+                       if (ec == asio::error::eof) {
+                         return fail(errc::io_error, "connection closed by the server");
+                       }
+                       if (ec) return fail(errc::io_error, "read failed: " + ec.message());
+                       on_read(n);
+                     });
+}
+
+void Connection::on_read(std::size_t n) {
+  last_read_ = Clock::now();
+  if (!reader_->feed(std::string_view(read_buf_.data(), n))) {
+    return fail(errc::protocol_error, "malformed reply: " + reader_->error());
+  }
+  const auto gen = generation_;
+  for (;;) {
+    std::optional<resp::Reply> reply = reader_->next();
+    if (!reply) {
+      if (!reader_->error().empty()) {
+        return fail(errc::protocol_error, "malformed reply: " + reader_->error());
+      }
+      break;
+    }
+    if (in_flight_.empty()) return fail(errc::protocol_error, "reply to no request");
+    Pending p = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    if (p.done) p.done(std::move(*reply));
+    if (gen != generation_) return;  // the callback reset the connection
+  }
+  start_read();
+}
+
+void Connection::arm_timer(Clock::time_point when) {
+  if (when >= timer_at_) return;
+  timer_at_ = when;
+  timer_.expires_at(when);
+  timer_.async_wait([this](const asio::error_code& ec) {
+    if (ec == asio::error::operation_aborted) return;
+    timer_at_ = Clock::time_point::max();
+    on_timer();
+  });
+}
+
+void Connection::on_timer() {
+  const auto now = Clock::now();
+  if (state_ == State::connecting && now >= connect_deadline_) {
+    fail(errc::timeout, "no connection within " + millis(options_.connect_timeout));
+  }
+  if (state_ == State::ready && !in_flight_.empty()) {
+    const auto quiet_since = std::max(last_read_, in_flight_.front().sent);
+    if (now - quiet_since >= options_.stall_timeout) {
+      fail(errc::timeout, "node stopped answering for " + millis(now - quiet_since));
+    }
+  }
+
+  // Collect expired callbacks before running any: they may send and so grow the queues.
+  std::vector<std::pair<Callback, Clock::duration>> expired;
+  for (auto& p : in_flight_) {
+    if (p.done && p.deadline <= now) expired.emplace_back(std::move(p.done), p.deadline - p.sent);
+  }
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->deadline <= now) {
+      if (it->done) expired.emplace_back(std::move(it->done), it->deadline - it->sent);
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& [done, timeout] : expired) {
+    done(error(errc::timeout, "no reply within " + millis(timeout)));
+  }
+
+  auto next = Clock::time_point::max();
+  if (state_ == State::connecting) next = connect_deadline_;
+  for (const auto& p : in_flight_) {
+    if (p.done) next = std::min(next, p.deadline);
+  }
+  for (const auto& p : waiting_) next = std::min(next, p.deadline);
+  if (state_ == State::ready && !in_flight_.empty()) {
+    next = std::min(next, std::max(last_read_, in_flight_.front().sent) + options_.stall_timeout);
+  }
+  if (next != Clock::time_point::max()) arm_timer(next);
+}
+
+}  // namespace dlock::net

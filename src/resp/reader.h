@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+// Reader: turns bytes fed in any split into whole Replies. Wraps hiredis' reader (no I/O here).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "resp/reply.h"
+
+struct redisReader;
+
+namespace dlock::resp {
+
+class Reader {
+ public:
+  Reader();
+  ~Reader();
+  Reader(const Reader&) = delete;
+  Reader& operator=(const Reader&) = delete;
+
+  // Appends bytes received from the server. Returns false if the reader is in error.
+  bool feed(std::string_view bytes);
+  // The next complete reply, if one is buffered. On a protocol error returns nullopt and
+  // error() becomes non-empty; the stream cannot be resumed after that.
+  std::optional<Reply> next();
+  const std::string& error() const noexcept { return error_; }
+
+ private:
+  redisReader* reader_;
+  std::string error_;
+};
+
+}  // namespace dlock::resp

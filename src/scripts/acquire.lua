@@ -1,0 +1,28 @@
+-- acquire: takes the lock for an owner, or counts one more hold when the owner has it already.
+--
+-- KEYS[1]  the lock key (the name the user gave): a hash owner -> hold count, with a ttl
+-- KEYS[2]  the fencing counter of this name: dlock:fence:{NAME}, an integer, never expires
+-- ARGV[1]  owner token
+-- ARGV[2]  ttl in milliseconds
+--
+-- Replies {status, fence, detail}:
+--   {1, fence, 0}      acquired: the key was absent; fence is the counter after INCR
+--   {2, fence, count}  reentered: the owner held it; count is the new hold count; the ttl is
+--                      raised to ARGV[2] if it was lower (never shortened)
+--   {0, 0, pttl}       held by someone else: another owner, or a key that is not a dlock hash
+--                      (e.g. another library's SET NX PX string), which is never touched;
+--                      pttl is its remaining ttl in ms (-1: none)
+local kind = redis.call('type', KEYS[1])['ok']
+if kind == 'none' then
+  redis.call('hset', KEYS[1], ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return {1, redis.call('incr', KEYS[2]), 0}
+end
+if kind == 'hash' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+  local count = redis.call('hincrby', KEYS[1], ARGV[1], 1)
+  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('pexpire', KEYS[1], ARGV[2])
+  end
+  return {2, tonumber(redis.call('get', KEYS[2]) or '0'), count}
+end
+return {0, 0, redis.call('pttl', KEYS[1])}

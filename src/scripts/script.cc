@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: MIT
+#include "scripts/script.h"
+
+#include <openssl/evp.h>
+
+#include <stdexcept>
+
+namespace dlock::scripts {
+namespace {
+
+Script load(std::string_view name) {
+  std::string_view source = embedded_source(name);
+  if (source.empty()) throw std::logic_error("no embedded script " + std::string(name));
+  return Script{name, source, sha1_hex(source)};
+}
+
+}  // namespace
+
+std::string sha1_hex(std::string_view text) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(text.data(), text.size(), digest, &len, EVP_sha1(), nullptr) != 1) {
+    throw std::runtime_error("SHA1 failed");
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out += kHex[digest[i] >> 4];
+    out += kHex[digest[i] & 0xf];
+  }
+  return out;
+}
+
+const Script& acquire() {
+  static const Script s = load("acquire");
+  return s;
+}
+const Script& release() {
+  static const Script s = load("release");
+  return s;
+}
+const Script& extend() {
+  static const Script s = load("extend");
+  return s;
+}
+const Script& inspect() {
+  static const Script s = load("inspect");
+  return s;
+}
+
+std::vector<const Script*> all() { return {&acquire(), &release(), &extend(), &inspect()}; }
+
+}  // namespace dlock::scripts

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: MIT
+// The registry of dlock's Lua scripts. The scripts themselves live in src/scripts/*.lua, each
+// opening with its keys, arguments and replies; docs/protocol.md restates them as the wire
+// contract. CMake embeds them into the library at build time.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlock::scripts {
+
+struct Script {
+  std::string_view name;
+  std::string_view source;
+  std::string sha1;  // hex, as EVALSHA wants it
+};
+
+const Script& acquire();
+const Script& release();
+const Script& extend();
+const Script& inspect();
+
+// Every script, for tests that load them all on a server.
+std::vector<const Script*> all();
+
+// Generated from the .lua files; empty for an unknown name.
+std::string_view embedded_source(std::string_view name);
+
+// Hex SHA1 of `text`, as Redis computes it for SCRIPT LOAD.
+std::string sha1_hex(std::string_view text);
+
+}  // namespace dlock::scripts
