@@ -153,7 +153,7 @@ Result<Lease> Client::lock(std::string_view name, std::chrono::milliseconds wait
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      if (e.is(errc::lock_held)) {
+      if (e.is(errc::lock_held) && wait.count() > 0) {
         return Error(errc::wait_timeout,
                      "lock '" + std::string(name) + "' still held by another owner after " +
                          std::to_string(wait.count()) + " ms",

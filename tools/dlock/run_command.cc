@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: MIT
+#include "run_command.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <csignal>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "duration.h"
+#include "exit_codes.h"
+#include "exit_status.h"
+
+extern char** environ;
+
+namespace dlock::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// The running command, for the signal handler: SIGINT/SIGTERM/SIGHUP sent to dlock go to the
+// command, so the lock is released only once the command has exited. A second SIGINT kills it.
+// Lock-free atomics are safe to use in a signal handler.
+std::atomic<pid_t> g_child{0};
+std::atomic<int> g_interrupts{0};
+static_assert(std::atomic<pid_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
+
+void forward_signal(int sig) {
+  const pid_t child = g_child.load();
+  if (child <= 0) return;
+  if (sig == SIGINT && ++g_interrupts > 1) {
+    kill(child, SIGKILL);
+  } else {
+    kill(child, sig);
+  }
+}
+
+void install_forwarding() {
+  struct sigaction sa {};
+  sa.sa_handler = forward_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+// Waits for the child on its own thread, so the main thread can renew the lock meanwhile.
+class ChildWatch {
+ public:
+  explicit ChildWatch(pid_t pid) : pid_(pid), thread_([this] { wait(); }) {}
+  ~ChildWatch() { thread_.join(); }
+  ChildWatch(const ChildWatch&) = delete;
+  ChildWatch& operator=(const ChildWatch&) = delete;
+
+  // True if the child exited before `until`.
+  bool wait_until(Clock::time_point until) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_until(lock, until, [this] { return exited_; });
+  }
+  int status() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [this] { return exited_; });
+    return status_;
+  }
+
+ private:
+  void wait() {
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    std::lock_guard lock(mu_);
+    status_ = status;
+    exited_ = true;
+    cv_.notify_all();
+  }
+
+  const pid_t pid_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool exited_ = false;  // guarded by mu_
+  int status_ = 0;       // guarded by mu_
+  std::thread thread_;
+};
+
+int exit_for(const Error& e) {
+  if (e.is(errc::invalid_argument)) return kExitUsage;
+  if (is_contention(e.code())) return kExitNotAcquired;
+  return kExitUnavailable;
+}
+
+}  // namespace
+
+CLI::App* add_run_command(CLI::App& app, RunFlags& flags) {
+  CLI::App* run = app.add_subcommand(
+      "run", "Hold a lock while COMMAND runs (renewing it), then release it");
+  add_connect_flags(*run, flags.connect);
+  run->add_option("-t,--ttl", flags.ttl,
+                  "lock ttl; renewed every ttl/3 while COMMAND runs (default 30s)")
+      ->envname("DLOCK_TTL");
+  run->add_option("-w,--wait", flags.wait,
+                  "how long to wait for a lock held by someone else (default 0: try once)")
+      ->envname("DLOCK_WAIT");
+  run->add_option("name", flags.name, "lock name")->required();
+  run->footer(
+      "COMMAND and its arguments follow a '--'.\n"
+      "Exit status: COMMAND's own if the lock was held throughout; 75 if the lock was held by "
+      "someone else past --wait; 69 if no quorum of nodes could be reached; 64 for a usage or "
+      "configuration error; 76 if the lock was lost while COMMAND ran (COMMAND got SIGTERM).\n"
+      "COMMAND sees DLOCK_NAME, DLOCK_TOKEN (fencing token) and DLOCK_VALIDITY_MS.\n\n"
+      "Examples:\n"
+      "  dlock run -r redis://10.0.0.1:6379 nightly-report -- ./report.sh\n"
+      "  DLOCK_REDIS=redis://a:6379,redis://b:6379,redis://c:6379 dlock run -t 10s -w 1m db-migrate "
+      "-- make migrate");
+  return run;
+}
+
+int run_command(const RunFlags& flags) {
+  if (flags.command.empty()) {
+    std::cerr << "dlock: run needs a COMMAND after '--' (see dlock run --help)\n";
+    return kExitUsage;
+  }
+  auto ttl = parse_duration(flags.ttl);
+  auto wait = parse_duration(flags.wait);
+  for (const auto* d : {&ttl, &wait}) {
+    if (!*d) {
+      std::cerr << "dlock: " << d->error().message() << "\n";
+      return kExitUsage;
+    }
+  }
+  auto client = make_client(flags.connect);
+  if (!client) {
+    std::cerr << "dlock: " << client.error().message() << "\n";
+    return kExitUsage;
+  }
+  LockOptions options;
+  options.ttl = *ttl;
+  auto lease = client->lock(flags.name, *wait, options);
+  if (!lease) {
+    std::cerr << "dlock: " << lease.error().message() << "\n";
+    return exit_for(lease.error());
+  }
+
+  std::vector<std::string> env_storage{
+      "DLOCK_NAME=" + flags.name,
+      "DLOCK_TOKEN=" + std::to_string(lease->fencing_token().value()),
+      "DLOCK_VALIDITY_MS=" + std::to_string(lease->validity().count())};
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "DLOCK_NAME=", 11) != 0 && std::strncmp(*e, "DLOCK_TOKEN=", 12) != 0 &&
+        std::strncmp(*e, "DLOCK_VALIDITY_MS=", 18) != 0) {
+      envp.push_back(*e);
+    }
+  }
+  for (auto& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = flags.command;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  install_forwarding();
+  pid_t pid = 0;
+  if (int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data()); rc != 0) {
+    std::cerr << "dlock: cannot run '" << args[0] << "': " << std::strerror(rc) << "\n";
+    (void)lease->unlock();
+    return rc == ENOENT ? kExitNotFound : kExitCannotExec;
+  }
+  g_child = pid;
+
+  ChildWatch child(pid);
+  const milliseconds interval = std::max(milliseconds(1), *ttl / 3);
+  auto next = Clock::now() + interval;
+  std::optional<Error> lost;
+  for (;;) {
+    next = std::min(next, Clock::now() + lease->validity());
+    if (child.wait_until(next)) break;
+    auto r = lease->extend();
+    if (r) {
+      next = Clock::now() + interval;
+    } else if (r.error().is(errc::lock_lost) || !lease->is_held()) {
+      lost = r.error();
+      break;
+    } else {
+      // Too few nodes answered, but the old validity still stands: try again soon.
+      next = Clock::now() + std::clamp(lease->validity() / 4, milliseconds(10), interval);
+    }
+  }
+
+  if (lost) {
+    std::cerr << "dlock: lost lock '" << flags.name << "': " << lost->message()
+              << "; sending SIGTERM to the command\n";
+    kill(pid, SIGTERM);
+    if (!child.wait_until(Clock::now() + std::chrono::seconds(10))) kill(pid, SIGKILL);
+    (void)child.status();
+    g_child = 0;
+    (void)lease->unlock();
+    return kExitLockLost;
+  }
+
+  const int status = child.status();
+  g_child = 0;
+  const bool held = lease->is_held();
+  auto released = lease->unlock();
+  if (!held || (!released && released.error().is(errc::lock_lost))) {
+    std::cerr << "dlock: lock '" << flags.name
+              << "' expired before the command finished; it was not held throughout\n";
+    return kExitLockLost;
+  }
+  if (!released) std::cerr << "dlock: warning: " << released.error().message() << "\n";
+  return exit_status_of(status);
+}
+
+}  // namespace dlock::cli

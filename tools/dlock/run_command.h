@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: MIT
+// `dlock run`: hold a lock while a command runs, renewing it, then release it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "connect_flags.h"
+
+namespace dlock::cli {
+
+struct RunFlags {
+  ConnectFlags connect;
+  std::string ttl = "30s";
+  std::string wait = "0";
+  std::string name;
+  std::vector<std::string> command;
+};
+
+CLI::App* add_run_command(CLI::App& app, RunFlags& flags);
+// Returns the process exit status (see exit_codes.h).
+int run_command(const RunFlags& flags);
+
+}  // namespace dlock::cli

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: MIT
+#include "status_command.h"
+
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "exit_codes.h"
+
+namespace dlock::cli {
+namespace {
+
+nlohmann::json to_json(const LockStatus& s) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& n : s.nodes) {
+    nlohmann::json j{{"node", n.node}, {"ok", !n.error.has_value()}};
+    if (n.error) {
+      j["error"] = *n.error;
+    } else {
+      j["kind"] = n.kind;
+      j["ttl_ms"] = n.ttl_ms;
+      j["fence"] = n.fence;
+      nlohmann::json owners = nlohmann::json::array();
+      for (const auto& [owner, count] : n.owners) {
+        owners.push_back({{"owner", owner}, {"count", count}});
+      }
+      j["owners"] = owners;
+    }
+    nodes.push_back(std::move(j));
+  }
+  return {{"name", s.name}, {"held", s.held}, {"quorum", s.quorum}, {"nodes", nodes}};
+}
+
+std::string holder_of(const NodeLockState& n) {
+  if (n.kind == "foreign") return "(another library's key)";
+  std::string out;
+  for (const auto& [owner, count] : n.owners) {
+    if (!out.empty()) out += ", ";
+    out += owner + (count > 1 ? " x" + std::to_string(count) : "");
+  }
+  return out.empty() ? "-" : out;
+}
+
+void print_table(const LockStatus& s) {
+  std::size_t present = 0;
+  for (const auto& n : s.nodes) present += (!n.error && n.kind != "free") ? 1 : 0;
+  std::cout << "lock " << s.name << ": " << (s.held ? "HELD" : "free") << " (present on "
+            << present << " of " << s.nodes.size() << " nodes, quorum " << s.quorum << ")\n";
+  std::cout << std::left << std::setw(28) << "NODE" << std::setw(9) << "STATE" << std::setw(10)
+            << "TTL" << std::setw(8) << "FENCE"
+            << "HOLDER / ERROR\n";
+  for (const auto& n : s.nodes) {
+    std::cout << std::setw(28) << n.node;
+    if (n.error) {
+      std::cout << std::setw(9) << "error" << std::setw(10) << "-" << std::setw(8) << "-"
+                << *n.error << "\n";
+      continue;
+    }
+    const std::string ttl = n.ttl_ms >= 0 ? std::to_string(n.ttl_ms) + "ms" : "-";
+    std::cout << std::setw(9) << (n.kind == "free" ? "free" : "held") << std::setw(10) << ttl
+              << std::setw(8) << n.fence << holder_of(n) << "\n";
+  }
+}
+
+}  // namespace
+
+CLI::App* add_status_command(CLI::App& app, StatusFlags& flags) {
+  CLI::App* status = app.add_subcommand("status", "Show what each node knows about a lock");
+  add_connect_flags(*status, flags.connect);
+  status->add_flag("--json", flags.json, "print one JSON object instead of a table");
+  status->add_option("name", flags.name, "lock name")->required();
+  status->footer(
+      "Exit status: 0 when a quorum of nodes answered, 69 when not, 64 for a usage error.\n\n"
+      "Examples:\n"
+      "  dlock status nightly-report\n"
+      "  dlock status --json -r redis://10.0.0.1:6379 -r redis://10.0.0.2:6379 "
+      "-r redis://10.0.0.3:6379 nightly-report");
+  return status;
+}
+
+int status_command(const StatusFlags& flags) {
+  auto client = make_client(flags.connect);
+  if (!client) {
+    std::cerr << "dlock: " << client.error().message() << "\n";
+    return kExitUsage;
+  }
+  auto status = client->status(flags.name);
+  if (!status) {
+    std::cerr << "dlock: " << status.error().message() << "\n";
+    return kExitUsage;
+  }
+  if (flags.json) {
+    std::cout << to_json(*status).dump() << "\n";
+  } else {
+    print_table(*status);
+  }
+  std::size_t answered = 0;
+  for (const auto& n : status->nodes) answered += n.error ? 0 : 1;
+  return answered >= status->quorum ? kExitOk : kExitUnavailable;
+}
+
+}  // namespace dlock::cli

@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: MIT
+// `dlock status`: what each node knows about a lock, as a table or as JSON.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "connect_flags.h"
+
+namespace dlock::cli {
+
+struct StatusFlags {
+  ConnectFlags connect;
+  bool json = false;
+  std::string name;
+};
+
+CLI::App* add_status_command(CLI::App& app, StatusFlags& flags);
+// Exit 0 when a quorum of nodes answered, 69 when not, 64 for bad flags.
+int status_command(const StatusFlags& flags);
+
+}  // namespace dlock::cli
