@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: MIT
+// The dlock tool end to end against real servers: exit codes, the child's environment, renewal
+// of long commands, lost locks, status output, and processes sharing a counter.
+#include <dlock/dlock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "support/redis_server.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::RedisCluster;
+using test::RedisServer;
+
+struct Ran {
+  int status = -1;
+  std::string output;  // stdout and stderr together
+};
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Runs the dlock tool through the shell, with `env` (NAME=value, already quoted as needed).
+Ran dlock_tool(const std::vector<std::string>& args, const std::string& env = "") {
+  std::string cmd = env + " " + quote(DLOCK_TOOL_PATH);
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " 2>&1";
+  Ran ran;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return ran;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) ran.output.append(buf, n);
+  const int status = pclose(p);
+  ran.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return ran;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DLOCK_REQUIRE_REDIS_OR_SKIP();
+    server_ = std::make_unique<RedisServer>();
+  }
+  std::vector<std::string> node() { return {"-r", server_->url()}; }
+  std::vector<std::string> args(std::initializer_list<std::string> before,
+                                std::initializer_list<std::string> after = {}) {
+    std::vector<std::string> out(before);
+    const std::vector<std::string> flags = node();
+    out.insert(out.begin() + 1, flags.begin(), flags.end());
+    out.insert(out.end(), after);
+    return out;
+  }
+  Client client() {
+    ClientOptions o;
+    o.nodes = {server_->url()};
+    return std::move(Client::create(o)).value();
+  }
+  std::unique_ptr<RedisServer> server_;
+};
+
+TEST_F(CliTest, ReturnsTheCommandsOwnExitStatus) {
+  EXPECT_EQ(dlock_tool(args({"run", "job", "--", "sh", "-c", "exit 7"})).status, 7);
+  EXPECT_EQ(dlock_tool(args({"run", "job", "--", "true"})).status, 0);
+  EXPECT_FALSE(server_->exists("job")) << "released after the command";
+}
+
+TEST_F(CliTest, CommandSeesNameTokenAndValidity) {
+  Ran ran = dlock_tool(args({"run", "-t", "10s", "job", "--", "sh", "-c",
+                             "echo \"N=$DLOCK_NAME T=$DLOCK_TOKEN V=$DLOCK_VALIDITY_MS\""}));
+  ASSERT_EQ(ran.status, 0) << ran.output;
+  EXPECT_NE(ran.output.find("N=job T=1 V="), std::string::npos) << ran.output;
+  const auto v = std::stol(ran.output.substr(ran.output.find("V=") + 2));
+  EXPECT_GT(v, 8000);
+  EXPECT_LE(v, 10000);
+  Ran again = dlock_tool(args({"run", "job", "--", "sh", "-c", "echo T=$DLOCK_TOKEN"}));
+  EXPECT_NE(again.output.find("T=2"), std::string::npos) << again.output;
+}
+
+TEST_F(CliTest, HeldBySomeoneElseExits75) {
+  Client c = client();
+  LockOptions o;
+  o.ttl = 30s;
+  o.owner = OwnerToken("someone-else");
+  auto lease = c.try_lock("job", o);
+  ASSERT_TRUE(lease);
+  Ran ran = dlock_tool(args({"run", "job", "--", "echo", "never"}));
+  EXPECT_EQ(ran.status, 75) << ran.output;
+  EXPECT_EQ(ran.output.find("never"), std::string::npos);
+  const auto start = std::chrono::steady_clock::now();
+  Ran waited = dlock_tool(args({"run", "-w", "500ms", "job", "--", "true"}));
+  EXPECT_EQ(waited.status, 75) << waited.output;
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 450ms);
+}
+
+TEST_F(CliTest, WaitsForTheLockWhenAllowedTo) {
+  Client c = client();
+  LockOptions o;
+  o.ttl = 30s;
+  o.owner = OwnerToken("someone-else");
+  auto lease = c.try_lock("job", o);
+  ASSERT_TRUE(lease);
+  auto ran = std::async(std::launch::async,
+                        [&] { return dlock_tool(args({"run", "-w", "20s", "job", "--", "true"})); });
+  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(lease->unlock());
+  EXPECT_EQ(ran.get().status, 0);
+}
+
+TEST_F(CliTest, NoQuorumExits69) {
+  const std::string url = server_->url();
+  server_->kill9();
+  Ran ran = dlock_tool({"run", "-r", url, "job", "--", "true"});
+  EXPECT_EQ(ran.status, 69) << ran.output;
+  EXPECT_NE(ran.output.find(url), std::string::npos) << ran.output;
+}
+
+TEST_F(CliTest, UsageErrorsExit64) {
+  EXPECT_EQ(dlock_tool(args({"run", "-t", "0", "job", "--", "true"})).status, 64);
+  EXPECT_EQ(dlock_tool(args({"run", "-t", "abc", "job", "--", "true"})).status, 64);
+  EXPECT_EQ(dlock_tool(args({"run", "-w", "-1s", "job", "--", "true"})).status, 64);
+  EXPECT_EQ(dlock_tool(args({"run", "job"})).status, 64);
+  EXPECT_EQ(dlock_tool(args({"run", "", "--", "true"})).status, 64);
+  EXPECT_EQ(dlock_tool({"run", "-r", "nope://x", "job", "--", "true"}).status, 64);
+  EXPECT_EQ(dlock_tool({"run", "-r", server_->url(), "-r", server_->url(), "job", "--", "true"})
+                .status,
+            64);
+  EXPECT_EQ(dlock_tool({"frobnicate"}).status, 64);
+  EXPECT_EQ(dlock_tool({}).status, 64);
+  EXPECT_FALSE(server_->exists("job"));
+}
+
+TEST_F(CliTest, MissingCommandExits127) {
+  Ran ran = dlock_tool(args({"run", "job", "--", "/nonexistent/program"}));
+  EXPECT_EQ(ran.status, 127) << ran.output;
+  EXPECT_FALSE(server_->exists("job"));
+}
+
+TEST_F(CliTest, NodesComeFromDlockRedisWhenNoFlagIsGiven) {
+  Ran ran = dlock_tool({"run", "job", "--", "true"}, "DLOCK_REDIS=" + quote(server_->url()));
+  EXPECT_EQ(ran.status, 0) << ran.output;
+  EXPECT_EQ(server_->command({"GET", "dlock:fence:{job}"})->str, std::string("1"));
+}
+
+TEST_F(CliTest, KeepsTheLockForACommandThreeTimesLongerThanTheTtl) {
+  auto ran = std::async(std::launch::async, [&] {
+    return dlock_tool(args({"run", "-t", "1s", "job", "--", "sleep", "3"}));
+  });
+  Client c = client();
+  LockOptions o;
+  o.ttl = 10s;
+  o.owner = OwnerToken("intruder");
+  ASSERT_TRUE(test::eventually([&] { return server_->exists("job"); }));
+  int probes = 0;
+  while (ran.wait_for(50ms) != std::future_status::ready) {
+    auto intruder = c.try_lock("job", o);
+    EXPECT_FALSE(intruder) << "the lock was free while the command ran (probe " << probes << ")";
+    ++probes;
+  }
+  Ran result = ran.get();
+  EXPECT_EQ(result.status, 0) << result.output;
+  EXPECT_GT(probes, 20);
+  EXPECT_FALSE(server_->exists("job"));
+}
+
+TEST_F(CliTest, LostLockStopsTheCommandAndExits76) {
+  const auto start = std::chrono::steady_clock::now();
+  auto ran = std::async(std::launch::async, [&] {
+    return dlock_tool(args({"run", "-t", "1s", "job", "--", "sleep", "60"}));
+  });
+  ASSERT_TRUE(test::eventually([&] { return server_->exists("job"); }));
+  server_->command({"DEL", "job"});  // the lock vanishes (an operator, a node that lost it)
+  Ran result = ran.get();
+  EXPECT_EQ(result.status, 76) << result.output;
+  EXPECT_NE(result.output.find("lost lock"), std::string::npos) << result.output;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s) << "the command must be stopped";
+}
+
+TEST_F(CliTest, StatusJsonDescribesEachNode) {
+  Client c = client();
+  LockOptions o;
+  o.ttl = 30s;
+  o.owner = OwnerToken("worker-7");
+  auto lease = c.try_lock("job", o);
+  ASSERT_TRUE(lease);
+  Ran ran = dlock_tool(args({"status", "--json", "job"}));
+  ASSERT_EQ(ran.status, 0) << ran.output;
+  auto j = nlohmann::json::parse(ran.output);
+  EXPECT_EQ(j["name"], "job");
+  EXPECT_EQ(j["held"], true);
+  ASSERT_EQ(j["nodes"].size(), 1u);
+  EXPECT_EQ(j["nodes"][0]["owners"][0]["owner"], "worker-7");
+  EXPECT_GT(j["nodes"][0]["ttl_ms"].get<long>(), 20000);
+  EXPECT_EQ(j["nodes"][0]["fence"], 1);
+  ASSERT_TRUE(lease->unlock());
+  auto free = nlohmann::json::parse(dlock_tool(args({"status", "--json", "job"})).output);
+  EXPECT_EQ(free["held"], false);
+  Ran table = dlock_tool(args({"status", "job"}));
+  EXPECT_NE(table.output.find("free"), std::string::npos) << table.output;
+}
+
+TEST_F(CliTest, StatusReportsUnreachableNodes) {
+  RedisServer other;
+  const std::string url = other.url();
+  other.kill9();
+  Ran ran = dlock_tool({"status", "--json", "-r", server_->url(), "-r", url, "job"});
+  EXPECT_EQ(ran.status, 69) << ran.output;  // 1 of 2 answered: no quorum
+  auto j = nlohmann::json::parse(ran.output);
+  EXPECT_EQ(j["nodes"][1]["ok"], false);
+  EXPECT_NE(j["nodes"][1]["error"].get<std::string>().find("refused"), std::string::npos);
+}
+
+// Six processes, each running `dlock run` around a read-modify-write of a file, against five
+// nodes of which two are killed midway: the counter must come out exact.
+TEST(CliProcessesTest, SixProcessesKeepAFileCounterExactWithTwoNodesKilled) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisCluster nodes(5);
+  char tmpl[] = "/tmp/dlock-counter-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string counter = dir + "/counter";
+  std::ofstream(counter) << 0 << "\n";
+  constexpr int kProcesses = 6;
+  constexpr int kRounds = 15;
+  const std::string body = "n=$(cat " + quote(counter) + "); sleep 0.01; echo $((n+1)) > " +
+                           quote(counter);
+  const std::string loop = "fails=0; for i in $(seq " + std::to_string(kRounds) + "); do " +
+                           quote(DLOCK_TOOL_PATH) + " run -t 5s -w 60s counter -- sh -c " +
+                           quote(body) + " || fails=$((fails+1)); done; exit $fails";
+  std::vector<std::future<int>> workers;
+  for (int p = 0; p < kProcesses; ++p) {
+    workers.push_back(std::async(std::launch::async, [&] {
+      const std::string cmd = "DLOCK_REDIS=" + quote(nodes.url_list()) + " sh -c " + quote(loop);
+      const int status = std::system(cmd.c_str());  // NOLINT(cert-env33-c)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }));
+  }
+  auto value = [&] {
+    std::ifstream in(counter);
+    long v = 0;
+    in >> v;
+    return v;
+  };
+  EXPECT_TRUE(test::eventually([&] { return value() >= kProcesses * kRounds / 3; }, 120s));
+  nodes[1].kill9();
+  nodes[3].kill9();
+  for (auto& w : workers) EXPECT_EQ(w.get(), 0) << "every dlock run must have succeeded";
+  EXPECT_EQ(value(), kProcesses * kRounds);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace dlock

@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: MIT
+// The lock on one real redis-server: ownership, expiry, validity, bad input, coexistence with
+// other libraries' locks, reconnection and the script cache.
+#include <dlock/dlock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "lock/keys.h"
+#include "scripts/script.h"
+#include "support/redis_server.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::RedisServer;
+
+class LockTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DLOCK_REQUIRE_REDIS_OR_SKIP();
+    server_ = std::make_unique<RedisServer>();
+  }
+  Client make_client(ClientOptions options = {}) {
+    if (options.nodes.empty()) options.nodes = {server_->url()};
+    auto c = Client::create(options);
+    EXPECT_TRUE(c) << c.error().message();
+    return std::move(c).value();
+  }
+  LockOptions ttl(std::chrono::milliseconds t, std::string owner = {}) {
+    LockOptions o;
+    o.ttl = t;
+    if (!owner.empty()) o.owner = OwnerToken(owner);
+    return o;
+  }
+  std::unique_ptr<RedisServer> server_;
+};
+
+TEST_F(LockTest, AcquireAndRelease) {
+  Client client = make_client();
+  auto lease = client.try_lock("job", ttl(10s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  EXPECT_TRUE(lease->is_held());
+  EXPECT_TRUE(server_->exists("job"));
+  ASSERT_TRUE(lease->unlock());
+  EXPECT_FALSE(lease->is_held());
+  EXPECT_FALSE(server_->exists("job"));
+}
+
+TEST_F(LockTest, SecondOwnerIsRefusedWhileHeld) {
+  Client client = make_client();
+  auto a = client.try_lock("job", ttl(10s, "a"));
+  ASSERT_TRUE(a);
+  auto b = client.try_lock("job", ttl(10s, "b"));
+  ASSERT_FALSE(b);
+  EXPECT_TRUE(b.error().is(errc::lock_held)) << b.error().message();
+  EXPECT_NE(b.error().message().find(server_->url()), std::string::npos) << b.error().message();
+}
+
+TEST_F(LockTest, FencingTokenGrowsWithEachAcquisition) {
+  Client client = make_client();
+  FencingToken last;
+  for (int i = 0; i < 5; ++i) {
+    auto lease = client.try_lock("job", ttl(10s));
+    ASSERT_TRUE(lease);
+    EXPECT_GT(lease->fencing_token(), last);
+    last = lease->fencing_token();
+  }
+}
+
+TEST_F(LockTest, OnlyTheOwnerReleases) {
+  Client client = make_client();
+  auto a = client.try_lock("job", ttl(10s, "owner-a"));
+  ASSERT_TRUE(a);
+  auto r = client.unlock("job", OwnerToken("intruder"));
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::not_owner)) << r.error().message();
+  EXPECT_TRUE(server_->exists("job"));
+  ASSERT_TRUE(client.unlock("job", OwnerToken("owner-a")));
+  EXPECT_FALSE(server_->exists("job"));
+}
+
+TEST_F(LockTest, ExpiredLeaseCannotReleaseOrExtendTheNextHolder) {
+  Client client = make_client();
+  auto a = client.try_lock("job", ttl(200ms, "a"));
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(test::eventually([&] { return !server_->exists("job"); }));
+  EXPECT_FALSE(a->is_held());
+  auto b = client.try_lock("job", ttl(10s, "b"));
+  ASSERT_TRUE(b) << b.error().message();
+
+  auto ext = a->extend(30s);
+  ASSERT_FALSE(ext);
+  EXPECT_TRUE(ext.error().is(errc::lock_lost)) << ext.error().message();
+  auto pttl = server_->command({"PTTL", "job"});
+  EXPECT_LE(pttl->integer, 10000) << "a stale extend must not re-arm b's lock";
+
+  auto rel = a->unlock();
+  ASSERT_FALSE(rel);
+  EXPECT_TRUE(rel.error().is(errc::lock_lost));
+  EXPECT_TRUE(server_->exists("job")) << "a stale release must not free b's lock";
+  auto holder = server_->command({"HGET", "job", "b"});
+  ASSERT_EQ(holder->type, REDIS_REPLY_STRING);
+  EXPECT_STREQ(holder->str, "1");
+}
+
+TEST_F(LockTest, ExtendReArmsTheTtl) {
+  Client client = make_client();
+  auto lease = client.try_lock("job", ttl(1s));
+  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease->extend(20s));
+  auto pttl = server_->command({"PTTL", "job"});
+  EXPECT_GT(pttl->integer, 10000);
+  EXPECT_GT(lease->validity(), 10s);
+}
+
+TEST_F(LockTest, TtlHoldsAndThenTheLockCanBeTakenAgain) {
+  Client client = make_client();
+  const auto start = std::chrono::steady_clock::now();
+  auto a = client.try_lock("job", ttl(600ms, "a"));
+  ASSERT_TRUE(a);
+  auto pttl = server_->command({"PTTL", "job"});
+  EXPECT_GT(pttl->integer, 0);
+  EXPECT_LE(pttl->integer, 600);
+  Result<Lease> b = Error(errc::lock_held, "not tried");
+  ASSERT_TRUE(test::eventually([&] {
+    b = client.try_lock("job", ttl(10s, "b"));
+    return b.has_value();
+  }));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, 540ms) << "the lock was free again before its ttl ran out";
+}
+
+TEST_F(LockTest, ValidityIsTtlMinusElapsedMinusDrift) {
+  ClientOptions options;
+  options.drift_factor = 0.01;
+  Client client = make_client(options);
+  auto lease = client.try_lock("job", ttl(10s));
+  ASSERT_TRUE(lease);
+  EXPECT_LE(lease->validity(), 10s - 102ms);
+  EXPECT_GT(lease->validity(), 8s);
+}
+
+TEST_F(LockTest, SameThreadReentersAndFreesAtCountZero) {
+  Client client = make_client();
+  auto outer = client.try_lock("job", ttl(10s));
+  ASSERT_TRUE(outer);
+  auto inner = client.try_lock("job", ttl(10s));
+  ASSERT_TRUE(inner) << inner.error().message();
+  EXPECT_EQ(inner->fencing_token(), outer->fencing_token());
+  ASSERT_TRUE(inner->unlock());
+  EXPECT_TRUE(server_->exists("job"));
+  ASSERT_TRUE(outer->unlock());
+  EXPECT_FALSE(server_->exists("job"));
+}
+
+TEST_F(LockTest, LeaseDestructorReleases) {
+  Client client = make_client();
+  {
+    auto lease = client.try_lock("job", ttl(10s));
+    ASSERT_TRUE(lease);
+    EXPECT_TRUE(server_->exists("job"));
+  }
+  EXPECT_FALSE(server_->exists("job"));
+}
+
+TEST_F(LockTest, PlainSetNxLockOfAnotherLibraryCountsAsHeldAndIsNeverTouched) {
+  Client client = make_client();
+  auto set = server_->command({"SET", "job", "other-lib-token", "NX", "PX", "10000"});
+  ASSERT_EQ(set->type, REDIS_REPLY_STATUS);
+  auto lease = client.try_lock("job", ttl(10s));
+  ASSERT_FALSE(lease);
+  EXPECT_TRUE(lease.error().is(errc::lock_held));
+  EXPECT_FALSE(client.unlock("job", Client::default_owner()));
+  EXPECT_FALSE(client.unlock("job", OwnerToken("other-lib-token")));
+  auto value = server_->command({"GET", "job"});
+  ASSERT_EQ(value->type, REDIS_REPLY_STRING);
+  EXPECT_STREQ(value->str, "other-lib-token");
+  auto pttl = server_->command({"PTTL", "job"});
+  EXPECT_LE(pttl->integer, 10000);
+  auto status = client.status("job");
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(status->held);
+  EXPECT_EQ(status->nodes[0].kind, "foreign");
+}
+
+TEST_F(LockTest, RunsScriptsAgainAfterTheScriptCacheIsFlushed) {
+  Client client = make_client();
+  ASSERT_TRUE(client.try_lock("job", ttl(10s))->unlock());
+  server_->command({"SCRIPT", "FLUSH"});
+  auto lease = client.try_lock("job", ttl(10s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  ASSERT_TRUE(lease->unlock());
+}
+
+TEST_F(LockTest, EveryScriptLoadsWithTheShaWeCallItBy) {
+  for (const scripts::Script* s : scripts::all()) {
+    auto r = server_->command({"SCRIPT", "LOAD", std::string(s->source)});
+    ASSERT_EQ(r->type, REDIS_REPLY_STRING) << s->name << ": " << (r->str ? r->str : "");
+    EXPECT_EQ(std::string(r->str), s->sha1) << s->name;
+  }
+}
+
+TEST_F(LockTest, ReconnectsAfterTheNodeRestarts) {
+  ClientOptions options;
+  options.reconnect_backoff_min = 20ms;
+  options.reconnect_backoff_max = 200ms;
+  Client client = make_client(options);
+  ASSERT_TRUE(client.try_lock("job", ttl(10s))->unlock());
+  server_->restart(/*keep_data=*/false);
+  Result<Lease> lease = Error(errc::io_error, "not tried");
+  ASSERT_TRUE(test::eventually([&] {
+    lease = client.try_lock("job", ttl(10s));
+    return lease.has_value();
+  }));
+  ASSERT_TRUE(lease->unlock());
+}
+
+TEST_F(LockTest, RejectsBadNamesAndTtls) {
+  Client client = make_client();
+  auto empty = client.try_lock("", ttl(10s));
+  ASSERT_FALSE(empty);
+  EXPECT_TRUE(empty.error().is(errc::invalid_argument));
+  EXPECT_NE(empty.error().message().find("name"), std::string::npos);
+  for (auto bad : {0ms, -5ms, 1ms, 2ms}) {
+    auto r = client.try_lock("job", ttl(bad));
+    ASSERT_FALSE(r) << bad.count();
+    EXPECT_TRUE(r.error().is(errc::invalid_argument)) << r.error().message();
+    EXPECT_NE(r.error().message().find("ttl"), std::string::npos) << r.error().message();
+  }
+  auto neg_wait = client.lock("job", -1ms, ttl(10s));
+  EXPECT_TRUE(!neg_wait && neg_wait.error().is(errc::invalid_argument));
+  LockOptions o;
+  o.owner = OwnerToken("");
+  auto r = client.try_lock("job", o);
+  EXPECT_TRUE(!r && r.error().is(errc::invalid_argument));
+  EXPECT_FALSE(server_->exists("job")) << "nothing may be left locked behind an error";
+}
+
+TEST_F(LockTest, RejectsBadClientOptions) {
+  auto none = Client::create({});
+  ASSERT_FALSE(none);
+  EXPECT_TRUE(none.error().is(errc::invalid_argument));
+  EXPECT_NE(none.error().message().find("no Redis nodes"), std::string::npos);
+
+  ClientOptions twice;
+  twice.nodes = {server_->url(), "redis://localhost:" + std::to_string(server_->port())};
+  auto dup = Client::create(twice);
+  ASSERT_FALSE(dup);
+  EXPECT_NE(dup.error().message().find("given twice"), std::string::npos);
+
+  ClientOptions malformed;
+  malformed.nodes = {"redis//nope"};
+  auto bad = Client::create(malformed);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message().find("invalid node URL"), std::string::npos);
+
+  ClientOptions zero_timeout;
+  zero_timeout.nodes = {server_->url()};
+  zero_timeout.node_timeout = 0ms;
+  EXPECT_FALSE(Client::create(zero_timeout));
+  ClientOptions bad_drift;
+  bad_drift.nodes = {server_->url()};
+  bad_drift.drift_factor = 1.5;
+  EXPECT_FALSE(Client::create(bad_drift));
+}
+
+TEST_F(LockTest, UnreachableNodeIsNamedWithItsReason) {
+  ClientOptions options;
+  server_->kill9();
+  options.nodes = {server_->url()};
+  Client client = make_client(options);
+  auto r = client.try_lock("job", ttl(10s));
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::quorum_not_reached)) << r.error().message();
+  ASSERT_EQ(r.error().nodes().size(), 1u);
+  EXPECT_EQ(r.error().nodes()[0].node, server_->url());
+  EXPECT_NE(r.error().message().find("refused"), std::string::npos) << r.error().message();
+}
+
+TEST_F(LockTest, ThreadsKeepANonAtomicCounterExact) {
+  Client client = make_client();
+  constexpr int kThreads = 8;
+  constexpr int kRounds = 25;
+  long counter = 0;  // deliberately not atomic: the lock is what protects it
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kRounds; ++i) {
+        auto lease = client.lock("counter", 60s, ttl(10s));
+        if (!lease) {
+          ++failures;
+          continue;
+        }
+        if (inside.fetch_add(1) != 0) ++overlaps;
+        long seen = counter;
+        std::this_thread::yield();
+        counter = seen + 1;
+        inside.fetch_sub(1);
+        if (!lease->unlock()) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(counter, kThreads * kRounds);
+}
+
+}  // namespace
+}  // namespace dlock

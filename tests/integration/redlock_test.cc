@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: MIT
+// Redlock on 5 real redis-server processes: quorum, dead and stalled nodes, rollback.
+#include <dlock/dlock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "support/redis_server.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::RedisCluster;
+
+class RedlockTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DLOCK_REQUIRE_REDIS_OR_SKIP();
+    nodes_ = std::make_unique<RedisCluster>(5);
+  }
+  Client make_client(std::chrono::milliseconds node_timeout = 500ms) {
+    ClientOptions options;
+    options.nodes = nodes_->urls();
+    options.node_timeout = node_timeout;
+    auto c = Client::create(options);
+    EXPECT_TRUE(c) << c.error().message();
+    return std::move(c).value();
+  }
+  static LockOptions ttl(std::chrono::milliseconds t) {
+    LockOptions o;
+    o.ttl = t;
+    return o;
+  }
+  std::size_t nodes_with(const std::string& key, std::initializer_list<std::size_t> which) {
+    std::size_t n = 0;
+    for (auto i : which) n += (*nodes_)[i].exists(key) ? 1 : 0;
+    return n;
+  }
+  std::unique_ptr<RedisCluster> nodes_;
+};
+
+TEST_F(RedlockTest, AcquiresOnAllNodesAndReleasesEverywhere) {
+  Client client = make_client();
+  EXPECT_EQ(client.quorum(), 3u);
+  auto lease = client.try_lock("job", ttl(10s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  EXPECT_EQ(nodes_with("job", {0, 1, 2, 3, 4}), 5u);
+  ASSERT_TRUE(lease->unlock());
+  EXPECT_EQ(nodes_with("job", {0, 1, 2, 3, 4}), 0u);
+}
+
+TEST_F(RedlockTest, WorksWithTwoNodesKilled) {
+  Client client = make_client();
+  (*nodes_)[1].kill9();
+  (*nodes_)[3].kill9();
+  for (int i = 0; i < 3; ++i) {
+    auto lease = client.try_lock("job", ttl(10s));
+    ASSERT_TRUE(lease) << lease.error().message();
+    EXPECT_EQ(nodes_with("job", {0, 2, 4}), 3u);
+    ASSERT_TRUE(lease->unlock()) << "released on the 3 live nodes";
+    EXPECT_EQ(nodes_with("job", {0, 2, 4}), 0u);
+  }
+}
+
+TEST_F(RedlockTest, FailsWithinTheWaitLimitWithThreeNodesKilled) {
+  Client client = make_client();
+  for (std::size_t i : {0u, 2u, 4u}) (*nodes_)[i].kill9();
+  const auto start = std::chrono::steady_clock::now();
+  auto lease = client.lock("job", 1s, ttl(10s));
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(lease);
+  EXPECT_TRUE(lease.error().is(errc::quorum_not_reached)) << lease.error().message();
+  EXPECT_LT(took, 6s);
+  const std::string message = lease.error().message();
+  EXPECT_NE(message.find("no quorum"), std::string::npos) << message;
+  for (std::size_t i : {0u, 2u, 4u}) {
+    EXPECT_NE(message.find((*nodes_)[i].url()), std::string::npos) << message;
+  }
+  EXPECT_EQ(nodes_with("job", {1, 3}), 0u) << "the 2 live nodes must be released";
+}
+
+TEST_F(RedlockTest, StalledNodeIsOutwaitedAndItsLateKeyRemovedByReleaseAll) {
+  Client client = make_client(/*node_timeout=*/150ms);
+  // Connect and cache the scripts first, so that what the stalled node runs late is the real
+  // acquire (with a cold cache it would answer NOSCRIPT, which nobody is waiting for).
+  ASSERT_TRUE(client.try_lock("warm-up", ttl(10s))->unlock());
+  (*nodes_)[0].pause();
+  const auto start = std::chrono::steady_clock::now();
+  auto lease = client.try_lock("job", ttl(10s));
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(lease) << lease.error().message();
+  EXPECT_LT(took, 2s) << "one stalled node must cost about one node timeout, not more";
+  EXPECT_EQ(nodes_with("job", {1, 2, 3, 4}), 4u);
+  ASSERT_TRUE(lease->unlock());
+  (*nodes_)[0].resume();
+  // The stalled node now runs what it had buffered: the acquire, then the release.
+  ASSERT_TRUE(test::eventually([&] {
+    auto fence = (*nodes_)[0].command({"GET", "dlock:fence:{job}"});
+    return fence && fence->type == REDIS_REPLY_STRING && std::string(fence->str) == "1";
+  })) << "the late acquire should have reached the node";
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE((*nodes_)[0].exists("job")) << "release-all must remove the late key";
+}
+
+TEST_F(RedlockTest, PartialAcquisitionIsRolledBackCompletely) {
+  Client client = make_client();
+  for (std::size_t i : {0u, 1u, 2u}) {
+    (*nodes_)[i].command({"HSET", "job", "someone-else", "1"});
+    (*nodes_)[i].command({"PEXPIRE", "job", "30000"});
+  }
+  auto lease = client.try_lock("job", ttl(10s));
+  ASSERT_FALSE(lease);
+  EXPECT_TRUE(lease.error().is(errc::lock_held)) << lease.error().message();
+  EXPECT_EQ(nodes_with("job", {3, 4}), 0u) << "what we took on 3 and 4 must be given back";
+  for (std::size_t i : {3u, 4u}) {
+    auto fence = (*nodes_)[i].command({"GET", "dlock:fence:{job}"});
+    ASSERT_EQ(fence->type, REDIS_REPLY_STRING) << "the acquire did run on node " << i;
+  }
+  for (std::size_t i : {0u, 1u, 2u}) {
+    auto holder = (*nodes_)[i].command({"HGET", "job", "someone-else"});
+    ASSERT_EQ(holder->type, REDIS_REPLY_STRING) << "the other holder is untouched on " << i;
+  }
+}
+
+TEST_F(RedlockTest, MinorityHeldElsewhereStillLeavesAQuorum) {
+  Client client = make_client();
+  for (std::size_t i : {0u, 1u}) {
+    (*nodes_)[i].command({"SET", "job", "stale", "PX", "30000"});
+  }
+  auto lease = client.try_lock("job", ttl(10s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  auto value = (*nodes_)[0].command({"GET", "job"});
+  ASSERT_EQ(value->type, REDIS_REPLY_STRING);
+  EXPECT_STREQ(value->str, "stale");
+}
+
+TEST_F(RedlockTest, ThreadsKeepACounterExactWhileTwoNodesDie) {
+  Client client = make_client();
+  constexpr int kThreads = 6;
+  constexpr int kRounds = 20;
+  long counter = 0;
+  std::atomic<int> done{0};
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kRounds; ++i) {
+        auto lease = client.lock("counter", 60s, ttl(10s));
+        if (!lease) {
+          ++failures;
+          continue;
+        }
+        if (inside.fetch_add(1) != 0) ++overlaps;
+        long seen = counter;
+        std::this_thread::sleep_for(1ms);
+        counter = seen + 1;
+        inside.fetch_sub(1);
+        ++done;
+        (void)lease->unlock();
+      }
+    });
+  }
+  EXPECT_TRUE(test::eventually([&] { return done.load() >= kThreads * kRounds / 3; }, 60s));
+  (*nodes_)[0].kill9();
+  (*nodes_)[4].kill9();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(counter, kThreads * kRounds);
+}
+
+}  // namespace
+}  // namespace dlock
