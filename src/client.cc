@@ -14,7 +14,9 @@ namespace dlock {
 namespace detail {
 namespace {
 
-std::string ms(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+std::string ms(std::chrono::milliseconds d) {
+  return std::to_string(d.count()) + " ms";
+}
 
 Result<std::unique_ptr<asio::ssl::context>> make_tls_context(const TlsOptions& tls) {
   try {
@@ -80,13 +82,12 @@ ClientCore::ClientCore(const ClientOptions& options, std::unique_ptr<asio::ssl::
                        const std::vector<net::NodeAddress>& addresses)
     : options_(options),
       tls_(std::move(tls)),
-      nodes_(addresses,
-             net::ConnectionOptions{options.connect_timeout, options.reconnect_backoff_min,
-                                    options.reconnect_backoff_max,
-                                    std::max(std::chrono::milliseconds(5000),
-                                             options.node_timeout * 10),
-                                    tls_.get()},
-             options.node_timeout),
+      nodes_(
+          addresses,
+          net::ConnectionOptions{
+              options.connect_timeout, options.reconnect_backoff_min, options.reconnect_backoff_max,
+              std::max(std::chrono::milliseconds(5000), options.node_timeout * 10), tls_.get()},
+          options.node_timeout),
       lock_(nodes_, options.drift_factor) {}
 
 std::optional<Error> ClientCore::check(std::string_view name, std::chrono::milliseconds ttl) const {
@@ -95,9 +96,8 @@ std::optional<Error> ClientCore::check(std::string_view name, std::chrono::milli
     return Error(errc::invalid_argument, "ttl must be positive, got " + ms(ttl));
   }
   if (auto d = lock_.drift(ttl); ttl <= d) {
-    return Error(errc::invalid_argument, "ttl of " + ms(ttl) +
-                                             " is not larger than the clock drift allowance of " +
-                                             ms(d));
+    return Error(errc::invalid_argument,
+                 "ttl of " + ms(ttl) + " is not larger than the clock drift allowance of " + ms(d));
   }
   return std::nullopt;
 }
@@ -177,9 +177,15 @@ Result<LockStatus> Client::status(std::string_view name) {
   return core_->algorithm().inspect(std::string(name));
 }
 
-std::size_t Client::node_count() const { return core_->node_count(); }
-std::size_t Client::quorum() const { return core_->algorithm().quorum(); }
+std::size_t Client::node_count() const {
+  return core_->node_count();
+}
+std::size_t Client::quorum() const {
+  return core_->algorithm().quorum();
+}
 
-OwnerToken Client::default_owner() { return lock::thread_owner(); }
+OwnerToken Client::default_owner() {
+  return lock::thread_owner();
+}
 
 }  // namespace dlock

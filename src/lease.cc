@@ -8,7 +8,9 @@ namespace {
 
 using Status = detail::LeaseState::Status;
 
-Error moved_from() { return Error(errc::invalid_argument, "lease is empty (moved from)"); }
+Error moved_from() {
+  return Error(errc::invalid_argument, "lease is empty (moved from)");
+}
 
 }  // namespace
 
@@ -59,8 +61,7 @@ Result<void> Lease::extend(std::chrono::milliseconds ttl) {
   if (state_->status == Status::lost) {
     return Error(errc::lock_lost, "lock '" + state_->name + "' was lost");
   }
-  auto r = state_->core->algorithm().extend(state_->name, state_->owner, ttl,
-                                            state_->valid_until);
+  auto r = state_->core->algorithm().extend(state_->name, state_->owner, ttl, state_->valid_until);
   if (r) {
     state_->valid_until = *r;
     return {};
@@ -73,12 +74,14 @@ std::chrono::milliseconds Lease::validity() const {
   if (!state_) return std::chrono::milliseconds(0);
   std::lock_guard lock(state_->mu);
   if (state_->status != Status::held) return std::chrono::milliseconds(0);
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-      state_->valid_until - lock::Clock::now());
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(state_->valid_until -
+                                                                          lock::Clock::now());
   return std::max(left, std::chrono::milliseconds(0));
 }
 
-bool Lease::is_held() const { return validity().count() > 0; }
+bool Lease::is_held() const {
+  return validity().count() > 0;
+}
 
 const std::string& Lease::name() const {
   static const std::string empty;
@@ -90,7 +93,9 @@ const OwnerToken& Lease::owner() const {
   return state_ ? state_->owner : empty;
 }
 
-FencingToken Lease::fencing_token() const { return state_ ? state_->fence : FencingToken(); }
+FencingToken Lease::fencing_token() const {
+  return state_ ? state_->fence : FencingToken();
+}
 
 std::chrono::milliseconds Lease::ttl() const {
   return state_ ? state_->ttl : std::chrono::milliseconds(0);

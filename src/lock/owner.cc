@@ -45,6 +45,8 @@ std::string process_id() {
   return id;
 }
 
-OwnerToken thread_owner() { return OwnerToken(process_id() + ":" + std::to_string(gettid())); }
+OwnerToken thread_owner() {
+  return OwnerToken(process_id() + ":" + std::to_string(gettid()));
+}
 
 }  // namespace dlock::lock

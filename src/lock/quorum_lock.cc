@@ -123,8 +123,8 @@ Result<void> QuorumLock::release(const std::string& name, const OwnerToken& owne
                      "); unreachable nodes drop it when the ttl ends",
                  std::move(failures));
   }
-  return Error(errc::not_owner, "lock '" + name + "' is not held by owner '" + owner.str() +
-                                    "' (" + counts + ")",
+  return Error(errc::not_owner,
+               "lock '" + name + "' is not held by owner '" + owner.str() + "' (" + counts + ")",
                std::move(failures));
 }
 
@@ -164,8 +164,8 @@ Result<Clock::time_point> QuorumLock::extend(const std::string& name, const Owne
                  "lock '" + name + "': extension not confirmed by a quorum (" + counts + ")",
                  std::move(failures));
   }
-  return Error(errc::lock_lost, "lock '" + name + "' is no longer held by this owner (" + counts +
-                                    ")",
+  return Error(errc::lock_lost,
+               "lock '" + name + "' is no longer held by this owner (" + counts + ")",
                std::move(failures));
 }
 

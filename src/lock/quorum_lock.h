@@ -29,7 +29,8 @@ struct Acquired {
 
 class QuorumLock {
  public:
-  QuorumLock(node::NodeSet& nodes, double drift_factor) : nodes_(nodes), drift_factor_(drift_factor) {}
+  QuorumLock(node::NodeSet& nodes, double drift_factor)
+      : nodes_(nodes), drift_factor_(drift_factor) {}
 
   // One attempt. Errors: lock_held, quorum_not_reached, timeout (quorum came after the ttl).
   Result<Acquired> acquire(const std::string& name, const OwnerToken& owner,

@@ -9,7 +9,9 @@
 namespace dlock::lock {
 
 // N/2 + 1: any two quorums of N nodes share at least one node.
-constexpr std::size_t quorum(std::size_t nodes) noexcept { return nodes / 2 + 1; }
+constexpr std::size_t quorum(std::size_t nodes) noexcept {
+  return nodes / 2 + 1;
+}
 
 // Allowance for the nodes' clocks running at different rates during one ttl:
 // ttl * factor, rounded up to a whole millisecond, plus 2 ms for the expiry granularity.

@@ -15,7 +15,8 @@ namespace dlock::net {
 class Connection::Stream {
  public:
   Stream(asio::io_context& io, asio::ssl::context* tls) : tcp(io) {
-    if (tls != nullptr) ssl = std::make_unique<asio::ssl::stream<asio::ip::tcp::socket&>>(tcp, *tls);
+    if (tls != nullptr)
+      ssl = std::make_unique<asio::ssl::stream<asio::ip::tcp::socket&>>(tcp, *tls);
   }
   template <typename Buffer, typename Handler>
   void read_some(const Buffer& buffer, Handler&& handler) {
@@ -57,17 +58,15 @@ bool is_ip_literal(const std::string& host) {
 }  // namespace
 
 Connection::Connection(asio::io_context& io, NodeAddress address, ConnectionOptions options)
-    : io_(io),
-      address_(std::move(address)),
-      options_(options),
-      resolver_(io),
-      timer_(io) {}
+    : io_(io), address_(std::move(address)), options_(options), resolver_(io), timer_(io) {}
 
 Connection::~Connection() {
   if (stream_) stream_->close();
 }
 
-Error Connection::error(errc code, const std::string& reason) const { return Error(code, reason); }
+Error Connection::error(errc code, const std::string& reason) const {
+  return Error(code, reason);
+}
 
 void Connection::post_error(Callback done, errc code, std::string reason) {
   asio::post(io_, [done = std::move(done), e = error(code, reason)]() { done(e); });
@@ -126,15 +125,14 @@ void Connection::start_connect() {
                 SSL_set_tlsext_host_name(s->ssl->native_handle(), address_.host.c_str());
               }
               s->ssl->set_verify_callback(asio::ssl::host_name_verification(address_.host));
-              s->ssl->async_handshake(asio::ssl::stream_base::client,
-                                      [this, gen, s](const asio::error_code& hec) {
-                                        if (gen != generation_) return;
-                                        if (hec) {
-                                          return fail(errc::io_error,
-                                                      "TLS handshake failed: " + hec.message());
-                                        }
-                                        on_connected();
-                                      });
+              s->ssl->async_handshake(
+                  asio::ssl::stream_base::client, [this, gen, s](const asio::error_code& hec) {
+                    if (gen != generation_) return;
+                    if (hec) {
+                      return fail(errc::io_error, "TLS handshake failed: " + hec.message());
+                    }
+                    on_connected();
+                  });
             });
       });
 }
@@ -164,12 +162,12 @@ void Connection::send_handshake() {
   if (steps.empty()) return become_ready();
   for (auto& [command, what] : steps) {
     out_ += command;
-    in_flight_.push_back(Pending{
-        {}, connect_deadline_, Clock::now(), [this, what = what](Result<resp::Reply> r) {
-          if (!r) return;  // the connection failed; fail() reported it already
-          if (r->is_error()) return fail(errc::auth_error, what + " refused: " + r->str);
-          if (--handshake_left_ == 0) become_ready();
-        }});
+    in_flight_.push_back(
+        Pending{{}, connect_deadline_, Clock::now(), [this, what = what](Result<resp::Reply> r) {
+                  if (!r) return;  // the connection failed; fail() reported it already
+                  if (r->is_error()) return fail(errc::auth_error, what + " refused: " + r->str);
+                  if (--handshake_left_ == 0) become_ready();
+                }});
   }
   flush();
 }
@@ -204,8 +202,8 @@ void Connection::fail(errc code, const std::string& reason) {
   out_.clear();
   last_error_ = reason;
   last_code_ = code;
-  backoff_ = backoff_.count() == 0 ? options_.backoff_min
-                                   : std::min(backoff_ * 2, options_.backoff_max);
+  backoff_ =
+      backoff_.count() == 0 ? options_.backoff_min : std::min(backoff_ * 2, options_.backoff_max);
   retry_at_ = Clock::now() + backoff_;
 
   // Callbacks may send again (and find the connection idle), so detach the queues first.

@@ -7,7 +7,8 @@ namespace dlock::node {
 namespace {
 
 std::string encode_eval(std::string_view verb, std::string_view body,
-                        const std::vector<std::string>& keys, const std::vector<std::string>& args) {
+                        const std::vector<std::string>& keys,
+                        const std::vector<std::string>& args) {
   const std::string nkeys = std::to_string(keys.size());
   std::vector<std::string_view> argv{verb, body, nkeys};
   argv.insert(argv.end(), keys.begin(), keys.end());

@@ -2,8 +2,8 @@
 #include "node/node_set.h"
 
 #include <condition_variable>
-#include <mutex>
 #include <future>
+#include <mutex>
 #include <optional>
 
 namespace dlock::node {

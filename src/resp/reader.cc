@@ -45,7 +45,9 @@ Reader::Reader() : reader_(redisReaderCreate()) {
   if (reader_ == nullptr) throw std::bad_alloc();
 }
 
-Reader::~Reader() { redisReaderFree(reader_); }
+Reader::~Reader() {
+  redisReaderFree(reader_);
+}
 
 bool Reader::feed(std::string_view bytes) {
   if (!error_.empty()) return false;

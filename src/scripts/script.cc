@@ -48,6 +48,8 @@ const Script& inspect() {
   return s;
 }
 
-std::vector<const Script*> all() { return {&acquire(), &release(), &extend(), &inspect()}; }
+std::vector<const Script*> all() {
+  return {&acquire(), &release(), &extend(), &inspect()};
+}
 
 }  // namespace dlock::scripts

@@ -110,8 +110,9 @@ TEST_F(CliTest, WaitsForTheLockWhenAllowedTo) {
   o.owner = OwnerToken("someone-else");
   auto lease = c.try_lock("job", o);
   ASSERT_TRUE(lease);
-  auto ran = std::async(std::launch::async,
-                        [&] { return dlock_tool(args({"run", "-w", "20s", "job", "--", "true"})); });
+  auto ran = std::async(std::launch::async, [&] {
+    return dlock_tool(args({"run", "-w", "20s", "job", "--", "true"}));
+  });
   std::this_thread::sleep_for(300ms);
   ASSERT_TRUE(lease->unlock());
   EXPECT_EQ(ran.get().status, 0);
@@ -132,9 +133,9 @@ TEST_F(CliTest, UsageErrorsExit64) {
   EXPECT_EQ(dlock_tool(args({"run", "job"})).status, 64);
   EXPECT_EQ(dlock_tool(args({"run", "", "--", "true"})).status, 64);
   EXPECT_EQ(dlock_tool({"run", "-r", "nope://x", "job", "--", "true"}).status, 64);
-  EXPECT_EQ(dlock_tool({"run", "-r", server_->url(), "-r", server_->url(), "job", "--", "true"})
-                .status,
-            64);
+  EXPECT_EQ(
+      dlock_tool({"run", "-r", server_->url(), "-r", server_->url(), "job", "--", "true"}).status,
+      64);
   EXPECT_EQ(dlock_tool({"frobnicate"}).status, 64);
   EXPECT_EQ(dlock_tool({}).status, 64);
   EXPECT_FALSE(server_->exists("job"));
@@ -153,8 +154,10 @@ TEST_F(CliTest, NodesComeFromDlockRedisWhenNoFlagIsGiven) {
 }
 
 TEST_F(CliTest, KeepsTheLockForACommandThreeTimesLongerThanTheTtl) {
+  char tmpl[] = "/tmp/dlock-done-XXXXXX";
+  const std::string done = std::string(mkdtemp(tmpl)) + "/done";
   auto ran = std::async(std::launch::async, [&] {
-    return dlock_tool(args({"run", "-t", "1s", "job", "--", "sleep", "3"}));
+    return dlock_tool(args({"run", "-t", "1s", "job", "--", "sh", "-c", "sleep 3; touch " + done}));
   });
   Client c = client();
   LockOptions o;
@@ -164,13 +167,18 @@ TEST_F(CliTest, KeepsTheLockForACommandThreeTimesLongerThanTheTtl) {
   int probes = 0;
   while (ran.wait_for(50ms) != std::future_status::ready) {
     auto intruder = c.try_lock("job", o);
-    EXPECT_FALSE(intruder) << "the lock was free while the command ran (probe " << probes << ")";
+    if (intruder) {
+      // Only fine once the command has finished and dlock has released the lock.
+      EXPECT_TRUE(std::filesystem::exists(done))
+          << "the lock was free while the command ran (probe " << probes << ")";
+      break;
+    }
     ++probes;
   }
   Ran result = ran.get();
   EXPECT_EQ(result.status, 0) << result.output;
   EXPECT_GT(probes, 20);
-  EXPECT_FALSE(server_->exists("job"));
+  std::filesystem::remove_all(std::filesystem::path(done).parent_path());
 }
 
 TEST_F(CliTest, LostLockStopsTheCommandAndExits76) {
@@ -231,8 +239,8 @@ TEST(CliProcessesTest, SixProcessesKeepAFileCounterExactWithTwoNodesKilled) {
   std::ofstream(counter) << 0 << "\n";
   constexpr int kProcesses = 6;
   constexpr int kRounds = 15;
-  const std::string body = "n=$(cat " + quote(counter) + "); sleep 0.01; echo $((n+1)) > " +
-                           quote(counter);
+  const std::string body =
+      "n=$(cat " + quote(counter) + "); sleep 0.01; echo $((n+1)) > " + quote(counter);
   const std::string loop = "fails=0; for i in $(seq " + std::to_string(kRounds) + "); do " +
                            quote(DLOCK_TOOL_PATH) + " run -t 5s -w 60s counter -- sh -c " +
                            quote(body) + " || fails=$((fails+1)); done; exit $fails";

@@ -75,9 +75,19 @@ void RedisServer::start() {
   const bool fresh_port = port_ == 0;
   for (int attempt = 0; attempt < 8; ++attempt) {
     if (fresh_port) port_ = free_port();
-    std::vector<std::string> args{redis_binary(), "--bind", "127.0.0.1", "--dir", dir_.string(),
-                                  "--save", "", "--daemonize", "no", "--loglevel", "warning",
-                                  "--logfile", (dir_ / "redis.log").string()};
+    std::vector<std::string> args{redis_binary(),
+                                  "--bind",
+                                  "127.0.0.1",
+                                  "--dir",
+                                  dir_.string(),
+                                  "--save",
+                                  "",
+                                  "--daemonize",
+                                  "no",
+                                  "--loglevel",
+                                  "warning",
+                                  "--logfile",
+                                  (dir_ / "redis.log").string()};
     if (options_.tls) {
       const auto& d = options_.tls_dir;
       args.insert(args.end(), {"--port", "0", "--tls-port", std::to_string(port_),
@@ -129,8 +139,8 @@ bool RedisServer::wait_ready(std::chrono::milliseconds limit) const {
       bool ready = options_.tls;  // the fixture speaks no TLS: a listening port must do
       if (!ready) {
         auto* r = static_cast<redisReply*>(redisCommand(c, "PING"));
-        ready = r != nullptr && (r->type != REDIS_REPLY_ERROR ||
-                                 std::string(r->str).rfind("NOAUTH", 0) == 0);
+        ready = r != nullptr &&
+                (r->type != REDIS_REPLY_ERROR || std::string(r->str).rfind("NOAUTH", 0) == 0);
         if (r != nullptr) freeReplyObject(r);
       }
       redisFree(c);

@@ -40,10 +40,10 @@ class RedisServer {
   pid_t pid() const { return pid_; }
   std::string url() const;  // redis://127.0.0.1:PORT (rediss:// for TLS)
 
-  void kill9();                        // SIGKILL, and wait for the process to go
+  void kill9();                         // SIGKILL, and wait for the process to go
   void restart(bool keep_data = true);  // kill9 then start on the same port (keep_data: AOF)
-  void pause();                        // SIGSTOP: the server stops answering, sockets stay open
-  void resume();                       // SIGCONT
+  void pause();                         // SIGSTOP: the server stops answering, sockets stay open
+  void resume();                        // SIGCONT
   bool running() const { return pid_ > 0; }
 
   // A command on a fresh connection of the fixture's own (hiredis, plain TCP only).
@@ -78,8 +78,8 @@ class RedisCluster {
 // Skips the calling test when redis-server is not installed, unless DLOCK_REQUIRE_REDIS=1
 // (set by CI), where a missing server is a failure. Use: DLOCK_REQUIRE_REDIS_OR_SKIP();
 bool redis_available();
-#define DLOCK_REQUIRE_REDIS_OR_SKIP()                                        \
-  do {                                                                       \
+#define DLOCK_REQUIRE_REDIS_OR_SKIP()                                         \
+  do {                                                                        \
     if (!::dlock::test::redis_available()) GTEST_SKIP() << "no redis-server"; \
   } while (0)
 
@@ -89,7 +89,9 @@ bool eventually(Condition condition, std::chrono::milliseconds limit = std::chro
   const auto until = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < until) {
     if (condition()) return true;
-    struct timespec ts {0, 10'000'000};
+    struct timespec ts {
+      0, 10'000'000
+    };
     nanosleep(&ts, nullptr);
   }
   return condition();

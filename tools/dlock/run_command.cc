@@ -99,8 +99,8 @@ int exit_for(const Error& e) {
 }  // namespace
 
 CLI::App* add_run_command(CLI::App& app, RunFlags& flags) {
-  CLI::App* run = app.add_subcommand(
-      "run", "Hold a lock while COMMAND runs (renewing it), then release it");
+  CLI::App* run =
+      app.add_subcommand("run", "Hold a lock while COMMAND runs (renewing it), then release it");
   add_connect_flags(*run, flags.connect);
   run->add_option("-t,--ttl", flags.ttl,
                   "lock ttl; renewed every ttl/3 while COMMAND runs (default 30s)")
@@ -117,7 +117,8 @@ CLI::App* add_run_command(CLI::App& app, RunFlags& flags) {
       "COMMAND sees DLOCK_NAME, DLOCK_TOKEN (fencing token) and DLOCK_VALIDITY_MS.\n\n"
       "Examples:\n"
       "  dlock run -r redis://10.0.0.1:6379 nightly-report -- ./report.sh\n"
-      "  DLOCK_REDIS=redis://a:6379,redis://b:6379,redis://c:6379 dlock run -t 10s -w 1m db-migrate "
+      "  DLOCK_REDIS=redis://a:6379,redis://b:6379,redis://c:6379 dlock run -t 10s -w 1m "
+      "db-migrate "
       "-- make migrate");
   return run;
 }
@@ -149,8 +150,7 @@ int run_command(const RunFlags& flags) {
   }
 
   std::vector<std::string> env_storage{
-      "DLOCK_NAME=" + flags.name,
-      "DLOCK_TOKEN=" + std::to_string(lease->fencing_token().value()),
+      "DLOCK_NAME=" + flags.name, "DLOCK_TOKEN=" + std::to_string(lease->fencing_token().value()),
       "DLOCK_VALIDITY_MS=" + std::to_string(lease->validity().count())};
   std::vector<char*> envp;
   for (char** e = environ; *e != nullptr; ++e) {

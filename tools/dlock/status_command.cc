@@ -45,8 +45,8 @@ std::string holder_of(const NodeLockState& n) {
 void print_table(const LockStatus& s) {
   std::size_t present = 0;
   for (const auto& n : s.nodes) present += (!n.error && n.kind != "free") ? 1 : 0;
-  std::cout << "lock " << s.name << ": " << (s.held ? "HELD" : "free") << " (present on "
-            << present << " of " << s.nodes.size() << " nodes, quorum " << s.quorum << ")\n";
+  std::cout << "lock " << s.name << ": " << (s.held ? "HELD" : "free") << " (present on " << present
+            << " of " << s.nodes.size() << " nodes, quorum " << s.quorum << ")\n";
   std::cout << std::left << std::setw(28) << "NODE" << std::setw(9) << "STATE" << std::setw(10)
             << "TTL" << std::setw(8) << "FENCE"
             << "HOLDER / ERROR\n";
