@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "client_core.h"
+#include "lock/lease_state.h"
 #include "lock/owner.h"
 #include "lock/validity.h"
 #include "net/node_address.h"
@@ -88,7 +89,8 @@ ClientCore::ClientCore(const ClientOptions& options, std::unique_ptr<asio::ssl::
               options.connect_timeout, options.reconnect_backoff_min, options.reconnect_backoff_max,
               std::max(std::chrono::milliseconds(5000), options.node_timeout * 10), tls_.get()},
           options.node_timeout),
-      lock_(nodes_, options.drift_factor) {}
+      lock_(nodes_, options.drift_factor),
+      watchdog_(lock_) {}
 
 std::optional<Error> ClientCore::check(std::string_view name, std::chrono::milliseconds ttl) const {
   if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
@@ -126,18 +128,35 @@ Result<Lease> Client::try_lock(std::string_view name, const LockOptions& options
   if (options.owner && options.owner->empty()) {
     return Error(errc::invalid_argument, "owner must not be empty");
   }
-  OwnerToken owner = options.owner ? *options.owner : default_owner();
-  std::string key(name);
-  auto acquired = core_->algorithm().acquire(key, owner, options.ttl);
-  if (!acquired) return std::move(acquired).error();
+  if (options.renew_every.count() < 0 ||
+      (options.auto_renew && options.renew_every >= options.ttl)) {
+    return Error(errc::invalid_argument, "renew_every must be shorter than the ttl");
+  }
   auto state = std::make_shared<detail::LeaseState>();
-  state->core = core_;
-  state->name = std::move(key);
-  state->owner = std::move(owner);
-  state->fence = acquired->fence;
+  state->name = std::string(name);
+  state->owner = options.owner ? *options.owner : default_owner();
   state->ttl = options.ttl;
-  state->valid_until = acquired->valid_until;
-  return Lease(std::move(state));
+  state->auto_renew = options.auto_renew;
+  state->renew_every = options.renew_every.count() > 0
+                           ? options.renew_every
+                           : std::max(std::chrono::milliseconds(1), options.ttl / 3);
+  state->on_lost = options.on_lost;
+  if (!options.owner) state->thread_alive = detail::this_thread_alive();
+
+  auto attempt = core_->algorithm().acquire(state->name, state->owner, options.ttl);
+  if (auto* refused = std::get_if<lock::Refused>(&attempt)) return std::move(refused->error);
+  const auto& acquired = std::get<lock::Acquired>(attempt);
+  state->fence = acquired.fence;
+  if (acquired.reentered) {
+    // One more hold of a lock this owner has: it keeps the outer hold's fencing token.
+    if (auto outer = core_->watchdog().find_held(state->name, state->owner)) {
+      state->fence = outer->fence;
+    }
+  }
+  state->valid_until = acquired.valid_until;
+  state->renewed_at = std::chrono::steady_clock::now();
+  core_->watchdog().track(state);
+  return Lease(core_, std::move(state));
 }
 
 Result<Lease> Client::lock(std::string_view name, std::chrono::milliseconds wait,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// ClientCore: what a Client handle and its Leases share: the nodes, the lock algorithm and the
-// options. Private to the library.
+// ClientCore: what a Client handle and its Leases share: the nodes, the lock algorithm, the
+// watchdog and the options. Private to the library.
 #pragma once
 
 #include <dlock/lease.h>
@@ -9,10 +9,11 @@
 
 #include <asio/ssl.hpp>
 #include <memory>
-#include <mutex>
 #include <optional>
 
+#include "lock/lease_state.h"
 #include "lock/quorum_lock.h"
+#include "lock/watchdog.h"
 #include "node/node_set.h"
 
 namespace dlock::detail {
@@ -23,11 +24,12 @@ class ClientCore {
   ClientCore(const ClientOptions& options, std::unique_ptr<asio::ssl::context> tls,
              const std::vector<net::NodeAddress>& addresses);
 
-  // Checks a name and lock options; an Error of errc::invalid_argument says what is wrong.
+  // Checks a name and ttl; an Error of errc::invalid_argument says what is wrong.
   std::optional<Error> check(std::string_view name, std::chrono::milliseconds ttl) const;
 
   const ClientOptions& options() const noexcept { return options_; }
   lock::QuorumLock& algorithm() noexcept { return lock_; }
+  lock::Watchdog& watchdog() noexcept { return watchdog_; }
   std::size_t node_count() const noexcept { return nodes_.size(); }
 
  private:
@@ -36,20 +38,7 @@ class ClientCore {
   std::unique_ptr<asio::ssl::context> tls_;
   node::NodeSet nodes_;
   lock::QuorumLock lock_;
-};
-
-// The shared state behind a Lease.
-struct LeaseState {
-  std::shared_ptr<ClientCore> core;
-  std::string name;
-  OwnerToken owner;
-  FencingToken fence;
-  std::chrono::milliseconds ttl{0};
-
-  enum class Status { held, released, lost };
-  mutable std::mutex mu;
-  lock::Clock::time_point valid_until;  // guarded by mu
-  Status status = Status::held;         // guarded by mu
+  lock::Watchdog watchdog_;  // declared last: its thread stops before the rest goes
 };
 
 }  // namespace dlock::detail

@@ -2,6 +2,7 @@
 #include <dlock/lease.h>
 
 #include "client_core.h"
+#include "lock/lease_state.h"
 
 namespace dlock {
 namespace {
@@ -17,6 +18,7 @@ Error moved_from() {
 Lease& Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
     if (state_) (void)unlock();
+    core_ = std::move(other.core_);
     state_ = std::move(other.state_);
   }
   return *this;
@@ -34,14 +36,19 @@ Result<void> Lease::unlock() {
   if (!state_) return moved_from();
   std::lock_guard lock(state_->mu);
   if (state_->status == Status::released) return {};
-  const bool was_lost = state_->status == Status::lost;
+  const bool expired =
+      state_->status == Status::lost || detail::LeaseState::Clock::now() >= state_->valid_until;
   state_->status = Status::released;
-  // Released everywhere even when lost: nodes that still know us must not keep the key.
-  auto r = state_->core->algorithm().release(state_->name, state_->owner);
-  if (was_lost) return Error(errc::lock_lost, "lock '" + state_->name + "' had been lost");
-  if (!r && r.error().is(errc::not_owner)) {
+  if (expired && core_->watchdog().find_held(state_->name, state_->owner, state_.get())) {
+    // The same owner holds this name again by a newer lease: the key's hold count now belongs
+    // to that one, and giving back a hold here would release it.
+    return Error(errc::lock_lost, "lock '" + state_->name + "' had expired before release");
+  }
+  // Released everywhere even when expired: nodes that still know us must not keep the key.
+  auto r = core_->algorithm().release(state_->name, state_->owner);
+  if (expired || (!r && r.error().is(errc::not_owner))) {
     return Error(errc::lock_lost, "lock '" + state_->name + "' had expired before release",
-                 r.error().nodes());
+                 r ? std::vector<NodeError>{} : r.error().nodes());
   }
   return r;
 }
@@ -53,7 +60,7 @@ Result<void> Lease::extend() {
 
 Result<void> Lease::extend(std::chrono::milliseconds ttl) {
   if (!state_) return moved_from();
-  if (auto bad = state_->core->check(state_->name, ttl)) return std::move(*bad);
+  if (auto bad = core_->check(state_->name, ttl)) return std::move(*bad);
   std::lock_guard lock(state_->mu);
   if (state_->status == Status::released) {
     return Error(errc::not_owner, "lock '" + state_->name + "' was released");
@@ -61,7 +68,7 @@ Result<void> Lease::extend(std::chrono::milliseconds ttl) {
   if (state_->status == Status::lost) {
     return Error(errc::lock_lost, "lock '" + state_->name + "' was lost");
   }
-  auto r = state_->core->algorithm().extend(state_->name, state_->owner, ttl, state_->valid_until);
+  auto r = core_->algorithm().extend(state_->name, state_->owner, ttl, state_->valid_until);
   if (r) {
     state_->valid_until = *r;
     return {};
@@ -74,13 +81,19 @@ std::chrono::milliseconds Lease::validity() const {
   if (!state_) return std::chrono::milliseconds(0);
   std::lock_guard lock(state_->mu);
   if (state_->status != Status::held) return std::chrono::milliseconds(0);
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(state_->valid_until -
-                                                                          lock::Clock::now());
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      state_->valid_until - detail::LeaseState::Clock::now());
   return std::max(left, std::chrono::milliseconds(0));
 }
 
 bool Lease::is_held() const {
   return validity().count() > 0;
+}
+
+bool Lease::lost() const {
+  if (!state_) return false;
+  std::lock_guard lock(state_->mu);
+  return state_->status == Status::lost;
 }
 
 const std::string& Lease::name() const {

@@ -17,9 +17,13 @@
 //   held      | releases on all nodes ->  | re-arms ttl on a quorum; on   | releases on all
 //             | released                  | failure after validity: lost  | nodes
 //   released  | ok, no-op                 | errc::not_owner               | nothing
-//   lost      | cleans up on all nodes,   | errc::lock_lost               | cleans up on all
-//             | returns errc::lock_lost   |                               | nodes
+//   lost      | cleans up on all nodes*,  | errc::lock_lost               | cleans up on all
+//             | returns errc::lock_lost   |                               | nodes*
 //   (moved)   | errc::invalid_argument    | errc::invalid_argument        | nothing
+//
+// A lease is lost when the watchdog (LockOptions::auto_renew) could not renew it in time,
+// when extend() found it gone, or when its owning thread exited. (*) Unless this client holds
+// the same name for the same owner again by a newer lease: that hold is left alone.
 //
 // Thread-safety: a Lease may be used from several threads; calls are serialized internally.
 #pragma once
@@ -34,13 +38,15 @@
 namespace dlock {
 
 namespace detail {
+class ClientCore;
 struct LeaseState;
-}
+}  // namespace detail
 
 class Lease {
  public:
   Lease() = default;  // an empty lease that holds nothing
-  explicit Lease(std::shared_ptr<detail::LeaseState> state) : state_(std::move(state)) {}
+  Lease(std::shared_ptr<detail::ClientCore> core, std::shared_ptr<detail::LeaseState> state)
+      : core_(std::move(core)), state_(std::move(state)) {}
   Lease(Lease&&) noexcept = default;
   Lease& operator=(Lease&& other) noexcept;
   Lease(const Lease&) = delete;
@@ -64,6 +70,8 @@ class Lease {
   std::chrono::milliseconds validity() const;
   // Held, not released, not lost, and validity left.
   bool is_held() const;
+  // True once the watchdog gave up on it, or extend() found it gone.
+  bool lost() const;
 
   const std::string& name() const;
   const OwnerToken& owner() const;
@@ -73,7 +81,8 @@ class Lease {
   std::chrono::milliseconds ttl() const;
 
  private:
-  std::shared_ptr<detail::LeaseState> state_;
+  std::shared_ptr<detail::ClientCore> core_;   // keeps the connections alive
+  std::shared_ptr<detail::LeaseState> state_;  // shared with the client's watchdog
 };
 
 }  // namespace dlock

@@ -9,9 +9,11 @@
 //   lock_opts.ttl = std::chrono::seconds(10);
 #pragma once
 
+#include <dlock/result.h>
 #include <dlock/types.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +53,18 @@ struct LockOptions {
   // Time to live of the lock on each node. Must exceed the drift (ttl * drift_factor + 2 ms).
   // Default: 30 s.
   std::chrono::milliseconds ttl{30000};
+  // Watchdog renewal. true: the client re-arms the ttl every renew_every for as long as the
+  // lease is held and, for the default owner, its thread lives; the lock then outlives any
+  // pause of the holder shorter than the ttl, and ends at most one ttl after the holder dies.
+  // false: an explicit lease that ends after ttl unless Lease::extend() is called.
+  // Default: true.
+  bool auto_renew = true;
+  // Renewal period with auto_renew. Zero: ttl / 3. Default: zero.
+  std::chrono::milliseconds renew_every{0};
+  // Called once if the watchdog could not renew the lock on a quorum before its validity
+  // ended: the lock is lost and is_held() is false. Runs on the client's watchdog thread; it
+  // must not block for long (unlocking the lease from it is fine). Default: none.
+  std::function<void(const Error&)> on_lost;
   // The owner. Default: this process (a 128-bit random id) plus the calling thread, so the same
   // thread can take the lock again (reentrancy). Name one to hand a lock to another thread or
   // process; it must then be unique among all contenders.

@@ -10,8 +10,16 @@
 namespace dlock::lock {
 namespace {
 
+// Locks per renew script call: bounds the time one call blocks a node.
+constexpr std::size_t kRenewChunk = 256;
+
 std::string ms(Clock::duration d) {
   return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(d).count()) + " ms";
+}
+
+std::string count_text(std::size_t got, std::size_t n, std::size_t quorum, const char* what) {
+  return std::to_string(got) + " of " + std::to_string(n) + " nodes " + what + ", quorum is " +
+         std::to_string(quorum);
 }
 
 // An integer element of a script's array reply, or nullopt if the reply has another shape.
@@ -19,6 +27,8 @@ std::optional<std::int64_t> int_at(const resp::Reply& r, std::size_t i) {
   if (!r.is_array() || r.elements.size() <= i || !r.elements[i].is_integer()) return std::nullopt;
   return r.elements[i].integer;
 }
+
+const char* kQuarantined = "restarted recently: kept out of quorums until its lost locks expire";
 
 }  // namespace
 
@@ -34,16 +44,20 @@ NodeError QuorumLock::node_error(std::size_t i, errc code, std::string reason) c
   return NodeError{nodes_.address(i).display(), make_error_code(code), std::move(reason)};
 }
 
-Result<Acquired> QuorumLock::acquire(const std::string& name, const OwnerToken& owner,
-                                     std::chrono::milliseconds ttl) {
+std::variant<Acquired, Refused> QuorumLock::acquire(const std::string& name,
+                                                    const OwnerToken& owner,
+                                                    std::chrono::milliseconds ttl) {
+  const Membership::View view = membership_.refresh(ttl);
   const auto start = Clock::now();
   node::Outcomes outcomes = nodes_.run_script(scripts::acquire(), {name, fence_key(name)},
                                               {owner.str(), std::to_string(ttl.count())});
-  const auto elapsed = Clock::now() - start;
 
   std::size_t acquired = 0;
   std::size_t held = 0;
-  Acquired result;
+  std::uint64_t token = 0;  // larger than every counter seen
+  std::vector<std::uint64_t> granted_counter(outcomes.size(), 0);
+  std::optional<std::chrono::milliseconds> holder_ttl;
+  bool reentered = false;
   std::vector<NodeError> failures;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     const auto& o = outcomes[i];
@@ -55,17 +69,30 @@ Result<Acquired> QuorumLock::acquire(const std::string& name, const OwnerToken& 
       failures.push_back(node_error(i, errc::script_error, o->str));
       continue;
     }
-    auto status = int_at(*o, 0);
-    auto fence = int_at(*o, 1);
-    auto detail = int_at(*o, 2);
-    if (!status || !fence || !detail) {
+    const auto status = int_at(*o, 0);
+    const auto fence = int_at(*o, 1);
+    const auto detail = int_at(*o, 2);
+    if (!status || !fence || !detail || *fence < 0) {
       failures.push_back(node_error(i, errc::protocol_error, "unexpected reply to acquire"));
-    } else if (*status == 1 || *status == 2) {
-      ++acquired;
-      result.fence = std::max(result.fence, FencingToken(static_cast<std::uint64_t>(*fence)));
-      result.reentered = result.reentered || *status == 2;
+      continue;
+    }
+    const auto counter = static_cast<std::uint64_t>(*fence);
+    if (*status == 1 || *status == 2) {
+      token = std::max(token, counter);
+      reentered = reentered || *status == 2;
+      if (view.may_vote(nodes_, i)) {
+        ++acquired;
+        if (*status == 1) granted_counter[i] = counter;
+      } else {
+        failures.push_back(node_error(i, errc::quorum_not_reached, kQuarantined));
+      }
     } else {
       ++held;
+      token = std::max(token, counter + 1);
+      if (*detail >= 0) {
+        holder_ttl = std::max(holder_ttl.value_or(std::chrono::milliseconds(0)),
+                              std::chrono::milliseconds(*detail));
+      }
       failures.push_back(node_error(
           i, errc::lock_held,
           "held by another owner" +
@@ -73,27 +100,60 @@ Result<Acquired> QuorumLock::acquire(const std::string& name, const OwnerToken& 
     }
   }
 
-  const auto left = validity(ttl, elapsed, drift_factor_);
-  if (acquired >= nodes_.quorum() && left.count() > 0) {
-    result.valid_until = start + (ttl - drift(ttl));
-    return result;
+  bool ok =
+      acquired >= nodes_.quorum() && validity(ttl, Clock::now() - start, drift_factor_).count() > 0;
+  bool fence_failed = false;
+  if (ok && !reentered && nodes_.size() > 1) {
+    const auto holding = std::count(granted_counter.begin(), granted_counter.end(), token);
+    if (static_cast<std::size_t>(holding) < nodes_.quorum()) {
+      fence_failed = !raise_fence(name, token, failures);
+      ok = !fence_failed && validity(ttl, Clock::now() - start, drift_factor_).count() > 0;
+    }
   }
+  if (ok) return Acquired{FencingToken(token), start + (ttl - drift(ttl)), reentered};
 
   // Failed: give back whatever this attempt took, everywhere, also where the reply was lost.
   (void)release(name, owner);
-
-  const std::string counts = std::to_string(acquired) + " of " + std::to_string(nodes_.size()) +
-                             " nodes acquired, quorum is " + std::to_string(nodes_.quorum());
+  const auto elapsed = Clock::now() - start;
+  const std::string counts = count_text(acquired, nodes_.size(), nodes_.quorum(), "acquired");
+  if (fence_failed) {
+    return Refused{Error(errc::quorum_not_reached,
+                         "lock '" + name + "': fencing token not confirmed by a quorum (released)",
+                         std::move(failures)),
+                   std::nullopt};
+  }
   if (acquired >= nodes_.quorum()) {
-    return Error(errc::timeout, "lock '" + name + "': quorum reached after " + ms(elapsed) +
-                                    ", too late for a ttl of " + ms(ttl) + " (released)");
+    return Refused{Error(errc::timeout, "lock '" + name + "': quorum reached after " + ms(elapsed) +
+                                            ", too late for a ttl of " + ms(ttl) + " (released)"),
+                   std::nullopt};
   }
   if (held > 0 && acquired + held >= nodes_.quorum()) {
-    return Error(errc::lock_held, "lock '" + name + "' is held by another owner (" + counts + ")",
-                 std::move(failures));
+    return Refused{
+        Error(errc::lock_held, "lock '" + name + "' is held by another owner (" + counts + ")",
+              std::move(failures)),
+        holder_ttl};
   }
-  return Error(errc::quorum_not_reached, "lock '" + name + "': no quorum (" + counts + ")",
-               std::move(failures));
+  return Refused{Error(errc::quorum_not_reached, "lock '" + name + "': no quorum (" + counts + ")",
+                       std::move(failures)),
+                 std::nullopt};
+}
+
+bool QuorumLock::raise_fence(const std::string& name, std::uint64_t token,
+                             std::vector<NodeError>& failures) {
+  node::Outcomes outcomes =
+      nodes_.run_script(scripts::fence_raise(), {fence_key(name)}, {std::to_string(token)});
+  std::size_t confirmed = 0;
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    const auto& o = outcomes[i];
+    if (o && o->is_integer() && o->integer >= static_cast<std::int64_t>(token)) {
+      ++confirmed;
+    } else if (!o) {
+      failures.push_back(node_error(i, o.error()));
+    } else {
+      failures.push_back(node_error(i, errc::script_error, "fence_raise: " + o->str));
+    }
+  }
+  return confirmed >= nodes_.quorum();
 }
 
 Result<void> QuorumLock::release(const std::string& name, const OwnerToken& owner) {
@@ -114,9 +174,8 @@ Result<void> QuorumLock::release(const std::string& name, const OwnerToken& owne
     }
   }
   if (confirmed >= nodes_.quorum()) return {};
-  const std::string counts = std::to_string(confirmed) + " of " + std::to_string(nodes_.size()) +
-                             " nodes confirmed the owner, quorum is " +
-                             std::to_string(nodes_.quorum());
+  const std::string counts =
+      count_text(confirmed, nodes_.size(), nodes_.quorum(), "confirmed the owner");
   if (confirmed + errors >= nodes_.quorum()) {
     return Error(errc::quorum_not_reached,
                  "lock '" + name + "': release not confirmed by a quorum (" + counts +
@@ -128,27 +187,13 @@ Result<void> QuorumLock::release(const std::string& name, const OwnerToken& owne
                std::move(failures));
 }
 
-Result<Clock::time_point> QuorumLock::extend(const std::string& name, const OwnerToken& owner,
-                                             std::chrono::milliseconds ttl,
-                                             Clock::time_point valid_until) {
-  const auto start = Clock::now();
-  node::Outcomes outcomes =
-      nodes_.run_script(scripts::extend(), {name}, {owner.str(), std::to_string(ttl.count())});
+Result<Clock::time_point> QuorumLock::judge_extension(const std::string& name, std::size_t extended,
+                                                      std::size_t errors,
+                                                      std::vector<NodeError> failures,
+                                                      std::chrono::milliseconds ttl,
+                                                      Clock::time_point start,
+                                                      Clock::time_point valid_until) const {
   const auto now = Clock::now();
-  std::size_t extended = 0;
-  std::size_t errors = 0;
-  std::vector<NodeError> failures;
-  for (std::size_t i = 0; i < outcomes.size(); ++i) {
-    const auto& o = outcomes[i];
-    if (!o || o->is_error() || !o->is_integer()) {
-      ++errors;
-      failures.push_back(o ? node_error(i, errc::script_error, o->str) : node_error(i, o.error()));
-    } else if (o->integer == 1) {
-      ++extended;
-    } else {
-      failures.push_back(node_error(i, errc::not_owner, "not held by this owner"));
-    }
-  }
   if (now >= valid_until) {
     return Error(errc::lock_lost,
                  "lock '" + name + "': validity ended before the extension was confirmed",
@@ -157,8 +202,7 @@ Result<Clock::time_point> QuorumLock::extend(const std::string& name, const Owne
   if (extended >= nodes_.quorum() && validity(ttl, now - start, drift_factor_).count() > 0) {
     return start + (ttl - drift(ttl));
   }
-  const std::string counts = std::to_string(extended) + " of " + std::to_string(nodes_.size()) +
-                             " nodes extended, quorum is " + std::to_string(nodes_.quorum());
+  const std::string counts = count_text(extended, nodes_.size(), nodes_.quorum(), "extended");
   if (extended + errors >= nodes_.quorum()) {
     return Error(errc::quorum_not_reached,
                  "lock '" + name + "': extension not confirmed by a quorum (" + counts + ")",
@@ -167,6 +211,86 @@ Result<Clock::time_point> QuorumLock::extend(const std::string& name, const Owne
   return Error(errc::lock_lost,
                "lock '" + name + "' is no longer held by this owner (" + counts + ")",
                std::move(failures));
+}
+
+Result<Clock::time_point> QuorumLock::extend(const std::string& name, const OwnerToken& owner,
+                                             std::chrono::milliseconds ttl,
+                                             Clock::time_point valid_until) {
+  const Membership::View view = membership_.refresh(ttl);
+  const auto start = Clock::now();
+  node::Outcomes outcomes =
+      nodes_.run_script(scripts::extend(), {name}, {owner.str(), std::to_string(ttl.count())});
+  std::size_t extended = 0;
+  std::size_t errors = 0;
+  std::vector<NodeError> failures;
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    const auto& o = outcomes[i];
+    if (!o || o->is_error() || !o->is_integer()) {
+      ++errors;
+      failures.push_back(o ? node_error(i, errc::script_error, o->str) : node_error(i, o.error()));
+    } else if (o->integer != 1) {
+      failures.push_back(node_error(i, errc::not_owner, "not held by this owner"));
+    } else if (!view.may_vote(nodes_, i)) {
+      ++errors;
+      failures.push_back(node_error(i, errc::quorum_not_reached, kQuarantined));
+    } else {
+      ++extended;
+    }
+  }
+  return judge_extension(name, extended, errors, std::move(failures), ttl, start, valid_until);
+}
+
+std::vector<Result<Clock::time_point>> QuorumLock::renew(const std::vector<Renewal>& renewals) {
+  if (renewals.empty()) return {};
+  std::chrono::milliseconds max_ttl{0};
+  for (const auto& r : renewals) max_ttl = std::max(max_ttl, r.ttl);
+  const Membership::View view = membership_.refresh(max_ttl);
+
+  std::vector<node::Call> calls;
+  for (std::size_t first = 0; first < renewals.size(); first += kRenewChunk) {
+    node::Call call{&scripts::renew(), {}, {}};
+    for (std::size_t k = first; k < std::min(renewals.size(), first + kRenewChunk); ++k) {
+      call.keys.push_back(renewals[k].name);
+      call.args.push_back(renewals[k].owner.str());
+      call.args.push_back(std::to_string(renewals[k].ttl.count()));
+    }
+    calls.push_back(std::move(call));
+  }
+  const auto start = Clock::now();
+  std::vector<node::Outcomes> outcomes = nodes_.run(calls);
+
+  std::vector<Result<Clock::time_point>> results;
+  results.reserve(renewals.size());
+  for (std::size_t k = 0; k < renewals.size(); ++k) {
+    const auto& per_node = outcomes[k / kRenewChunk];
+    const std::size_t slot = k % kRenewChunk;
+    std::size_t extended = 0;
+    std::size_t errors = 0;
+    std::vector<NodeError> failures;
+    for (std::size_t i = 0; i < per_node.size(); ++i) {
+      const auto& o = per_node[i];
+      if (!o) {
+        ++errors;
+        failures.push_back(node_error(i, o.error()));
+        continue;
+      }
+      const auto answer = int_at(*o, slot);
+      if (!answer) {
+        ++errors;
+        failures.push_back(node_error(i, errc::script_error, o->is_error() ? o->str : "renew"));
+      } else if (*answer != 1) {
+        failures.push_back(node_error(i, errc::not_owner, "not held by this owner"));
+      } else if (!view.may_vote(nodes_, i)) {
+        ++errors;
+        failures.push_back(node_error(i, errc::quorum_not_reached, kQuarantined));
+      } else {
+        ++extended;
+      }
+    }
+    results.push_back(judge_extension(renewals[k].name, extended, errors, std::move(failures),
+                                      renewals[k].ttl, start, renewals[k].valid_until));
+  }
+  return results;
 }
 
 LockStatus QuorumLock::inspect(const std::string& name) {

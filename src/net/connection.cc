@@ -174,6 +174,7 @@ void Connection::send_handshake() {
 
 void Connection::become_ready() {
   state_ = State::ready;
+  epoch_.fetch_add(1, std::memory_order_acq_rel);
   backoff_ = std::chrono::milliseconds(0);
   connect_deadline_ = Clock::time_point::max();
   while (!waiting_.empty()) {

@@ -16,6 +16,7 @@
 
 #include <asio.hpp>
 #include <asio/ssl.hpp>
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -53,7 +54,9 @@ class Connection {
   void send(std::string command, Clock::time_point deadline, Callback done);
 
   const NodeAddress& address() const noexcept { return address_; }
-  bool connected() const noexcept { return state_ == State::ready; }
+  // How many times a connection was established (handshake done). A change tells that the
+  // server may be a new process: see lock/membership.h. Readable from any thread.
+  std::uint64_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
 
  private:
   enum class State { idle, connecting, ready };
@@ -100,6 +103,7 @@ class Connection {
   std::array<char, 16384> read_buf_{};
   Clock::time_point last_read_{};
 
+  std::atomic<std::uint64_t> epoch_{0};
   std::string last_error_;
   errc last_code_ = errc::io_error;
   Clock::time_point retry_at_{};

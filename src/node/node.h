@@ -26,6 +26,7 @@ class Node {
                net::Connection::Callback done);
 
   const net::NodeAddress& address() const noexcept { return connection_.address(); }
+  std::uint64_t epoch() const noexcept { return connection_.epoch(); }
 
  private:
   net::Connection connection_;

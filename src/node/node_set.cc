@@ -2,20 +2,22 @@
 #include "node/node_set.h"
 
 #include <condition_variable>
-#include <future>
 #include <mutex>
 #include <optional>
 
 namespace dlock::node {
 namespace {
 
-// Where the io thread leaves each node's outcome for the waiting caller.
+// Where the io thread leaves each outcome for the waiting caller.
 struct Gathering {
-  explicit Gathering(std::size_t n) : outcomes(n) {}
+  Gathering(std::size_t calls, std::size_t nodes)
+      : outcomes(calls, std::vector<std::optional<Result<resp::Reply>>>(nodes)),
+        expected(calls * nodes) {}
   std::mutex mu;
   std::condition_variable cv;
-  std::vector<std::optional<Result<resp::Reply>>> outcomes;  // guarded by mu
-  std::size_t answered = 0;                                  // guarded by mu
+  std::vector<std::vector<std::optional<Result<resp::Reply>>>> outcomes;  // guarded by mu
+  std::size_t answered = 0;                                               // guarded by mu
+  const std::size_t expected;
 };
 
 }  // namespace
@@ -35,49 +37,49 @@ NodeSet::~NodeSet() {
   nodes_.clear();
 }
 
-Outcomes NodeSet::run_script(const scripts::Script& script, const std::vector<std::string>& keys,
-                             const std::vector<std::string>& args) {
-  return gather([&script, &keys, &args](Node& n, net::Clock::time_point deadline,
-                                        net::Connection::Callback done) {
-    n.eval(script, keys, args, deadline, std::move(done));
-  });
+Outcomes NodeSet::run_script(const scripts::Script& script, std::vector<std::string> keys,
+                             std::vector<std::string> args) {
+  return std::move(run({Call{&script, std::move(keys), std::move(args)}})[0]);
 }
 
-Outcomes NodeSet::run_command(const std::vector<std::string>& args) {
-  return gather([&args](Node& n, net::Clock::time_point deadline, net::Connection::Callback done) {
-    n.command(args, deadline, std::move(done));
-  });
+Outcomes NodeSet::run_command(std::vector<std::string> args) {
+  return std::move(run({Call{nullptr, std::move(args), {}}})[0]);
 }
 
-Outcomes NodeSet::gather(Sender send) {
-  auto g = std::make_shared<Gathering>(nodes_.size());
+std::vector<Outcomes> NodeSet::run(const std::vector<Call>& calls) {
+  auto g = std::make_shared<Gathering>(calls.size(), nodes_.size());
   const auto deadline = net::Clock::now() + node_timeout_;
-  // `send` refers to the caller's arguments; it runs on the io thread before we return,
-  // because we wait below for every node to answer (or for the safety margin to pass).
-  auto started = std::make_shared<std::promise<void>>();
-  auto started_future = started->get_future();
-  asio::post(io_, [this, g, deadline, &send, started] {
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      send(*nodes_[i], deadline, [g, i](Result<resp::Reply> r) {
-        std::lock_guard lock(g->mu);
-        g->outcomes[i] = std::move(r);
-        ++g->answered;
-        g->cv.notify_all();
-      });
+  // The calls are copied into the posted work: the io thread may still be sending after a
+  // caller gave up waiting (which only a bug in a connection's deadline could cause).
+  asio::post(io_, [this, g, deadline, calls] {
+    for (std::size_t c = 0; c < calls.size(); ++c) {
+      for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        auto done = [g, c, i](Result<resp::Reply> r) {
+          std::lock_guard lock(g->mu);
+          g->outcomes[c][i] = std::move(r);
+          if (++g->answered == g->expected) g->cv.notify_all();
+        };
+        const Call& call = calls[c];
+        if (call.script != nullptr) {
+          nodes_[i]->eval(*call.script, call.keys, call.args, deadline, std::move(done));
+        } else {
+          nodes_[i]->command(call.keys, deadline, std::move(done));
+        }
+      }
     }
-    started->set_value();
   });
-  started_future.wait();
 
   std::unique_lock lock(g->mu);
   // Each connection enforces the deadline itself; the extra second only guards against a bug
   // there turning into a hang of the caller.
   g->cv.wait_until(lock, deadline + std::chrono::seconds(1),
-                   [&] { return g->answered == nodes_.size(); });
-  Outcomes out;
-  out.reserve(nodes_.size());
-  for (auto& o : g->outcomes) {
-    out.push_back(o ? std::move(*o) : Result<resp::Reply>(Error(errc::timeout, "no answer")));
+                   [&] { return g->answered == g->expected; });
+  std::vector<Outcomes> out(calls.size());
+  for (std::size_t c = 0; c < calls.size(); ++c) {
+    out[c].reserve(nodes_.size());
+    for (auto& o : g->outcomes[c]) {
+      out[c].push_back(o ? std::move(*o) : Result<resp::Reply>(Error(errc::timeout, "no answer")));
+    }
   }
   return out;
 }

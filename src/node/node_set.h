@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// NodeSet: N nodes driven by one io thread; sends one request to all of them at once and
-// gathers one outcome per node, each bounded by the node timeout, so an operation on N nodes
-// costs about one round trip of the slowest node that answers in time.
+// NodeSet: N nodes driven by one io thread; sends requests to all of them at once and gathers
+// one outcome per node and request, each bounded by the node timeout, so an operation on N
+// nodes costs about one round trip of the slowest node that answers in time.
 //
-// Thread-safety: run_script() and run_command() may be called from any thread except the io
-// thread itself; they block the caller until every node answered or timed out.
+// Thread-safety: run() and its shorthands may be called from any thread except the io thread
+// itself; they block the caller until every node answered or timed out.
 #pragma once
 
 #include <dlock/result.h>
@@ -21,7 +21,14 @@
 
 namespace dlock::node {
 
-using Outcomes = std::vector<Result<resp::Reply>>;
+using Outcomes = std::vector<Result<resp::Reply>>;  // one per node, in node order
+
+// One request, sent to every node: a script call, or a plain command when script is null.
+struct Call {
+  const scripts::Script* script = nullptr;
+  std::vector<std::string> keys;  // script keys, or the command and its arguments
+  std::vector<std::string> args;  // script arguments
+};
 
 class NodeSet {
  public:
@@ -31,20 +38,20 @@ class NodeSet {
   NodeSet(const NodeSet&) = delete;
   NodeSet& operator=(const NodeSet&) = delete;
 
-  Outcomes run_script(const scripts::Script& script, const std::vector<std::string>& keys,
-                      const std::vector<std::string>& args);
-  Outcomes run_command(const std::vector<std::string>& args);
+  // Sends every call to every node, pipelined, under one deadline. Returns [call][node].
+  std::vector<Outcomes> run(const std::vector<Call>& calls);
+  Outcomes run_script(const scripts::Script& script, std::vector<std::string> keys,
+                      std::vector<std::string> args);
+  Outcomes run_command(std::vector<std::string> args);
 
   std::size_t size() const noexcept { return nodes_.size(); }
   // N/2 + 1: any two quorums share at least one node.
   std::size_t quorum() const noexcept { return nodes_.size() / 2 + 1; }
   const net::NodeAddress& address(std::size_t i) const { return nodes_[i]->address(); }
+  std::uint64_t epoch(std::size_t i) const { return nodes_[i]->epoch(); }
   std::chrono::milliseconds node_timeout() const noexcept { return node_timeout_; }
 
  private:
-  using Sender = std::function<void(Node&, net::Clock::time_point, net::Connection::Callback)>;
-  Outcomes gather(Sender send);
-
   // Declared first so it is destroyed last: the nodes' sockets and timers belong to it.
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;

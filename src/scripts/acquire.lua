@@ -9,9 +9,10 @@
 --   {1, fence, 0}      acquired: the key was absent; fence is the counter after INCR
 --   {2, fence, count}  reentered: the owner held it; count is the new hold count; the ttl is
 --                      raised to ARGV[2] if it was lower (never shortened)
---   {0, 0, pttl}       held by someone else: another owner, or a key that is not a dlock hash
+--   {0, fence, pttl}   held by someone else: another owner, or a key that is not a dlock hash
 --                      (e.g. another library's SET NX PX string), which is never touched;
---                      pttl is its remaining ttl in ms (-1: none)
+--                      fence is the counter as it is (not raised); pttl is the key's remaining
+--                      ttl in ms (-1: none)
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
   redis.call('hset', KEYS[1], ARGV[1], 1)
@@ -25,4 +26,4 @@ if kind == 'hash' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
   end
   return {2, tonumber(redis.call('get', KEYS[2]) or '0'), count}
 end
-return {0, 0, redis.call('pttl', KEYS[1])}
+return {0, tonumber(redis.call('get', KEYS[2]) or '0'), redis.call('pttl', KEYS[1])}

@@ -48,8 +48,21 @@ const Script& inspect() {
   return s;
 }
 
+const Script& renew() {
+  static const Script s = load("renew");
+  return s;
+}
+const Script& fence_raise() {
+  static const Script s = load("fence_raise");
+  return s;
+}
+const Script& hello() {
+  static const Script s = load("hello");
+  return s;
+}
+
 std::vector<const Script*> all() {
-  return {&acquire(), &release(), &extend(), &inspect()};
+  return {&acquire(), &release(), &extend(), &inspect(), &renew(), &fence_raise(), &hello()};
 }
 
 }  // namespace dlock::scripts

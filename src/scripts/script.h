@@ -20,6 +20,9 @@ const Script& acquire();
 const Script& release();
 const Script& extend();
 const Script& inspect();
+const Script& renew();
+const Script& fence_raise();
+const Script& hello();
 
 // Every script, for tests that load them all on a server.
 std::vector<const Script*> all();

@@ -35,6 +35,12 @@ class LockTest : public ::testing::Test {
     if (!owner.empty()) o.owner = OwnerToken(owner);
     return o;
   }
+  // An explicit lease: not renewed, it ends after `t`.
+  LockOptions lease(std::chrono::milliseconds t, std::string owner = {}) {
+    LockOptions o = ttl(t, std::move(owner));
+    o.auto_renew = false;
+    return o;
+  }
   std::unique_ptr<RedisServer> server_;
 };
 
@@ -84,7 +90,7 @@ TEST_F(LockTest, OnlyTheOwnerReleases) {
 
 TEST_F(LockTest, ExpiredLeaseCannotReleaseOrExtendTheNextHolder) {
   Client client = make_client();
-  auto a = client.try_lock("job", ttl(200ms, "a"));
+  auto a = client.try_lock("job", lease(200ms, "a"));
   ASSERT_TRUE(a);
   ASSERT_TRUE(test::eventually([&] { return !server_->exists("job"); }));
   EXPECT_FALSE(a->is_held());
@@ -119,7 +125,7 @@ TEST_F(LockTest, ExtendReArmsTheTtl) {
 TEST_F(LockTest, TtlHoldsAndThenTheLockCanBeTakenAgain) {
   Client client = make_client();
   const auto start = std::chrono::steady_clock::now();
-  auto a = client.try_lock("job", ttl(600ms, "a"));
+  auto a = client.try_lock("job", lease(600ms, "a"));
   ASSERT_TRUE(a);
   auto pttl = server_->command({"PTTL", "job"});
   EXPECT_GT(pttl->integer, 0);

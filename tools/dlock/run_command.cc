@@ -13,6 +13,7 @@
 #include <cstring>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "duration.h"
@@ -52,41 +53,56 @@ void install_forwarding() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
 }
 
-// Waits for the child on its own thread, so the main thread can renew the lock meanwhile.
+// What the main thread waits for: the command's exit (seen by a thread blocked in waitpid) or
+// the loss of the lock (reported by the client's watchdog thread).
+class Events {
+ public:
+  void child_exited(int status) {
+    std::lock_guard lock(mu_);
+    status_ = status;
+    cv_.notify_all();
+  }
+  void lock_lost(const Error& e) {
+    std::lock_guard lock(mu_);
+    if (!lost_) lost_ = e;
+    cv_.notify_all();
+  }
+  // Waits for either; returns false if `until` passed first.
+  bool wait_until(Clock::time_point until) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_until(lock, until, [this] { return status_ || lost_; });
+  }
+  std::optional<int> status() {
+    std::lock_guard lock(mu_);
+    return status_;
+  }
+  std::optional<Error> lost() {
+    std::lock_guard lock(mu_);
+    return lost_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<int> status_;  // guarded by mu_
+  std::optional<Error> lost_;  // guarded by mu_
+};
+
+// Reaps the child on its own thread and reports to Events.
 class ChildWatch {
  public:
-  explicit ChildWatch(pid_t pid) : pid_(pid), thread_([this] { wait(); }) {}
+  ChildWatch(pid_t pid, std::shared_ptr<Events> events)
+      : thread_([pid, events] {
+          int status = 0;
+          while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+          }
+          events->child_exited(status);
+        }) {}
   ~ChildWatch() { thread_.join(); }
   ChildWatch(const ChildWatch&) = delete;
   ChildWatch& operator=(const ChildWatch&) = delete;
 
-  // True if the child exited before `until`.
-  bool wait_until(Clock::time_point until) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_until(lock, until, [this] { return exited_; });
-  }
-  int status() {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [this] { return exited_; });
-    return status_;
-  }
-
  private:
-  void wait() {
-    int status = 0;
-    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
-    std::lock_guard lock(mu_);
-    status_ = status;
-    exited_ = true;
-    cv_.notify_all();
-  }
-
-  const pid_t pid_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool exited_ = false;  // guarded by mu_
-  int status_ = 0;       // guarded by mu_
   std::thread thread_;
 };
 
@@ -141,8 +157,12 @@ int run_command(const RunFlags& flags) {
     std::cerr << "dlock: " << client.error().message() << "\n";
     return kExitUsage;
   }
+  // The client's watchdog renews the lock every ttl/3 while the command runs, however long.
+  auto events = std::make_shared<Events>();
   LockOptions options;
   options.ttl = *ttl;
+  options.auto_renew = true;
+  options.on_lost = [events](const Error& e) { events->lock_lost(e); };
   auto lease = client->lock(flags.name, *wait, options);
   if (!lease) {
     std::cerr << "dlock: " << lease.error().message() << "\n";
@@ -175,40 +195,23 @@ int run_command(const RunFlags& flags) {
   }
   g_child = pid;
 
-  ChildWatch child(pid);
-  const milliseconds interval = std::max(milliseconds(1), *ttl / 3);
-  auto next = Clock::now() + interval;
-  std::optional<Error> lost;
-  for (;;) {
-    next = std::min(next, Clock::now() + lease->validity());
-    if (child.wait_until(next)) break;
-    auto r = lease->extend();
-    if (r) {
-      next = Clock::now() + interval;
-    } else if (r.error().is(errc::lock_lost) || !lease->is_held()) {
-      lost = r.error();
-      break;
-    } else {
-      // Too few nodes answered, but the old validity still stands: try again soon.
-      next = Clock::now() + std::clamp(lease->validity() / 4, milliseconds(10), interval);
-    }
+  ChildWatch child(pid, events);
+  while (!events->wait_until(Clock::now() + std::chrono::seconds(1))) {
   }
-
-  if (lost) {
+  if (auto lost = events->lost(); lost && !events->status()) {
     std::cerr << "dlock: lost lock '" << flags.name << "': " << lost->message()
               << "; sending SIGTERM to the command\n";
     kill(pid, SIGTERM);
-    if (!child.wait_until(Clock::now() + std::chrono::seconds(10))) kill(pid, SIGKILL);
-    (void)child.status();
-    g_child = 0;
-    (void)lease->unlock();
-    return kExitLockLost;
+    if (!events->wait_until(Clock::now() + std::chrono::seconds(10)) || !events->status()) {
+      kill(pid, SIGKILL);
+    }
   }
-
-  const int status = child.status();
+  while (!events->status()) events->wait_until(Clock::now() + std::chrono::seconds(1));
   g_child = 0;
+  const int status = *events->status();
   const bool held = lease->is_held();
   auto released = lease->unlock();
+  if (events->lost()) return kExitLockLost;
   if (!held || (!released && released.error().is(errc::lock_lost))) {
     std::cerr << "dlock: lock '" << flags.name
               << "' expired before the command finished; it was not held throughout\n";

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: MIT
+// LeaseState: what a Lease handle and the watchdog share about one held lock.
+#pragma once
+
+#include <dlock/result.h>
+#include <dlock/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace dlock::detail {
+
+struct LeaseState {
+  using Clock = std::chrono::steady_clock;
+  enum class Status { held, released, lost };
+
+  // Immutable after construction.
+  std::string name;
+  OwnerToken owner;
+  FencingToken fence;
+  std::chrono::milliseconds ttl{0};
+  bool auto_renew = false;
+  std::chrono::milliseconds renew_every{0};
+  std::function<void(const Error&)> on_lost;
+  // For thread-bound owners: false once the owning thread has exited (renewal then stops).
+  std::shared_ptr<const std::atomic<bool>> thread_alive;
+
+  mutable std::mutex mu;
+  Clock::time_point valid_until;  // guarded by mu
+  Status status = Status::held;   // guarded by mu
+  Clock::time_point renewed_at;   // guarded by mu: when the last renewal round started
+
+  bool held_now() const {
+    std::lock_guard lock(mu);
+    return status == Status::held && Clock::now() < valid_until;
+  }
+};
+
+// A flag that turns false when the calling thread exits: how the watchdog learns that a thread
+// holding a lock died without releasing it.
+std::shared_ptr<const std::atomic<bool>> this_thread_alive();
+
+}  // namespace dlock::detail

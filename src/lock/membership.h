@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+// Membership: keeps a node that restarted recently out of quorums, seed 001's "delayed
+// restart" made automatic.
+//
+// A node that restarted may have lost the keys of live locks (no persistence, or the last
+// second of an fsync-everysec AOF). It must not vote until every lock it may have forgotten
+// has expired: the largest ttl in use after its restart. Uptime alone cannot tell a restart
+// from a first boot, so the nodes remember each other's boot identity (INFO run_id) in
+// `dlock:boot`: when a client (re)connects, it tells every node the run_ids it sees, and a node
+// that had recorded another run_id for a peer reports that peer as restarted. A fresh cluster
+// has no records and is usable at once.
+//
+// Unprotected: every node restarting empty at once (no records survive). See docs/safety.md.
+//
+// Thread-safety: all members may be called from any thread (except the io thread).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "node/node_set.h"
+
+namespace dlock::lock {
+
+class Membership {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Membership(node::NodeSet& nodes, double drift_factor);
+
+  // Which nodes may vote now. Valid for the connection epochs it names: a vote from a node
+  // whose connection changed since is not counted (it may be a new process).
+  struct View {
+    std::vector<bool> votes;
+    std::vector<std::uint64_t> epochs;
+    // True if node i may count for a quorum, given its connection epoch now.
+    bool may_vote(const node::NodeSet& nodes, std::size_t i) const {
+      return votes[i] && nodes.epoch(i) == epochs[i];
+    }
+  };
+
+  // Before using a lock with `ttl`: greets the nodes again if a connection is new or `ttl` is
+  // larger than any announced so far (two round trips), else only reads the current view.
+  View refresh(std::chrono::milliseconds ttl);
+
+ private:
+  node::NodeSet& nodes_;
+  const double drift_factor_;
+  std::mutex mu_;
+  // Per node, all guarded by mu_: the connection epoch last greeted (kUnchecked: never), the
+  // epoch of the last attempt and when a failed attempt may be retried, and the quarantine.
+  static constexpr std::uint64_t kUnchecked = ~std::uint64_t{0};
+  std::vector<std::uint64_t> checked_epoch_;
+  std::vector<std::uint64_t> attempted_epoch_;
+  std::vector<Clock::time_point> retry_at_;
+  std::vector<Clock::time_point> quarantine_until_;
+  std::chrono::milliseconds announced_ttl_{0};     // guarded by mu_
+};
+
+}  // namespace dlock::lock

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+// Watchdog: the client's table of held leases and the one thread that renews them.
+//
+// Every tick renews all auto-renewed leases at once: one pipelined round per node for all of
+// them (renew.lua, in chunks), not one round trip per lock. The tick period is the smallest
+// renew interval in use (ttl/3 by default); a lease whose renewal missed the quorum is retried
+// sooner while its validity lasts, and declared lost when it runs out: its status turns lost
+// and its on_lost callback runs on this thread. Renewal of a lease stops when it is released,
+// when its owning thread exited without releasing it, and with the process.
+//
+// Thread-safety: all public members may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "lock/lease_state.h"
+#include "lock/quorum_lock.h"
+
+namespace dlock::lock {
+
+class Watchdog {
+ public:
+  explicit Watchdog(QuorumLock& lock) : lock_(lock) {}
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // Remembers a new lease (renewed if state->auto_renew). Starts the thread on first use.
+  void track(const std::shared_ptr<detail::LeaseState>& state);
+  // A held lease of `name` by `owner`, other than `except`, if this client has one.
+  std::shared_ptr<detail::LeaseState> find_held(const std::string& name, const OwnerToken& owner,
+                                                const detail::LeaseState* except = nullptr);
+  // How many leases are tracked (for tests).
+  std::size_t tracked();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void run();
+  // Renews what is due; returns when the next tick is needed.
+  Clock::time_point tick();
+
+  static std::string key_of(const std::string& name, const OwnerToken& owner);
+  void prune_locked();
+
+  QuorumLock& lock_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  // name + '\0' + owner -> leases (reentrant holds share a key). Guarded by mu_.
+  std::unordered_multimap<std::string, std::weak_ptr<detail::LeaseState>> leases_;
+  std::size_t prune_at_ = 1024;  // guarded by mu_
+  Clock::time_point next_tick_ = Clock::time_point::max();  // guarded by mu_
+  bool stop_ = false;                                       // guarded by mu_
+  std::thread thread_;                                      // started under mu_
+};
+
+}  // namespace dlock::lock
