@@ -56,7 +56,7 @@ class Membership {
   std::vector<std::uint64_t> attempted_epoch_;
   std::vector<Clock::time_point> retry_at_;
   std::vector<Clock::time_point> quarantine_until_;
-  std::chrono::milliseconds announced_ttl_{0};     // guarded by mu_
+  std::chrono::milliseconds announced_ttl_{0};  // guarded by mu_
 };
 
 }  // namespace dlock::lock

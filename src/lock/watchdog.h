@@ -53,7 +53,7 @@ class Watchdog {
   std::condition_variable cv_;
   // name + '\0' + owner -> leases (reentrant holds share a key). Guarded by mu_.
   std::unordered_multimap<std::string, std::weak_ptr<detail::LeaseState>> leases_;
-  std::size_t prune_at_ = 1024;  // guarded by mu_
+  std::size_t prune_at_ = 1024;                             // guarded by mu_
   Clock::time_point next_tick_ = Clock::time_point::max();  // guarded by mu_
   bool stop_ = false;                                       // guarded by mu_
   std::thread thread_;                                      // started under mu_
