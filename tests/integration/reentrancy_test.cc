@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+// Reentrancy and ownership on 1 and 5 nodes.
+#include <thread>
+
+#include "support/cluster_fixture.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+
+class ReentrancyTest : public test::ClusterTest {};
+
+TEST_P(ReentrancyTest, SameThreadTakesItAgainAndFreesItAtCountZero) {
+  Client client = make_client();
+  auto outer = client.try_lock("job", fixed(10s));
+  ASSERT_TRUE(outer) << outer.error().message();
+  auto inner = client.try_lock("job", fixed(10s));
+  ASSERT_TRUE(inner) << inner.error().message();
+  auto innermost = client.lock("job", 1s, fixed(10s));
+  ASSERT_TRUE(innermost) << innermost.error().message();
+  EXPECT_EQ(inner->fencing_token(), outer->fencing_token());
+  auto count = (*nodes_)[0].command({"HGET", "job", Client::default_owner().str()});
+  EXPECT_STREQ(count->str, "3");
+  ASSERT_TRUE(innermost->unlock());
+  ASSERT_TRUE(inner->unlock());
+  EXPECT_EQ(nodes_with("job"), size());
+  ASSERT_TRUE(outer->unlock());
+  EXPECT_EQ(nodes_with("job"), 0u);
+}
+
+TEST_P(ReentrancyTest, AnotherThreadIsAnotherOwner) {
+  Client client = make_client();
+  auto mine = client.try_lock("job", fixed(10s));
+  ASSERT_TRUE(mine);
+  std::thread([&] {
+    auto theirs = client.try_lock("job", fixed(10s));
+    EXPECT_FALSE(theirs);
+    EXPECT_TRUE(theirs.error().is(errc::lock_held));
+  }).join();
+}
+
+TEST_P(ReentrancyTest, NonOwnerUnlockIsRefusedAndDeletesNothing) {
+  Client client = make_client();
+  auto mine = client.try_lock("job", fixed(10s));
+  ASSERT_TRUE(mine);
+  auto r = client.unlock("job", OwnerToken("not-me"));
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::not_owner)) << r.error().message();
+  EXPECT_NE(r.error().message().find("not held by owner 'not-me'"), std::string::npos);
+  EXPECT_EQ(nodes_with("job"), size());
+}
+
+TEST_P(ReentrancyTest, NamedOwnerHandsTheLockToAnotherThread) {
+  Client client = make_client();
+  LockOptions o = fixed(10s, "job-42");
+  auto lease = client.try_lock("job", o);
+  ASSERT_TRUE(lease);
+  std::thread([&] {
+    auto again = client.try_lock("job", o);  // same named owner: a reentrant hold
+    ASSERT_TRUE(again) << again.error().message();
+    ASSERT_TRUE(again->unlock());
+    ASSERT_TRUE(client.unlock("job", OwnerToken("job-42")));  // releases the first hold
+  }).join();
+  EXPECT_EQ(nodes_with("job"), 0u);
+  auto stale = lease->unlock();
+  EXPECT_FALSE(stale);
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, ReentrancyTest, ::testing::Values(1, 5), test::node_count_name);
+
+}  // namespace
+}  // namespace dlock

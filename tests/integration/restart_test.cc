@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: MIT
+// Restarted-node protection (seed 001's delayed restart, automatic): a node that restarted
+// empty stays out of quorums until the largest ttl in use has passed since its restart.
+#include <cstdio>
+#include <thread>
+
+#include "support/cluster_fixture.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::eventually;
+
+class RestartTest : public test::ClusterTest {
+ protected:
+  // Seed 001's scenario, set up: a holder has nodes 1 and 2 of 3 (node 3 was busy with
+  // another library's short lock), then node 2 restarts empty.
+  Lease holder_on_nodes_1_and_2(Client& a, std::chrono::milliseconds ttl) {
+    (*nodes_)[2].command({"SET", "job", "other-library", "PX", "300"});
+    auto lease = a.try_lock("job", fixed(ttl, "holder"));
+    EXPECT_TRUE(lease) << lease.error().message();
+    EXPECT_TRUE((*nodes_)[0].exists("job"));
+    EXPECT_TRUE((*nodes_)[1].exists("job"));
+    EXPECT_TRUE(eventually([&] { return !(*nodes_)[2].exists("job"); }));
+    (*nodes_)[1].restart(/*keep_data=*/false);
+    EXPECT_FALSE((*nodes_)[1].exists("job"));
+    return std::move(lease).value();
+  }
+};
+
+TEST_P(RestartTest, SecondClientCannotWinTheRestartedNodeAndTheFreeOne) {
+  Client a = make_client();
+  Lease held = holder_on_nodes_1_and_2(a, 3s);
+  Client b = make_client();  // a new client: it never saw node 2 before its restart
+  auto stolen = b.try_lock("job", fixed(10s, "second"));
+  ASSERT_FALSE(stolen) << "mutual exclusion broken: nodes 2 and 3 granted the lock";
+  EXPECT_NE(stolen.error().message().find("restarted recently"), std::string::npos)
+      << stolen.error().message();
+  EXPECT_TRUE(held.is_held());
+  // Once the holder's lease and the quarantine (the largest ttl in use) have passed, node 2
+  // votes again: the lock becomes available.
+  Result<Lease> later = Error(errc::lock_held, "not tried");
+  ASSERT_TRUE(eventually(
+      [&] {
+        later = b.try_lock("job", fixed(10s, "second"));
+        return later.has_value();
+      },
+      15s));
+}
+
+TEST_P(RestartTest, HolderClientAlsoKeepsTheRestartedNodeOut) {
+  Client a = make_client();
+  Lease held = holder_on_nodes_1_and_2(a, 3s);
+  auto again = a.try_lock("job", fixed(10s, "someone-else"));
+  EXPECT_FALSE(again);
+}
+
+TEST_P(RestartTest, DlockRunCannotWinEither) {
+  Client a = make_client();
+  Lease held = holder_on_nodes_1_and_2(a, 3s);
+  const std::string cmd =
+      "DLOCK_REDIS=" + nodes_->url_list() + " " + DLOCK_TOOL_PATH + " run job -- echo ran 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096] = {};
+  const size_t n = fread(buf, 1, sizeof buf - 1, p);
+  const int status = pclose(p);
+  EXPECT_EQ(WEXITSTATUS(status), 75) << std::string(buf, n);
+  EXPECT_EQ(std::string(buf, n).find("ran"), std::string::npos);
+}
+
+TEST_P(RestartTest, FreshClusterIsUsableAtOnce) {
+  // Nodes that restart before any client greeted them carry no history: no quarantine.
+  (*nodes_)[1].restart(false);
+  Client c = make_client();
+  auto lease = c.try_lock("job", fixed(10s));
+  ASSERT_TRUE(lease) << lease.error().message();
+}
+
+TEST_P(RestartTest, RestartedNodeVotesAgainAfterTheLargestTtl) {
+  Client c = make_client();
+  ASSERT_TRUE(c.try_lock("warm-up", fixed(400ms))->unlock());  // greets: records run_ids
+  (*nodes_)[1].restart(false);
+  (*nodes_)[2].kill9();  // from now on node 2's vote is needed for a quorum
+  auto early = c.try_lock("job", fixed(400ms));
+  EXPECT_FALSE(early) << "node 2 restarted less than 400 ms ago";
+  Result<Lease> later = Error(errc::lock_held, "not tried");
+  ASSERT_TRUE(eventually(
+      [&] {
+        later = c.try_lock("job", fixed(400ms));
+        return later.has_value();
+      },
+      10s));
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, RestartTest, ::testing::Values(3), test::node_count_name);
+
+}  // namespace
+}  // namespace dlock

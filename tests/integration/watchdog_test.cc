@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: MIT
+// Watchdog renewal on 1 and 5 nodes: locks outlive their ttl while held, renewal is batched,
+// and it stops on release, on thread exit and with the process; a lock that cannot be renewed
+// is reported lost.
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+
+#include "support/cluster_fixture.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::eventually;
+
+class WatchdogTest : public test::ClusterTest {};
+
+TEST_P(WatchdogTest, HeldLockOutlivesItsTtl) {
+  Client client = make_client();
+  auto lease = client.try_lock("job", renewed(300ms));
+  ASSERT_TRUE(lease) << lease.error().message();
+  Client other = make_client();
+  const auto until = std::chrono::steady_clock::now() + 1500ms;  // five ttls
+  while (std::chrono::steady_clock::now() < until) {
+    EXPECT_TRUE(lease->is_held());
+    EXPECT_FALSE(other.try_lock("job", fixed(10s, "intruder")));
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(nodes_with("job"), size());
+  ASSERT_TRUE(lease->unlock());
+  EXPECT_EQ(nodes_with("job"), 0u);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(nodes_with("job"), 0u) << "renewal must stop once released";
+}
+
+TEST_P(WatchdogTest, StopsWhenTheOwningThreadExitsWithoutReleasing) {
+  Client client = make_client();
+  Lease kept;
+  std::thread([&] {
+    auto lease = client.try_lock("job", renewed(400ms));
+    ASSERT_TRUE(lease);
+    kept = std::move(*lease);  // the thread ends; the lease object lives on
+  }).join();
+  ASSERT_TRUE(eventually([&] { return nodes_with("job") == 0; }, 5s))
+      << "the key must expire once its thread is gone";
+  EXPECT_FALSE(kept.is_held());
+  EXPECT_TRUE(kept.lost());
+}
+
+TEST_P(WatchdogTest, ExplicitLeaseIsNotRenewed) {
+  Client client = make_client();
+  auto lease = client.try_lock("job", fixed(300ms));
+  ASSERT_TRUE(lease);
+  ASSERT_TRUE(eventually([&] { return nodes_with("job") == 0; }, 5s));
+  EXPECT_FALSE(lease->is_held());
+}
+
+TEST_P(WatchdogTest, LostWhenNoQuorumCanBeRenewed) {
+  Client client = make_client(100ms);
+  std::atomic<int> calls{0};
+  std::string reason;
+  std::mutex mu;
+  LockOptions o = renewed(600ms);
+  o.on_lost = [&](const Error& e) {
+    std::lock_guard lock(mu);
+    reason = e.message();
+    ++calls;
+  };
+  auto lease = client.try_lock("job", o);
+  ASSERT_TRUE(lease);
+  kill_majority();
+  ASSERT_TRUE(eventually([&] { return calls.load() == 1; }, 5s));
+  EXPECT_FALSE(lease->is_held());
+  EXPECT_TRUE(lease->lost());
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(calls.load(), 1) << "on_lost runs once";
+  std::lock_guard lock(mu);
+  EXPECT_NE(reason.find("job"), std::string::npos) << reason;
+}
+
+TEST_P(WatchdogTest, LostWhenTheKeyIsTakenAway) {
+  Client client = make_client();
+  std::atomic<bool> lost{false};
+  LockOptions o = renewed(600ms);
+  o.on_lost = [&](const Error& e) { lost = e.is(errc::lock_lost); };
+  auto lease = client.try_lock("job", o);
+  ASSERT_TRUE(lease);
+  for (std::size_t i = 0; i < size(); ++i) (*nodes_)[i].command({"DEL", "job"});
+  ASSERT_TRUE(eventually([&] { return lost.load(); }, 5s));
+  EXPECT_FALSE(lease->is_held());
+  auto r = lease->unlock();
+  EXPECT_TRUE(!r && r.error().is(errc::lock_lost));
+}
+
+TEST_P(WatchdogTest, RenewsManyLocksInOneRoundPerNodePerTick) {
+  Client client = make_client();
+  constexpr int kLocks = 300;
+  std::vector<Lease> leases;
+  for (int i = 0; i < kLocks; ++i) {
+    auto lease = client.try_lock("job-" + std::to_string(i), renewed(900ms));
+    ASSERT_TRUE(lease) << lease.error().message();
+    leases.push_back(std::move(*lease));
+  }
+  auto calls = [&] {
+    auto r = (*nodes_)[0].command({"INFO", "commandstats"});
+    const std::string s = r->str;
+    auto at = s.find("cmdstat_evalsha:calls=");
+    return at == std::string::npos ? 0L : std::stol(s.substr(at + 22));
+  };
+  const long before = calls();
+  std::this_thread::sleep_for(1500ms);  // about five ticks of 300 ms
+  const long during = calls() - before;
+  EXPECT_GT(during, 0);
+  EXPECT_LT(during, 30) << "one renew call per node per tick, not one per lock (" << kLocks
+                        << " locks would be " << kLocks * 5 << ")";
+  for (auto& l : leases) EXPECT_TRUE(l.is_held());
+}
+
+TEST_P(WatchdogTest, KeyExpiresWithinTheTtlWhenTheHolderProcessDies) {
+  const std::string tool = DLOCK_TOOL_PATH;
+  const std::string cmd = "DLOCK_REDIS=" + nodes_->url_list() + " setsid " + tool +
+                          " run -t 1s job -- sleep 30 >/dev/null 2>&1 & echo $!";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  int pid = 0;
+  ASSERT_EQ(fscanf(p, "%d", &pid), 1);
+  pclose(p);
+  ASSERT_TRUE(eventually([&] { return nodes_with("job") == size(); }, 10s));
+  std::this_thread::sleep_for(1500ms);  // longer than the ttl: renewal keeps it
+  EXPECT_EQ(nodes_with("job"), size());
+  kill(-pid, SIGKILL);  // the whole session: dlock and its command
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(eventually([&] { return nodes_with("job") == 0; }, 10s));
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 3s) << "gone within about one ttl";
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, WatchdogTest, ::testing::Values(1, 5), test::node_count_name);
+
+}  // namespace
+}  // namespace dlock

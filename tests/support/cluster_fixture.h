@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: MIT
+// A GoogleTest fixture parametrized by node count: each feature is tested on 1 node (the
+// single-instance lock) and on 5 (Redlock), through the same code path.
+#pragma once
+
+#include <dlock/dlock.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "support/redis_server.h"
+
+namespace dlock::test {
+
+class ClusterTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override {
+    DLOCK_REQUIRE_REDIS_OR_SKIP();
+    nodes_ = std::make_unique<RedisCluster>(static_cast<std::size_t>(GetParam()));
+  }
+  Client make_client(std::chrono::milliseconds node_timeout = std::chrono::milliseconds(500)) {
+    ClientOptions options;
+    options.nodes = nodes_->urls();
+    options.node_timeout = node_timeout;
+    options.reconnect_backoff_min = std::chrono::milliseconds(20);
+    options.reconnect_backoff_max = std::chrono::milliseconds(200);
+    auto c = Client::create(options);
+    EXPECT_TRUE(c) << c.error().message();
+    return std::move(c).value();
+  }
+  static LockOptions renewed(std::chrono::milliseconds ttl, std::string owner = {}) {
+    LockOptions o;
+    o.ttl = ttl;
+    o.auto_renew = true;
+    if (!owner.empty()) o.owner = OwnerToken(std::move(owner));
+    return o;
+  }
+  static LockOptions fixed(std::chrono::milliseconds ttl, std::string owner = {}) {
+    LockOptions o = renewed(ttl, std::move(owner));
+    o.auto_renew = false;
+    return o;
+  }
+  std::size_t nodes_with(const std::string& key) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < nodes_->size(); ++i) {
+      if ((*nodes_)[i].running() && (*nodes_)[i].exists(key)) ++n;
+    }
+    return n;
+  }
+  std::size_t size() const { return nodes_->size(); }
+  std::size_t quorum() const { return nodes_->size() / 2 + 1; }
+  // Kills enough nodes that no quorum is left.
+  void kill_majority() {
+    for (std::size_t i = 0; i < quorum(); ++i) (*nodes_)[i].kill9();
+  }
+  std::unique_ptr<RedisCluster> nodes_;
+};
+
+inline std::string node_count_name(const ::testing::TestParamInfo<int>& info) {
+  return std::to_string(info.param) + "nodes";
+}
+
+}  // namespace dlock::test
