@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
 #include <dlock/client.h>
 
+#include <functional>
 #include <random>
 #include <set>
 #include <thread>
+#include <variant>
 
 #include "client_core.h"
+#include "lock/keys.h"
 #include "lock/lease_state.h"
 #include "lock/owner.h"
 #include "lock/validity.h"
@@ -83,12 +86,16 @@ ClientCore::ClientCore(const ClientOptions& options, std::unique_ptr<asio::ssl::
                        const std::vector<net::NodeAddress>& addresses)
     : options_(options),
       tls_(std::move(tls)),
+      waiters_(nodes_),
       nodes_(
           addresses,
           net::ConnectionOptions{
               options.connect_timeout, options.reconnect_backoff_min, options.reconnect_backoff_max,
               std::max(std::chrono::milliseconds(5000), options.node_timeout * 10), tls_.get()},
-          options.node_timeout),
+          options.node_timeout,
+          [this](const std::string& channel, const std::string& payload) {
+            waiters_.on_message(channel, payload);
+          }),
       lock_(nodes_, options.drift_factor),
       watchdog_(lock_) {}
 
@@ -108,11 +115,70 @@ std::optional<Error> ClientCore::check(std::string_view name, std::chrono::milli
 
 namespace {
 
+using SteadyClock = std::chrono::steady_clock;
+
 std::chrono::milliseconds jitter(std::chrono::milliseconds base) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   const auto b = std::max<std::chrono::milliseconds::rep>(base.count(), 1);
-  std::uniform_int_distribution<std::chrono::milliseconds::rep> dist(b / 2, b + b / 2);
+  std::uniform_int_distribution<std::chrono::milliseconds::rep> dist(0, b);
   return std::chrono::milliseconds(dist(rng));
+}
+
+std::optional<Error> check_options(const detail::ClientCore& core, std::string_view name,
+                                   const LockOptions& options) {
+  if (auto bad = core.check(name, options.ttl)) return bad;
+  if (options.owner && options.owner->empty()) {
+    return Error(errc::invalid_argument, "owner must not be empty");
+  }
+  if (options.renew_every.count() < 0 ||
+      (options.auto_renew && options.renew_every >= options.ttl)) {
+    return Error(errc::invalid_argument, "renew_every must be shorter than the ttl");
+  }
+  if (options.fair && options.fair_waiter_timeout.count() < 3) {
+    return Error(errc::invalid_argument, "fair_waiter_timeout must be at least 3 ms");
+  }
+  if (options.retry_delay.count() < 0) {
+    return Error(errc::invalid_argument, "retry_delay must not be negative");
+  }
+  return std::nullopt;
+}
+
+// One attempt; a held lock becomes a Lease tracked by the watchdog.
+std::variant<Lease, lock::Refused> attempt(const std::shared_ptr<detail::ClientCore>& core,
+                                           std::string_view name, const LockOptions& options,
+                                           const OwnerToken& owner,
+                                           const std::optional<lock::FairTicket>& fair) {
+  auto state = std::make_shared<detail::LeaseState>();
+  state->name = std::string(name);
+  state->owner = owner;
+  state->ttl = options.ttl;
+  state->auto_renew = options.auto_renew;
+  state->renew_every = options.renew_every.count() > 0
+                           ? options.renew_every
+                           : std::max(std::chrono::milliseconds(1), options.ttl / 3);
+  state->on_lost = options.on_lost;
+  if (!options.owner) state->thread_alive = detail::this_thread_alive();
+
+  auto result = core->algorithm().acquire(state->name, state->owner, options.ttl, fair);
+  if (auto* refused = std::get_if<lock::Refused>(&result)) return std::move(*refused);
+  const auto& acquired = std::get<lock::Acquired>(result);
+  state->fence = acquired.fence;
+  if (acquired.reentered) {
+    // One more hold of a lock this owner has: it keeps the outer hold's fencing token.
+    if (auto outer = core->watchdog().find_held(state->name, state->owner)) {
+      state->fence = outer->fence;
+    }
+  }
+  state->valid_until = acquired.valid_until;
+  state->renewed_at = SteadyClock::now();
+  core->watchdog().track(state);
+  return Lease(core, std::move(state));
+}
+
+std::int64_t wall_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace
@@ -124,64 +190,77 @@ Result<Client> Client::create(ClientOptions options) {
 }
 
 Result<Lease> Client::try_lock(std::string_view name, const LockOptions& options) {
-  if (auto bad = core_->check(name, options.ttl)) return std::move(*bad);
-  if (options.owner && options.owner->empty()) {
-    return Error(errc::invalid_argument, "owner must not be empty");
-  }
-  if (options.renew_every.count() < 0 ||
-      (options.auto_renew && options.renew_every >= options.ttl)) {
-    return Error(errc::invalid_argument, "renew_every must be shorter than the ttl");
-  }
-  auto state = std::make_shared<detail::LeaseState>();
-  state->name = std::string(name);
-  state->owner = options.owner ? *options.owner : default_owner();
-  state->ttl = options.ttl;
-  state->auto_renew = options.auto_renew;
-  state->renew_every = options.renew_every.count() > 0
-                           ? options.renew_every
-                           : std::max(std::chrono::milliseconds(1), options.ttl / 3);
-  state->on_lost = options.on_lost;
-  if (!options.owner) state->thread_alive = detail::this_thread_alive();
-
-  auto attempt = core_->algorithm().acquire(state->name, state->owner, options.ttl);
-  if (auto* refused = std::get_if<lock::Refused>(&attempt)) return std::move(refused->error);
-  const auto& acquired = std::get<lock::Acquired>(attempt);
-  state->fence = acquired.fence;
-  if (acquired.reentered) {
-    // One more hold of a lock this owner has: it keeps the outer hold's fencing token.
-    if (auto outer = core_->watchdog().find_held(state->name, state->owner)) {
-      state->fence = outer->fence;
-    }
-  }
-  state->valid_until = acquired.valid_until;
-  state->renewed_at = std::chrono::steady_clock::now();
-  core_->watchdog().track(state);
-  return Lease(core_, std::move(state));
+  if (auto bad = check_options(*core_, name, options)) return std::move(*bad);
+  const OwnerToken owner = options.owner ? *options.owner : default_owner();
+  std::optional<lock::FairTicket> fair;
+  if (options.fair) fair = lock::FairTicket{wall_clock_ms(), options.fair_waiter_timeout, false};
+  auto result = attempt(core_, name, options, owner, fair);
+  if (auto* refused = std::get_if<lock::Refused>(&result)) return std::move(refused->error);
+  return std::move(std::get<Lease>(result));
 }
 
 Result<Lease> Client::lock(std::string_view name, std::chrono::milliseconds wait,
-                           const LockOptions& options) {
+                           const LockOptions& options, std::stop_token stop) {
   if (wait.count() < 0) return Error(errc::invalid_argument, "wait must not be negative");
-  const auto deadline = std::chrono::steady_clock::now() + wait;
+  if (auto bad = check_options(*core_, name, options)) return std::move(*bad);
+  const auto deadline = SteadyClock::now() + wait;
+  const OwnerToken owner = options.owner ? *options.owner : default_owner();
+  std::optional<lock::FairTicket> fair;
+  if (options.fair) fair = lock::FairTicket{wall_clock_ms(), options.fair_waiter_timeout, true};
+  const bool can_wait = wait.count() > 0;
+  if (fair) fair->enqueue = can_wait;
+
+  // Uncontended: one attempt, no subscription.
+  auto result = attempt(core_, name, options, owner, fair);
+  if (auto* lease = std::get_if<Lease>(&result)) return std::move(*lease);
+
+  auto retryable = [](const Error& e) {
+    return e.is(errc::lock_held) || e.is(errc::quorum_not_reached) || e.is(errc::timeout);
+  };
+  std::shared_ptr<lock::Waiter> waiter;
+  std::optional<std::stop_callback<std::function<void()>>> on_stop;
+  auto give_up = [&](Error e) -> Result<Lease> {
+    if (fair) core_->algorithm().leave_queue(std::string(name), owner);
+    if (waiter) core_->waiters().leave(waiter);
+    return e;
+  };
+  bool lost_race = false;
   for (;;) {
-    auto lease = try_lock(name, options);
-    if (lease) return lease;
-    const Error& e = lease.error();
-    if (!e.is(errc::lock_held) && !e.is(errc::quorum_not_reached) && !e.is(errc::timeout)) {
-      return lease;
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) {
-      if (e.is(errc::lock_held) && wait.count() > 0) {
-        return Error(errc::wait_timeout,
-                     "lock '" + std::string(name) + "' still held by another owner after " +
-                         std::to_string(wait.count()) + " ms",
-                     e.nodes());
+    auto& refused = std::get<lock::Refused>(result);
+    if (!retryable(refused.error)) return give_up(std::move(refused.error));
+    if (stop.stop_requested()) return give_up(Error(errc::cancelled, "wait cancelled"));
+    const auto now = SteadyClock::now();
+    if (!can_wait || now >= deadline) {
+      if (refused.error.is(errc::lock_held) && can_wait) {
+        return give_up(Error(errc::wait_timeout,
+                             "lock '" + std::string(name) + "' still held by another owner after " +
+                                 std::to_string(wait.count()) + " ms",
+                             refused.error.nodes()));
       }
-      return lease;
+      return give_up(std::move(refused.error));
     }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-    std::this_thread::sleep_for(std::min(jitter(options.retry_delay), left));
+    if (!waiter) {
+      // Listen before trying again, so a release in between is not missed.
+      waiter = core_->waiters().enter(lock::release_channel(name), fair ? owner.str() : "");
+      on_stop.emplace(stop, [w = waiter] { w->cancel(); });
+    } else {
+      // Sleep until a release wakes us, or the holder's key has expired; after a lost race
+      // add jitter so competing waiters spread out.
+      auto nap = refused.error.is(errc::lock_held) && refused.holder_ttl
+                     ? *refused.holder_ttl + std::chrono::milliseconds(1)
+                     : options.retry_delay;
+      if (lost_race || !refused.holder_ttl) nap += jitter(options.retry_delay);
+      if (fair) nap = std::min(nap, options.fair_waiter_timeout / 3);  // check in with the queue
+      const bool woken = waiter->wait_until(std::min(deadline, SteadyClock::now() + nap));
+      if (waiter->cancelled()) return give_up(Error(errc::cancelled, "wait cancelled"));
+      lost_race = woken;
+    }
+    waiter->reset();
+    result = attempt(core_, name, options, owner, fair);
+    if (auto* lease = std::get_if<Lease>(&result)) {
+      core_->waiters().leave(waiter);
+      return std::move(*lease);
+    }
   }
 }
 

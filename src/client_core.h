@@ -13,6 +13,7 @@
 
 #include "lock/lease_state.h"
 #include "lock/quorum_lock.h"
+#include "lock/waiters.h"
 #include "lock/watchdog.h"
 #include "node/node_set.h"
 
@@ -30,12 +31,15 @@ class ClientCore {
   const ClientOptions& options() const noexcept { return options_; }
   lock::QuorumLock& algorithm() noexcept { return lock_; }
   lock::Watchdog& watchdog() noexcept { return watchdog_; }
+  lock::Waiters& waiters() noexcept { return waiters_; }
   std::size_t node_count() const noexcept { return nodes_.size(); }
 
  private:
   const ClientOptions options_;
   // Used by the nodes' TLS streams: declared before them so it is destroyed after them.
   std::unique_ptr<asio::ssl::context> tls_;
+  // Declared before the nodes, whose io thread delivers messages to it until it stops.
+  lock::Waiters waiters_;
   node::NodeSet nodes_;
   lock::QuorumLock lock_;
   lock::Watchdog watchdog_;  // declared last: its thread stops before the rest goes

@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <memory>
+#include <stop_token>
 #include <string_view>
 
 namespace dlock {
@@ -43,10 +44,13 @@ class Client {
   // on all nodes before returning. Blocks for about one round trip (at most the node timeout).
   Result<Lease> try_lock(std::string_view name, const LockOptions& options = {});
 
-  // Like try_lock, but while the lock is held by someone else, retries with random jitter until
-  // `wait` has passed. Errors: as try_lock, with errc::wait_timeout instead of lock_held.
+  // Like try_lock, but waits up to `wait` for a lock held by someone else. The waiter sleeps
+  // until a release message wakes it, or the holder's ttl runs out (a crashed holder or a lost
+  // message never strands it); no polling. With options.fair, in arrival order. Requesting a
+  // stop on `stop` ends the wait with errc::cancelled. Errors: as try_lock, with
+  // errc::wait_timeout instead of lock_held, and errc::cancelled.
   Result<Lease> lock(std::string_view name, std::chrono::milliseconds wait,
-                     const LockOptions& options = {});
+                     const LockOptions& options = {}, std::stop_token stop = {});
 
   // Releases one hold of `name` by `owner` (a lock handed over across threads or processes).
   // Errors: errc::not_owner when no quorum knew `owner` (nothing was deleted).

@@ -69,9 +69,17 @@ struct LockOptions {
   // thread can take the lock again (reentrancy). Name one to hand a lock to another thread or
   // process; it must then be unique among all contenders.
   std::optional<OwnerToken> owner;
-  // Base delay between attempts while waiting; each wait is randomised (jitter) so competing
-  // clients do not retry in lockstep. Default: 50 ms.
+  // While waiting, a release message wakes the waiter at once; without one it retries when
+  // the holder's ttl has run out. retry_delay is the base of the random delay (jitter) added
+  // after a lost race, and the retry period when nodes are unreachable. Default: 50 ms.
   std::chrono::milliseconds retry_delay{50};
+  // Fair mode: waiters get the lock in arrival order (a queue in Redis, ordered the same on
+  // every node) and a release wakes only the first in line (no thundering herd). All clients
+  // of one name must use the same mode. Default: false.
+  bool fair = false;
+  // Fair mode: a waiter not heard of for this long is dropped from the queue (it died), so the
+  // queue never stalls; live waiters check in every third of it. Default: 5 s.
+  std::chrono::milliseconds fair_waiter_timeout{5000};
 };
 
 }  // namespace dlock

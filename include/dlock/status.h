@@ -18,7 +18,8 @@ struct NodeLockState {
   std::string kind = "free";
   std::vector<std::pair<std::string, std::int64_t>> owners;  // owner -> reentrancy count
   std::int64_t ttl_ms = -1;                                  // remaining ttl, -1 when free
-  std::int64_t fence = 0;  // the node's fencing counter for this name (0: never taken)
+  std::int64_t fence = 0;   // the node's fencing counter for this name (0: never taken)
+  std::int64_t queued = 0;  // waiters in the name's fair queue on this node
 };
 
 struct LockStatus {

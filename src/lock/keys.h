@@ -12,6 +12,14 @@ inline std::string fence_key(std::string_view name) {
   return "dlock:fence:{" + std::string(name) + "}";
 }
 
+inline std::string queue_key(std::string_view name) {
+  return "dlock:queue:{" + std::string(name) + "}";
+}
+
+inline std::string queue_alive_key(std::string_view name) {
+  return "dlock:queue-alive:{" + std::string(name) + "}";
+}
+
 inline std::string release_channel(std::string_view name) {
   return "dlock:release:{" + std::string(name) + "}";
 }

@@ -46,11 +46,18 @@ NodeError QuorumLock::node_error(std::size_t i, errc code, std::string reason) c
 
 std::variant<Acquired, Refused> QuorumLock::acquire(const std::string& name,
                                                     const OwnerToken& owner,
-                                                    std::chrono::milliseconds ttl) {
+                                                    std::chrono::milliseconds ttl,
+                                                    const std::optional<FairTicket>& fair) {
   const Membership::View view = membership_.refresh(ttl);
   const auto start = Clock::now();
-  node::Outcomes outcomes = nodes_.run_script(scripts::acquire(), {name, fence_key(name)},
-                                              {owner.str(), std::to_string(ttl.count())});
+  node::Outcomes outcomes =
+      fair ? nodes_.run_script(
+                 scripts::fair_acquire(),
+                 {name, fence_key(name), queue_key(name), queue_alive_key(name)},
+                 {owner.str(), std::to_string(ttl.count()), std::to_string(fair->arrival_ms),
+                  std::to_string(fair->waiter_timeout.count()), fair->enqueue ? "1" : "0"})
+           : nodes_.run_script(scripts::acquire(), {name, fence_key(name)},
+                               {owner.str(), std::to_string(ttl.count())});
 
   std::size_t acquired = 0;
   std::size_t held = 0;
@@ -93,10 +100,10 @@ std::variant<Acquired, Refused> QuorumLock::acquire(const std::string& name,
         holder_ttl = std::max(holder_ttl.value_or(std::chrono::milliseconds(0)),
                               std::chrono::milliseconds(*detail));
       }
-      failures.push_back(node_error(
-          i, errc::lock_held,
-          "held by another owner" +
-              (*detail >= 0 ? " (expires in " + std::to_string(*detail) + " ms)" : std::string())));
+      std::string why = "held by another owner";
+      if (*detail >= 0) why += " (expires in " + std::to_string(*detail) + " ms)";
+      if (*detail == -2) why = "free, but another waiter is first in line";
+      failures.push_back(node_error(i, errc::lock_held, std::move(why)));
     }
   }
 
@@ -156,9 +163,15 @@ bool QuorumLock::raise_fence(const std::string& name, std::uint64_t token,
   return confirmed >= nodes_.quorum();
 }
 
+void QuorumLock::leave_queue(const std::string& name, const OwnerToken& owner) {
+  (void)nodes_.run_script(scripts::fair_leave(), {name, queue_key(name), queue_alive_key(name)},
+                          {owner.str(), release_channel(name)});
+}
+
 Result<void> QuorumLock::release(const std::string& name, const OwnerToken& owner) {
   node::Outcomes outcomes =
-      nodes_.run_script(scripts::release(), {name}, {owner.str(), release_channel(name)});
+      nodes_.run_script(scripts::release(), {name, queue_key(name), queue_alive_key(name)},
+                        {owner.str(), release_channel(name)});
   std::size_t confirmed = 0;
   std::size_t errors = 0;
   std::vector<NodeError> failures;
@@ -294,7 +307,8 @@ std::vector<Result<Clock::time_point>> QuorumLock::renew(const std::vector<Renew
 }
 
 LockStatus QuorumLock::inspect(const std::string& name) {
-  node::Outcomes outcomes = nodes_.run_script(scripts::inspect(), {name, fence_key(name)}, {});
+  node::Outcomes outcomes =
+      nodes_.run_script(scripts::inspect(), {name, fence_key(name), queue_key(name)}, {});
   LockStatus status;
   status.name = name;
   status.quorum = nodes_.quorum();
@@ -307,14 +321,16 @@ LockStatus QuorumLock::inspect(const std::string& name) {
       n.error = o.error().summary();
     } else if (o->is_error()) {
       n.error = o->str;
-    } else if (!o->is_array() || o->elements.size() < 3 || !o->elements[1].is_integer() ||
-               !o->elements[2].is_integer() || o->elements.size() % 2 == 0) {
+    } else if (!o->is_array() || o->elements.size() < 4 || !o->elements[1].is_integer() ||
+               !o->elements[2].is_integer() || !o->elements[3].is_integer() ||
+               o->elements.size() % 2 != 0) {
       n.error = "unexpected reply to inspect";
     } else {
       n.kind = o->elements[0].str;
       n.ttl_ms = o->elements[1].integer;
       n.fence = o->elements[2].integer;
-      for (std::size_t k = 3; k + 1 < o->elements.size(); k += 2) {
+      n.queued = o->elements[3].integer;
+      for (std::size_t k = 4; k + 1 < o->elements.size(); k += 2) {
         std::int64_t count = 0;
         try {
           count = std::stoll(o->elements[k + 1].str);

@@ -44,6 +44,13 @@ struct Refused {
   std::optional<std::chrono::milliseconds> holder_ttl;
 };
 
+// Fair mode: the waiter's place in line (see fair_acquire.lua).
+struct FairTicket {
+  std::int64_t arrival_ms = 0;  // wall-clock ms when the waiter first asked; same on all nodes
+  std::chrono::milliseconds waiter_timeout{0};
+  bool enqueue = false;  // join the queue if the lock cannot be had now
+};
+
 // One lock for the watchdog's batched renewal.
 struct Renewal {
   std::string name;
@@ -58,8 +65,13 @@ class QuorumLock {
       : nodes_(nodes), drift_factor_(drift_factor), membership_(nodes, drift_factor) {}
 
   // One attempt. Errors: lock_held, quorum_not_reached, timeout (quorum came after the ttl).
+  // With `fair`, in arrival order through the name's queue.
   std::variant<Acquired, Refused> acquire(const std::string& name, const OwnerToken& owner,
-                                          std::chrono::milliseconds ttl);
+                                          std::chrono::milliseconds ttl,
+                                          const std::optional<FairTicket>& fair = std::nullopt);
+
+  // Takes a waiter out of the fair queue on all nodes (it gave up).
+  void leave_queue(const std::string& name, const OwnerToken& owner);
 
   // Gives back one hold on all nodes. Errors: not_owner (no quorum knew the owner),
   // quorum_not_reached (too few nodes answered to tell).

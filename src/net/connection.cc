@@ -186,6 +186,7 @@ void Connection::become_ready() {
     in_flight_.push_back(std::move(p));
   }
   flush();
+  if (on_ready_) on_ready_();
 }
 
 void Connection::fail(errc code, const std::string& reason) {
@@ -258,6 +259,11 @@ void Connection::on_read(std::size_t n) {
         return fail(errc::protocol_error, "malformed reply: " + reader_->error());
       }
       break;
+    }
+    if (on_message_ && reply->is_array() && reply->elements.size() == 3 &&
+        reply->elements[0].str == "message") {
+      on_message_(*reply);  // a push, not the reply to a request
+      continue;
     }
     if (in_flight_.empty()) return fail(errc::protocol_error, "reply to no request");
     Pending p = std::move(in_flight_.front());

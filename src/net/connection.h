@@ -53,6 +53,15 @@ class Connection {
   // never runs inside send() itself.
   void send(std::string command, Clock::time_point deadline, Callback done);
 
+  // For a subscriber connection: `on_message` gets every pub/sub message pushed by the server
+  // (["message", channel, payload]), and `on_ready` runs after each (re)connection so the
+  // owner can subscribe again (a new connection has no subscriptions). Set before first use.
+  void set_push_handlers(std::function<void(const resp::Reply&)> on_message,
+                         std::function<void()> on_ready) {
+    on_message_ = std::move(on_message);
+    on_ready_ = std::move(on_ready);
+  }
+
   const NodeAddress& address() const noexcept { return address_; }
   // How many times a connection was established (handshake done). A change tells that the
   // server may be a new process: see lock/membership.h. Readable from any thread.
@@ -104,6 +113,8 @@ class Connection {
   Clock::time_point last_read_{};
 
   std::atomic<std::uint64_t> epoch_{0};
+  std::function<void(const resp::Reply&)> on_message_;
+  std::function<void()> on_ready_;
   std::string last_error_;
   errc last_code_ = errc::io_error;
   Clock::time_point retry_at_{};

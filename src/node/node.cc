@@ -18,6 +18,26 @@ std::string encode_eval(std::string_view verb, std::string_view body,
 
 }  // namespace
 
+Node::Node(asio::io_context& io, net::NodeAddress address, net::ConnectionOptions options,
+           MessageHandler on_message)
+    : connection_(io, address, options),
+      subscriber_(io, address, options),
+      resubscribe_timeout_(options.connect_timeout) {
+  subscriber_.set_push_handlers(
+      [on_message = std::move(on_message)](const resp::Reply& push) {
+        if (on_message) on_message(push.elements[1].str, push.elements[2].str);
+      },
+      [this] {
+        // A new connection has no subscriptions: take them up again. Messages published while
+        // we were away are lost; waiters also wake when the holder's ttl runs out.
+        const auto deadline = net::Clock::now() + resubscribe_timeout_;
+        for (const auto& channel : channels_) {
+          subscriber_.send(resp::encode_command({"SUBSCRIBE", channel}), deadline,
+                           [](Result<resp::Reply>) {});
+        }
+      });
+}
+
 void Node::eval(const scripts::Script& script, const std::vector<std::string>& keys,
                 const std::vector<std::string>& args, net::Clock::time_point deadline,
                 net::Connection::Callback done) {
@@ -37,6 +57,18 @@ void Node::command(const std::vector<std::string>& args, net::Clock::time_point 
                    net::Connection::Callback done) {
   std::vector<std::string_view> argv(args.begin(), args.end());
   connection_.send(resp::encode_command(argv), deadline, std::move(done));
+}
+
+void Node::subscribe(const std::string& channel, net::Clock::time_point deadline,
+                     net::Connection::Callback done) {
+  channels_.insert(channel);
+  subscriber_.send(resp::encode_command({"SUBSCRIBE", channel}), deadline, std::move(done));
+}
+
+void Node::unsubscribe(const std::string& channel) {
+  if (channels_.erase(channel) == 0) return;
+  subscriber_.send(resp::encode_command({"UNSUBSCRIBE", channel}),
+                   net::Clock::now() + resubscribe_timeout_, [](Result<resp::Reply>) {});
 }
 
 }  // namespace dlock::node

@@ -23,10 +23,12 @@ struct Gathering {
 }  // namespace
 
 NodeSet::NodeSet(const std::vector<net::NodeAddress>& addresses, net::ConnectionOptions options,
-                 std::chrono::milliseconds node_timeout)
+                 std::chrono::milliseconds node_timeout, MessageHandler on_message)
     : work_(asio::make_work_guard(io_)), node_timeout_(node_timeout) {
   nodes_.reserve(addresses.size());
-  for (const auto& a : addresses) nodes_.push_back(std::make_unique<Node>(io_, a, options));
+  for (const auto& a : addresses) {
+    nodes_.push_back(std::make_unique<Node>(io_, a, options, on_message));
+  }
   thread_ = std::thread([this] { io_.run(); });
 }
 
@@ -47,24 +49,43 @@ Outcomes NodeSet::run_command(std::vector<std::string> args) {
 }
 
 std::vector<Outcomes> NodeSet::run(const std::vector<Call>& calls) {
-  auto g = std::make_shared<Gathering>(calls.size(), nodes_.size());
+  // The calls are captured by value: the io thread may still be sending after a caller gave
+  // up waiting (which only a bug in a connection's deadline could cause).
+  return gather(calls.size(), [calls](Node& node, std::size_t c, net::Clock::time_point deadline,
+                                      net::Connection::Callback done) {
+    const Call& call = calls[c];
+    if (call.script != nullptr) {
+      node.eval(*call.script, call.keys, call.args, deadline, std::move(done));
+    } else {
+      node.command(call.keys, deadline, std::move(done));
+    }
+  });
+}
+
+Outcomes NodeSet::subscribe(const std::string& channel) {
+  return std::move(gather(1, [channel](Node& node, std::size_t, net::Clock::time_point deadline,
+                                       net::Connection::Callback done) {
+    node.subscribe(channel, deadline, std::move(done));
+  })[0]);
+}
+
+void NodeSet::unsubscribe(const std::string& channel) {
+  asio::post(io_, [this, channel] {
+    for (auto& node : nodes_) node->unsubscribe(channel);
+  });
+}
+
+std::vector<Outcomes> NodeSet::gather(std::size_t calls, Sender send) {
+  auto g = std::make_shared<Gathering>(calls, nodes_.size());
   const auto deadline = net::Clock::now() + node_timeout_;
-  // The calls are copied into the posted work: the io thread may still be sending after a
-  // caller gave up waiting (which only a bug in a connection's deadline could cause).
-  asio::post(io_, [this, g, deadline, calls] {
-    for (std::size_t c = 0; c < calls.size(); ++c) {
+  asio::post(io_, [this, g, deadline, calls, send = std::move(send)] {
+    for (std::size_t c = 0; c < calls; ++c) {
       for (std::size_t i = 0; i < nodes_.size(); ++i) {
-        auto done = [g, c, i](Result<resp::Reply> r) {
+        send(*nodes_[i], c, deadline, [g, c, i](Result<resp::Reply> r) {
           std::lock_guard lock(g->mu);
           g->outcomes[c][i] = std::move(r);
           if (++g->answered == g->expected) g->cv.notify_all();
-        };
-        const Call& call = calls[c];
-        if (call.script != nullptr) {
-          nodes_[i]->eval(*call.script, call.keys, call.args, deadline, std::move(done));
-        } else {
-          nodes_[i]->command(call.keys, deadline, std::move(done));
-        }
+        });
       }
     }
   });
@@ -74,8 +95,8 @@ std::vector<Outcomes> NodeSet::run(const std::vector<Call>& calls) {
   // there turning into a hang of the caller.
   g->cv.wait_until(lock, deadline + std::chrono::seconds(1),
                    [&] { return g->answered == g->expected; });
-  std::vector<Outcomes> out(calls.size());
-  for (std::size_t c = 0; c < calls.size(); ++c) {
+  std::vector<Outcomes> out(calls);
+  for (std::size_t c = 0; c < calls; ++c) {
     out[c].reserve(nodes_.size());
     for (auto& o : g->outcomes[c]) {
       out[c].push_back(o ? std::move(*o) : Result<resp::Reply>(Error(errc::timeout, "no answer")));

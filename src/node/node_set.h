@@ -32,8 +32,9 @@ struct Call {
 
 class NodeSet {
  public:
+  // `on_message` runs on the io thread for every pub/sub message from any node.
   NodeSet(const std::vector<net::NodeAddress>& addresses, net::ConnectionOptions options,
-          std::chrono::milliseconds node_timeout);
+          std::chrono::milliseconds node_timeout, MessageHandler on_message = {});
   ~NodeSet();
   NodeSet(const NodeSet&) = delete;
   NodeSet& operator=(const NodeSet&) = delete;
@@ -43,6 +44,10 @@ class NodeSet {
   Outcomes run_script(const scripts::Script& script, std::vector<std::string> keys,
                       std::vector<std::string> args);
   Outcomes run_command(std::vector<std::string> args);
+  // Subscribes every node to `channel`; returns once each confirmed or timed out.
+  Outcomes subscribe(const std::string& channel);
+  // Drops the subscription on every node (asynchronously).
+  void unsubscribe(const std::string& channel);
 
   std::size_t size() const noexcept { return nodes_.size(); }
   // N/2 + 1: any two quorums share at least one node.
@@ -55,6 +60,10 @@ class NodeSet {
   // Declared first so it is destroyed last: the nodes' sockets and timers belong to it.
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
+  using Sender = std::function<void(Node&, std::size_t call, net::Clock::time_point,
+                                    net::Connection::Callback)>;
+  std::vector<Outcomes> gather(std::size_t calls, Sender send);
+
   std::vector<std::unique_ptr<Node>> nodes_;
   const std::chrono::milliseconds node_timeout_;
   std::thread thread_;

@@ -1,8 +1,15 @@
 -- release: gives back one hold of the lock; frees it when the owner's count reaches 0.
 --
 -- KEYS[1]  the lock key: a hash owner -> hold count
+-- KEYS[2]  the fair queue of this name: dlock:queue:{NAME}, a zset waiter -> arrival ticket
+-- KEYS[3]  the fair queue's liveness: dlock:queue-alive:{NAME}, a hash waiter -> deadline (ms,
+--          this server's clock); a waiter past its deadline is dead and dropped
 -- ARGV[1]  owner token
--- ARGV[2]  release channel (dlock:release:{NAME}); told the owner when the lock is freed
+-- ARGV[2]  release channel (dlock:release:{NAME})
+--
+-- When the lock is freed, publishes on the release channel the fair queue's first live waiter
+-- (only that waiter wakes: no thundering herd), or an empty message when nobody queues (every
+-- plain waiter wakes and retries).
 --
 -- Replies:
 --   1  freed: the count reached 0, the key was deleted and the release published
@@ -15,5 +22,19 @@ if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then
   return 2
 end
 redis.call('del', KEYS[1])
-redis.call('publish', ARGV[2], ARGV[1])
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local next_waiter = ''
+while true do
+  local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+  if not head then break end
+  local alive = tonumber(redis.call('hget', KEYS[3], head) or '0')
+  if alive >= now then
+    next_waiter = head
+    break
+  end
+  redis.call('zrem', KEYS[2], head)
+  redis.call('hdel', KEYS[3], head)
+end
+redis.call('publish', ARGV[2], next_waiter)
 return 1

@@ -61,8 +61,18 @@ const Script& hello() {
   return s;
 }
 
+const Script& fair_acquire() {
+  static const Script s = load("fair_acquire");
+  return s;
+}
+const Script& fair_leave() {
+  static const Script s = load("fair_leave");
+  return s;
+}
+
 std::vector<const Script*> all() {
-  return {&acquire(), &release(), &extend(), &inspect(), &renew(), &fence_raise(), &hello()};
+  return {&acquire(),     &release(), &extend(),       &inspect(),   &renew(),
+          &fence_raise(), &hello(),   &fair_acquire(), &fair_leave()};
 }
 
 }  // namespace dlock::scripts

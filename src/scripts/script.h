@@ -23,6 +23,8 @@ const Script& inspect();
 const Script& renew();
 const Script& fence_raise();
 const Script& hello();
+const Script& fair_acquire();
+const Script& fair_leave();
 
 // Every script, for tests that load them all on a server.
 std::vector<const Script*> all();

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: MIT
+// Waiters: threads blocked in Client::lock(), woken by release messages instead of polling.
+//
+// A waiter registers on the lock's release channel before it tries, so no release between its
+// attempt and its sleep goes unseen. The client subscribes to a channel once per node (one
+// subscriber connection per node, shared by all waiters) and keeps the subscription a while
+// after the last waiter left, since contended names tend to stay contended.
+//
+// Thread-safety: enter/leave from any thread; on_message from the io thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "node/node_set.h"
+
+namespace dlock::lock {
+
+class Waiter {
+ public:
+  using Clock = std::chrono::steady_clock;
+  Waiter(std::string channel, std::string wake_for)
+      : channel_(std::move(channel)), wake_for_(std::move(wake_for)) {}
+
+  const std::string& channel() const noexcept { return channel_; }
+  // Empty: any release wakes this waiter. Else only a release naming it (fair mode).
+  const std::string& wake_for() const noexcept { return wake_for_; }
+
+  void signal();
+  void cancel();
+  // Forgets signals seen so far (call before each attempt: later ones are kept).
+  void reset();
+  // True if signalled before `until`.
+  bool wait_until(Clock::time_point until);
+  bool cancelled();
+
+ private:
+  const std::string channel_;
+  const std::string wake_for_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool signalled_ = false;  // guarded by mu_
+  bool cancelled_ = false;  // guarded by mu_
+};
+
+class Waiters {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // How long a channel stays subscribed after its last waiter left.
+  static constexpr std::chrono::seconds kLinger{10};
+
+  explicit Waiters(node::NodeSet& nodes) : nodes_(nodes) {}
+
+  // Registers a waiter on `channel`, subscribing first if this client is not yet subscribed.
+  std::shared_ptr<Waiter> enter(const std::string& channel, std::string wake_for);
+  void leave(const std::shared_ptr<Waiter>& waiter);
+  void on_message(const std::string& channel, const std::string& payload);
+
+ private:
+  struct Channel {
+    std::vector<std::shared_ptr<Waiter>> waiters;
+    bool subscribed = false;
+    Clock::time_point idle_since;
+  };
+
+  node::NodeSet& nodes_;
+  std::mutex mu_;
+  std::map<std::string, Channel> channels_;  // guarded by mu_
+};
+
+}  // namespace dlock::lock

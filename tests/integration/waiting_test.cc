@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT
+// Waiting without spinning, on 1 and 5 nodes: a release message wakes the waiter; a holder
+// that crashes (no message) wakes it when its ttl runs out; wait limits and cancellation.
+#include <atomic>
+#include <future>
+#include <stop_token>
+#include <thread>
+
+#include "support/cluster_fixture.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using test::eventually;
+
+class WaitingTest : public test::ClusterTest {
+ protected:
+  long evalsha_calls(std::size_t node = 0) {
+    auto r = (*nodes_)[node].command({"INFO", "commandstats"});
+    const std::string s = r->str;
+    auto at = s.find("cmdstat_evalsha:calls=");
+    return at == std::string::npos ? 0L : std::stol(s.substr(at + 22));
+  }
+};
+
+TEST_P(WaitingTest, ReleaseWakesTheWaiterLongBeforeTheTtl) {
+  Client client = make_client();
+  auto held = client.try_lock("job", renewed(10s, "holder"));
+  ASSERT_TRUE(held);
+  std::atomic<bool> got{false};
+  auto waiter = std::async(std::launch::async, [&] {
+    auto lease = client.lock("job", 30s, renewed(10s));
+    got = lease.has_value();
+    return Clock::now();
+  });
+  std::this_thread::sleep_for(500ms);
+  EXPECT_FALSE(got.load());
+  const auto released = Clock::now();
+  ASSERT_TRUE(held->unlock());
+  const auto acquired = waiter.get();
+  EXPECT_TRUE(got.load());
+  EXPECT_LT(acquired - released, 2s) << "woken by the release, not by the 10 s ttl";
+}
+
+TEST_P(WaitingTest, WaiterDoesNotPoll) {
+  Client client = make_client();
+  auto held = client.try_lock("job", renewed(10s, "holder"));
+  ASSERT_TRUE(held);
+  const long before = evalsha_calls();
+  auto lease = client.lock("job", 1500ms, renewed(10s));
+  const long calls = evalsha_calls() - before;
+  ASSERT_FALSE(lease);
+  EXPECT_TRUE(lease.error().is(errc::wait_timeout)) << lease.error().message();
+  // First try, a second after subscribing, then sleep until the holder's ttl: a few calls,
+  // where polling every 50 ms would make thirty.
+  EXPECT_LE(calls, 6) << calls << " scripts ran while waiting 1.5 s";
+}
+
+TEST_P(WaitingTest, CrashedHolderReleasesWaitersWhenItsTtlEnds) {
+  Client client = make_client();
+  auto crashed = client.try_lock("job", fixed(800ms, "crashed"));  // never released
+  ASSERT_TRUE(crashed);
+  const auto start = Clock::now();
+  auto lease = client.lock("job", 10s, renewed(5s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  const auto waited = Clock::now() - start;
+  EXPECT_GE(waited, 600ms);
+  EXPECT_LT(waited, 5s);
+}
+
+TEST_P(WaitingTest, WaitLimitEndsTheWait) {
+  Client client = make_client();
+  auto held = client.try_lock("job", renewed(10s, "holder"));
+  ASSERT_TRUE(held);
+  const auto start = Clock::now();
+  auto lease = client.lock("job", 300ms, renewed(10s));
+  const auto waited = Clock::now() - start;
+  ASSERT_FALSE(lease);
+  EXPECT_TRUE(lease.error().is(errc::wait_timeout));
+  EXPECT_TRUE(is_contention(lease.error().code()));
+  EXPECT_GE(waited, 300ms);
+  EXPECT_LT(waited, 3s);
+}
+
+TEST_P(WaitingTest, StopTokenCancelsTheWait) {
+  Client client = make_client();
+  auto held = client.try_lock("job", renewed(10s, "holder"));
+  ASSERT_TRUE(held);
+  std::stop_source stop;
+  auto waiter = std::async(std::launch::async,
+                           [&] { return client.lock("job", 60s, renewed(10s), stop.get_token()); });
+  std::this_thread::sleep_for(300ms);
+  const auto asked = Clock::now();
+  stop.request_stop();
+  auto lease = waiter.get();
+  ASSERT_FALSE(lease);
+  EXPECT_TRUE(lease.error().is(errc::cancelled)) << lease.error().message();
+  EXPECT_LT(Clock::now() - asked, 2s);
+}
+
+TEST_P(WaitingTest, AllWaitersOfAClientShareOneSubscriberConnectionPerNode) {
+  Client client = make_client();
+  auto held = client.try_lock("job", renewed(10s, "holder"));
+  ASSERT_TRUE(held);
+  std::vector<std::future<bool>> waiters;
+  for (int i = 0; i < 8; ++i) {
+    waiters.push_back(std::async(std::launch::async, [&] {
+      auto lease = client.lock("job", 30s, renewed(10s));
+      return lease.has_value();
+    }));
+  }
+  auto pubsub_clients = [&](std::size_t node) {
+    auto r = (*nodes_)[node].command({"CLIENT", "LIST", "TYPE", "pubsub"});
+    const std::string s = r->str;
+    return std::count(s.begin(), s.end(), '\n');
+  };
+  ASSERT_TRUE(eventually([&] { return pubsub_clients(0) >= 1; }));
+  std::this_thread::sleep_for(300ms);
+  for (std::size_t i = 0; i < size(); ++i) EXPECT_EQ(pubsub_clients(i), 1) << "node " << i;
+  ASSERT_TRUE(held->unlock());
+  for (auto& w : waiters) EXPECT_TRUE(w.get()) << "every waiter gets the lock in turn";
+}
+
+TEST_P(WaitingTest, ThreadsWaitingOnOneNameAllGetItOnce) {
+  Client client = make_client();
+  constexpr int kThreads = 6;
+  constexpr int kRounds = 10;
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kRounds; ++i) {
+        auto lease = client.lock("job", 60s, renewed(10s));
+        if (!lease) continue;
+        if (inside.fetch_add(1) != 0) ++overlaps;
+        std::this_thread::sleep_for(2ms);
+        inside.fetch_sub(1);
+        ++done;
+        (void)lease->unlock();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(done.load(), kThreads * kRounds);
+  EXPECT_EQ(overlaps.load(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, WaitingTest, ::testing::Values(1, 5), test::node_count_name);
+
+}  // namespace
+}  // namespace dlock
