@@ -32,6 +32,7 @@ class ClientCore {
   lock::QuorumLock& algorithm() noexcept { return lock_; }
   lock::Watchdog& watchdog() noexcept { return watchdog_; }
   lock::Waiters& waiters() noexcept { return waiters_; }
+  node::NodeSet& nodes() noexcept { return nodes_; }
   std::size_t node_count() const noexcept { return nodes_.size(); }
 
  private:

@@ -4,7 +4,9 @@
 
 #include <dlock/client.h>
 #include <dlock/errc.h>
+#include <dlock/fenced_store.h>
 #include <dlock/lease.h>
+#include <dlock/mutex.h>
 #include <dlock/options.h>
 #include <dlock/result.h>
 #include <dlock/status.h>

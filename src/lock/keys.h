@@ -12,6 +12,10 @@ inline std::string fence_key(std::string_view name) {
   return "dlock:fence:{" + std::string(name) + "}";
 }
 
+inline std::string accepted_token_key(std::string_view key) {
+  return "dlock:accepted:{" + std::string(key) + "}";
+}
+
 inline std::string queue_key(std::string_view name) {
   return "dlock:queue:{" + std::string(name) + "}";
 }

@@ -70,9 +70,14 @@ const Script& fair_leave() {
   return s;
 }
 
+const Script& fenced_write() {
+  static const Script s = load("fenced_write");
+  return s;
+}
+
 std::vector<const Script*> all() {
-  return {&acquire(),     &release(), &extend(),       &inspect(),   &renew(),
-          &fence_raise(), &hello(),   &fair_acquire(), &fair_leave()};
+  return {&acquire(),     &release(), &extend(),       &inspect(),    &renew(),
+          &fence_raise(), &hello(),   &fair_acquire(), &fair_leave(), &fenced_write()};
 }
 
 }  // namespace dlock::scripts

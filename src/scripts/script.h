@@ -25,6 +25,7 @@ const Script& fence_raise();
 const Script& hello();
 const Script& fair_acquire();
 const Script& fair_leave();
+const Script& fenced_write();
 
 // Every script, for tests that load them all on a server.
 std::vector<const Script*> all();

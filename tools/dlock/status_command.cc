@@ -21,6 +21,7 @@ nlohmann::json to_json(const LockStatus& s) {
       j["kind"] = n.kind;
       j["ttl_ms"] = n.ttl_ms;
       j["fence"] = n.fence;
+      j["queued"] = n.queued;
       nlohmann::json owners = nlohmann::json::array();
       for (const auto& [owner, count] : n.owners) {
         owners.push_back({{"owner", owner}, {"count", count}});
@@ -48,18 +49,18 @@ void print_table(const LockStatus& s) {
   std::cout << "lock " << s.name << ": " << (s.held ? "HELD" : "free") << " (present on " << present
             << " of " << s.nodes.size() << " nodes, quorum " << s.quorum << ")\n";
   std::cout << std::left << std::setw(28) << "NODE" << std::setw(9) << "STATE" << std::setw(10)
-            << "TTL" << std::setw(8) << "FENCE"
+            << "TTL" << std::setw(8) << "FENCE" << std::setw(7) << "QUEUE"
             << "HOLDER / ERROR\n";
   for (const auto& n : s.nodes) {
     std::cout << std::setw(28) << n.node;
     if (n.error) {
       std::cout << std::setw(9) << "error" << std::setw(10) << "-" << std::setw(8) << "-"
-                << *n.error << "\n";
+                << std::setw(7) << "-" << *n.error << "\n";
       continue;
     }
     const std::string ttl = n.ttl_ms >= 0 ? std::to_string(n.ttl_ms) + "ms" : "-";
     std::cout << std::setw(9) << (n.kind == "free" ? "free" : "held") << std::setw(10) << ttl
-              << std::setw(8) << n.fence << holder_of(n) << "\n";
+              << std::setw(8) << n.fence << std::setw(7) << n.queued << holder_of(n) << "\n";
   }
 }
 
