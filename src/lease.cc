@@ -34,11 +34,16 @@ Lease::~Lease() {
 
 Result<void> Lease::unlock() {
   if (!state_) return moved_from();
-  std::lock_guard lock(state_->mu);
-  if (state_->status == Status::released) return {};
-  const bool expired =
-      state_->status == Status::lost || detail::LeaseState::Clock::now() >= state_->valid_until;
-  state_->status = Status::released;
+  bool expired = false;
+  {
+    // Only the status change is under the lease's mutex: the watchdog takes its own mutex and
+    // then lease mutexes, so holding ours while asking the watchdog below could deadlock.
+    std::lock_guard lock(state_->mu);
+    if (state_->status == Status::released) return {};
+    expired =
+        state_->status == Status::lost || detail::LeaseState::Clock::now() >= state_->valid_until;
+    state_->status = Status::released;
+  }
   if (expired && core_->watchdog().find_held(state_->name, state_->owner, state_.get())) {
     // The same owner holds this name again by a newer lease: the key's hold count now belongs
     // to that one, and giving back a hold here would release it.

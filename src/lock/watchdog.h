@@ -8,7 +8,8 @@
 // and its on_lost callback runs on this thread. Renewal of a lease stops when it is released,
 // when its owning thread exited without releasing it, and with the process.
 //
-// Thread-safety: all public members may be called from any thread.
+// Thread-safety: all public members may be called from any thread. Lock order: the table's
+// mutex before a lease's mutex; never call in here while holding a lease's mutex.
 #pragma once
 
 #include <condition_variable>
