@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Fencing tokens: strictly greater than every earlier holder's, on 1 and 5 nodes, also while
 // minority nodes die and restart empty.
+#include <cstdio>
 #include <random>
 #include <thread>
 
@@ -67,6 +68,22 @@ TEST_P(FencingRedlockTest, ThousandAcquisitionsStayOrderedWhileMinorityNodesRest
     (void)lease->unlock();
   }
   EXPECT_GE(restarts, 20);
+}
+
+TEST_P(FencingRedlockTest, DlockRunHandsOutGrowingTokensWhileNodesRestart) {
+  const std::string run = "DLOCK_REDIS=" + nodes_->url_list() + " " + DLOCK_TOOL_PATH +
+                          " run -t 300ms -w 20s job -- sh -c 'echo $DLOCK_TOKEN'";
+  long last = 0;
+  for (int i = 0; i < 60; ++i) {
+    if (i % 10 == 9) (*nodes_)[static_cast<std::size_t>(i / 10) % 5].restart(false);
+    FILE* p = popen(run.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    long token = 0;
+    ASSERT_EQ(fscanf(p, "%ld", &token), 1) << "run " << i;
+    ASSERT_EQ(pclose(p), 0) << "run " << i;
+    ASSERT_GT(token, last) << "run " << i;
+    last = token;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Nodes, FencingRedlockTest, ::testing::Values(5), test::node_count_name);
