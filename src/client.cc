@@ -275,6 +275,12 @@ Result<LockStatus> Client::status(std::string_view name) {
   return core_->algorithm().inspect(std::string(name));
 }
 
+Result<std::vector<ForcedRelease>> Client::force_release(std::string_view name,
+                                                         bool include_foreign) {
+  if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
+  return core_->algorithm().force_release(std::string(name), include_foreign);
+}
+
 std::size_t Client::node_count() const {
   return core_->node_count();
 }

@@ -59,6 +59,12 @@ class Client {
   // What each node knows about `name`. Fails only for bad input; node errors are per node.
   Result<LockStatus> status(std::string_view name);
 
+  // For operators: deletes `name` on every node whoever holds it, and wakes its waiters. A key
+  // that is not a dlock lock (another library's) is kept unless `include_foreign`. The holder
+  // is not told; its renewals fail and it loses the lock. Fails only for bad input.
+  Result<std::vector<ForcedRelease>> force_release(std::string_view name,
+                                                   bool include_foreign = false);
+
   std::size_t node_count() const;
   std::size_t quorum() const;
 

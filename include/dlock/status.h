@@ -20,6 +20,9 @@ struct NodeLockState {
   std::int64_t ttl_ms = -1;                                  // remaining ttl, -1 when free
   std::int64_t fence = 0;   // the node's fencing counter for this name (0: never taken)
   std::int64_t queued = 0;  // waiters in the name's fair queue on this node
+  // > 0: the node restarted recently and stays out of quorums for this many ms (it may have
+  // lost the keys of live locks). See docs/features.md, restarted-node protection.
+  std::int64_t quarantined_ms = 0;
 };
 
 struct LockStatus {
@@ -27,6 +30,15 @@ struct LockStatus {
   bool held = false;  // the key is present on a quorum of nodes
   std::size_t quorum = 0;
   std::vector<NodeLockState> nodes;
+};
+
+// What Client::force_release did on one node.
+struct ForcedRelease {
+  std::string node;
+  // "deleted", "deleted-foreign", "kept-foreign" (not a dlock lock; see include_foreign),
+  // "free" (nothing there), or empty when `error` is set.
+  std::string outcome;
+  std::optional<std::string> error;
 };
 
 }  // namespace dlock

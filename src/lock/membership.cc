@@ -95,4 +95,16 @@ Membership::View Membership::refresh(std::chrono::milliseconds ttl) {
   return view;
 }
 
+std::vector<std::chrono::milliseconds> Membership::quarantine() {
+  (void)refresh(std::chrono::milliseconds(0));
+  std::lock_guard lock(mu_);
+  const auto now = Clock::now();
+  std::vector<std::chrono::milliseconds> left;
+  for (const auto& until : quarantine_until_) {
+    left.push_back(until > now ? std::chrono::ceil<std::chrono::milliseconds>(until - now)
+                               : std::chrono::milliseconds(0));
+  }
+  return left;
+}
+
 }  // namespace dlock::lock

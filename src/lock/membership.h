@@ -45,6 +45,9 @@ class Membership {
   // larger than any announced so far (two round trips), else only reads the current view.
   View refresh(std::chrono::milliseconds ttl);
 
+  // Per node, how long it stays out of quorums (zero: it votes). Refreshes as above.
+  std::vector<std::chrono::milliseconds> quarantine();
+
  private:
   node::NodeSet& nodes_;
   const double drift_factor_;

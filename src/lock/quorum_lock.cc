@@ -307,6 +307,7 @@ std::vector<Result<Clock::time_point>> QuorumLock::renew(const std::vector<Renew
 }
 
 LockStatus QuorumLock::inspect(const std::string& name) {
+  const std::vector<std::chrono::milliseconds> quarantine = membership_.quarantine();
   node::Outcomes outcomes =
       nodes_.run_script(scripts::inspect(), {name, fence_key(name), queue_key(name)}, {});
   LockStatus status;
@@ -316,6 +317,7 @@ LockStatus QuorumLock::inspect(const std::string& name) {
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     NodeLockState n;
     n.node = nodes_.address(i).display();
+    n.quarantined_ms = quarantine[i].count();
     const auto& o = outcomes[i];
     if (!o) {
       n.error = o.error().summary();
@@ -345,6 +347,26 @@ LockStatus QuorumLock::inspect(const std::string& name) {
   }
   status.held = present >= nodes_.quorum();
   return status;
+}
+
+std::vector<ForcedRelease> QuorumLock::force_release(const std::string& name,
+                                                     bool include_foreign) {
+  node::Outcomes outcomes = nodes_.run_script(scripts::force_release(), {name, queue_key(name)},
+                                              {release_channel(name), include_foreign ? "1" : "0"});
+  std::vector<ForcedRelease> report;
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    ForcedRelease r{nodes_.address(i).display(), {}, std::nullopt};
+    const auto& o = outcomes[i];
+    if (!o) {
+      r.error = o.error().summary();
+    } else if (o->is_error()) {
+      r.error = o->str;
+    } else {
+      r.outcome = o->str;
+    }
+    report.push_back(std::move(r));
+  }
+  return report;
 }
 
 }  // namespace dlock::lock

@@ -86,6 +86,7 @@ class QuorumLock {
   std::vector<Result<Clock::time_point>> renew(const std::vector<Renewal>& renewals);
 
   LockStatus inspect(const std::string& name);
+  std::vector<ForcedRelease> force_release(const std::string& name, bool include_foreign);
 
   std::size_t quorum() const noexcept { return nodes_.quorum(); }
   std::size_t size() const noexcept { return nodes_.size(); }

@@ -75,9 +75,15 @@ const Script& fenced_write() {
   return s;
 }
 
+const Script& force_release() {
+  static const Script s = load("force_release");
+  return s;
+}
+
 std::vector<const Script*> all() {
-  return {&acquire(),     &release(), &extend(),       &inspect(),    &renew(),
-          &fence_raise(), &hello(),   &fair_acquire(), &fair_leave(), &fenced_write()};
+  return {&acquire(),    &release(),      &extend(),       &inspect(),
+          &renew(),      &fence_raise(),  &hello(),        &fair_acquire(),
+          &fair_leave(), &fenced_write(), &force_release()};
 }
 
 }  // namespace dlock::scripts

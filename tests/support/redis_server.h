@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "redis_process.h"
+
 namespace dlock::test {
 
 struct ReplyDeleter {
@@ -36,29 +38,24 @@ class RedisServer {
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
-  std::uint16_t port() const { return port_; }
-  pid_t pid() const { return pid_; }
-  std::string url() const;  // redis://127.0.0.1:PORT (rediss:// for TLS)
+  std::uint16_t port() const { return process_->port(); }
+  pid_t pid() const { return process_->pid(); }
+  std::string url() const { return process_->url(); }  // redis://127.0.0.1:PORT (rediss:// TLS)
 
   void kill9();                         // SIGKILL, and wait for the process to go
   void restart(bool keep_data = true);  // kill9 then start on the same port (keep_data: AOF)
   void pause();                         // SIGSTOP: the server stops answering, sockets stay open
   void resume();                        // SIGCONT
-  bool running() const { return pid_ > 0; }
+  bool running() const { return process_->running(); }
 
   // A command on a fresh connection of the fixture's own (hiredis, plain TCP only).
   ReplyPtr command(const std::vector<std::string>& args, int db = 0) const;
   bool exists(const std::string& key) const;
 
  private:
-  void start();
-  bool wait_ready(std::chrono::milliseconds limit) const;
-
   ServerOptions options_;
   std::filesystem::path dir_;
-  std::uint16_t port_ = 0;
-  pid_t pid_ = -1;
-  bool paused_ = false;
+  std::unique_ptr<cli::RedisProcess> process_;
 };
 
 // Several independent servers: the nodes of a Redlock test.

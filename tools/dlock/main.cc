@@ -4,19 +4,34 @@
 #include <csignal>
 #include <iostream>
 
+#include "demo_command.h"
 #include "exit_codes.h"
+#include "release_command.h"
 #include "run_command.h"
+#include "sandbox_command.h"
 #include "status_command.h"
+#include "watch_command.h"
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a closed pipe is an error to report, not a reason to die
   CLI::App app{"dlock: distributed locks on Redis (single node or Redlock over N nodes)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "dlock 0.1.0");
-  dlock::cli::RunFlags run_flags;
-  dlock::cli::StatusFlags status_flags;
-  CLI::App* run = dlock::cli::add_run_command(app, run_flags);
-  CLI::App* status = dlock::cli::add_status_command(app, status_flags);
+  namespace cli = dlock::cli;
+  cli::RunFlags run_flags;
+  cli::StatusFlags status_flags;
+  cli::ReleaseFlags release_flags;
+  cli::WatchFlags watch_flags;
+  cli::SandboxFlags sandbox_flags;
+  cli::DemoFlags demo_flags;
+  cli::DemoWorkerFlags worker_flags;
+  CLI::App* run = cli::add_run_command(app, run_flags);
+  CLI::App* status = cli::add_status_command(app, status_flags);
+  CLI::App* release = cli::add_release_command(app, release_flags);
+  CLI::App* watch = cli::add_watch_command(app, watch_flags);
+  CLI::App* sandbox = cli::add_sandbox_command(app, sandbox_flags);
+  CLI::App* demo = cli::add_demo_command(app, demo_flags);
+  CLI::App* worker = cli::add_demo_worker_command(app, worker_flags);
   // Everything after the first "--" is the command of `dlock run`, passed on untouched; CLI11
   // parses only what comes before it.
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -33,7 +48,12 @@ int main(int argc, char** argv) {
     app.exit(e);
     return dlock::cli::kExitUsage;
   }
-  if (run->parsed()) return dlock::cli::run_command(run_flags);
-  if (status->parsed()) return dlock::cli::status_command(status_flags);
-  return dlock::cli::kExitUsage;
+  if (run->parsed()) return cli::run_command(run_flags);
+  if (status->parsed()) return cli::status_command(status_flags);
+  if (release->parsed()) return cli::release_command(release_flags);
+  if (watch->parsed()) return cli::watch_command(watch_flags);
+  if (sandbox->parsed()) return cli::sandbox_command(sandbox_flags);
+  if (demo->parsed()) return cli::demo_command(demo_flags);
+  if (worker->parsed()) return cli::demo_worker_command(worker_flags);
+  return cli::kExitUsage;
 }

@@ -15,6 +15,7 @@ nlohmann::json to_json(const LockStatus& s) {
   nlohmann::json nodes = nlohmann::json::array();
   for (const auto& n : s.nodes) {
     nlohmann::json j{{"node", n.node}, {"ok", !n.error.has_value()}};
+    j["quarantined_ms"] = n.quarantined_ms;
     if (n.error) {
       j["error"] = *n.error;
     } else {
@@ -59,8 +60,12 @@ void print_table(const LockStatus& s) {
       continue;
     }
     const std::string ttl = n.ttl_ms >= 0 ? std::to_string(n.ttl_ms) + "ms" : "-";
+    const std::string note = n.quarantined_ms > 0 ? "  [restarted: out of quorums for " +
+                                                        std::to_string(n.quarantined_ms) + " ms]"
+                                                  : "";
     std::cout << std::setw(9) << (n.kind == "free" ? "free" : "held") << std::setw(10) << ttl
-              << std::setw(8) << n.fence << std::setw(7) << n.queued << holder_of(n) << "\n";
+              << std::setw(8) << n.fence << std::setw(7) << n.queued << holder_of(n) << note
+              << "\n";
   }
 }
 

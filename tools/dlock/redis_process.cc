@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: MIT
+#include "redis_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace dlock::cli {
+namespace {
+
+constexpr const char* kInstallHint =
+    "install it with `apt-get install redis-server` (or run `bash scripts/install-deps.sh`)";
+
+// Binds 127.0.0.1:port (0: any) and returns the bound port, or 0 with errno set.
+std::uint16_t try_bind(std::uint16_t port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  // As redis-server does: connections of a previous server in TIME_WAIT do not block us.
+  const int yes = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  std::uint16_t bound = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    socklen_t len = sizeof addr;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    bound = ntohs(addr.sin_port);
+  }
+  const int saved = errno;
+  close(fd);
+  errno = saved;
+  return bound;
+}
+
+}  // namespace
+
+std::string redis_server_binary() {
+  const char* env = std::getenv("DLOCK_REDIS_SERVER");
+  return env != nullptr && *env != '\0' ? env : "redis-server";
+}
+
+bool redis_server_available() {
+  const std::string binary = redis_server_binary();
+  if (binary.find('/') != std::string::npos) return access(binary.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    const std::size_t end = dirs.find(':', start);
+    const std::string dir = dirs.substr(start, end == std::string::npos ? end : end - start);
+    if (!dir.empty() && access((dir + "/" + binary).c_str(), X_OK) == 0) return true;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return false;
+}
+
+std::uint16_t free_loopback_port() {
+  return try_bind(0);
+}
+
+RedisProcess::RedisProcess(std::filesystem::path dir, RedisProcessOptions options)
+    : dir_(std::move(dir)), options_(std::move(options)) {}
+
+RedisProcess::~RedisProcess() {
+  kill9();
+}
+
+std::string RedisProcess::url() const {
+  return std::string(options_.tls ? "rediss" : "redis") +
+         "://127.0.0.1:" + std::to_string(options_.port);
+}
+
+Result<void> RedisProcess::start() {
+  if (!redis_server_available()) {
+    return Error(errc::invalid_argument,
+                 "'" + redis_server_binary() + "' not found: " + kInstallHint);
+  }
+  if (options_.port == 0) options_.port = free_loopback_port();
+  if (try_bind(options_.port) == 0) {
+    return Error(errc::invalid_argument, "port " + std::to_string(options_.port) +
+                                             " on 127.0.0.1 is in use: " + std::strerror(errno));
+  }
+  std::vector<std::string> args{redis_server_binary(),
+                                "--bind",
+                                "127.0.0.1",
+                                "--dir",
+                                dir_.string(),
+                                "--save",
+                                "",
+                                "--daemonize",
+                                "no",
+                                "--loglevel",
+                                "warning",
+                                "--logfile",
+                                (dir_ / "redis.log").string()};
+  if (options_.tls) {
+    args.insert(args.end(), {"--port", "0", "--tls-port", std::to_string(options_.port)});
+  } else {
+    args.insert(args.end(), {"--port", std::to_string(options_.port)});
+  }
+  args.insert(args.end(), {"--appendonly", options_.persist ? "yes" : "no"});
+  if (options_.persist) args.insert(args.end(), {"--appendfsync", "always"});
+  args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const pid_t parent = getpid();
+  pid_ = fork();
+  if (pid_ < 0) return Error(errc::io_error, std::string("fork failed: ") + std::strerror(errno));
+  if (pid_ == 0) {
+    // Die with whoever started us, so nothing is left behind if it crashes.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    const int null = open("/dev/null", O_RDWR);
+    dup2(null, STDIN_FILENO);
+    dup2(null, STDOUT_FILENO);
+    dup2(null, STDERR_FILENO);
+    execvp(argv[0], argv.data());
+    _exit(127);
+  }
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < until) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return Error(errc::io_error, "redis-server on port " + std::to_string(options_.port) +
+                                       " exited at start; see " + (dir_ / "redis.log").string());
+    }
+    if (answers()) return {};
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill9();
+  return Error(errc::timeout,
+               "redis-server on port " + std::to_string(options_.port) + " did not answer in 10 s");
+}
+
+bool RedisProcess::answers() const {
+  const timeval tv{0, 200'000};
+  redisContext* c = redisConnectWithTimeout("127.0.0.1", options_.port, tv);
+  bool ok = false;
+  if (c != nullptr && c->err == 0) {
+    if (options_.tls) {
+      ok = true;  // listening is all we can check without speaking TLS
+    } else {
+      auto* r = static_cast<redisReply*>(redisCommand(c, "PING"));
+      // Any answer but LOADING means it serves (NOAUTH: it wants a password, but it is up).
+      ok = r != nullptr &&
+           !(r->type == REDIS_REPLY_ERROR && std::strncmp(r->str, "LOADING", 7) == 0);
+      if (r != nullptr) freeReplyObject(r);
+    }
+  }
+  if (c != nullptr) redisFree(c);
+  return ok;
+}
+
+void RedisProcess::kill9() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+Result<void> RedisProcess::restart(bool keep_data) {
+  kill9();
+  if (!keep_data) {
+    std::error_code ignored;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_, ignored)) {
+      if (entry.path().filename() != "redis.log")
+        std::filesystem::remove_all(entry.path(), ignored);
+    }
+  }
+  // The old process's socket may linger a moment: retry the start briefly.
+  Result<void> started = start();
+  for (int i = 0; i < 20 && !started; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    started = start();
+  }
+  return started;
+}
+
+void RedisProcess::pause() {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void RedisProcess::resume() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
+}
+
+}  // namespace dlock::cli

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: MIT
+// RedisProcess: one local redis-server child process on a loopback port, for the sandbox, the
+// demo and the tests. Started and stopped by pid; it can be killed (-9), restarted empty or
+// from its append-only file, paused (SIGSTOP) and resumed.
+#pragma once
+
+#include <dlock/result.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace dlock::cli {
+
+struct RedisProcessOptions {
+  std::uint16_t port = 0;               // 0: a free port chosen at start
+  bool persist = false;                 // appendonly yes, appendfsync always
+  bool tls = false;                     // serve TLS on the port (certificates in extra_args)
+  std::vector<std::string> extra_args;  // e.g. {"--requirepass", "secret"}
+};
+
+class RedisProcess {
+ public:
+  // `dir` must exist; the server keeps its log and data there.
+  RedisProcess(std::filesystem::path dir, RedisProcessOptions options);
+  ~RedisProcess();  // kills the process if it runs
+  RedisProcess(const RedisProcess&) = delete;
+  RedisProcess& operator=(const RedisProcess&) = delete;
+
+  // Starts the server and waits until it answers. Errors (errc::invalid_argument): no
+  // redis-server on PATH (with the install hint), the port in use, or no answer in 10 s.
+  Result<void> start();
+  void kill9();                                 // SIGKILL; waits for the process to go
+  Result<void> restart(bool keep_data = true);  // kill9, then start on the same port
+  void pause();                                 // SIGSTOP: stops answering, sockets stay open
+  void resume();                                // SIGCONT
+
+  bool running() const noexcept { return pid_ > 0; }
+  pid_t pid() const noexcept { return pid_; }
+  std::uint16_t port() const noexcept { return options_.port; }
+  std::string url() const;  // redis://127.0.0.1:PORT (rediss:// with TLS)
+  const std::filesystem::path& dir() const noexcept { return dir_; }
+
+ private:
+  bool answers() const;
+
+  const std::filesystem::path dir_;
+  RedisProcessOptions options_;
+  pid_t pid_ = -1;
+};
+
+// The redis-server to run: $DLOCK_REDIS_SERVER, else "redis-server" from PATH.
+std::string redis_server_binary();
+// True if redis_server_binary() can be executed.
+bool redis_server_available();
+// A port on 127.0.0.1 that was free a moment ago.
+std::uint16_t free_loopback_port();
+
+}  // namespace dlock::cli

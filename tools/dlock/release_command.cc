@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+#include "release_command.h"
+
+#include <iostream>
+
+#include "exit_codes.h"
+
+namespace dlock::cli {
+
+CLI::App* add_release_command(CLI::App& app, ReleaseFlags& flags) {
+  CLI::App* release = app.add_subcommand(
+      "release", "Clear a stuck lock on all nodes, whoever holds it (for operators)");
+  add_connect_flags(*release, flags.connect);
+  release->add_flag("--force", flags.force, "required: the lock is removed whoever holds it");
+  release->add_flag("-y,--yes", flags.yes, "do not ask for confirmation");
+  release->add_flag("--foreign", flags.foreign,
+                    "also delete a key that is not a dlock lock (another library's)");
+  release->add_option("name", flags.name, "lock name")->required();
+  release->footer(
+      "The holder is not told: its renewals fail and it loses the lock (dlock run then stops "
+      "its command with exit 76). Waiters are woken.\n"
+      "Exit status: 0 released (or nothing to release) on a quorum of nodes, 1 not confirmed, "
+      "69 fewer than a quorum of nodes answered, 64 usage error.\n\n"
+      "Examples:\n"
+      "  dlock release --force nightly-report\n"
+      "  dlock release --force --yes -r redis://10.0.0.1:6379 nightly-report");
+  return release;
+}
+
+int release_command(const ReleaseFlags& flags) {
+  if (!flags.force) {
+    std::cerr << "dlock: release removes the lock whoever holds it; say --force to do that\n";
+    return kExitUsage;
+  }
+  auto client = make_client(flags.connect);
+  if (!client) {
+    std::cerr << "dlock: " << client.error().message() << "\n";
+    return kExitUsage;
+  }
+  auto status = client->status(flags.name);
+  if (!status) {
+    std::cerr << "dlock: " << status.error().message() << "\n";
+    return kExitUsage;
+  }
+  std::size_t present = 0;
+  for (const auto& n : status->nodes) {
+    if (n.error) continue;
+    if (n.kind != "free") ++present;
+    std::cout << n.node << ": " << n.kind;
+    for (const auto& [owner, count] : n.owners) std::cout << " " << owner << " x" << count;
+    std::cout << "\n";
+  }
+  if (!flags.yes) {
+    std::cout << "Release lock '" << flags.name << "' on all " << status->nodes.size()
+              << " nodes (present on " << present << ")? [y/N] " << std::flush;
+    std::string answer;
+    if (!std::getline(std::cin, answer) || (answer != "y" && answer != "Y" && answer != "yes")) {
+      std::cout << "not released\n";
+      return 1;
+    }
+  }
+  auto report = client->force_release(flags.name, flags.foreign);
+  if (!report) {
+    std::cerr << "dlock: " << report.error().message() << "\n";
+    return kExitUsage;
+  }
+  std::size_t answered = 0;
+  for (const auto& r : *report) {
+    std::cout << r.node << ": " << (r.error ? "error: " + *r.error : r.outcome) << "\n";
+    if (!r.error) ++answered;
+  }
+  if (answered < client->quorum()) {
+    std::cerr << "dlock: only " << answered << " of " << report->size()
+              << " nodes answered; the rest keep the key until its ttl ends\n";
+    return kExitUnavailable;
+  }
+  return kExitOk;
+}
+
+}  // namespace dlock::cli

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: MIT
+#include "watch_command.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "duration.h"
+#include "exit_codes.h"
+#include "stop_signals.h"
+
+namespace dlock::cli {
+namespace {
+
+// One line that changes exactly when the holder changes.
+std::string holder_line(const LockStatus& s) {
+  std::size_t answered = 0;
+  std::map<std::string, std::size_t> votes;  // holder -> nodes that say so
+  std::int64_t fence = 0;
+  for (const auto& n : s.nodes) {
+    if (n.error) continue;
+    ++answered;
+    fence = std::max(fence, n.fence);
+    if (n.kind == "foreign") ++votes["(another library's key)"];
+    for (const auto& [owner, count] : n.owners) ++votes[owner];
+  }
+  if (answered < s.quorum) return "unknown: fewer than a quorum of nodes answer";
+  for (const auto& [holder, count] : votes) {
+    if (count >= s.quorum) return "held by " + holder + " (fence " + std::to_string(fence) + ")";
+  }
+  return votes.empty() ? "free" : "free (stale keys on a minority of nodes)";
+}
+
+std::string wall_time() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm tm{};
+  localtime_r(&t, &tm);
+  std::ostringstream out;
+  out << std::put_time(&tm, "%H:%M:%S") << '.' << std::setw(3) << std::setfill('0') << ms;
+  return out.str();
+}
+
+}  // namespace
+
+CLI::App* add_watch_command(CLI::App& app, WatchFlags& flags) {
+  CLI::App* watch = app.add_subcommand("watch", "Print a line each time a lock's holder changes");
+  add_connect_flags(*watch, flags.connect);
+  watch->add_option("--interval", flags.interval, "how often to look (default 200ms)");
+  watch->add_option("--changes", flags.changes, "stop after this many changes (default: never)");
+  watch->add_option("name", flags.name, "lock name")->required();
+  watch->footer(
+      "Stops on Ctrl-C (exit 0).\n\n"
+      "Examples:\n"
+      "  dlock watch nightly-report\n"
+      "  dlock watch --interval 1s -r redis://10.0.0.1:6379 nightly-report");
+  return watch;
+}
+
+int watch_command(const WatchFlags& flags) {
+  auto interval = parse_duration(flags.interval);
+  if (!interval || interval->count() <= 0) {
+    std::cerr << "dlock: --interval must be a positive duration\n";
+    return kExitUsage;
+  }
+  StopSignals stop;  // before the client starts its threads
+  auto client = make_client(flags.connect);
+  if (!client) {
+    std::cerr << "dlock: " << client.error().message() << "\n";
+    return kExitUsage;
+  }
+  std::string last;
+  int changes = -1;  // the first line is the initial state, not a change
+  for (;;) {
+    auto status = client->status(flags.name);
+    if (!status) {
+      std::cerr << "dlock: " << status.error().message() << "\n";
+      return kExitUsage;
+    }
+    const std::string line = holder_line(*status);
+    if (line != last) {
+      std::cout << wall_time() << "  " << flags.name << ": " << line << std::endl;
+      last = line;
+      if (++changes == flags.changes && flags.changes > 0) return kExitOk;
+    }
+    if (stop.wait_for(*interval) != 0) return kExitOk;
+  }
+}
+
+}  // namespace dlock::cli

@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: MIT
+// `dlock watch NAME`: prints a line each time the holder of a lock changes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "connect_flags.h"
+
+namespace dlock::cli {
+
+struct WatchFlags {
+  ConnectFlags connect;
+  std::string interval = "200ms";
+  int changes = 0;  // stop after this many changes (0: until interrupted)
+  std::string name;
+};
+
+CLI::App* add_watch_command(CLI::App& app, WatchFlags& flags);
+int watch_command(const WatchFlags& flags);
+
+}  // namespace dlock::cli
