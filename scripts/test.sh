@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README and CI): installs what it needs, checks formatting, then builds
-# and runs every test in three builds: -Werror (dev), AddressSanitizer+UBSan, ThreadSanitizer.
-# Usage: bash scripts/test.sh [dev|asan|tsan ...]   (default: all three)
+# and runs every test in three builds: -Werror (dev), AddressSanitizer+UBSan, ThreadSanitizer;
+# then runs the libFuzzer targets (clang) for a bounded time each.
+# Usage: bash scripts/test.sh [dev|asan|tsan|fuzz ...]   (default: all four)
+# DLOCK_FUZZ_SECONDS sets the time per fuzz target (default 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,8 +19,25 @@ step "clang-format"
 git ls-files '*.h' '*.cc' | xargs clang-format --dry-run -Werror
 
 presets=("$@")
-((${#presets[@]})) || presets=(dev asan tsan)
+((${#presets[@]})) || presets=(dev asan tsan fuzz)
 for preset in "${presets[@]}"; do
+  if [ "$preset" = fuzz ]; then
+    step "fuzz: reply reader, URL and duration parsing (${DLOCK_FUZZ_SECONDS:-30}s each)"
+    timeout 900 cmake --preset fuzz >/dev/null
+    timeout 900 cmake --build build/fuzz -j "$jobs" --target reply_fuzz url_fuzz duration_fuzz
+    for target in reply_fuzz url_fuzz duration_fuzz; do
+      corpus=$(mktemp -d)
+      if ! timeout 300 "build/fuzz/tests/fuzz/$target" -max_total_time="${DLOCK_FUZZ_SECONDS:-30}" \
+        "$corpus" >"$corpus.log" 2>&1; then
+        tail -n 40 "$corpus.log"
+        echo "fuzzer $target failed"
+        exit 1
+      fi
+      echo "$target: $(grep -E '^Done' "$corpus.log")"
+      rm -rf "$corpus" "$corpus.log"
+    done
+    continue
+  fi
   step "$preset: configure and build"
   timeout 1500 cmake --preset "$preset" >/dev/null
   timeout 1500 cmake --build "build/$preset" -j "$jobs"

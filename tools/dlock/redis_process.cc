@@ -113,7 +113,9 @@ Result<void> RedisProcess::start() {
     args.insert(args.end(), {"--port", std::to_string(options_.port)});
   }
   args.insert(args.end(), {"--appendonly", options_.persist ? "yes" : "no"});
-  if (options_.persist) args.insert(args.end(), {"--appendfsync", "always"});
+  if (options_.persist) {
+    args.insert(args.end(), {"--appendfsync", options_.fsync_always ? "always" : "everysec"});
+  }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

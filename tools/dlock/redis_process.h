@@ -17,7 +17,8 @@ namespace dlock::cli {
 
 struct RedisProcessOptions {
   std::uint16_t port = 0;               // 0: a free port chosen at start
-  bool persist = false;                 // appendonly yes, appendfsync always
+  bool persist = false;                 // appendonly yes
+  bool fsync_always = true;             // with persist: appendfsync always (else everysec)
   bool tls = false;                     // serve TLS on the port (certificates in extra_args)
   std::vector<std::string> extra_args;  // e.g. {"--requirepass", "secret"}
 };

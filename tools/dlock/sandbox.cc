@@ -6,7 +6,7 @@
 namespace dlock::cli {
 
 Result<std::unique_ptr<Sandbox>> Sandbox::start(std::size_t nodes, std::uint16_t first_port,
-                                                bool persist) {
+                                                bool persist, bool fsync_always) {
   if (nodes == 0 || nodes > 99) {
     return Error(errc::invalid_argument, "--nodes must be between 1 and 99");
   }
@@ -22,6 +22,7 @@ Result<std::unique_ptr<Sandbox>> Sandbox::start(std::size_t nodes, std::uint16_t
     std::filesystem::create_directories(dir);
     RedisProcessOptions options;
     options.persist = persist;
+    options.fsync_always = fsync_always;
     options.port = first_port == 0 ? 0 : static_cast<std::uint16_t>(first_port + i);
     auto node = std::make_unique<RedisProcess>(dir, options);
     if (auto started = node->start(); !started) return std::move(started).error();

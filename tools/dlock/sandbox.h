@@ -20,7 +20,7 @@ class Sandbox {
   // Starts `nodes` servers on ports first_port, first_port+1, ... (0: free ports). Errors say
   // what is wrong: no redis-server (with the install hint), a port in use.
   static Result<std::unique_ptr<Sandbox>> start(std::size_t nodes, std::uint16_t first_port,
-                                                bool persist);
+                                                bool persist, bool fsync_always = true);
   ~Sandbox();
   Sandbox(const Sandbox&) = delete;
   Sandbox& operator=(const Sandbox&) = delete;

@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: MIT
+#include "history.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace dlock::chaos {
+namespace {
+
+using nlohmann::json;
+
+std::string describe(const Event& e) {
+  return "{holder " + e.holder + ", token " + std::to_string(e.token) + ", acquired " +
+         std::to_string(e.acquire_ns) + ", valid until " + std::to_string(e.valid_until_ns) +
+         ", released " + std::to_string(e.release_ns) + ", " + e.outcome +
+         (e.paused ? ", paused" : "") + (e.skewed ? ", skewed clock" : "") + "}";
+}
+
+bool in_fault(const History& h, std::int64_t from, std::int64_t to) {
+  return std::any_of(h.faults.begin(), h.faults.end(),
+                     [&](const Fault& f) { return f.start_ns <= to && from <= f.end_ns; });
+}
+
+}  // namespace
+
+std::string to_line(const Event& e) {
+  return json{{"event",
+               {{"name", e.name},
+                {"holder", e.holder},
+                {"token", e.token},
+                {"wait_ns", e.wait_ns},
+                {"acquire_ns", e.acquire_ns},
+                {"valid_until_ns", e.valid_until_ns},
+                {"release_ns", e.release_ns},
+                {"outcome", e.outcome},
+                {"paused", e.paused},
+                {"skewed", e.skewed}}}}
+      .dump();
+}
+
+std::string to_line(const Fault& f) {
+  return json{
+      {"fault",
+       {{"kind", f.kind}, {"target", f.target}, {"start_ns", f.start_ns}, {"end_ns", f.end_ns}}}}
+      .dump();
+}
+
+std::string summary_line(const History& h) {
+  return json{{"summary",
+               {{"counter", h.counter},
+                {"ttl_ms", h.ttl_ms},
+                {"wait_bound_ms", h.wait_bound_ms},
+                {"drift_ms", h.drift_ms}}}}
+      .dump();
+}
+
+History read_history(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  History h;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (line.empty()) continue;
+    try {
+      const json j = json::parse(line);
+      if (j.contains("event")) {
+        const auto& e = j["event"];
+        h.events.push_back(Event{e.at("name"), e.at("holder"), e.at("token"), e.at("wait_ns"),
+                                 e.at("acquire_ns"), e.at("valid_until_ns"), e.at("release_ns"),
+                                 e.at("outcome"), e.at("paused"), e.at("skewed")});
+      } else if (j.contains("fault")) {
+        const auto& f = j["fault"];
+        h.faults.push_back(Fault{f.at("kind"), f.at("target"), f.at("start_ns"), f.at("end_ns")});
+      } else if (j.contains("summary")) {
+        const auto& s = j["summary"];
+        h.counter = s.at("counter");
+        h.ttl_ms = s.at("ttl_ms");
+        h.wait_bound_ms = s.at("wait_bound_ms");
+        h.drift_ms = s.at("drift_ms");
+      }
+    } catch (const json::exception& e) {
+      throw std::runtime_error(path + ":" + std::to_string(number) + ": " + e.what());
+    }
+  }
+  return h;
+}
+
+Report check(const History& history) {
+  Report r;
+  std::map<std::string, std::vector<const Event*>> by_name;
+  for (const auto& e : history.events) {
+    ++r.cycles;
+    if (e.outcome == "accepted") ++r.accepted;
+    if (e.outcome == "refused") ++r.refused;
+    if (e.outcome == "timeout") ++r.timeouts;
+    if (e.outcome == "accepted" || e.outcome == "refused") by_name[e.name].push_back(&e);
+  }
+  const std::int64_t drift_ns = history.drift_ms * 1'000'000;
+
+  for (auto& [name, held] : by_name) {
+    // (a) Validity windows: sort by acquisition; each must start after the previous one ended
+    // (the earlier of its validity end and its release), give or take the drift.
+    std::sort(held.begin(), held.end(),
+              [](const Event* a, const Event* b) { return a->acquire_ns < b->acquire_ns; });
+    const Event* longest = nullptr;  // of the windows so far, the one that ends last
+    for (const Event* e : held) {
+      if (longest != nullptr) {
+        const std::int64_t end = std::min(longest->valid_until_ns, longest->release_ns);
+        const bool overlap = e->acquire_ns + drift_ns < end;
+        // A holder that wrote after its validity ended overlaps whoever came next, whatever
+        // its own window says: that is what a pause or a skewed clock does.
+        if (overlap) {
+          const bool expected = longest->paused || longest->skewed || e->paused || e->skewed;
+          if (!expected) {
+            r.violations.push_back("overlapping holders of '" + name + "': " + describe(*longest) +
+                                   " and " + describe(*e));
+          }
+        }
+      }
+      if (longest == nullptr || std::min(e->valid_until_ns, e->release_ns) >
+                                    std::min(longest->valid_until_ns, longest->release_ns)) {
+        longest = e;
+      }
+    }
+    // Late writers: wrote after their validity ended while another holder had come since.
+    for (const Event* e : held) {
+      if (e->release_ns <= e->valid_until_ns + drift_ns) continue;
+      const bool someone_else = std::any_of(held.begin(), held.end(), [&](const Event* o) {
+        return o != e && o->token > e->token && o->acquire_ns < e->release_ns;
+      });
+      if (!someone_else) continue;
+      ++r.expected_overlaps;
+      if (e->outcome == "refused") {
+        ++r.caught_by_fencing;
+      } else if (!(e->paused || e->skewed) || e->outcome == "accepted") {
+        r.violations.push_back("a late write was accepted: " + describe(*e));
+      }
+    }
+    // (b) The resource's acceptances: tokens never go down in the order they were accepted.
+    std::vector<const Event*> accepted;
+    for (const Event* e : held) {
+      if (e->outcome == "accepted") accepted.push_back(e);
+    }
+    std::sort(accepted.begin(), accepted.end(),
+              [](const Event* a, const Event* b) { return a->release_ns < b->release_ns; });
+    for (std::size_t k = 1; k < accepted.size(); ++k) {
+      if (accepted[k]->token < accepted[k - 1]->token) {
+        r.violations.push_back("resource accepted token " + std::to_string(accepted[k]->token) +
+                               " after " + std::to_string(accepted[k - 1]->token) + ": " +
+                               describe(*accepted[k - 1]) + " then " + describe(*accepted[k]));
+      }
+    }
+  }
+  if (history.counter >= 0 && history.counter != static_cast<std::int64_t>(r.accepted)) {
+    r.violations.push_back("resource counter is " + std::to_string(history.counter) + " but " +
+                           std::to_string(r.accepted) + " writes were accepted");
+  }
+  // (c) Liveness: a wait that ended without the lock, though no fault was under way.
+  for (const auto& e : history.events) {
+    if (e.outcome != "timeout") continue;
+    if (!in_fault(history, e.wait_ns, e.release_ns)) {
+      r.violations.push_back("waiter got no lock within " + std::to_string(history.wait_bound_ms) +
+                             " ms while no fault ran: " + describe(e));
+    }
+  }
+  return r;
+}
+
+}  // namespace dlock::chaos

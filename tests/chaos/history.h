@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: MIT
+// The chaos runner's history and its checker. Every critical section a worker ran is one
+// event; the controller adds the faults it injected. The checker reads them back and looks for:
+//   (a) two holders of one name whose validity windows overlap by more than the drift;
+//   (b) the fenced resource accepting a token lower than one it had accepted, or its counter
+//       differing from the number of accepted writes;
+//   (c) a waiter that did not get the lock in time while a majority was up and no fault ran.
+// Overlaps of a holder that was paused or had a skewed clock are expected (no lock service can
+// prevent them); they are reported as "caught by fencing" when the stale write was refused,
+// and as violations otherwise.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dlock::chaos {
+
+// One critical section, in CLOCK_MONOTONIC nanoseconds read by raw syscall (so libfaketime in
+// a worker does not distort the history).
+struct Event {
+  std::string name;
+  std::string holder;
+  std::uint64_t token = 0;
+  std::int64_t wait_ns = 0;         // started waiting
+  std::int64_t acquire_ns = 0;      // lock() returned
+  std::int64_t valid_until_ns = 0;  // acquire_ns + the lease's validity then
+  std::int64_t release_ns = 0;      // wrote, about to release
+  // "accepted" / "refused" (the fenced write), "timeout" (no lock within the wait bound),
+  // "error" (no quorum or a failed write).
+  std::string outcome;
+  bool paused = false;  // the holder was stopped between its read and its write
+  bool skewed = false;  // the holder's clock ran at another rate (libfaketime)
+};
+
+struct Fault {
+  std::string kind;  // kill, restart-empty, restart-aof, stop-node, pause-holder, ...
+  std::string target;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0;  // when its effect is over (node back and voting, holder resumed)
+};
+
+struct History {
+  std::vector<Event> events;
+  std::vector<Fault> faults;
+  std::int64_t counter = -1;  // the resource's final counter (-1: unknown)
+  std::int64_t ttl_ms = 0;
+  std::int64_t wait_bound_ms = 0;
+  std::int64_t drift_ms = 0;
+};
+
+// One JSON object per line: {"event": {...}}, {"fault": {...}} or {"summary": {...}}.
+std::string to_line(const Event& e);
+std::string to_line(const Fault& f);
+std::string summary_line(const History& h);
+// Reads a history file; throws std::runtime_error with the line number on a bad line.
+History read_history(const std::string& path);
+
+struct Report {
+  std::size_t cycles = 0;
+  std::size_t accepted = 0;
+  std::size_t refused = 0;
+  std::size_t timeouts = 0;
+  std::size_t expected_overlaps = 0;  // paused or skewed holders
+  std::size_t caught_by_fencing = 0;  // of those, the stale write was refused
+  std::vector<std::string> violations;
+};
+
+Report check(const History& history);
+
+}  // namespace dlock::chaos

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: MIT
+// The checker must catch what it exists to catch: planted overlaps, stale tokens accepted, lost
+// updates, and waits that failed while nothing was wrong.
+#include "history.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace dlock::chaos {
+namespace {
+
+constexpr std::int64_t kMs = 1'000'000;
+
+Event cycle(const std::string& holder, std::uint64_t token, std::int64_t acquire_ms,
+            std::int64_t release_ms, const std::string& outcome = "accepted") {
+  Event e;
+  e.name = "n";
+  e.holder = holder;
+  e.token = token;
+  e.wait_ns = acquire_ms * kMs;
+  e.acquire_ns = acquire_ms * kMs;
+  e.valid_until_ns = (acquire_ms + 500) * kMs;
+  e.release_ns = release_ms * kMs;
+  e.outcome = outcome;
+  return e;
+}
+
+History clean() {
+  History h;
+  h.drift_ms = 7;
+  h.ttl_ms = 500;
+  h.wait_bound_ms = 10000;
+  h.events = {cycle("a", 1, 0, 10), cycle("b", 2, 12, 20), cycle("a", 3, 25, 30)};
+  h.counter = 3;
+  return h;
+}
+
+TEST(HistoryCheckTest, CleanHistoryPasses) {
+  const Report r = check(clean());
+  EXPECT_TRUE(r.violations.empty());
+  EXPECT_EQ(r.accepted, 3u);
+}
+
+TEST(HistoryCheckTest, CatchesAPlantedOverlap) {
+  History h = clean();
+  h.events[0] = cycle("a", 1, 0, 40);
+  h.events[1] = cycle("b", 2, 5, 50);  // b acquires while a still holds (a released at 40)
+  h.events[2] = cycle("a", 3, 55, 60);
+  const Report r = check(h);
+  ASSERT_FALSE(r.violations.empty());
+  EXPECT_NE(r.violations[0].find("overlapping holders"), std::string::npos) << r.violations[0];
+}
+
+TEST(HistoryCheckTest, CatchesAStaleTokenAccepted) {
+  History h = clean();
+  h.events[2].token = 1;  // accepted after token 2 was accepted
+  const Report r = check(h);
+  bool found = false;
+  for (const auto& v : r.violations)
+    found = found || v.find("accepted token 1 after 2") != std::string::npos;
+  EXPECT_TRUE(found);
+}
+
+TEST(HistoryCheckTest, CatchesALostUpdate) {
+  History h = clean();
+  h.counter = 2;
+  const Report r = check(h);
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_NE(r.violations[0].find("counter is 2"), std::string::npos);
+}
+
+TEST(HistoryCheckTest, PausedHolderRefusedIsCaughtByFencingNotAViolation) {
+  History h = clean();
+  Event late = cycle("p", 4, 40, 2000, "refused");  // wrote long after its validity
+  late.paused = true;
+  h.events.push_back(late);
+  h.events.push_back(cycle("b", 5, 700, 710));
+  h.counter = 4;
+  const Report r = check(h);
+  EXPECT_TRUE(r.violations.empty()) << r.violations[0];
+  EXPECT_EQ(r.expected_overlaps, 1u);
+  EXPECT_EQ(r.caught_by_fencing, 1u);
+}
+
+TEST(HistoryCheckTest, PausedHolderAcceptedIsAViolation) {
+  History h = clean();
+  Event late = cycle("p", 4, 40, 2000, "accepted");
+  late.paused = true;
+  h.events.push_back(late);
+  h.events.push_back(cycle("b", 5, 700, 710));
+  h.counter = 5;
+  const Report r = check(h);
+  ASSERT_FALSE(r.violations.empty());
+}
+
+TEST(HistoryCheckTest, TimeoutOutsideFaultsIsALivenessViolation) {
+  History h = clean();
+  h.events.push_back(cycle("w", 0, 100, 10100, "timeout"));
+  EXPECT_EQ(check(h).violations.size(), 1u);
+  h.faults.push_back(Fault{"kill", "node-1", 5000 * kMs, 6000 * kMs});
+  EXPECT_TRUE(check(h).violations.empty()) << "a wait during a fault is excused";
+}
+
+TEST(HistoryCheckTest, RoundTripsThroughAFile) {
+  History h = clean();
+  h.faults.push_back(Fault{"stop-node", "node-2", 1, 2});
+  const std::string path = testing::TempDir() + "/history.jsonl";
+  {
+    std::ofstream out(path);
+    for (const auto& e : h.events) out << to_line(e) << "\n";
+    for (const auto& f : h.faults) out << to_line(f) << "\n";
+    out << summary_line(h) << "\n";
+  }
+  const History back = read_history(path);
+  EXPECT_EQ(back.events.size(), 3u);
+  EXPECT_EQ(back.faults.size(), 1u);
+  EXPECT_EQ(back.counter, 3);
+  EXPECT_EQ(back.events[1].holder, "b");
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace dlock::chaos
