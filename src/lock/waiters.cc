@@ -17,6 +17,21 @@ void Waiter::cancel() {
   cv_.notify_all();
 }
 
+bool Waiter::signal_if_idle() {
+  std::lock_guard lock(mu_);
+  if (signalled_) return false;
+  signalled_ = true;
+  cv_.notify_all();
+  return true;
+}
+
+bool Waiter::take_signal() {
+  std::lock_guard lock(mu_);
+  const bool was = signalled_;
+  signalled_ = false;
+  return was;
+}
+
 void Waiter::reset() {
   std::lock_guard lock(mu_);
   signalled_ = false;
@@ -61,6 +76,8 @@ void Waiters::leave(const std::shared_ptr<Waiter>& waiter) {
       auto& w = it->second.waiters;
       w.erase(std::remove(w.begin(), w.end(), waiter), w.end());
       if (w.empty()) it->second.idle_since = now;
+      // A wake-up this waiter got but will not use goes to the next plain waiter.
+      if (waiter->wake_for().empty() && waiter->take_signal()) wake_one_locked(it->second);
     }
     for (auto c = channels_.begin(); c != channels_.end();) {
       if (c->second.waiters.empty() && now - c->second.idle_since > kLinger) {
@@ -74,14 +91,24 @@ void Waiters::leave(const std::shared_ptr<Waiter>& waiter) {
   for (const auto& channel : drop) nodes_.unsubscribe(channel);
 }
 
+void Waiters::wake_one_locked(Channel& channel) {
+  for (auto& w : channel.waiters) {
+    if (w->wake_for().empty() && w->signal_if_idle()) return;
+  }
+}
+
 void Waiters::on_message(const std::string& channel, const std::string& payload) {
   std::lock_guard lock(mu_);
   auto it = channels_.find(channel);
   if (it == channels_.end()) return;
+  // A fair waiter wakes only when the release names it (it is next in line). Of the plain
+  // waiters only one wakes per message: this client's other waiters would only lose the race
+  // to it, so waking them all would cost n attempts per release (a thundering herd). Each node
+  // sends its own message, so a release wakes up to N waiters here.
   for (auto& w : it->second.waiters) {
-    // Plain waiters wake on every release; a fair waiter only when it is next in line.
-    if (w->wake_for().empty() || w->wake_for() == payload) w->signal();
+    if (!w->wake_for().empty() && w->wake_for() == payload) w->signal();
   }
+  wake_one_locked(it->second);
 }
 
 }  // namespace dlock::lock

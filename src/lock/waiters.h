@@ -32,6 +32,10 @@ class Waiter {
   const std::string& wake_for() const noexcept { return wake_for_; }
 
   void signal();
+  // Signals unless already signalled; true if this call did.
+  bool signal_if_idle();
+  // Clears the signal; true if there was one.
+  bool take_signal();
   void cancel();
   // Forgets signals seen so far (call before each attempt: later ones are kept).
   void reset();
@@ -67,6 +71,8 @@ class Waiters {
     bool subscribed = false;
     Clock::time_point idle_since;
   };
+
+  void wake_one_locked(Channel& channel);
 
   node::NodeSet& nodes_;
   std::mutex mu_;
