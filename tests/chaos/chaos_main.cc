@@ -307,9 +307,18 @@ int run_chaos(const RunOptions& o) {
     kill(w.pid, SIGCONT);
     kill(w.pid, SIGTERM);
   }
+  const auto stop_by = Clock::now() + std::chrono::seconds(20);
   for (auto& w : workers) {
     int status = 0;
-    waitpid(w.pid, &status, 0);
+    while (waitpid(w.pid, &status, WNOHANG) == 0) {
+      if (Clock::now() > stop_by) {
+        std::cerr << "dlock_chaos: worker " << w.pid << " did not stop; killing it\n";
+        kill(w.pid, SIGKILL);
+        waitpid(w.pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
     w.reader.join();
   }
   auto store = FencedStore::connect(resource);
