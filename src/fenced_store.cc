@@ -55,6 +55,24 @@ Result<std::optional<std::string>> FencedStore::read(std::string_view key) {
   return std::optional<std::string>(reply->str);
 }
 
+Result<FencedStore::FencedRead> FencedStore::read(std::string_view key, FencingToken token) {
+  if (key.empty()) return Error(errc::invalid_argument, "key must not be empty");
+  if (token.value() == 0) return Error(errc::invalid_argument, "fencing token must be positive");
+  auto& nodes = core_->nodes();
+  auto reply =
+      only_outcome(nodes, nodes.run_script(scripts::fenced_read(),
+                                           {std::string(key), lock::accepted_token_key(key)},
+                                           {std::to_string(token.value())}));
+  if (!reply) return std::move(reply).error();
+  if (!reply->is_array() || reply->elements.size() != 2 || !reply->elements[0].is_integer()) {
+    return Error(errc::protocol_error, "unexpected reply to fenced_read");
+  }
+  FencedRead out;
+  out.accepted = reply->elements[0].integer == 1;
+  if (out.accepted && !reply->elements[1].is_nil()) out.value = reply->elements[1].str;
+  return out;
+}
+
 Result<FencingToken> FencedStore::last_token(std::string_view key) {
   auto& nodes = core_->nodes();
   auto reply = only_outcome(nodes, nodes.run_command({"GET", lock::accepted_token_key(key)}));

@@ -8,6 +8,7 @@
 //
 //   auto store = dlock::FencedStore::connect("redis://10.0.0.9:6379");
 //   auto lease = client.lock("account:42", 5s);
+//   auto current = store->read("account:42", lease->fencing_token());  // registers the token
 //   auto written = store->write("account:42", new_balance, lease->fencing_token());
 //   if (written && !*written) { /* refused: a newer holder wrote; our lease is gone */ }
 //
@@ -41,6 +42,14 @@ class FencedStore {
   Result<bool> write(std::string_view key, std::string_view value, FencingToken token);
   // The value under `key`, or nullopt if none.
   Result<std::optional<std::string>> read(std::string_view key);
+  // A lock holder's read: registers `token` as the last accepted one first, so no older
+  // holder's write is accepted after it (use it for read-modify-write).
+  // Errors: node errors, errc::invalid_argument.
+  struct FencedRead {
+    bool accepted = false;             // false: a holder with a newer token came first
+    std::optional<std::string> value;  // when accepted: the value (nullopt if none)
+  };
+  Result<FencedRead> read(std::string_view key, FencingToken token);
   // The last token accepted for `key` (0 if none).
   Result<FencingToken> last_token(std::string_view key);
 

@@ -75,15 +75,20 @@ const Script& fenced_write() {
   return s;
 }
 
+const Script& fenced_read() {
+  static const Script s = load("fenced_read");
+  return s;
+}
+
 const Script& force_release() {
   static const Script s = load("force_release");
   return s;
 }
 
 std::vector<const Script*> all() {
-  return {&acquire(),    &release(),      &extend(),       &inspect(),
-          &renew(),      &fence_raise(),  &hello(),        &fair_acquire(),
-          &fair_leave(), &fenced_write(), &force_release()};
+  return {&acquire(),    &release(),      &extend(),      &inspect(),
+          &renew(),      &fence_raise(),  &hello(),       &fair_acquire(),
+          &fair_leave(), &fenced_write(), &fenced_read(), &force_release()};
 }
 
 }  // namespace dlock::scripts

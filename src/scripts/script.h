@@ -26,6 +26,7 @@ const Script& hello();
 const Script& fair_acquire();
 const Script& fair_leave();
 const Script& fenced_write();
+const Script& fenced_read();
 const Script& force_release();
 
 // Every script, for tests that load them all on a server.

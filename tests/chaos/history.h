@@ -24,6 +24,7 @@ struct Event {
   std::uint64_t token = 0;
   std::int64_t wait_ns = 0;         // started waiting
   std::int64_t acquire_ns = 0;      // lock() returned
+  std::int64_t read_ns = 0;         // its fenced read of the resource registered its token
   std::int64_t valid_until_ns = 0;  // acquire_ns + the lease's validity then
   std::int64_t release_ns = 0;      // wrote, about to release
   // "accepted" / "refused" (the fenced write), "timeout" (no lock within the wait bound),
@@ -63,6 +64,8 @@ struct Report {
   std::size_t timeouts = 0;
   std::size_t expected_overlaps = 0;  // paused or skewed holders
   std::size_t caught_by_fencing = 0;  // of those, the stale write was refused
+  // Of those, accepted before any newer holder touched the resource (it then read that value).
+  std::size_t harmless_late_writes = 0;
   std::vector<std::string> violations;
 };
 

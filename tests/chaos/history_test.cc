@@ -84,15 +84,31 @@ TEST(HistoryCheckTest, PausedHolderRefusedIsCaughtByFencingNotAViolation) {
   EXPECT_EQ(r.caught_by_fencing, 1u);
 }
 
-TEST(HistoryCheckTest, PausedHolderAcceptedIsAViolation) {
+TEST(HistoryCheckTest, PausedHolderAcceptedAfterANewerReadIsAViolation) {
   History h = clean();
   Event late = cycle("p", 4, 40, 2000, "accepted");
   late.paused = true;
   h.events.push_back(late);
-  h.events.push_back(cycle("b", 5, 700, 710));
+  Event newer = cycle("b", 5, 700, 710);
+  newer.read_ns = 701 * kMs;  // read before the late write at 2000
+  h.events.push_back(newer);
   h.counter = 5;
   const Report r = check(h);
   ASSERT_FALSE(r.violations.empty());
+}
+
+TEST(HistoryCheckTest, PausedHolderAcceptedBeforeAnyNewerReadIsHarmless) {
+  History h = clean();
+  Event late = cycle("p", 4, 40, 2000, "accepted");
+  late.paused = true;
+  h.events.push_back(late);
+  Event newer = cycle("b", 5, 700, 2100);
+  newer.read_ns = 2050 * kMs;  // acquired during the pause, read after the late write
+  h.events.push_back(newer);
+  h.counter = 5;
+  const Report r = check(h);
+  EXPECT_TRUE(r.violations.empty());
+  EXPECT_EQ(r.harmless_late_writes, 1u);
 }
 
 TEST(HistoryCheckTest, TimeoutOutsideFaultsIsALivenessViolation) {

@@ -38,6 +38,21 @@ TEST_F(FencedStoreTest, AcceptsTheSameOrANewerTokenAndRefusesAnOlderOne) {
   EXPECT_FALSE(store->read("missing")->has_value());
 }
 
+TEST_F(FencedStoreTest, AFencedReadShutsOutOlderWriters) {
+  auto store = FencedStore::connect(resource_->url());
+  ASSERT_TRUE(store);
+  EXPECT_EQ(*store->write("balance", "100", FencingToken(3)), true);
+  auto read = store->read("balance", FencingToken(7));  // a newer holder looks first
+  ASSERT_TRUE(read);
+  EXPECT_TRUE(read->accepted);
+  EXPECT_EQ(read->value, "100");
+  EXPECT_EQ(*store->write("balance", "90", FencingToken(5)), false) << "older than the reader";
+  auto stale = store->read("balance", FencingToken(6));
+  ASSERT_TRUE(stale);
+  EXPECT_FALSE(stale->accepted);
+  EXPECT_EQ(*store->write("balance", "110", FencingToken(7)), true);
+}
+
 TEST_F(FencedStoreTest, RejectsBadInput) {
   auto store = FencedStore::connect(resource_->url());
   ASSERT_TRUE(store);

@@ -224,9 +224,10 @@ int demo_worker_command(const DemoWorkerFlags& flags) {
     }
     const std::int64_t acquired_ns = now_ns();
     const std::uint64_t token = lease->fencing_token().value();
-    // Read-modify-write of the shared counter: without the lock, updates would be lost.
-    auto read = store->read(kLockName);
-    const long value = read && *read ? std::stol(**read) : 0;
+    // Read-modify-write of the shared counter: without the lock, updates would be lost. The
+    // read registers our token, so no older holder's write is accepted after it.
+    auto read = store->read(kLockName, lease->fencing_token());
+    const long value = read && read->accepted && read->value ? std::stol(*read->value) : 0;
     bool paused = false;
     if (g_pause.exchange(false)) {
       // A "GC pause": the whole process stops between its read and its write, longer than
