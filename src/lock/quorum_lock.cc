@@ -229,28 +229,8 @@ Result<Clock::time_point> QuorumLock::judge_extension(const std::string& name, s
 Result<Clock::time_point> QuorumLock::extend(const std::string& name, const OwnerToken& owner,
                                              std::chrono::milliseconds ttl,
                                              Clock::time_point valid_until) {
-  const Membership::View view = membership_.refresh(ttl);
-  const auto start = Clock::now();
-  node::Outcomes outcomes =
-      nodes_.run_script(scripts::extend(), {name}, {owner.str(), std::to_string(ttl.count())});
-  std::size_t extended = 0;
-  std::size_t errors = 0;
-  std::vector<NodeError> failures;
-  for (std::size_t i = 0; i < outcomes.size(); ++i) {
-    const auto& o = outcomes[i];
-    if (!o || o->is_error() || !o->is_integer()) {
-      ++errors;
-      failures.push_back(o ? node_error(i, errc::script_error, o->str) : node_error(i, o.error()));
-    } else if (o->integer != 1) {
-      failures.push_back(node_error(i, errc::not_owner, "not held by this owner"));
-    } else if (!view.may_vote(nodes_, i)) {
-      ++errors;
-      failures.push_back(node_error(i, errc::quorum_not_reached, kQuarantined));
-    } else {
-      ++extended;
-    }
-  }
-  return judge_extension(name, extended, errors, std::move(failures), ttl, start, valid_until);
+  // One lock is a batch of one: the same script and the same judgement as the watchdog's.
+  return std::move(renew({Renewal{name, owner, ttl, valid_until}}).front());
 }
 
 std::vector<Result<Clock::time_point>> QuorumLock::renew(const std::vector<Renewal>& renewals) {

@@ -6,7 +6,8 @@
 //          made to hold on a majority (two phases, below). On failure, release on *all* nodes,
 //          also the ones that seemed to fail (their reply may have been lost).
 // release: run the release script on all nodes.
-// extend / renew: re-arm the ttl on all nodes; success needs a quorum before validity ends.
+// extend / renew: re-arm the ttl on all nodes (renew.lua; extend is a batch of one); success
+//          needs a quorum before validity ends.
 //
 // Fencing on N nodes: each granting node increments its counter; the token is the largest
 // counter seen on any node that answered (plus one for nodes that did not grant). Taking that

@@ -39,10 +39,6 @@ const Script& release() {
   static const Script s = load("release");
   return s;
 }
-const Script& extend() {
-  static const Script s = load("extend");
-  return s;
-}
 const Script& inspect() {
   static const Script s = load("inspect");
   return s;
@@ -86,9 +82,9 @@ const Script& force_release() {
 }
 
 std::vector<const Script*> all() {
-  return {&acquire(),    &release(),      &extend(),      &inspect(),
-          &renew(),      &fence_raise(),  &hello(),       &fair_acquire(),
-          &fair_leave(), &fenced_write(), &fenced_read(), &force_release()};
+  return {&acquire(),      &release(),     &inspect(),      &renew(),
+          &fence_raise(),  &hello(),       &fair_acquire(), &fair_leave(),
+          &fenced_write(), &fenced_read(), &force_release()};
 }
 
 }  // namespace dlock::scripts

@@ -18,7 +18,6 @@ struct Script {
 
 const Script& acquire();
 const Script& release();
-const Script& extend();
 const Script& inspect();
 const Script& renew();
 const Script& fence_raise();
