@@ -14,6 +14,9 @@ namespace dlock::resp {
 
 class Reader {
  public:
+  // Arrays of one reply may hold this many elements in all; more is a protocol error.
+  static constexpr long long kMaxElementsPerReply = 1 << 20;
+
   Reader();
   ~Reader();
   Reader(const Reader&) = delete;
@@ -27,6 +30,7 @@ class Reader {
   const std::string& error() const noexcept { return error_; }
 
  private:
+  long long element_budget_ = kMaxElementsPerReply;  // read by hiredis via privdata
   redisReader* reader_;
   std::string error_;
 };

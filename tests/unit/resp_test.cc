@@ -72,6 +72,25 @@ TEST(ReaderTest, ReportsProtocolErrors) {
   }
 }
 
+TEST(ReaderTest, RefusesAnArrayHeaderThatWouldAllocateGigabytes) {
+  Reader r;
+  r.feed("*444444445\r\n");  // found by reply_fuzz: 3.5 GB of pointers in hiredis 0.14
+  EXPECT_FALSE(r.next());
+  EXPECT_NE(r.error().find("reply too large"), std::string::npos) << r.error();
+}
+
+TEST(ReaderTest, ElementBudgetIsPerReply) {
+  Reader r;
+  std::string many = "*1000\r\n";
+  for (int i = 0; i < 1000; ++i) many += ":1\r\n";
+  for (int round = 0; round < 3000; ++round) {  // 3 million elements over many replies
+    ASSERT_TRUE(r.feed(many));
+    auto reply = r.next();
+    ASSERT_TRUE(reply) << r.error();
+    ASSERT_EQ(reply->elements.size(), 1000u);
+  }
+}
+
 TEST(ReaderTest, DeepNestingDoesNotCrash) {
   std::string deep;
   for (int i = 0; i < 20; ++i) deep += "*1\r\n";

@@ -35,14 +35,31 @@ std::atomic<pid_t> g_child{0};
 std::atomic<int> g_interrupts{0};
 static_assert(std::atomic<pid_t>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 
-void forward_signal(int sig) {
-  const pid_t child = g_child.load();
-  if (child <= 0) return;
+std::atomic<int> g_pending{0};  // a signal that came before the child's pid was known
+
+void send_to_child(pid_t child, int sig) {
   if (sig == SIGINT && ++g_interrupts > 1) {
     kill(child, SIGKILL);
   } else {
     kill(child, sig);
   }
+}
+
+// Whoever sees both the pid and the pending signal sends it, exactly once.
+void flush_pending() {
+  const pid_t child = g_child.load();
+  if (child <= 0) return;
+  if (const int sig = g_pending.exchange(0); sig != 0) send_to_child(child, sig);
+}
+
+void forward_signal(int sig) {
+  const pid_t child = g_child.load();
+  if (child > 0) {
+    send_to_child(child, sig);
+    return;
+  }
+  g_pending.store(sig);
+  flush_pending();  // the pid may have been stored meanwhile
 }
 
 void install_forwarding() {
@@ -187,13 +204,25 @@ int run_command(const RunFlags& flags) {
   argv.push_back(nullptr);
 
   install_forwarding();
+  // A signal that arrives before the child's pid is known is kept and sent right after.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
-  if (int rc = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), envp.data()); rc != 0) {
+  const int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
+  if (rc == 0) {
+    g_child = pid;
+    flush_pending();
+  }
+  if (rc != 0) {
     std::cerr << "dlock: cannot run '" << args[0] << "': " << std::strerror(rc) << "\n";
     (void)lease->unlock();
     return rc == ENOENT ? kExitNotFound : kExitCannotExec;
   }
-  g_child = pid;
 
   ChildWatch child(pid, events);
   while (!events->wait_until(Clock::now() + std::chrono::seconds(1))) {
