@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README and CI): installs what it needs, checks formatting, then builds
-# and runs every test in three builds: -Werror (dev), AddressSanitizer+UBSan, ThreadSanitizer;
-# then runs the libFuzzer targets (clang) for a bounded time each.
+# and runs every test in three builds: -Werror (dev, then a smoke run of the benchmark),
+# AddressSanitizer+UBSan, ThreadSanitizer; then runs the libFuzzer targets (clang) for a
+# bounded time each.
 # Usage: bash scripts/test.sh [dev|asan|tsan|fuzz ...]   (default: all four)
 # DLOCK_FUZZ_SECONDS sets the time per fuzz target (default 30).
 set -euo pipefail
@@ -43,5 +44,13 @@ for preset in "${presets[@]}"; do
   timeout 1500 cmake --build "build/$preset" -j "$jobs"
   step "$preset: tests"
   timeout 1200 ctest --test-dir "build/$preset" -j "$jobs" --output-on-failure
+  if [ "$preset" = dev ]; then
+    # Only that it still works (a few iterations of everything, peers included); the numbers
+    # of a smoke run mean nothing. The real run: bash bench/run.sh (docs/performance.md).
+    step "benchmark smoke run"
+    DLOCK_BENCH_PRESET=dev timeout 900 bash bench/run.sh --smoke --out build/bench-smoke
+    grep -q "^## Targets" build/bench-smoke/performance.md
+    test -s build/bench-smoke/performance.csv
+  fi
 done
 step "all tests passed"

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include <dlock/client.h>
 
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -210,19 +212,31 @@ Result<Lease> Client::lock(std::string_view name, std::chrono::milliseconds wait
   const bool can_wait = wait.count() > 0;
   if (fair) fair->enqueue = can_wait;
 
-  // Uncontended: one attempt, no subscription.
-  auto result = attempt(core_, name, options, owner, fair);
-  if (auto* lease = std::get_if<Lease>(&result)) return std::move(*lease);
-
-  auto retryable = [](const Error& e) {
-    return e.is(errc::lock_held) || e.is(errc::quorum_not_reached) || e.is(errc::timeout);
-  };
   std::shared_ptr<lock::Waiter> waiter;
   std::optional<std::stop_callback<std::function<void()>>> on_stop;
   auto give_up = [&](Error e) -> Result<Lease> {
     if (fair) core_->algorithm().leave_queue(std::string(name), owner);
     if (waiter) core_->waiters().leave(waiter);
     return e;
+  };
+  if (!fair && can_wait) {
+    if (auto until = core_->hand_off().hold_back_until(std::string(name))) {
+      // This client just freed `name` while others waited: let one of them have it first. A
+      // plain sleep: a release message now would most likely be our own release's.
+      std::mutex mu;
+      std::condition_variable_any cv;
+      std::unique_lock lock(mu);
+      cv.wait_until(lock, stop, std::min(*until, deadline), [] { return false; });
+      if (stop.stop_requested()) return Error(errc::cancelled, "wait cancelled");
+    }
+  }
+
+  // Uncontended: one attempt, no subscription.
+  auto result = attempt(core_, name, options, owner, fair);
+  if (auto* lease = std::get_if<Lease>(&result)) return std::move(*lease);
+
+  auto retryable = [](const Error& e) {
+    return e.is(errc::lock_held) || e.is(errc::quorum_not_reached) || e.is(errc::timeout);
   };
   bool lost_race = false;
   for (;;) {

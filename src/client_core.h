@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "lock/hand_off.h"
 #include "lock/lease_state.h"
 #include "lock/quorum_lock.h"
 #include "lock/waiters.h"
@@ -32,6 +33,7 @@ class ClientCore {
   lock::QuorumLock& algorithm() noexcept { return lock_; }
   lock::Watchdog& watchdog() noexcept { return watchdog_; }
   lock::Waiters& waiters() noexcept { return waiters_; }
+  lock::HandOff& hand_off() noexcept { return hand_off_; }
   node::NodeSet& nodes() noexcept { return nodes_; }
   std::size_t node_count() const noexcept { return nodes_.size(); }
 
@@ -41,6 +43,7 @@ class ClientCore {
   std::unique_ptr<asio::ssl::context> tls_;
   // Declared before the nodes, whose io thread delivers messages to it until it stops.
   lock::Waiters waiters_;
+  lock::HandOff hand_off_;
   node::NodeSet nodes_;
   lock::QuorumLock lock_;
   lock::Watchdog watchdog_;  // declared last: its thread stops before the rest goes

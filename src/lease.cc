@@ -2,6 +2,7 @@
 #include <dlock/lease.h>
 
 #include "client_core.h"
+#include "lock/keys.h"
 #include "lock/lease_state.h"
 
 namespace dlock {
@@ -50,7 +51,17 @@ Result<void> Lease::unlock() {
     return Error(errc::lock_lost, "lock '" + state_->name + "' had expired before release");
   }
   // Released everywhere even when expired: nodes that still know us must not keep the key.
-  auto r = core_->algorithm().release(state_->name, state_->owner);
+  std::size_t listeners = 0;
+  const auto started = detail::LeaseState::Clock::now();
+  auto r = core_->algorithm().release(state_->name, state_->owner, &listeners);
+  if (r && !expired && listeners > 0) {
+    // Someone else was listening (our own subscription, if any, is one of the listeners): let
+    // a waiter have it before this client takes it back (lock/hand_off.h).
+    const auto local = core_->waiters().listening(lock::release_channel(state_->name));
+    if (listeners > (local.subscribed ? 1u : 0u) || local.waiters > 0) {
+      core_->hand_off().released(state_->name, detail::LeaseState::Clock::now() - started);
+    }
+  }
   if (expired || (!r && r.error().is(errc::not_owner))) {
     return Error(errc::lock_lost, "lock '" + state_->name + "' had expired before release",
                  r ? std::vector<NodeError>{} : r.error().nodes());

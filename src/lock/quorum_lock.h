@@ -74,9 +74,12 @@ class QuorumLock {
   // Takes a waiter out of the fair queue on all nodes (it gave up).
   void leave_queue(const std::string& name, const OwnerToken& owner);
 
-  // Gives back one hold on all nodes. Errors: not_owner (no quorum knew the owner),
-  // quorum_not_reached (too few nodes answered to tell).
-  Result<void> release(const std::string& name, const OwnerToken& owner);
+  // Gives back one hold on all nodes; returns once a quorum confirmed. `listeners`, if given,
+  // gets the largest number of connections subscribed to the release channel on a node that
+  // freed the lock. Errors: not_owner (no quorum knew the owner), quorum_not_reached (too few
+  // nodes answered to tell).
+  Result<void> release(const std::string& name, const OwnerToken& owner,
+                       std::size_t* listeners = nullptr);
 
   // Returns the new end of validity. Errors: lock_lost (a quorum no longer knows the owner, or
   // valid_until passed first), quorum_not_reached (too few answers; valid_until still stands).

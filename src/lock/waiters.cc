@@ -66,6 +66,13 @@ std::shared_ptr<Waiter> Waiters::enter(const std::string& channel, std::string w
   return waiter;
 }
 
+Waiters::Listening Waiters::listening(const std::string& channel) {
+  std::lock_guard lock(mu_);
+  auto it = channels_.find(channel);
+  if (it == channels_.end()) return {};
+  return {it->second.subscribed, it->second.waiters.size()};
+}
+
 void Waiters::leave(const std::shared_ptr<Waiter>& waiter) {
   std::vector<std::string> drop;
   {

@@ -64,6 +64,13 @@ class Waiters {
   std::shared_ptr<Waiter> enter(const std::string& channel, std::string wake_for);
   void leave(const std::shared_ptr<Waiter>& waiter);
   void on_message(const std::string& channel, const std::string& payload);
+  // Whether this client's subscriber connections are subscribed to `channel` (then a PUBLISH
+  // there counts us among its receivers), and how many of its threads wait on it.
+  struct Listening {
+    bool subscribed = false;
+    std::size_t waiters = 0;
+  };
+  Listening listening(const std::string& channel);
 
  private:
   struct Channel {

@@ -2,8 +2,13 @@
 #include "net/connection.h"
 
 #include <openssl/ssl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "resp/encode.h"
@@ -73,7 +78,25 @@ void Connection::post_error(Callback done, errc code, std::string reason) {
 }
 
 void Connection::send(std::string command, Clock::time_point deadline, Callback done) {
-  const auto now = Clock::now();
+  auto now = Clock::now();
+  {
+    std::lock_guard lock(lend_mu_);
+    lendable_ = false;
+    if (lent_) {
+      // A caller has the socket: queue, and let give_back() bring us back to it.
+      deferred_ = true;
+      waiting_.push_back(Pending{std::move(command), deadline, now, std::move(done)});
+      arm_timer(deadline);
+      return;
+    }
+  }
+  if (state_ == State::ready && !reading_ && !reads_always() && owed_ == 0 && peer_closed()) {
+    // Idle plain connections do not read (see connection.h), so a server that went away is
+    // noticed here (with nothing owed, the socket has nothing to read otherwise); fail() lets
+    // the first reconnect happen at once.
+    fail(errc::io_error, "connection closed by the server");
+    now = Clock::now();
+  }
   if (state_ == State::idle) {
     if (now < retry_at_) {
       post_error(std::move(done), last_code_,
@@ -84,10 +107,12 @@ void Connection::send(std::string command, Clock::time_point deadline, Callback 
   }
   Pending p{std::move(command), deadline, now, std::move(done)};
   if (state_ == State::ready) {
+    absorb_owed();
     out_ += p.command;
     p.command.clear();
     in_flight_.push_back(std::move(p));
     flush();
+    ensure_reading();
   } else {
     waiting_.push_back(std::move(p));
   }
@@ -140,7 +165,7 @@ void Connection::start_connect() {
 void Connection::on_connected() {
   writable_ = true;
   last_read_ = Clock::now();
-  start_read();
+  if (reads_always()) ensure_reading();
   send_handshake();
 }
 
@@ -170,6 +195,7 @@ void Connection::send_handshake() {
                 }});
   }
   flush();
+  ensure_reading();
 }
 
 void Connection::become_ready() {
@@ -177,23 +203,37 @@ void Connection::become_ready() {
   epoch_.fetch_add(1, std::memory_order_acq_rel);
   backoff_ = std::chrono::milliseconds(0);
   connect_deadline_ = Clock::time_point::max();
+  drain_waiting();
+  if (on_ready_) on_ready_();
+  update_lendable();
+}
+
+// Writes the requests that waited for the connection (or for a loan to end).
+void Connection::drain_waiting() {
   while (!waiting_.empty()) {
     Pending p = std::move(waiting_.front());
     waiting_.pop_front();
-    if (!p.done) continue;  // timed out while we were connecting
+    if (!p.done) continue;  // timed out while it waited
     out_ += p.command;
     p.command.clear();
     in_flight_.push_back(std::move(p));
   }
   flush();
-  if (on_ready_) on_ready_();
+  if (!in_flight_.empty()) ensure_reading();
 }
 
 void Connection::fail(errc code, const std::string& reason) {
+  const bool was_ready = state_ == State::ready;
   ++generation_;
   state_ = State::idle;
   writable_ = false;
   write_busy_ = false;
+  reading_ = false;
+  owed_ = 0;
+  {
+    std::lock_guard lock(lend_mu_);
+    lendable_ = false;
+  }
   handshake_left_ = 0;
   connect_deadline_ = Clock::time_point::max();
   if (stream_) {
@@ -204,9 +244,13 @@ void Connection::fail(errc code, const std::string& reason) {
   out_.clear();
   last_error_ = reason;
   last_code_ = code;
-  backoff_ =
-      backoff_.count() == 0 ? options_.backoff_min : std::min(backoff_ * 2, options_.backoff_max);
-  retry_at_ = Clock::now() + backoff_;
+  // A connection that worked may reconnect at once (the server restarted, or closed an idle
+  // connection); failures after that back off.
+  if (!was_ready) {
+    backoff_ =
+        backoff_.count() == 0 ? options_.backoff_min : std::min(backoff_ * 2, options_.backoff_max);
+  }
+  retry_at_ = Clock::now() + (was_ready ? Clock::duration::zero() : Clock::duration(backoff_));
 
   // Callbacks may send again (and find the connection idle), so detach the queues first.
   std::deque<Pending> dropped;
@@ -230,10 +274,16 @@ void Connection::flush() {
                    write_busy_ = false;
                    if (ec) return fail(errc::io_error, "write failed: " + ec.message());
                    flush();
+                   update_lendable();
                  });
 }
 
+void Connection::ensure_reading() {
+  if (!reading_ && stream_ && writable_) start_read();
+}
+
 void Connection::start_read() {
+  reading_ = true;
   const auto gen = generation_;
   stream_->read_some(asio::buffer(read_buf_),
                      [this, gen, s = stream_](const asio::error_code& ec, std::size_t n) {
@@ -271,7 +321,146 @@ void Connection::on_read(std::size_t n) {
     if (p.done) p.done(std::move(*reply));
     if (gen != generation_) return;  // the callback reset the connection
   }
+  // A command connection reads only while it waits for replies, so an idle one has nothing
+  // outstanding on its socket and can be lent to a caller. A subscriber reads all the time.
+  if (in_flight_.empty() && !reads_always()) {
+    reading_ = false;
+    update_lendable();
+    return;
+  }
   start_read();
+}
+
+void Connection::update_lendable() {
+  const bool idle = state_ == State::ready && !reads_always() && !reading_ && !write_busy_ &&
+                    out_.empty() && in_flight_.empty() && waiting_.empty();
+  std::lock_guard lock(lend_mu_);
+  lendable_ = idle && !lent_;
+}
+
+void Connection::absorb_owed() {
+  const auto now = Clock::now();
+  for (; owed_ > 0; --owed_) in_flight_.push_back(Pending{{}, Clock::time_point::max(), now, {}});
+}
+
+bool Connection::try_borrow() {
+  {
+    std::lock_guard lock(lend_mu_);
+    if (!lendable_ || lent_) return false;
+    lent_ = true;
+    lendable_ = false;
+  }
+  // Out of the reactor for the loan: asio keeps every socket in epoll, and each reply would
+  // otherwise wake the io thread for nothing (a context switch per round trip).
+  asio::error_code ec;
+  const auto local = stream_->tcp.local_endpoint(ec);
+  lent_v6_ = !ec && local.address().is_v6();
+  lent_fd_ = ec ? -1 : stream_->tcp.release(ec);
+  if (ec) {
+    lent_fd_ = -1;
+    give_back(Failure{errc::io_error, "cannot lend the socket: " + ec.message()}, false);
+    return false;
+  }
+  if (owed_ == 0 && peer_closed()) {
+    give_back(Failure{errc::io_error, "connection closed by the server"}, false);
+    return false;
+  }
+  return true;
+}
+
+int Connection::borrowed_fd() const {
+  return lent_fd_;
+}
+
+bool Connection::peer_closed() const {
+  const int fd = lent_fd_ >= 0 ? lent_fd_ : stream_->tcp.native_handle();
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) != 0;
+}
+
+bool Connection::borrowed_write(std::string_view bytes, Clock::time_point deadline, Error& error) {
+  const int fd = borrowed_fd();
+  while (!bytes.empty()) {
+    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) {
+        error = Error(errc::timeout, "write did not complete in time");
+        return false;
+      }
+      pollfd p{fd, POLLOUT, 0};
+      (void)::poll(&p, 1, static_cast<int>(left));
+      continue;
+    }
+    error = Error(errc::io_error, std::string("write failed: ") + std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+bool Connection::borrowed_read(Error& error) {
+  for (;;) {
+    const ssize_t n = ::recv(borrowed_fd(), read_buf_.data(), read_buf_.size(), MSG_DONTWAIT);
+    if (n > 0) {
+      if (!reader_->feed(std::string_view(read_buf_.data(), static_cast<std::size_t>(n)))) {
+        error = Error(errc::protocol_error, "malformed reply: " + reader_->error());
+        return false;
+      }
+      if (static_cast<std::size_t>(n) < read_buf_.size()) return true;
+      continue;  // the buffer was full: there may be more
+    }
+    if (n == 0) {
+      error = Error(errc::io_error, "connection closed by the server");
+      return false;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+    error = Error(errc::io_error, std::string("read failed: ") + std::strerror(errno));
+    return false;
+  }
+}
+
+void Connection::give_back(std::optional<Failure> failure, bool late) {
+  if (lent_fd_ >= 0) {
+    asio::error_code ec;
+    stream_->tcp.assign(lent_v6_ ? asio::ip::tcp::v6() : asio::ip::tcp::v4(), lent_fd_, ec);
+    if (ec) {
+      ::close(lent_fd_);  // the connection is failed below; the fd must not leak
+      if (!failure)
+        failure = Failure{errc::io_error, "cannot take the socket back: " + ec.message()};
+    }
+    lent_fd_ = -1;
+  }
+  bool resume = false;
+  {
+    std::lock_guard lock(lend_mu_);
+    lent_ = false;
+    resume = failure.has_value() || late || deferred_;
+    deferred_ = false;
+    lendable_ = !resume;
+  }
+  if (resume) {
+    asio::post(io_, [this, failure = std::move(failure)] { resume_after_loan(failure); });
+  }
+}
+
+void Connection::resume_after_loan(std::optional<Failure> failure) {
+  if (failure) return fail(failure->code, failure->reason);
+  {
+    std::lock_guard lock(lend_mu_);
+    if (lent_) return;  // lent again already (it was lendable): that loan's end resumes
+    lendable_ = false;
+  }
+  if (state_ != State::ready) return;
+  absorb_owed();
+  drain_waiting();
+  update_lendable();
 }
 
 void Connection::arm_timer(Clock::time_point when) {

@@ -8,8 +8,17 @@
 // request arriving during the backoff fails at once with the last error, so a dead node costs
 // a caller nothing. A connection whose server stops answering for stall_timeout is dropped.
 //
-// Thread-safety: none. Every member function must run on the io_context's (single) thread,
-// and callbacks run there too.
+// The fast path: a caller thread may borrow an idle connection (ready, plain TCP, nothing
+// queued, written or being read, not a subscriber) and do its requests on the socket itself,
+// which saves the two thread hand-offs per round trip that send() costs (caller -> io thread
+// -> caller). While the socket is lent the io thread does not touch it: requests sent then
+// wait in `waiting_` until it comes back. Replies the borrower did not wait for (it returned
+// at a quorum) are `owed`: the next borrower reads and drops them first, or, when the io
+// thread takes the socket back, they become in-flight requests nobody waits for.
+//
+// Thread-safety: try_borrow() may be called from any thread, and the borrowed_* functions and
+// give_back() from the borrowing thread while it holds the loan. Everything else must run on
+// the io_context's (single) thread, and callbacks run there too.
 #pragma once
 
 #include <dlock/result.h>
@@ -21,6 +30,8 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "net/node_address.h"
@@ -62,6 +73,30 @@ class Connection {
     on_ready_ = std::move(on_ready);
   }
 
+  // Takes the socket for the calling thread if the connection is idle; false otherwise (use
+  // send() then). Any thread but the io thread.
+  bool try_borrow();
+  // While borrowed: writes all of `bytes` (false on error or deadline, with `error` set).
+  bool borrowed_write(std::string_view bytes, Clock::time_point deadline, Error& error);
+  int borrowed_fd() const;
+  resp::Reader& borrowed_reader() { return *reader_; }
+  std::size_t& borrowed_owed() { return owed_; }
+  // While borrowed: reads what the socket has into borrowed_reader(). False when the server
+  // closed the connection or the read failed, with `error` set.
+  bool borrowed_read(Error& error);
+  // Ends the loan. `failure`: the socket broke (I/O or protocol error); the io thread drops
+  // the connection with that reason. `late`: some owed replies passed their deadline; the io
+  // thread reads them from now on, so a server that stopped answering is noticed. Otherwise
+  // owed replies stay for the next borrower.
+  struct Failure {
+    errc code;
+    std::string reason;
+  };
+  void give_back(std::optional<Failure> failure, bool late);
+
+  // For a command connection: runs after each (re)connection (Node loads its scripts there).
+  void set_on_ready(std::function<void()> on_ready) { on_ready_ = std::move(on_ready); }
+
   const NodeAddress& address() const noexcept { return address_; }
   // How many times a connection was established (handshake done). A change tells that the
   // server may be a new process: see lock/membership.h. Readable from any thread.
@@ -86,6 +121,15 @@ class Connection {
   void start_read();
   void on_read(std::size_t n);
   void arm_timer(Clock::time_point when);
+  void ensure_reading();
+  void absorb_owed();
+  void resume_after_loan(std::optional<Failure> failure);
+  void drain_waiting();
+  void update_lendable();
+  // Plain command connections read only while replies are due; TLS and subscriber ones always.
+  bool reads_always() const { return address_.tls || static_cast<bool>(on_message_); }
+  // An idle socket with something to read (or a hang-up) means the server closed it.
+  bool peer_closed() const;
   void on_timer();
   void post_error(Callback done, errc code, std::string reason);
   Error error(errc code, const std::string& reason) const;
@@ -111,6 +155,17 @@ class Connection {
   std::unique_ptr<resp::Reader> reader_;
   std::array<char, 16384> read_buf_{};
   Clock::time_point last_read_{};
+
+  bool reading_ = false;  // a read is outstanding on the stream
+  std::size_t owed_ = 0;  // replies to read and drop (see the fast path above)
+
+  // The loan, guarded by lend_mu_. lendable_ is kept by the io thread; lent_ by the borrower.
+  std::mutex lend_mu_;
+  bool lendable_ = false;
+  bool lent_ = false;
+  bool deferred_ = false;  // send() queued a request while the socket was lent
+  int lent_fd_ = -1;       // the socket, taken out of asio's reactor for the loan
+  bool lent_v6_ = false;
 
   std::atomic<std::uint64_t> epoch_{0};
   std::function<void(const resp::Reply&)> on_message_;

@@ -23,6 +23,17 @@ Node::Node(asio::io_context& io, net::NodeAddress address, net::ConnectionOption
     : connection_(io, address, options),
       subscriber_(io, address, options),
       resubscribe_timeout_(options.connect_timeout) {
+  // Load every script on each new connection, before the fast path can take it: a request the
+  // fast path stops waiting for (it returned at a quorum) could otherwise meet NOSCRIPT with
+  // nobody left to send the source. Only SCRIPT FLUSH on a live server can still cause that,
+  // and then only on a minority of nodes, which the quorum does without.
+  connection_.set_on_ready([this] {
+    const auto deadline = net::Clock::now() + resubscribe_timeout_;
+    for (const auto* script : scripts::all()) {
+      connection_.send(resp::encode_command({"SCRIPT", "LOAD", script->source}), deadline,
+                       [](Result<resp::Reply>) {});
+    }
+  });
   subscriber_.set_push_handlers(
       [on_message = std::move(on_message)](const resp::Reply& push) {
         if (on_message) on_message(push.elements[1].str, push.elements[2].str);
@@ -51,6 +62,15 @@ void Node::eval(const scripts::Script& script, const std::vector<std::string>& k
         }
         done(std::move(r));
       });
+}
+
+std::string Node::encode(const Call& call, bool full_source) {
+  if (call.script == nullptr) {
+    std::vector<std::string_view> argv(call.keys.begin(), call.keys.end());
+    return resp::encode_command(argv);
+  }
+  return full_source ? encode_eval("EVAL", call.script->source, call.keys, call.args)
+                     : encode_eval("EVALSHA", call.script->sha1, call.keys, call.args);
 }
 
 void Node::command(const std::vector<std::string>& args, net::Clock::time_point deadline,

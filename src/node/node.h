@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "net/connection.h"
+#include "node/call.h"
 #include "scripts/script.h"
 
 namespace dlock::node {
@@ -35,6 +36,11 @@ class Node {
   void subscribe(const std::string& channel, net::Clock::time_point deadline,
                  net::Connection::Callback done);
   void unsubscribe(const std::string& channel);
+
+  // The encoded request for `call`: EVALSHA, or with full_source EVAL, or the plain command.
+  static std::string encode(const Call& call, bool full_source);
+  // The command connection, for the caller-driven fast path (NodeSet::run).
+  net::Connection& connection() noexcept { return connection_; }
 
   const net::NodeAddress& address() const noexcept { return connection_.address(); }
   std::uint64_t epoch() const noexcept { return connection_.epoch(); }

@@ -5,6 +5,8 @@
 #include <mutex>
 #include <optional>
 
+#include "node/borrowed_run.h"
+
 namespace dlock::node {
 namespace {
 
@@ -17,6 +19,8 @@ struct Gathering {
   std::condition_variable cv;
   std::vector<std::vector<std::optional<Result<resp::Reply>>>> outcomes;  // guarded by mu
   std::size_t answered = 0;                                               // guarded by mu
+  std::size_t yes = 0;       // answers that count towards Enough; guarded by mu
+  bool caller_gone = false;  // the caller returned: Enough's predicate may dangle; guarded by mu
   const std::size_t expected;
 };
 
@@ -40,26 +44,32 @@ NodeSet::~NodeSet() {
 }
 
 Outcomes NodeSet::run_script(const scripts::Script& script, std::vector<std::string> keys,
-                             std::vector<std::string> args) {
-  return std::move(run({Call{&script, std::move(keys), std::move(args)}})[0]);
+                             std::vector<std::string> args, const Enough& enough) {
+  return std::move(run({Call{&script, std::move(keys), std::move(args)}}, enough)[0]);
 }
 
 Outcomes NodeSet::run_command(std::vector<std::string> args) {
   return std::move(run({Call{nullptr, std::move(args), {}}})[0]);
 }
 
-std::vector<Outcomes> NodeSet::run(const std::vector<Call>& calls) {
+std::vector<Outcomes> NodeSet::run(const std::vector<Call>& calls, const Enough& enough) {
+  if (auto done = run_borrowed(nodes_, calls, net::Clock::now() + node_timeout_, enough)) {
+    return std::move(*done);
+  }
   // The calls are captured by value: the io thread may still be sending after a caller gave
   // up waiting (which only a bug in a connection's deadline could cause).
-  return gather(calls.size(), [calls](Node& node, std::size_t c, net::Clock::time_point deadline,
-                                      net::Connection::Callback done) {
-    const Call& call = calls[c];
-    if (call.script != nullptr) {
-      node.eval(*call.script, call.keys, call.args, deadline, std::move(done));
-    } else {
-      node.command(call.keys, deadline, std::move(done));
-    }
-  });
+  return gather(
+      calls.size(),
+      [calls](Node& node, std::size_t c, net::Clock::time_point deadline,
+              net::Connection::Callback done) {
+        const Call& call = calls[c];
+        if (call.script != nullptr) {
+          node.eval(*call.script, call.keys, call.args, deadline, std::move(done));
+        } else {
+          node.command(call.keys, deadline, std::move(done));
+        }
+      },
+      enough);
 }
 
 Outcomes NodeSet::subscribe(const std::string& channel) {
@@ -75,16 +85,21 @@ void NodeSet::unsubscribe(const std::string& channel) {
   });
 }
 
-std::vector<Outcomes> NodeSet::gather(std::size_t calls, Sender send) {
+std::vector<Outcomes> NodeSet::gather(std::size_t calls, Sender send, const Enough& enough) {
   auto g = std::make_shared<Gathering>(calls, nodes_.size());
   const auto deadline = net::Clock::now() + node_timeout_;
-  asio::post(io_, [this, g, deadline, calls, send = std::move(send)] {
+  const bool single = calls == 1;
+  asio::post(io_, [this, g, deadline, calls, single, &enough, send = std::move(send)] {
     for (std::size_t c = 0; c < calls; ++c) {
       for (std::size_t i = 0; i < nodes_.size(); ++i) {
-        send(*nodes_[i], c, deadline, [g, c, i](Result<resp::Reply> r) {
+        send(*nodes_[i], c, deadline, [g, c, i, single, &enough](Result<resp::Reply> r) {
           std::lock_guard lock(g->mu);
+          if (g->caller_gone) return;  // returned at quorum: `enough` may be gone too
+          if (single && r && enough.needed > 0 && enough.counts(i, *r)) ++g->yes;
           g->outcomes[c][i] = std::move(r);
-          if (++g->answered == g->expected) g->cv.notify_all();
+          if (++g->answered == g->expected || (single && enough.reached(g->yes))) {
+            g->cv.notify_all();
+          }
         });
       }
     }
@@ -93,13 +108,22 @@ std::vector<Outcomes> NodeSet::gather(std::size_t calls, Sender send) {
   std::unique_lock lock(g->mu);
   // Each connection enforces the deadline itself; the extra second only guards against a bug
   // there turning into a hang of the caller.
-  g->cv.wait_until(lock, deadline + std::chrono::seconds(1),
-                   [&] { return g->answered == g->expected; });
+  g->cv.wait_until(lock, deadline + std::chrono::seconds(1), [&] {
+    return g->answered == g->expected || (single && enough.reached(g->yes));
+  });
+  g->caller_gone = true;
+  const bool quorum_return = single && enough.reached(g->yes) && g->answered < g->expected;
   std::vector<Outcomes> out(calls);
   for (std::size_t c = 0; c < calls; ++c) {
     out[c].reserve(nodes_.size());
     for (auto& o : g->outcomes[c]) {
-      out[c].push_back(o ? std::move(*o) : Result<resp::Reply>(Error(errc::timeout, "no answer")));
+      if (o) {
+        out[c].push_back(std::move(*o));
+      } else if (quorum_return) {
+        out[c].push_back(Error(errc::cancelled, "not waited for: a quorum had answered"));
+      } else {
+        out[c].push_back(Error(errc::timeout, "no answer"));
+      }
     }
   }
   return out;

@@ -3,8 +3,13 @@
 // one outcome per node and request, each bounded by the node timeout, so an operation on N
 // nodes costs about one round trip of the slowest node that answers in time.
 //
+// When every node's connection is idle, run() does the round trip on the caller's thread (see
+// net::Connection's fast path): the io thread is not involved, which saves two thread
+// hand-offs per round trip. Otherwise the io thread sends and the caller waits.
+//
 // Thread-safety: run() and its shorthands may be called from any thread except the io thread
-// itself; they block the caller until every node answered or timed out.
+// itself; they block the caller until every node answered or timed out (or, with Enough,
+// until enough did).
 #pragma once
 
 #include <dlock/result.h>
@@ -15,6 +20,7 @@
 #include <vector>
 
 #include "net/connection.h"
+#include "node/call.h"
 #include "node/node.h"
 #include "resp/reply.h"
 #include "scripts/script.h"
@@ -22,13 +28,6 @@
 namespace dlock::node {
 
 using Outcomes = std::vector<Result<resp::Reply>>;  // one per node, in node order
-
-// One request, sent to every node: a script call, or a plain command when script is null.
-struct Call {
-  const scripts::Script* script = nullptr;
-  std::vector<std::string> keys;  // script keys, or the command and its arguments
-  std::vector<std::string> args;  // script arguments
-};
 
 class NodeSet {
  public:
@@ -40,9 +39,10 @@ class NodeSet {
   NodeSet& operator=(const NodeSet&) = delete;
 
   // Sends every call to every node, pipelined, under one deadline. Returns [call][node].
-  std::vector<Outcomes> run(const std::vector<Call>& calls);
+  // `enough` applies to a single call only.
+  std::vector<Outcomes> run(const std::vector<Call>& calls, const Enough& enough = {});
   Outcomes run_script(const scripts::Script& script, std::vector<std::string> keys,
-                      std::vector<std::string> args);
+                      std::vector<std::string> args, const Enough& enough = {});
   Outcomes run_command(std::vector<std::string> args);
   // Subscribes every node to `channel`; returns once each confirmed or timed out.
   Outcomes subscribe(const std::string& channel);
@@ -62,7 +62,7 @@ class NodeSet {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   using Sender = std::function<void(Node&, std::size_t call, net::Clock::time_point,
                                     net::Connection::Callback)>;
-  std::vector<Outcomes> gather(std::size_t calls, Sender send);
+  std::vector<Outcomes> gather(std::size_t calls, Sender send, const Enough& enough = {});
 
   std::vector<std::unique_ptr<Node>> nodes_;
   const std::chrono::milliseconds node_timeout_;

@@ -1,28 +1,35 @@
 // SPDX-License-Identifier: MIT
 #include "resp/encode.h"
 
-#include <hiredis/hiredis.h>
-
-#include <cstdlib>
-#include <new>
+#include <charconv>
 
 namespace dlock::resp {
+namespace {
 
+void append_header(std::string& out, char kind, std::size_t n) {
+  char buf[24];
+  buf[0] = kind;
+  const auto end = std::to_chars(buf + 1, buf + sizeof buf - 2, n).ptr;
+  end[0] = '\r';
+  end[1] = '\n';
+  out.append(buf, static_cast<std::size_t>(end + 2 - buf));
+}
+
+}  // namespace
+
+// A command is an array of bulk strings: "*<n>\r\n" then "$<len>\r\n<bytes>\r\n" per argument.
+// hiredis 0.14's redisFormatCommandArgv writes the same bytes (the unit tests compare the two)
+// but formats every length with sprintf: a third of the client's instructions per lock cycle.
 void append_command(std::string& out, const std::vector<std::string_view>& args) {
-  std::vector<const char*> argv;
-  std::vector<size_t> argvlen;
-  argv.reserve(args.size());
-  argvlen.reserve(args.size());
+  std::size_t size = 16;
+  for (const auto& a : args) size += a.size() + 16;
+  out.reserve(out.size() + size);
+  append_header(out, '*', args.size());
   for (const auto& a : args) {
-    argv.push_back(a.data());
-    argvlen.push_back(a.size());
+    append_header(out, '$', a.size());
+    out.append(a);
+    out.append("\r\n", 2);
   }
-  char* target = nullptr;
-  const int len =
-      redisFormatCommandArgv(&target, static_cast<int>(args.size()), argv.data(), argvlen.data());
-  if (len < 0 || target == nullptr) throw std::bad_alloc();
-  out.append(target, static_cast<size_t>(len));
-  std::free(target);  // NOLINT: allocated by hiredis with malloc
 }
 
 std::string encode_command(const std::vector<std::string_view>& args) {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// RESP encoding of one command, via hiredis' redisFormatCommandArgv.
+// RESP encoding of one command (an array of bulk strings), byte for byte what hiredis writes.
 #pragma once
 
 #include <string>

@@ -15,7 +15,7 @@
 --                      ttl in ms (-1: none)
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'none' then
-  redis.call('hset', KEYS[1], ARGV[1], 1)
+  redis.call('hset', KEYS[1], ARGV[1], '1')  -- a string: Lua would format a number with sprintf
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, redis.call('incr', KEYS[2]), 0}
 end

@@ -11,23 +11,28 @@
 -- (only that waiter wakes: no thundering herd), or an empty message when nobody queues (every
 -- plain waiter wakes and retries).
 --
--- Replies:
---   1  freed: the count reached 0, the key was deleted and the release published
---   2  one hold given back; the owner still holds the lock (count > 0)
---   0  the owner does not hold it (expired, taken by another, or never ours): nothing changed
+-- Replies {status, listeners}:
+--   {1, n}  freed: the count reached 0, the key was deleted and the release published; n is
+--           how many connections were subscribed to the release channel (PUBLISH's count),
+--           which tells the releasing client whether anyone else waits (see lock/hand_off.h)
+--   {2, 0}  one hold given back; the owner still holds the lock (count > 0)
+--   {0, 0}  the owner does not hold it (expired, taken by another, or never ours): unchanged
 if redis.call('type', KEYS[1])['ok'] ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
-  return 0
+  return {0, 0}
 end
-if redis.call('hincrby', KEYS[1], ARGV[1], -1) > 0 then
-  return 2
+if redis.call('hincrby', KEYS[1], ARGV[1], '-1') > 0 then
+  return {2, 0}
 end
 redis.call('del', KEYS[1])
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = nil  -- read from the server's clock only when somebody queues
 local next_waiter = ''
 while true do
   local head = redis.call('zrange', KEYS[2], 0, 0)[1]
   if not head then break end
+  if not now then
+    local t = redis.call('time')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
   local alive = tonumber(redis.call('hget', KEYS[3], head) or '0')
   if alive >= now then
     next_waiter = head
@@ -36,5 +41,4 @@ while true do
   redis.call('zrem', KEYS[2], head)
   redis.call('hdel', KEYS[3], head)
 end
-redis.call('publish', ARGV[2], next_waiter)
-return 1
+return {1, redis.call('publish', ARGV[2], next_waiter)}

@@ -83,7 +83,8 @@ class FakeServer {
       case Misbehaviour::hang_up:
         return;
     }
-    (void)write(fd, reply.data(), reply.size());
+    // MSG_NOSIGNAL: a client that hung up must not kill the test with SIGPIPE.
+    (void)send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
   }
 
   Misbehaviour how_;

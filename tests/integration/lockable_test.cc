@@ -19,11 +19,11 @@ TEST_P(LockableTest, ScopedLockHoldsAndReleases) {
   Mutex m(make_client(), "job");
   {
     std::scoped_lock guard(m);
-    EXPECT_EQ(nodes_with("job"), size());
+    expect_held_everywhere("job");
     ASSERT_NE(m.lease(), nullptr);
     EXPECT_GT(m.lease()->fencing_token().value(), 0u);
   }
-  EXPECT_EQ(nodes_with("job"), 0u);
+  expect_released_everywhere("job");
   EXPECT_EQ(m.lease(), nullptr);
 }
 
@@ -34,7 +34,7 @@ TEST_P(LockableTest, GuardReleasesWhenAnExceptionLeavesTheScope) {
     throw std::runtime_error("boom");
   } catch (const std::runtime_error&) {
   }
-  EXPECT_EQ(nodes_with("job"), 0u);
+  expect_released_everywhere("job");
 }
 
 TEST_P(LockableTest, TryLockForAndUntilTimeOutWhileAnotherThreadHoldsIt) {
@@ -60,9 +60,9 @@ TEST_P(LockableTest, SameThreadMayLockAgain) {
   std::unique_lock outer(m);
   std::unique_lock inner(m);
   inner.unlock();
-  EXPECT_EQ(nodes_with("job"), size());
+  expect_held_everywhere("job");
   outer.unlock();
-  EXPECT_EQ(nodes_with("job"), 0u);
+  expect_released_everywhere("job");
 }
 
 TEST_P(LockableTest, StdLockGuardKeepsACounterExactAcrossThreads) {

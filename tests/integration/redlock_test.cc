@@ -47,8 +47,9 @@ TEST_F(RedlockTest, AcquiresOnAllNodesAndReleasesEverywhere) {
   auto lease = client.try_lock("job", ttl(10s));
   ASSERT_TRUE(lease) << lease.error().message();
   EXPECT_EQ(nodes_with("job", {0, 1, 2, 3, 4}), 5u);
-  ASSERT_TRUE(lease->unlock());
-  EXPECT_EQ(nodes_with("job", {0, 1, 2, 3, 4}), 0u);
+  ASSERT_TRUE(lease->unlock());  // returns once a quorum released; the others follow at once
+  EXPECT_LE(nodes_with("job", {0, 1, 2, 3, 4}), 2u);
+  EXPECT_TRUE(test::eventually([&] { return nodes_with("job", {0, 1, 2, 3, 4}) == 0; }, 5s));
 }
 
 TEST_F(RedlockTest, WorksWithTwoNodesKilled) {

@@ -24,9 +24,9 @@ TEST_P(ReentrancyTest, SameThreadTakesItAgainAndFreesItAtCountZero) {
   EXPECT_STREQ(count->str, "3");
   ASSERT_TRUE(innermost->unlock());
   ASSERT_TRUE(inner->unlock());
-  EXPECT_EQ(nodes_with("job"), size());
+  expect_held_everywhere("job");
   ASSERT_TRUE(outer->unlock());
-  EXPECT_EQ(nodes_with("job"), 0u);
+  expect_released_everywhere("job");
 }
 
 TEST_P(ReentrancyTest, AnotherThreadIsAnotherOwner) {
@@ -48,7 +48,7 @@ TEST_P(ReentrancyTest, NonOwnerUnlockIsRefusedAndDeletesNothing) {
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.error().is(errc::not_owner)) << r.error().message();
   EXPECT_NE(r.error().message().find("not held by owner 'not-me'"), std::string::npos);
-  EXPECT_EQ(nodes_with("job"), size());
+  expect_held_everywhere("job");
 }
 
 TEST_P(ReentrancyTest, NamedOwnerHandsTheLockToAnotherThread) {
@@ -62,7 +62,7 @@ TEST_P(ReentrancyTest, NamedOwnerHandsTheLockToAnotherThread) {
     ASSERT_TRUE(again->unlock());
     ASSERT_TRUE(client.unlock("job", OwnerToken("job-42")));  // releases the first hold
   }).join();
-  EXPECT_EQ(nodes_with("job"), 0u);
+  expect_released_everywhere("job");
   auto stale = lease->unlock();
   EXPECT_FALSE(stale);
 }

@@ -29,9 +29,9 @@ TEST_P(WatchdogTest, HeldLockOutlivesItsTtl) {
     EXPECT_FALSE(other.try_lock("job", fixed(10s, "intruder")));
     std::this_thread::sleep_for(50ms);
   }
-  EXPECT_EQ(nodes_with("job"), size());
+  expect_held_everywhere("job");
   ASSERT_TRUE(lease->unlock());
-  EXPECT_EQ(nodes_with("job"), 0u);
+  expect_released_everywhere("job");
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(nodes_with("job"), 0u) << "renewal must stop once released";
 }
@@ -130,7 +130,7 @@ TEST_P(WatchdogTest, KeyExpiresWithinTheTtlWhenTheHolderProcessDies) {
   pclose(p);
   ASSERT_TRUE(eventually([&] { return nodes_with("job") == size(); }, 10s));
   std::this_thread::sleep_for(1500ms);  // longer than the ttl: renewal keeps it
-  EXPECT_EQ(nodes_with("job"), size());
+  expect_held_everywhere("job");
   kill(-pid, SIGKILL);  // the whole session: dlock and its command
   const auto killed = std::chrono::steady_clock::now();
   ASSERT_TRUE(eventually([&] { return nodes_with("job") == 0; }, 10s));

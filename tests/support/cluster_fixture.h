@@ -48,6 +48,14 @@ class ClusterTest : public ::testing::TestWithParam<int> {
     }
     return n;
   }
+  // An acquire waits for every node; a release returns as soon as a quorum confirmed, without
+  // waiting for the other nodes' replies: a quorum is free at once, every live node soon after.
+  void expect_held_everywhere(const std::string& key) { EXPECT_EQ(nodes_with(key), size()); }
+  void expect_released_everywhere(const std::string& key) {
+    EXPECT_LE(nodes_with(key), size() - quorum());
+    EXPECT_TRUE(eventually([&] { return nodes_with(key) == 0; }, std::chrono::seconds(5)))
+        << key << " is still on " << nodes_with(key) << " of " << size() << " nodes";
+  }
   std::size_t size() const { return nodes_->size(); }
   std::size_t quorum() const { return nodes_->size() / 2 + 1; }
   // Kills enough nodes that no quorum is left.

@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <cstdlib>
+#include <random>
 
 #include "resp/encode.h"
 #include "resp/reader.h"
@@ -14,6 +18,34 @@ TEST(EncodeTest, EncodesArgvAsRespArray) {
 TEST(EncodeTest, BinarySafe) {
   const std::string bin("a\0b\r\n", 5);
   EXPECT_EQ(encode_command({"GET", bin}), std::string("*2\r\n$3\r\nGET\r\n$5\r\na\0b\r\n\r\n", 24));
+}
+
+// hiredis is the reference: our encoder must write exactly what redisFormatCommandArgv writes,
+// for empty, binary and long arguments and for many of them.
+TEST(EncodeTest, SameBytesAsHiredis) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 500; ++round) {
+    std::vector<std::string> args(1 + rng() % 40);
+    for (auto& a : args) {
+      a.resize(rng() % 4 == 0 ? rng() % 20000 : rng() % 40);
+      for (auto& c : a) c = static_cast<char>(rng());
+    }
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    std::vector<std::string_view> views;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+      views.emplace_back(a);
+    }
+    char* expected = nullptr;
+    const int n =
+        redisFormatCommandArgv(&expected, static_cast<int>(argv.size()), argv.data(), lens.data());
+    ASSERT_GT(n, 0);
+    const std::string want(expected, static_cast<std::size_t>(n));
+    std::free(expected);  // NOLINT: allocated by hiredis with malloc
+    ASSERT_EQ(encode_command(views), want) << "round " << round;
+  }
 }
 
 TEST(ReaderTest, ReadsEveryReplyType) {

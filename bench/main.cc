@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: MIT
+// dlock_bench: dlock side by side with the raw floor, the naive lock of seed 000, redis-py's
+// Lock and node-redlock, on redis-server processes it starts itself, all in one run and with
+// every client pinned the same way. `bash bench/run.sh` installs the peers and runs it; see
+// docs/performance.md for what it measures and the latest numbers.
+#include <fcntl.h>
+#include <sched.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "contention.h"
+#include "redis_process.h"
+#include "report.h"
+#include "stats.h"
+#include "workloads.h"
+
+extern char** environ;
+
+namespace dlock::bench {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+// "0", "0,1" or "0-1": the CPUs this thread (and the threads and processes it starts) may use.
+void pin(const std::string& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::stringstream in(cpus);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    const auto dash = part.find('-');
+    const int lo = std::stoi(part.substr(0, dash));
+    const int hi = dash == std::string::npos ? lo : std::stoi(part.substr(dash + 1));
+    for (int c = lo; c <= hi; ++c) CPU_SET(c, &set);
+  }
+  if (sched_setaffinity(0, sizeof set, &set) != 0) {
+    throw std::runtime_error("cannot pin to CPUs " + cpus + ": " + std::strerror(errno));
+  }
+}
+
+// Starts argv with stdout into `out` (stderr stays ours); returns the pid.
+pid_t spawn(const std::vector<std::string>& argv, const fs::path& out) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+void wait_ok(pid_t pid, const std::string& what) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error(what + " failed");
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs argv to completion and returns its stdout.
+std::string capture(const std::vector<std::string>& argv, const fs::path& scratch) {
+  const fs::path out = scratch / "capture.out";
+  wait_ok(spawn(argv, out), argv[0]);
+  return slurp(out);
+}
+
+std::string first_line(std::string s) {
+  return s.substr(0, s.find('\n'));
+}
+
+struct Setup {
+  Ports one;   // node 0
+  Ports five;  // all five
+  fs::path scratch;
+  std::string self;  // this executable
+  std::string python;
+  std::string node;
+  fs::path peers;  // bench/peers
+  bool with_peers = true;
+};
+
+// A peer script's JSON answer for one mode.
+json run_peer(const Setup& s, const std::string& peer, const std::string& mode, const json& params,
+              const fs::path& out) {
+  std::vector<std::string> argv;
+  if (peer == kRedisPy) {
+    argv = {s.python, (s.peers / "redis_py_bench.py").string(), mode, params.dump()};
+  } else {
+    argv = {s.node, (s.peers / "redlock_bench.js").string(), mode, params.dump()};
+  }
+  wait_ok(spawn(argv, out), peer + " " + mode);
+  return json::parse(slurp(out));
+}
+
+json ports_json(const Ports& p) {
+  return json(std::vector<int>(p.begin(), p.end()));
+}
+
+std::vector<Acquisition> events_from(const json& j) {
+  std::vector<Acquisition> out;
+  for (const auto& e : j.at("events")) out.push_back({e[0], e[1], e[2]});
+  return out;
+}
+
+// Eight (by default) workers in separate processes on one lock name, released together.
+ContentionStats contention_run(const Setup& s, const std::string& impl, int workers, int count,
+                               int hold_us, int retry_ms) {
+  const std::string name = "bench:contended:" + std::to_string(monotonic_ns());
+  const std::int64_t start_at = monotonic_ns() + 1'500'000'000;  // all started by then
+  std::vector<std::pair<pid_t, fs::path>> children;
+  for (int w = 0; w < workers; ++w) {
+    const fs::path out = s.scratch / ("worker" + std::to_string(w) + ".json");
+    std::vector<std::string> argv;
+    if (impl == kRedisPy || impl == kRedlock) {
+      const json params{{"ports", ports_json(s.one)},
+                        {"name", name},
+                        {"count", count},
+                        {"hold_us", hold_us},
+                        {"start_at_ns", start_at},
+                        {"retry_ms", retry_ms}};
+      argv = impl == kRedisPy
+                 ? std::vector<std::string>{s.python, (s.peers / "redis_py_bench.py").string(),
+                                            "contend", params.dump()}
+                 : std::vector<std::string>{s.node, (s.peers / "redlock_bench.js").string(),
+                                            "contend", params.dump()};
+    } else {
+      argv = {s.self,       "worker",
+              "--impl",     impl == kNaive ? "naive" : impl == kDlock ? "dlock" : "dlock-fair",
+              "--port",     std::to_string(s.one[0]),
+              "--name",     name,
+              "--count",    std::to_string(count),
+              "--hold-us",  std::to_string(hold_us),
+              "--start-at", std::to_string(start_at)};
+    }
+    children.emplace_back(spawn(argv, out), out);
+  }
+  std::vector<std::vector<Acquisition>> all;
+  for (auto& [pid, out] : children) {
+    wait_ok(pid, impl + " contention worker");
+    all.push_back(events_from(json::parse(slurp(out))));
+  }
+  return analyze(all);
+}
+
+// Instructions this process executes per cycle, by callgrind: two fixed counts, so connecting
+// and loading scripts cancel out.
+double instructions_per_cycle(const Setup& s, const std::string& impl, int n1, int n2) {
+  const auto total = [&](int n) {
+    const fs::path out = s.scratch / "callgrind.out";
+    capture(
+        {"valgrind", "--tool=callgrind", "--callgrind-out-file=" + out.string(), s.self, "cycles",
+         "--impl", impl, "--port", std::to_string(s.one[0]), "--count", std::to_string(n)},
+        s.scratch);
+    std::ifstream in(out);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("summary:", 0) == 0 || line.rfind("totals:", 0) == 0) {
+        return std::stod(line.substr(line.find(':') + 1));
+      }
+    }
+    throw std::runtime_error("callgrind wrote no summary");
+  };
+  return (total(n2) - total(n1)) / (n2 - n1);
+}
+
+Impl impl_from(const std::string& s) {
+  if (s == "raw") return Impl::raw;
+  if (s == "naive") return Impl::naive;
+  if (s == "dlock") return Impl::dlock;
+  if (s == "dlock-fair") return Impl::dlock_fair;
+  throw std::invalid_argument("unknown impl " + s);
+}
+
+int run_all(const std::string& out_dir, bool smoke, const std::string& client_cpus,
+            const std::string& server_cpus, Setup s, bool callgrind, const std::string& command,
+            const std::set<std::string>& sections) {
+  const auto wanted = [&](const char* section) {
+    return sections.empty() || sections.count(section) > 0;
+  };
+  Results r;
+  r.smoke = smoke;
+  r.command = command;
+  r.placement = "redis-servers on CPU " + server_cpus +
+                ", every client (dlock, peers, workers) on CPU " + client_cpus + " (of " +
+                std::to_string(std::thread::hardware_concurrency()) + ")";
+
+  char tmpl[] = "/tmp/dlock-bench-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  s.scratch = tmpl;
+
+  pin(server_cpus);
+  std::vector<std::unique_ptr<cli::RedisProcess>> servers;
+  for (int i = 0; i < 5; ++i) {
+    fs::create_directories(s.scratch / ("node" + std::to_string(i)));
+    servers.push_back(std::make_unique<cli::RedisProcess>(s.scratch / ("node" + std::to_string(i)),
+                                                          cli::RedisProcessOptions{}));
+    if (auto st = servers.back()->start(); !st) throw std::runtime_error(st.error().message());
+    s.five.push_back(servers.back()->port());
+  }
+  s.one = {s.five[0]};
+  pin(client_cpus);
+
+  r.versions = first_line(capture({cli::redis_server_binary(), "--version"}, s.scratch));
+  if (s.with_peers) {
+    r.versions +=
+        "; redis-py " +
+        first_line(capture({s.python, "-c", "import redis; print(redis.__version__)"}, s.scratch));
+    const json v = run_peer(s, kRedlock, "versions", json::object(), s.scratch / "p.json");
+    r.versions += "; node " + v.at("node").get<std::string>() + ", redlock " +
+                  v.at("redlock").get<std::string>() + ", ioredis " +
+                  v.at("ioredis").get<std::string>();
+  }
+
+  const int cycles = smoke ? 50 : 4000;
+  const int warmup = smoke ? 5 : 300;
+  const auto say = [](const std::string& what) {
+    std::cerr << "dlock_bench: " << what << std::endl;
+  };
+
+  // 1. Uncontended acquire + release.
+  if (wanted("uncontended")) say("uncontended cycles");
+  for (int nodes : {1, 5}) {
+    if (!wanted("uncontended")) break;
+    const Ports& p = nodes == 1 ? s.one : s.five;
+    r.latency[kRaw][nodes] = summarize(latency(Impl::raw, p, cycles, warmup));
+    if (nodes == 1) r.latency[kNaive][1] = summarize(latency(Impl::naive, p, cycles, warmup));
+    r.latency[kDlock][nodes] = summarize(latency(Impl::dlock, p, cycles, warmup));
+    if (s.with_peers) {
+      const json params{{"ports", ports_json(p)}, {"cycles", cycles}, {"warmup", warmup}};
+      if (nodes == 1) {
+        r.latency[kRedisPy][1] =
+            summarize(run_peer(s, kRedisPy, "latency", params, s.scratch / "p.json")
+                          .at("samples_ns")
+                          .get<std::vector<std::int64_t>>());
+      }
+      r.latency[kRedlock][nodes] =
+          summarize(run_peer(s, kRedlock, "latency", params, s.scratch / "p.json")
+                        .at("samples_ns")
+                        .get<std::vector<std::int64_t>>());
+    }
+  }
+
+  // 2. Throughput with 1, 16 and 64 in flight, one node.
+  const auto run_for = smoke ? 300ms : 3000ms;
+  for (int k : {1, 16, 64}) {
+    if (!wanted("throughput")) break;
+    say("throughput: " + std::to_string(k) + " in flight");
+    r.throughput[kRaw][k] = throughput(Impl::raw, s.one, k, run_for);
+    r.throughput[kDlock][k] = throughput(Impl::dlock, s.one, k, run_for);
+    if (s.with_peers) {
+      const json params{{"ports", ports_json(s.one)},
+                        {"inflight", k},
+                        {"seconds", std::chrono::duration<double>(run_for).count()}};
+      for (const auto& peer : {kRedisPy, kRedlock}) {
+        r.throughput[peer][k] =
+            run_peer(s, peer, "throughput", params, s.scratch / "p.json").at("per_second");
+      }
+    }
+  }
+
+  // 3. Contention on one name.
+  r.contention_workers = 8;
+  r.contention_count = smoke ? 10 : 200;
+  r.hold_us = 1000;
+  r.retry_ms = 20;
+  std::vector<std::string> contenders{kNaive, kDlock, kDlockFair};
+  if (s.with_peers) contenders.insert(contenders.begin() + 1, {kRedisPy, kRedlock});
+  for (const auto& impl : contenders) {
+    if (!wanted("contention")) break;
+    say("contention: " + impl);
+    r.contention[impl] =
+        contention_run(s, impl, r.contention_workers, r.contention_count, r.hold_us, r.retry_ms);
+  }
+
+  // 4. Watchdog cost and 5. Redis memory per lock.
+  r.watchdog_locks = smoke ? 500 : 10000;
+  r.watchdog_ttl_ms = 3000;
+  if (wanted("watchdog")) {
+    say("watchdog");
+    r.watchdog =
+        watchdog_cost(s.one, r.watchdog_locks, std::chrono::milliseconds(r.watchdog_ttl_ms),
+                      smoke ? 2000ms : 10000ms);
+  }
+  if (wanted("memory")) {
+    say("memory");
+    const int mem_locks = smoke ? 500 : 10000;
+    r.memory_per_lock[kRaw] = memory_per_lock(Impl::raw, s.one, mem_locks);
+    r.memory_per_lock[kDlock] = memory_per_lock(Impl::dlock, s.one, mem_locks);
+  }
+
+  // 6. Instructions per cycle in the client.
+  if (callgrind && wanted("callgrind")) {
+    say("callgrind");
+    const int n1 = smoke ? 20 : 200;
+    const int n2 = smoke ? 60 : 1200;
+    r.instructions[kRaw] = instructions_per_cycle(s, "raw", n1, n2);
+    r.instructions[kDlock] = instructions_per_cycle(s, "dlock", n1, n2);
+  }
+
+  servers.clear();
+  const std::string notes = slurp(s.peers.parent_path() / "notes.md");
+  write_report(r, out_dir, notes);
+  fs::remove_all(s.scratch);
+  say("wrote " + (fs::path(out_dir) / "performance.md").string());
+  return 0;
+}
+
+}  // namespace
+}  // namespace dlock::bench
+
+int main(int argc, char** argv) {
+  using namespace dlock::bench;
+  CLI::App app{"dlock_bench: dlock against the raw floor and the locks users pick instead"};
+  app.require_subcommand(0, 1);
+  std::string out_dir = "docs";
+  bool smoke = false;
+  bool no_callgrind = false;
+  std::string client_cpus = "0";
+  std::string server_cpus = "0";
+  Setup setup;
+  setup.python = "/usr/bin/python3";
+  setup.node = "node";
+  setup.peers = DLOCK_BENCH_PEERS_DIR;
+  bool no_peers = false;
+  std::vector<std::string> sections;
+  app.add_option("--out", out_dir, "Folder for performance.md, .csv and .png")
+      ->capture_default_str();
+  app.add_flag("--smoke", smoke, "A few iterations of everything: checks that it works");
+  app.add_option("--client-cpus", client_cpus, "CPUs for every client")->capture_default_str();
+  app.add_option("--server-cpus", server_cpus, "CPUs for the redis-servers")->capture_default_str();
+  app.add_flag("--no-peers", no_peers, "Skip redis-py and node-redlock");
+  app.add_flag("--no-callgrind", no_callgrind, "Skip the instruction counts");
+  app.add_option("--only", sections,
+                 "Run only these sections: uncontended throughput contention watchdog memory "
+                 "callgrind (the report then has gaps)")
+      ->delimiter(',');
+  app.add_option("--python", setup.python, "Python with redis-py")->capture_default_str();
+  app.add_option("--node", setup.node, "Node.js; NODE_PATH must reach redlock and ioredis")
+      ->capture_default_str();
+
+  // Internal: one contention worker, and a fixed number of cycles for callgrind.
+  std::string impl;
+  int port = 0;
+  std::string name;
+  int count = 0;
+  int hold_us = 1000;
+  std::int64_t start_at = 0;
+  auto* worker = app.add_subcommand("worker", "One contention worker (internal)");
+  auto* cycles = app.add_subcommand("cycles", "A fixed number of uncontended cycles (internal)");
+  for (auto* sub : {worker, cycles}) {
+    sub->add_option("--impl", impl)->required();
+    sub->add_option("--port", port)->required();
+    sub->add_option("--count", count)->required();
+  }
+  worker->add_option("--name", name)->required();
+  worker->add_option("--hold-us", hold_us);
+  worker->add_option("--start-at", start_at);
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const Ports ports{static_cast<std::uint16_t>(port)};
+    if (worker->parsed()) {
+      nlohmann::json events = nlohmann::json::array();
+      for (const auto& a : contend(impl_from(impl), ports, name, count, hold_us, start_at)) {
+        events.push_back({a.start, a.acquired, a.released});
+      }
+      std::cout << nlohmann::json{{"events", events}}.dump() << "\n";
+      return 0;
+    }
+    if (cycles->parsed()) {
+      latency(impl_from(impl), ports, count, 0);
+      return 0;
+    }
+    setup.self = std::filesystem::read_symlink("/proc/self/exe").string();
+    setup.with_peers = !no_peers;
+    std::string command = "dlock_bench";
+    for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+    return run_all(out_dir, smoke, client_cpus, server_cpus, setup, !no_callgrind, command,
+                   std::set<std::string>(sections.begin(), sections.end()));
+  } catch (const std::exception& e) {
+    std::cerr << "dlock_bench: " << e.what() << "\n";
+    return 1;
+  }
+}

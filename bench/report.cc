@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: MIT
+#include "report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+#include <vector>
+
+namespace dlock::bench {
+namespace {
+
+std::string fixed(double v, int digits = 1) {
+  if (std::isnan(v)) return "–";
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << v;
+  return s.str();
+}
+
+std::string thousands(double v) {
+  std::string s = std::to_string(static_cast<long long>(std::llround(v)));
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3)
+    s.insert(static_cast<std::size_t>(i), ",");
+  return s;
+}
+
+std::string ms(double us) {
+  return fixed(us / 1000.0, us < 10000 ? 2 : 0);
+}
+
+std::string ratio(double v) {
+  return std::isnan(v) || std::isinf(v) ? "–" : fixed(v, 2) + "×";
+}
+
+template <typename M, typename K>
+const typename M::mapped_type* find(const M& m, const K& k) {
+  auto it = m.find(k);
+  return it == m.end() ? nullptr : &it->second;
+}
+
+double p50(const Results& r, const std::string& impl, int nodes) {
+  const auto* by = find(r.latency, impl);
+  const auto* s = by ? find(*by, nodes) : nullptr;
+  return s ? s->p50 : NAN;
+}
+
+double tput(const Results& r, const std::string& impl, int k) {
+  const auto* by = find(r.throughput, impl);
+  const auto* v = by ? find(*by, k) : nullptr;
+  return v ? *v : NAN;
+}
+
+struct Target {
+  std::string what;
+  std::string measured;
+  bool met;
+};
+
+std::vector<Target> targets(const Results& r) {
+  std::vector<Target> t;
+  const double rtt = p50(r, kRaw, 1) / 2;  // one raw round trip: half a raw cycle
+  const double one = p50(r, kDlock, 1) / p50(r, kRaw, 1);
+  t.push_back({"1-node cycle ≤ 1.15 × raw floor (p50)", ratio(one), one <= 1.15});
+  const double five = p50(r, kDlock, 5) / p50(r, kRaw, 5);
+  t.push_back(
+      {"5-node cycle ≤ 1.15 × raw return-at-quorum floor (p50)", ratio(five), five <= 1.15});
+  if (r.latency.count(kRedlock)) {
+    const double vs = p50(r, kRedlock, 5) / p50(r, kDlock, 5);
+    t.push_back({"5-node cycle faster than node-redlock (p50)",
+                 "node-redlock ÷ dlock = " + ratio(vs), vs > 1});
+  }
+  for (const auto& mode : {kDlock, kDlockFair}) {
+    const auto* c = find(r.contention, mode);
+    if (!c) continue;
+    const double rtts = c->handoff.mean / rtt;
+    t.push_back({mode + ": hand-off ≤ 3 raw round trips (mean)", fixed(rtts, 2) + " round trips",
+                 rtts <= 3});
+    for (const auto& peer : {kRedisPy, kRedlock}) {
+      const auto* p = find(r.contention, peer);
+      if (!p) continue;
+      const double h = p->handoff.mean / c->handoff.mean;
+      t.push_back({mode + ": hand-off ≥ 20 × faster than " + peer + " (mean)", ratio(h), h >= 20});
+      const double w = p->wait.p99 / c->wait.p99;
+      t.push_back({mode + ": wait p99 ≥ 10 × lower than " + peer, ratio(w), w >= 10});
+    }
+  }
+  if (const auto* f = find(r.contention, kDlockFair)) {
+    const double hold = r.hold_us + f->handoff.mean;
+    const double bound = (r.contention_workers - 1) * hold;
+    const double x = f->wait.p99 / bound;
+    t.push_back({"dlock fair: wait p99 close to the FIFO bound (7 holds + 7 hand-offs = " +
+                     ms(bound) + " ms; ≤ 1.5 × counts as close)",
+                 ratio(x), x <= 1.5});
+  }
+  const double half = tput(r, kDlock, 64) / tput(r, kRaw, 64);
+  t.push_back({"64 in flight ≥ 0.5 × raw pipelined floor", ratio(half), half >= 0.5});
+  for (const auto& peer : {kRedisPy, kRedlock}) {
+    if (!r.throughput.count(peer)) continue;
+    const double x = tput(r, kDlock, 64) / tput(r, peer, 64);
+    t.push_back({"64 in flight: more than " + peer, ratio(x), x > 1});
+  }
+  const double per_tick = r.watchdog.commands_per_second * r.watchdog_ttl_ms / 3000.0;
+  const double batches = std::ceil(r.watchdog_locks / 256.0);
+  t.push_back({"watchdog, " + thousands(r.watchdog_locks) + " locks: one batched round per tick (" +
+                   fixed(batches, 0) + " renew commands of 256 locks, sent together)",
+               fixed(per_tick, 1) + " commands per tick", per_tick <= batches * 1.1});
+  t.push_back({"watchdog: client CPU < 10% of a core",
+               fixed(r.watchdog.client_cpu_percent, 2) + "%", r.watchdog.client_cpu_percent < 10});
+  return t;
+}
+
+void write_csv(const Results& r, const std::filesystem::path& path) {
+  std::ofstream out(path);
+  out << "section,implementation,nodes_or_inflight,metric,value,unit\n";
+  for (const auto& [impl, by] : r.latency) {
+    for (const auto& [nodes, s] : by) {
+      for (auto [m, v] :
+           {std::pair{"p50", s.p50}, {"p99", s.p99}, {"mean", s.mean}, {"max", s.max}}) {
+        out << "uncontended," << impl << "," << nodes << "," << m << "," << v << ",us\n";
+      }
+    }
+  }
+  for (const auto& [impl, by] : r.throughput) {
+    for (const auto& [k, v] : by)
+      out << "throughput," << impl << "," << k << ",cycles," << v << ",per_s\n";
+  }
+  for (const auto& [impl, c] : r.contention) {
+    const auto row = [&](const char* m, double v, const char* unit) {
+      out << "contention," << impl << ",1," << m << "," << v << "," << unit << "\n";
+    };
+    row("handoff_mean", c.handoff.mean, "us");
+    row("handoff_p50", c.handoff.p50, "us");
+    row("handoff_p99", c.handoff.p99, "us");
+    row("wait_p50", c.wait.p50, "us");
+    row("wait_p99", c.wait.p99, "us");
+    row("wait_max", c.wait.max, "us");
+    row("barging", c.barging, "share");
+    row("overlaps", static_cast<double>(c.overlaps), "count");
+    row("acquisitions", static_cast<double>(c.acquisitions), "count");
+  }
+  out << "watchdog,dlock,1,commands," << r.watchdog.commands_per_second << ",per_s\n";
+  out << "watchdog,dlock,1,client_cpu," << r.watchdog.client_cpu_percent << ",percent\n";
+  for (const auto& [impl, v] : r.memory_per_lock)
+    out << "memory," << impl << ",1,per_lock," << v << ",bytes\n";
+  for (const auto& [impl, v] : r.instructions)
+    out << "callgrind," << impl << ",1,per_cycle," << v << ",instructions\n";
+}
+
+// Two panels: the uncontended cycle, and the wait under contention (log scale).
+void write_plot(const Results& r, const std::filesystem::path& png) {
+  std::ostringstream g;
+  g << "set terminal pngcairo size 1200,520 font 'DejaVu Sans,10'\n"
+    << "set output '" << png.string() << "'\n"
+    << "set multiplot layout 1,2\n"
+    << "set style data histograms\nset style histogram clustered gap 1\n"
+    << "set style fill solid 0.85 border -1\nset boxwidth 0.9\nset grid ytics\n"
+    << "set xtics rotate by -25 noenhanced\nset key top left noenhanced\n";
+  g << "$lat << EOD\nimpl \"1 node p50\" \"1 node p99\" \"5 nodes p50\" \"5 nodes p99\"\n";
+  for (const auto& impl : {kRaw, kNaive, kRedisPy, kRedlock, kDlock}) {
+    const auto* by = find(r.latency, impl);
+    if (!by) continue;
+    const auto v = [&](int n, bool p99) {
+      const auto* s = find(*by, n);
+      return s ? fixed(p99 ? s->p99 : s->p50) : std::string("NaN");
+    };
+    g << "\"" << impl << "\" " << v(1, false) << " " << v(1, true) << " " << v(5, false) << " "
+      << v(5, true) << "\n";
+  }
+  g << "EOD\n"
+    << "set title 'Uncontended acquire + release (µs, lower is better)'\nset ylabel 'µs'\n"
+    << "plot for [c=2:5] $lat using c:xtic(1) title columnhead\n";
+  g << "$wait << EOD\nimpl \"hand-off mean\" \"wait p50\" \"wait p99\" \"wait max\"\n";
+  for (const auto& impl : {kNaive, kRedisPy, kRedlock, kDlock, kDlockFair}) {
+    const auto* c = find(r.contention, impl);
+    if (!c) continue;
+    g << "\"" << impl << "\" " << fixed(c->handoff.mean / 1000, 3) << " "
+      << fixed(c->wait.p50 / 1000, 3) << " " << fixed(c->wait.p99 / 1000, 3) << " "
+      << fixed(c->wait.max / 1000, 3) << "\n";
+  }
+  g << "EOD\n"
+    << "set title 'Contention: " << r.contention_workers << " processes, hold "
+    << r.hold_us / 1000.0 << " ms (ms, log scale)'\nset ylabel 'ms'\nset logscale y\n"
+    << "plot for [c=2:5] $wait using c:xtic(1) title columnhead\n"
+    << "unset multiplot\n";
+  FILE* p = popen("gnuplot 2>&1", "w");
+  if (p == nullptr) return;
+  const std::string script = g.str();
+  fwrite(script.data(), 1, script.size(), p);
+  pclose(p);
+}
+
+}  // namespace
+
+void write_report(const Results& r, const std::filesystem::path& dir, const std::string& notes) {
+  std::filesystem::create_directories(dir);
+  write_csv(r, dir / "performance.csv");
+  write_plot(r, dir / "performance.png");
+
+  std::ofstream md(dir / "performance.md");
+  const std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  md << "# Performance\n\n"
+     << "<!-- Generated by bench/report.cc: edit bench/notes.md, then rerun. -->\n\n"
+     << "Produced by `bash bench/run.sh` (`" << r.command << "`) on " << date
+     << ". Every row was measured in the same run, on the same redis-server processes "
+     << "(no persistence, loopback).\n\n"
+     << "- Placement: " << r.placement << ".\n"
+     << "- Versions: " << r.versions << ".\n"
+     << "- Numbers: microseconds unless marked; p50 and p99 are nearest-rank percentiles. "
+     << "Ratios are the comparisons that mean something on a noisy 2-core machine.\n";
+  if (r.smoke) md << "\n**Smoke run: a few iterations only. These numbers mean nothing.**\n";
+
+  md << "\n## Targets\n\n| target | measured | met |\n|---|---|---|\n";
+  for (const auto& t : targets(r))
+    md << "| " << t.what << " | " << t.measured << " | " << (t.met ? "yes" : "**no**") << " |\n";
+
+  md << "\n## Uncontended acquire + release\n\n"
+     << "One name, one caller, acquire then release, over and over. dlock runs with the defaults "
+        "a user gets (ttl 30 s, watchdog on).\n\n"
+     << "| implementation | 1 node p50 | 1 node p99 | 5 nodes p50 | 5 nodes p99 | "
+        "this ÷ dlock, 1 node | this ÷ dlock, 5 nodes |\n|---|---|---|---|---|---|---|\n";
+  for (const auto& impl : {kRaw, kNaive, kRedisPy, kRedlock, kDlock}) {
+    const auto* by = find(r.latency, impl);
+    if (!by) continue;
+    md << "| " << impl;
+    for (int n : {1, 5}) {
+      const auto* s = find(*by, n);
+      md << " | " << (s ? fixed(s->p50) : "–") << " | " << (s ? fixed(s->p99) : "–");
+    }
+    for (int n : {1, 5}) md << " | " << ratio(p50(r, impl, n) / p50(r, kDlock, n));
+    md << " |\n";
+  }
+
+  md << "\n## Throughput\n\n"
+     << "Acquire+release cycles per second on one node, with 1, 16 and 64 cycles in flight from "
+        "one process on distinct names: dlock and redis-py with that many threads, node-redlock "
+        "with that many concurrent promises, the raw floor pipelined on one connection.\n\n"
+     << "| implementation | 1 in flight | 16 | 64 | dlock ÷ this at 64 |\n|---|---|---|---|---|\n";
+  for (const auto& impl : {kRaw, kRedisPy, kRedlock, kDlock}) {
+    if (!r.throughput.count(impl)) continue;
+    md << "| " << impl;
+    for (int k : {1, 16, 64}) md << " | " << thousands(tput(r, impl, k));
+    md << " | " << ratio(tput(r, kDlock, 64) / tput(r, impl, 64)) << " |\n";
+  }
+
+  md << "\n## Contention\n\n"
+     << r.contention_workers << " processes take one name " << r.contention_count
+     << " times each and hold it " << r.hold_us / 1000.0
+     << " ms, on one node. Hand-off: from a release to the acquisition by a worker that was "
+        "already waiting. Wait: from asking to holding. Barging: share of acquisitions taken by a "
+        "worker that was not waiting (the releaser, coming back) while others waited. Peers that "
+        "poll retry every "
+     << r.retry_ms
+     << " ms (redis-py's default is 100 ms, node-redlock's 200 ± 100 ms); the naive lock "
+        "sleeps a random 0-100 ms, as in seed 000. Times in ms.\n\n"
+     << "| implementation | hand-off mean | p50 | p99 | wait p50 | wait p99 | wait max | barging | "
+        "overlaps | hand-off ÷ dlock's | wait p99 ÷ dlock's "
+        "|\n|---|---|---|---|---|---|---|---|---|---|---|\n";
+  const auto* d = find(r.contention, kDlock);
+  for (const auto& impl : {kNaive, kRedisPy, kRedlock, kDlock, kDlockFair}) {
+    const auto* c = find(r.contention, impl);
+    if (!c) continue;
+    md << "| " << impl << " | " << ms(c->handoff.mean) << " | " << ms(c->handoff.p50) << " | "
+       << ms(c->handoff.p99) << " | " << ms(c->wait.p50) << " | " << ms(c->wait.p99) << " | "
+       << ms(c->wait.max) << " | " << fixed(100 * c->barging) << "% | " << c->overlaps << " | "
+       << (d ? ratio(c->handoff.mean / d->handoff.mean) : "–") << " | "
+       << (d ? ratio(c->wait.p99 / d->wait.p99) : "–") << " |\n";
+  }
+
+  md << "\n## Watchdog, memory, instructions\n\n"
+     << "- Watchdog: " << thousands(r.watchdog_locks) << " locks held by one client with ttl "
+     << r.watchdog_ttl_ms << " ms, renewed every " << r.watchdog_ttl_ms / 3
+     << " ms: " << thousands(r.watchdog.commands_per_second)
+     << " commands per second reached Redis ("
+     << fixed(r.watchdog.commands_per_second * r.watchdog_ttl_ms / 3000.0, 1)
+     << " per tick), client CPU " << fixed(r.watchdog.client_cpu_percent, 2) << "% of one core.\n";
+  for (const auto& [impl, v] : r.memory_per_lock) {
+    md << "- Redis memory per held lock, " << impl << ": " << fixed(v, 0) << " bytes"
+       << (impl == kRaw ? " (one string key: what redis-py and node-redlock store too)" : "")
+       << ".\n";
+  }
+  for (const auto& [impl, v] : r.instructions) {
+    md << "- Client instructions per uncontended cycle (callgrind, 1 node), " << impl << ": "
+       << thousands(v) << ".\n";
+  }
+  md << "\n![uncontended latency and contention waits](performance.png)\n\n"
+     << "Every number above is in [performance.csv](performance.csv).\n\n"
+     << notes;
+}
+
+}  // namespace dlock::bench

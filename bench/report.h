@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+// The benchmark's output: docs/performance.md (tables with dlock's ratio to each peer and the
+// targets met or missed), performance.csv (every number) and performance.png (gnuplot).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "contention.h"
+#include "stats.h"
+#include "workloads.h"
+
+namespace dlock::bench {
+
+// Row labels, shared by main.cc and the report.
+inline const std::string kRaw = "raw floor";
+inline const std::string kNaive = "naive (seed 000)";
+inline const std::string kRedisPy = "redis-py Lock";
+inline const std::string kRedlock = "node-redlock";
+inline const std::string kDlock = "dlock";
+inline const std::string kDlockFair = "dlock fair";
+
+struct Results {
+  std::map<std::string, std::map<int, Summary>> latency;    // [impl][nodes]
+  std::map<std::string, std::map<int, double>> throughput;  // [impl][in flight] cycles/s
+  std::map<std::string, ContentionStats> contention;        // [impl]
+  int contention_workers = 0;
+  int contention_count = 0;
+  int hold_us = 0;
+  int retry_ms = 0;
+  WatchdogCost watchdog;
+  int watchdog_locks = 0;
+  int watchdog_ttl_ms = 0;
+  std::map<std::string, double> memory_per_lock;  // [impl] bytes
+  std::map<std::string, double> instructions;     // [impl] per cycle (callgrind)
+  std::string placement;                          // where the client and the servers ran
+  std::string versions;                           // of every part measured
+  std::string command;                            // what produced the report
+  bool smoke = false;
+};
+
+// Writes performance.md, performance.csv and performance.png (when gnuplot is installed) into
+// `dir`; the hand-written explanations in `notes` are appended to the markdown.
+void write_report(const Results& results, const std::filesystem::path& dir,
+                  const std::string& notes);
+
+}  // namespace dlock::bench

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The benchmark command (README): installs what it needs, builds dlock_bench (release preset),
+# installs node-redlock and ioredis from npm into build/bench-node, then runs dlock_bench, which
+# starts its own redis-servers, measures dlock and every peer in one run and writes
+# docs/performance.md, performance.csv and performance.png.
+#
+# Usage: bash bench/run.sh [dlock_bench options]     e.g. --smoke --out /tmp/bench
+#   DLOCK_BENCH_PRESET=dev   use (and build) another preset's dlock_bench (CI's smoke run)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh
+# The peers and the plot: Debian's redis-py, gnuplot and valgrind (callgrind); Node.js and npm
+# from Debian unless some node is installed already.
+missing=()
+for p in python3-redis gnuplot-nox valgrind; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+command -v node >/dev/null || missing+=(nodejs)
+command -v npm >/dev/null || missing+=(npm)
+if ((${#missing[@]})); then
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+preset=${DLOCK_BENCH_PRESET:-release}
+cmake --preset "$preset" >/dev/null
+cmake --build "build/$preset" --target dlock_bench
+
+# Exact versions from bench/peers/package.json, into a folder of their own.
+mkdir -p build/bench-node
+cp bench/peers/package.json build/bench-node/package.json
+(cd build/bench-node && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+
+NODE_PATH="$PWD/build/bench-node/node_modules" exec "build/$preset/bench/dlock_bench" "$@"

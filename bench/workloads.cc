@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: MIT
+#include "workloads.h"
+
+#include <dlock/dlock.h>
+#include <sys/resource.h>
+
+#include <atomic>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "raw_client.h"
+#include "stats.h"
+
+namespace dlock::bench {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A token as long as the peers' (redis-py: uuid1().hex, 32 characters).
+const std::string kToken = "0123456789abcdef0123456789abcdef";
+
+Client connect(const Ports& ports) {
+  ClientOptions options;
+  for (auto p : ports) options.nodes.push_back("redis://127.0.0.1:" + std::to_string(p));
+  auto client = Client::create(options);
+  if (!client) throw std::runtime_error("dlock: " + client.error().message());
+  return std::move(*client);
+}
+
+LockOptions lock_options(Impl impl) {
+  LockOptions o;  // the defaults a user gets: ttl 30 s, watchdog on
+  o.fair = impl == Impl::dlock_fair;
+  return o;
+}
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto tv = [](timeval t) { return static_cast<double>(t.tv_sec) + t.tv_usec / 1e6; };
+  return tv(u.ru_utime) + tv(u.ru_stime);
+}
+
+}  // namespace
+
+const char* impl_name(Impl impl) {
+  switch (impl) {
+    case Impl::raw:
+      return "raw floor";
+    case Impl::naive:
+      return "naive (seed 000)";
+    case Impl::dlock:
+      return "dlock";
+    case Impl::dlock_fair:
+      return "dlock fair";
+  }
+  return "?";
+}
+
+std::vector<std::int64_t> latency(Impl impl, const Ports& ports, int cycles, int warmup) {
+  std::vector<std::int64_t> samples;
+  samples.reserve(static_cast<std::size_t>(cycles));
+  const std::string name = "bench:latency";
+  if (impl == Impl::dlock || impl == Impl::dlock_fair) {
+    Client client = connect(ports);
+    const LockOptions options = lock_options(impl);
+    for (int i = -warmup; i < cycles; ++i) {
+      const auto t0 = monotonic_ns();
+      auto lease = client.try_lock(name, options);
+      if (!lease) throw std::runtime_error("dlock: " + lease.error().message());
+      if (auto r = lease->unlock(); !r) throw std::runtime_error("dlock: " + r.error().message());
+      if (i >= 0) samples.push_back(monotonic_ns() - t0);
+    }
+    return samples;
+  }
+  RawNodes raw(ports);
+  for (int i = -warmup; i < cycles; ++i) {
+    const auto t0 = monotonic_ns();
+    if (!raw.acquire(name, kToken, 30000)) throw std::runtime_error("raw: not acquired");
+    if (impl == Impl::naive) {
+      raw.eval_release(name, kToken);
+    } else if (!raw.release(name, kToken)) {
+      throw std::runtime_error("raw: not released");
+    }
+    if (i >= 0) samples.push_back(monotonic_ns() - t0);
+  }
+  return samples;
+}
+
+double throughput(Impl impl, const Ports& ports, int inflight, std::chrono::milliseconds run) {
+  std::vector<std::string> names;
+  for (int i = 0; i < inflight; ++i) names.push_back("bench:tp:" + std::to_string(i));
+  if (impl == Impl::raw) {
+    RawNodes raw(ports);
+    std::int64_t cycles = 0;
+    const auto t0 = monotonic_ns();
+    const auto end = t0 + std::chrono::nanoseconds(run).count();
+    std::int64_t now = t0;
+    while (now < end) {
+      if (inflight == 1) {
+        raw.acquire(names[0], kToken, 30000);
+        raw.release(names[0], kToken);
+      } else {
+        raw.pipelined_cycles(names, kToken, 30000);
+      }
+      cycles += inflight;
+      now = monotonic_ns();
+    }
+    return static_cast<double>(cycles) / (static_cast<double>(now - t0) / 1e9);
+  }
+  Client client = connect(ports);
+  const LockOptions options = lock_options(impl);
+  std::atomic<bool> stop{false};
+  std::atomic<std::int64_t> cycles{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  const auto t0 = monotonic_ns();
+  for (const auto& name : names) {
+    threads.emplace_back([&, name] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        auto lease = client.try_lock(name, options);
+        if (!lease || !lease->unlock()) failures.fetch_add(1);
+        cycles.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  std::this_thread::sleep_for(run);
+  stop = true;
+  const auto t1 = monotonic_ns();
+  for (auto& t : threads) t.join();
+  if (failures.load() > 0) throw std::runtime_error("dlock: a throughput cycle failed");
+  return static_cast<double>(cycles.load()) / (static_cast<double>(t1 - t0) / 1e9);
+}
+
+std::vector<Acquisition> contend(Impl impl, const Ports& ports, const std::string& name, int count,
+                                 int hold_us, std::int64_t start_at) {
+  std::vector<Acquisition> out;
+  out.reserve(static_cast<std::size_t>(count));
+  const auto hold = std::chrono::microseconds(hold_us);
+  const auto wait_until_start = [&] {
+    while (monotonic_ns() < start_at) std::this_thread::sleep_for(200us);
+  };
+  if (impl == Impl::naive) {
+    RawNodes raw(ports);
+    std::mt19937_64 rng(std::random_device{}());
+    std::uniform_int_distribution<int> nap_ms(0, 99);  // seed 000: nextLong(100)
+    wait_until_start();
+    for (int i = 0; i < count; ++i) {
+      Acquisition a;
+      a.start = monotonic_ns();
+      while (!raw.acquire(name, kToken, 30000)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(nap_ms(rng)));
+      }
+      a.acquired = monotonic_ns();
+      std::this_thread::sleep_for(hold);
+      a.released = monotonic_ns();  // before the release: the lock is free from here on
+      raw.eval_release(name, kToken);
+      out.push_back(a);
+    }
+    return out;
+  }
+  if (impl == Impl::raw) throw std::invalid_argument("the raw floor does not wait");
+  Client client = connect(ports);
+  const LockOptions options = lock_options(impl);
+  wait_until_start();
+  for (int i = 0; i < count; ++i) {
+    Acquisition a;
+    a.start = monotonic_ns();
+    auto lease = client.lock(name, 120s, options);
+    if (!lease) throw std::runtime_error("dlock: " + lease.error().message());
+    a.acquired = monotonic_ns();
+    std::this_thread::sleep_for(hold);
+    a.released = monotonic_ns();
+    if (auto r = lease->unlock(); !r) throw std::runtime_error("dlock: " + r.error().message());
+    out.push_back(a);
+  }
+  return out;
+}
+
+WatchdogCost watchdog_cost(const Ports& ports, int locks, std::chrono::milliseconds ttl,
+                           std::chrono::milliseconds window) {
+  RawNodes probe(ports);
+  Client client = connect(ports);
+  LockOptions options;
+  options.ttl = ttl;  // renewed every ttl / 3
+  std::vector<Lease> held;
+  held.reserve(static_cast<std::size_t>(locks));
+  for (int i = 0; i < locks; ++i) {
+    auto lease = client.try_lock("bench:wd:" + std::to_string(i), options);
+    if (!lease) throw std::runtime_error("dlock: " + lease.error().message());
+    held.push_back(std::move(*lease));
+  }
+  std::this_thread::sleep_for(ttl / 3);  // let a first renewal round pass
+  // Requests the client sent (scripts count once, not their inner commands).
+  const auto requests = [&] { return probe.calls(0, "evalsha") + probe.calls(0, "eval"); };
+  const long long commands0 = requests();
+  const double cpu0 = cpu_seconds();
+  const auto t0 = monotonic_ns();
+  std::this_thread::sleep_for(window);
+  const auto t1 = monotonic_ns();
+  const double cpu1 = cpu_seconds();
+  const long long commands1 = requests();
+  WatchdogCost cost;
+  const double seconds = static_cast<double>(t1 - t0) / 1e9;
+  cost.ticks = seconds / (static_cast<double>(ttl.count()) / 3000.0);
+  cost.commands_per_second = static_cast<double>(commands1 - commands0) / seconds;
+  cost.client_cpu_percent = 100.0 * (cpu1 - cpu0) / seconds;
+  for (auto& lease : held) {
+    if (auto r = lease.unlock(); !r) throw std::runtime_error("dlock: " + r.error().message());
+  }
+  return cost;
+}
+
+double memory_per_lock(Impl impl, const Ports& ports, int locks) {
+  RawNodes raw(ports);
+  raw.command(0, {"FLUSHALL"});
+  const long long before = raw.info(0, "used_memory");
+  long long after = 0;
+  if (impl == Impl::dlock) {
+    Client client = connect(ports);
+    LockOptions options;
+    options.auto_renew = false;
+    options.ttl = 120s;
+    std::vector<Lease> held;
+    for (int i = 0; i < locks; ++i) {
+      auto lease = client.try_lock("bench:mem:" + std::to_string(i), options);
+      if (!lease) throw std::runtime_error("dlock: " + lease.error().message());
+      held.push_back(std::move(*lease));
+    }
+    after = raw.info(0, "used_memory");
+    for (auto& lease : held) (void)lease.unlock();
+  } else {
+    for (int i = 0; i < locks; ++i) raw.acquire("bench:mem:" + std::to_string(i), kToken, 120000);
+    after = raw.info(0, "used_memory");
+  }
+  raw.command(0, {"FLUSHALL"});
+  return static_cast<double>(after - before) / locks;
+}
+
+}  // namespace dlock::bench

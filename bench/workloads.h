@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+// The measurements dlock and the raw floor run in this process (the peers run the same ones in
+// their own language: bench/peers/). Each takes the nodes' ports and returns raw samples or
+// counts; summarizing and comparing is main.cc's and report.cc's job.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dlock::bench {
+
+using Ports = std::vector<std::uint16_t>;
+
+enum class Impl { raw, naive, dlock, dlock_fair };
+const char* impl_name(Impl impl);
+
+// Acquire+release cycles on one name, one after another: one sample (ns) per cycle.
+std::vector<std::int64_t> latency(Impl impl, const Ports& ports, int cycles, int warmup);
+
+// Cycles per second with `inflight` cycles in flight from this process on distinct names:
+// dlock with that many threads sharing one client, the raw floor pipelined on one connection.
+double throughput(Impl impl, const Ports& ports, int inflight, std::chrono::milliseconds run);
+
+// One contention worker: waits until start_at (monotonic ns), then takes `name` `count` times
+// and holds it `hold_us` each time. Returns [wait_start, acquired, released] per acquisition.
+struct Acquisition {
+  std::int64_t start = 0;
+  std::int64_t acquired = 0;
+  std::int64_t released = 0;
+};
+std::vector<Acquisition> contend(Impl impl, const Ports& ports, const std::string& name, int count,
+                                 int hold_us, std::int64_t start_at);
+
+// Watchdog cost: `locks` locks held with auto-renewal (ttl, renewed every ttl/3) for `window`.
+struct WatchdogCost {
+  double commands_per_second = 0;  // script calls the node got (inner commands not counted)
+  double client_cpu_percent = 0;   // of one core, user+system, whole client process
+  double ticks = 0;
+};
+WatchdogCost watchdog_cost(const Ports& ports, int locks, std::chrono::milliseconds ttl,
+                           std::chrono::milliseconds window);
+
+// Redis memory per held lock (bytes): used_memory with `locks` held minus before, / locks.
+double memory_per_lock(Impl impl, const Ports& ports, int locks);
+
+}  // namespace dlock::bench

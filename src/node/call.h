@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: MIT
+// Call and Enough: what NodeSet::run sends to every node, and when it may stop waiting.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "resp/reply.h"
+#include "scripts/script.h"
+
+namespace dlock::node {
+
+// One request, sent to every node: a script call, or a plain command when script is null.
+struct Call {
+  const scripts::Script* script = nullptr;
+  std::vector<std::string> keys;  // script keys, or the command and its arguments
+  std::vector<std::string> args;  // script arguments
+};
+
+// Return-at-quorum for a single call: once `needed` nodes answered with a reply for which
+// `counts(node, reply)` is true, run() returns without waiting for the others; their outcome
+// is errc::cancelled ("not waited for"), and their replies are read and dropped later. Empty
+// (needed == 0): wait for every node or the deadline.
+struct Enough {
+  std::size_t needed = 0;
+  std::function<bool(std::size_t node, const resp::Reply&)> counts;
+  bool reached(std::size_t yes) const { return needed > 0 && yes >= needed; }
+};
+
+}  // namespace dlock::node
