@@ -28,15 +28,25 @@ ContentionStats analyze(const std::vector<std::vector<Acquisition>>& workers) {
     const Acquisition& prev = all[i - 1].a;
     const Acquisition& cur = all[i].a;
     if (cur.acquired < prev.released) ++s.overlaps;
-    if (cur.start <= prev.released) {
-      handoffs.push_back(cur.acquired - prev.released);
-    } else {
+    if (cur.start > prev.released) {
       // A worker that was not waiting (in this benchmark: the releaser, coming straight back)
       // took the lock. Did anyone else wait at the moment of the release?
       const bool others_waiting = std::any_of(
           all.begin() + static_cast<std::ptrdiff_t>(i) + 1, all.end(),
           [&](const Event& e) { return e.worker != all[i].worker && e.a.start <= prev.released; });
       if (others_waiting) ++barged;
+    }
+  }
+  // Hand-off: for each release that someone else was waiting for, the time until one of
+  // those waiting workers held the lock. Barging in between counts against the hand-off: the
+  // waiter was still waiting.
+  for (std::size_t i = 0; i + 1 < all.size(); ++i) {
+    const std::int64_t released = all[i].a.released;
+    for (std::size_t j = i + 1; j < all.size(); ++j) {
+      if (all[j].worker != all[i].worker && all[j].a.start <= released) {
+        handoffs.push_back(all[j].a.acquired - released);
+        break;
+      }
     }
   }
   s.handoff = summarize(std::move(handoffs));

@@ -198,7 +198,7 @@ Impl impl_from(const std::string& s) {
 
 int run_all(const std::string& out_dir, bool smoke, const std::string& client_cpus,
             const std::string& server_cpus, Setup s, bool callgrind, const std::string& command,
-            const std::set<std::string>& sections) {
+            const std::set<std::string>& sections, int workers) {
   const auto wanted = [&](const char* section) {
     return sections.empty() || sections.count(section) > 0;
   };
@@ -248,6 +248,9 @@ int run_all(const std::string& out_dir, bool smoke, const std::string& client_cp
     if (!wanted("uncontended")) break;
     const Ports& p = nodes == 1 ? s.one : s.five;
     r.latency[kRaw][nodes] = summarize(latency(Impl::raw, p, cycles, warmup));
+    if (nodes > 1) {
+      r.latency[kRawAll][nodes] = summarize(latency(Impl::raw_acquire_all, p, cycles, warmup));
+    }
     if (nodes == 1) r.latency[kNaive][1] = summarize(latency(Impl::naive, p, cycles, warmup));
     r.latency[kDlock][nodes] = summarize(latency(Impl::dlock, p, cycles, warmup));
     if (s.with_peers) {
@@ -284,7 +287,7 @@ int run_all(const std::string& out_dir, bool smoke, const std::string& client_cp
   }
 
   // 3. Contention on one name.
-  r.contention_workers = 8;
+  r.contention_workers = workers;
   r.contention_count = smoke ? 10 : 200;
   r.hold_us = 1000;
   r.retry_ms = 20;
@@ -348,6 +351,7 @@ int main(int argc, char** argv) {
   setup.peers = DLOCK_BENCH_PEERS_DIR;
   bool no_peers = false;
   std::vector<std::string> sections;
+  int workers = 8;
   app.add_option("--out", out_dir, "Folder for performance.md, .csv and .png")
       ->capture_default_str();
   app.add_flag("--smoke", smoke, "A few iterations of everything: checks that it works");
@@ -359,6 +363,9 @@ int main(int argc, char** argv) {
                  "Run only these sections: uncontended throughput contention watchdog memory "
                  "callgrind (the report then has gaps)")
       ->delimiter(',');
+  app.add_option("--workers", workers, "Processes contending for one name")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 64));
   app.add_option("--python", setup.python, "Python with redis-py")->capture_default_str();
   app.add_option("--node", setup.node, "Node.js; NODE_PATH must reach redlock and ioredis")
       ->capture_default_str();
@@ -377,6 +384,8 @@ int main(int argc, char** argv) {
     sub->add_option("--port", port)->required();
     sub->add_option("--count", count)->required();
   }
+  int inflight = 0;
+  cycles->add_option("--inflight", inflight, "Run throughput for 3 s with this many in flight");
   worker->add_option("--name", name)->required();
   worker->add_option("--hold-us", hold_us);
   worker->add_option("--start-at", start_at);
@@ -393,7 +402,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (cycles->parsed()) {
-      latency(impl_from(impl), ports, count, 0);
+      if (inflight > 0) {
+        std::cout << throughput(impl_from(impl), ports, inflight, std::chrono::seconds(3)) << "\n";
+      } else {
+        latency(impl_from(impl), ports, count, 0);
+      }
       return 0;
     }
     setup.self = std::filesystem::read_symlink("/proc/self/exe").string();
@@ -401,7 +414,7 @@ int main(int argc, char** argv) {
     std::string command = "dlock_bench";
     for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
     return run_all(out_dir, smoke, client_cpus, server_cpus, setup, !no_callgrind, command,
-                   std::set<std::string>(sections.begin(), sections.end()));
+                   std::set<std::string>(sections.begin(), sections.end()), workers);
   } catch (const std::exception& e) {
     std::cerr << "dlock_bench: " << e.what() << "\n";
     return 1;

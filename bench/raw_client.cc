@@ -78,7 +78,7 @@ redisReply* RawNodes::blocking(std::size_t i, const std::vector<std::string>& ar
 }
 
 template <typename Ok>
-std::size_t RawNodes::round(const std::vector<std::string>& argv, Ok ok) {
+std::size_t RawNodes::round(const std::vector<std::string>& argv, Ok ok, bool wait_all) {
   const std::size_t n = nodes_.size();
   if (n == 1) return ok(ReplyPtr(blocking(0, argv)).get()) ? 1 : 0;
 
@@ -95,7 +95,7 @@ std::size_t RawNodes::round(const std::vector<std::string>& argv, Ok ok) {
   std::size_t answers = 0;
   std::size_t yes = 0;
   std::vector<pollfd> fds(n);
-  while (yes < quorum() && answers - yes <= n - quorum() && answers < n) {
+  while (answers < n && (wait_all || (yes < quorum() && answers - yes <= n - quorum()))) {
     for (std::size_t i = 0; i < n; ++i) {
       fds[i] = pollfd{answered[i] ? -1 : nodes_[i].ctx->fd, POLLIN, 0};
     }
@@ -125,8 +125,10 @@ std::size_t RawNodes::round(const std::vector<std::string>& argv, Ok ok) {
   return yes;
 }
 
-bool RawNodes::acquire(const std::string& name, const std::string& token, int ttl_ms) {
-  return round({"SET", name, token, "NX", "PX", std::to_string(ttl_ms)}, is_ok) >= quorum();
+bool RawNodes::acquire(const std::string& name, const std::string& token, int ttl_ms,
+                       bool wait_all) {
+  return round({"SET", name, token, "NX", "PX", std::to_string(ttl_ms)}, is_ok, wait_all) >=
+         quorum();
 }
 
 bool RawNodes::release(const std::string& name, const std::string& token) {

@@ -26,8 +26,10 @@ class RawNodes {
   std::size_t size() const { return nodes_.size(); }
   std::size_t quorum() const { return nodes_.size() / 2 + 1; }
 
-  // SET name token NX PX ttl; true when a majority said OK.
-  bool acquire(const std::string& name, const std::string& token, int ttl_ms);
+  // SET name token NX PX ttl; true when a majority said OK. wait_all: read every node's reply
+  // before returning (dlock's rule for the acquire), not just a majority's.
+  bool acquire(const std::string& name, const std::string& token, int ttl_ms,
+               bool wait_all = false);
   // The compare-and-delete script by EVALSHA; true when a majority deleted the key.
   bool release(const std::string& name, const std::string& token);
   // On node 0 only: `names.size()` SETs written back to back and their replies read, then as
@@ -52,7 +54,7 @@ class RawNodes {
   // Sends argv to every node and returns how many of the first `quorum()` answers (or all
   // answers, when a majority is not reached sooner) satisfied ok().
   template <typename Ok>
-  std::size_t round(const std::vector<std::string>& argv, Ok ok);
+  std::size_t round(const std::vector<std::string>& argv, Ok ok, bool wait_all = false);
   redisReply* blocking(std::size_t i, const std::vector<std::string>& argv);
 
   std::vector<Node> nodes_;

@@ -15,6 +15,7 @@ namespace dlock::bench {
 
 // Row labels, shared by main.cc and the report.
 inline const std::string kRaw = "raw floor";
+inline const std::string kRawAll = "raw, acquire waits for all";
 inline const std::string kNaive = "naive (seed 000)";
 inline const std::string kRedisPy = "redis-py Lock";
 inline const std::string kRedlock = "node-redlock";

@@ -47,6 +47,8 @@ const char* impl_name(Impl impl) {
   switch (impl) {
     case Impl::raw:
       return "raw floor";
+    case Impl::raw_acquire_all:
+      return "raw, acquire waits for all";
     case Impl::naive:
       return "naive (seed 000)";
     case Impl::dlock:
@@ -74,9 +76,10 @@ std::vector<std::int64_t> latency(Impl impl, const Ports& ports, int cycles, int
     return samples;
   }
   RawNodes raw(ports);
+  const bool all = impl == Impl::raw_acquire_all;
   for (int i = -warmup; i < cycles; ++i) {
     const auto t0 = monotonic_ns();
-    if (!raw.acquire(name, kToken, 30000)) throw std::runtime_error("raw: not acquired");
+    if (!raw.acquire(name, kToken, 30000, all)) throw std::runtime_error("raw: not acquired");
     if (impl == Impl::naive) {
       raw.eval_release(name, kToken);
     } else if (!raw.release(name, kToken)) {

@@ -13,7 +13,9 @@ namespace dlock::bench {
 
 using Ports = std::vector<std::uint16_t>;
 
-enum class Impl { raw, naive, dlock, dlock_fair };
+// raw_acquire_all: the raw floor with dlock's waiting rule on N nodes: the acquire waits for
+// every node (what keeps fencing tokens growing, docs/design.md), the release for a quorum.
+enum class Impl { raw, raw_acquire_all, naive, dlock, dlock_fair };
 const char* impl_name(Impl impl);
 
 // Acquire+release cycles on one name, one after another: one sample (ns) per cycle.

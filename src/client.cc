@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <dlock/client.h>
 
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -221,12 +219,15 @@ Result<Lease> Client::lock(std::string_view name, std::chrono::milliseconds wait
   };
   if (!fair && can_wait) {
     if (auto until = core_->hand_off().hold_back_until(std::string(name))) {
-      // This client just freed `name` while others waited: let one of them have it first. A
-      // plain sleep: a release message now would most likely be our own release's.
-      std::mutex mu;
-      std::condition_variable_any cv;
-      std::unique_lock lock(mu);
-      cv.wait_until(lock, stop, std::min(*until, deadline), [] { return false; });
+      // This client just freed `name` while others waited: let one of them have it first.
+      // Another owner's release ends the grace early (then the lock is free again); our own
+      // release's message, which may arrive only now, does not.
+      auto polite = core_->waiters().enter(lock::release_channel(name), "", "~" + owner.str());
+      {
+        std::stop_callback on_stop_polite(stop, [&polite] { polite->cancel(); });
+        polite->wait_until(std::min(*until, deadline));
+      }
+      core_->waiters().leave(polite);
       if (stop.stop_requested()) return Error(errc::cancelled, "wait cancelled");
     }
   }

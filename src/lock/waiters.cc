@@ -48,8 +48,9 @@ bool Waiter::cancelled() {
   return cancelled_;
 }
 
-std::shared_ptr<Waiter> Waiters::enter(const std::string& channel, std::string wake_for) {
-  auto waiter = std::make_shared<Waiter>(channel, std::move(wake_for));
+std::shared_ptr<Waiter> Waiters::enter(const std::string& channel, std::string wake_for,
+                                       std::string ignore) {
+  auto waiter = std::make_shared<Waiter>(channel, std::move(wake_for), std::move(ignore));
   bool subscribe = false;
   {
     std::lock_guard lock(mu_);
@@ -84,7 +85,7 @@ void Waiters::leave(const std::shared_ptr<Waiter>& waiter) {
       w.erase(std::remove(w.begin(), w.end(), waiter), w.end());
       if (w.empty()) it->second.idle_since = now;
       // A wake-up this waiter got but will not use goes to the next plain waiter.
-      if (waiter->wake_for().empty() && waiter->take_signal()) wake_one_locked(it->second);
+      if (waiter->wake_for().empty() && waiter->take_signal()) wake_one_locked(it->second, {});
     }
     for (auto c = channels_.begin(); c != channels_.end();) {
       if (c->second.waiters.empty() && now - c->second.idle_since > kLinger) {
@@ -98,9 +99,11 @@ void Waiters::leave(const std::shared_ptr<Waiter>& waiter) {
   for (const auto& channel : drop) nodes_.unsubscribe(channel);
 }
 
-void Waiters::wake_one_locked(Channel& channel) {
+void Waiters::wake_one_locked(Channel& channel, const std::string& payload) {
   for (auto& w : channel.waiters) {
-    if (w->wake_for().empty() && w->signal_if_idle()) return;
+    if (!w->wake_for().empty()) continue;
+    if (!payload.empty() && w->ignore() == payload) continue;
+    if (w->signal_if_idle()) return;
   }
 }
 
@@ -115,7 +118,7 @@ void Waiters::on_message(const std::string& channel, const std::string& payload)
   for (auto& w : it->second.waiters) {
     if (!w->wake_for().empty() && w->wake_for() == payload) w->signal();
   }
-  wake_one_locked(it->second);
+  wake_one_locked(it->second, payload);
 }
 
 }  // namespace dlock::lock

@@ -24,12 +24,14 @@ namespace dlock::lock {
 class Waiter {
  public:
   using Clock = std::chrono::steady_clock;
-  Waiter(std::string channel, std::string wake_for)
-      : channel_(std::move(channel)), wake_for_(std::move(wake_for)) {}
+  Waiter(std::string channel, std::string wake_for, std::string ignore = {})
+      : channel_(std::move(channel)), wake_for_(std::move(wake_for)), ignore_(std::move(ignore)) {}
 
   const std::string& channel() const noexcept { return channel_; }
   // Empty: any release wakes this waiter. Else only a release naming it (fair mode).
   const std::string& wake_for() const noexcept { return wake_for_; }
+  // A release message that does not wake this waiter (its own release: "~" + owner).
+  const std::string& ignore() const noexcept { return ignore_; }
 
   void signal();
   // Signals unless already signalled; true if this call did.
@@ -46,6 +48,7 @@ class Waiter {
  private:
   const std::string channel_;
   const std::string wake_for_;
+  const std::string ignore_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool signalled_ = false;  // guarded by mu_
@@ -61,7 +64,8 @@ class Waiters {
   explicit Waiters(node::NodeSet& nodes) : nodes_(nodes) {}
 
   // Registers a waiter on `channel`, subscribing first if this client is not yet subscribed.
-  std::shared_ptr<Waiter> enter(const std::string& channel, std::string wake_for);
+  std::shared_ptr<Waiter> enter(const std::string& channel, std::string wake_for,
+                                std::string ignore = {});
   void leave(const std::shared_ptr<Waiter>& waiter);
   void on_message(const std::string& channel, const std::string& payload);
   // Whether this client's subscriber connections are subscribed to `channel` (then a PUBLISH
@@ -79,7 +83,8 @@ class Waiters {
     Clock::time_point idle_since;
   };
 
-  void wake_one_locked(Channel& channel);
+  // Wakes one idle plain waiter that does not ignore `payload`.
+  void wake_one_locked(Channel& channel, const std::string& payload);
 
   node::NodeSet& nodes_;
   std::mutex mu_;

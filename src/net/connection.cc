@@ -394,8 +394,13 @@ bool Connection::borrowed_write(std::string_view bytes, Clock::time_point deadli
         error = Error(errc::timeout, "write did not complete in time");
         return false;
       }
-      pollfd p{fd, POLLOUT, 0};
-      (void)::poll(&p, 1, static_cast<int>(left));
+      // Keep reading while the socket is full: a server that cannot send its replies may stop
+      // reading our requests, and then neither side would move.
+      pollfd p{fd, POLLOUT | POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left)) > 0 && (p.revents & POLLIN) != 0 &&
+          !borrowed_read(error)) {
+        return false;
+      }
       continue;
     }
     error = Error(errc::io_error, std::string("write failed: ") + std::strerror(errno));

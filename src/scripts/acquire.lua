@@ -13,13 +13,13 @@
 --                      (e.g. another library's SET NX PX string), which is never touched;
 --                      fence is the counter as it is (not raised); pttl is the key's remaining
 --                      ttl in ms (-1: none)
-local kind = redis.call('type', KEYS[1])['ok']
-if kind == 'none' then
+-- EXISTS first: the common case (a free lock) needs no TYPE, whose reply is a Lua table.
+if redis.call('exists', KEYS[1]) == 0 then
   redis.call('hset', KEYS[1], ARGV[1], '1')  -- a string: Lua would format a number with sprintf
   redis.call('pexpire', KEYS[1], ARGV[2])
   return {1, redis.call('incr', KEYS[2]), 0}
 end
-if kind == 'hash' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+if redis.call('type', KEYS[1])['ok'] == 'hash' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
   local count = redis.call('hincrby', KEYS[1], ARGV[1], 1)
   if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
     redis.call('pexpire', KEYS[1], ARGV[2])

@@ -8,8 +8,8 @@
 -- ARGV[2]  release channel (dlock:release:{NAME})
 --
 -- When the lock is freed, publishes on the release channel the fair queue's first live waiter
--- (only that waiter wakes: no thundering herd), or an empty message when nobody queues (every
--- plain waiter wakes and retries).
+-- (only that waiter wakes: no thundering herd), or, when nobody queues, '~' and the releasing
+-- owner (plain waiters wake and retry; the releasing client knows its own release by it).
 --
 -- Replies {status, listeners}:
 --   {1, n}  freed: the count reached 0, the key was deleted and the release published; n is
@@ -17,15 +17,20 @@
 --           which tells the releasing client whether anyone else waits (see lock/hand_off.h)
 --   {2, 0}  one hold given back; the owner still holds the lock (count > 0)
 --   {0, 0}  the owner does not hold it (expired, taken by another, or never ours): unchanged
-if redis.call('type', KEYS[1])['ok'] ~= 'hash' or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+-- One HGET tells all three cases apart: redis.pcall returns an error table, not a failure,
+-- when the key is not a hash (another library's string: not ours, never touched).
+local count = redis.pcall('hget', KEYS[1], ARGV[1])
+if type(count) ~= 'string' then
   return {0, 0}
 end
-if redis.call('hincrby', KEYS[1], ARGV[1], '-1') > 0 then
-  return {2, 0}
+if count ~= '1' then
+  if redis.call('hincrby', KEYS[1], ARGV[1], '-1') > 0 then
+    return {2, 0}
+  end
 end
 redis.call('del', KEYS[1])
 local now = nil  -- read from the server's clock only when somebody queues
-local next_waiter = ''
+local next_waiter = '~' .. ARGV[1]
 while true do
   local head = redis.call('zrange', KEYS[2], 0, 0)[1]
   if not head then break end
