@@ -158,12 +158,13 @@ void write_csv(const Results& r, const std::filesystem::path& path) {
 // Two panels: the uncontended cycle, and the wait under contention (log scale).
 void write_plot(const Results& r, const std::filesystem::path& png) {
   std::ostringstream g;
-  g << "set terminal pngcairo size 1200,520 font 'DejaVu Sans,10'\n"
+  g << "set terminal pngcairo size 1200,600 font 'DejaVu Sans,10'\n"
     << "set output '" << png.string() << "'\n"
     << "set multiplot layout 1,2\n"
     << "set style data histograms\nset style histogram clustered gap 1\n"
     << "set style fill solid 0.85 border -1\nset boxwidth 0.9\nset grid ytics\n"
-    << "set xtics rotate by -25 noenhanced\nset key top left noenhanced\n";
+    << "set xtics rotate by -25 noenhanced\nset key outside top center horizontal noenhanced\n"
+    << "set logscale y\n";
   g << "$lat << EOD\nimpl \"1 node p50\" \"1 node p99\" \"5 nodes p50\" \"5 nodes p99\"\n";
   for (const auto& impl : {kRaw, kNaive, kRedisPy, kRedlock, kDlock}) {
     const auto* by = find(r.latency, impl);
@@ -176,7 +177,8 @@ void write_plot(const Results& r, const std::filesystem::path& png) {
       << v(5, true) << "\n";
   }
   g << "EOD\n"
-    << "set title 'Uncontended acquire + release (µs, lower is better)'\nset ylabel 'µs'\n"
+    << "set title 'Uncontended acquire + release (µs, log scale, lower is better)'\n"
+    << "set ylabel 'µs'\n"
     << "plot for [c=2:5] $lat using c:xtic(1) title columnhead\n";
   g << "$wait << EOD\nimpl \"hand-off mean\" \"wait p50\" \"wait p99\" \"wait max\"\n";
   for (const auto& impl : {kNaive, kRedisPy, kRedlock, kDlock, kDlockFair}) {
@@ -188,7 +190,7 @@ void write_plot(const Results& r, const std::filesystem::path& png) {
   }
   g << "EOD\n"
     << "set title 'Contention: " << r.contention_workers << " processes, hold "
-    << r.hold_us / 1000.0 << " ms (ms, log scale)'\nset ylabel 'ms'\nset logscale y\n"
+    << r.hold_us / 1000.0 << " ms (ms, log scale)'\nset ylabel 'ms'\n"
     << "plot for [c=2:5] $wait using c:xtic(1) title columnhead\n"
     << "unset multiplot\n";
   FILE* p = popen("gnuplot 2>/dev/null", "w");  // a partial run (--only) leaves empty panels
