@@ -2,8 +2,9 @@
 // HandOff: the default (non-fair) mode's guard against barging. A client that releases a lock
 // while others wait for it, and asks for it again at once (a worker loop), would win almost
 // every time: its attempt is under way before the waiters have even heard of the release. So
-// after such a release, lock() on that name first waits a short grace, or until the next
-// release message, whichever comes first, and a waiter takes the lock meanwhile. try_lock()
+// after such a release, lock() on that name first waits a short grace, or until another
+// owner's release message (release.lua names the releasing owner), whichever comes first, and
+// a waiter takes the lock meanwhile. try_lock()
 // is not held back, and nothing is held back when nobody else was listening. Fair mode needs
 // none of this: its queue decides.
 //
