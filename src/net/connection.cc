@@ -119,6 +119,11 @@ void Connection::send(std::string command, Clock::time_point deadline, Callback 
   arm_timer(deadline);
 }
 
+void Connection::set_keep_connected(bool keep) {
+  keep_connected_ = keep;
+  if (keep && state_ == State::idle && retry_at_ != Clock::time_point{}) arm_timer(retry_at_);
+}
+
 void Connection::start_connect() {
   state_ = State::connecting;
   const auto gen = ++generation_;
@@ -251,6 +256,7 @@ void Connection::fail(errc code, const std::string& reason) {
         backoff_.count() == 0 ? options_.backoff_min : std::min(backoff_ * 2, options_.backoff_max);
   }
   retry_at_ = Clock::now() + (was_ready ? Clock::duration::zero() : Clock::duration(backoff_));
+  if (keep_connected_) arm_timer(retry_at_);  // on_timer() reconnects
 
   // Callbacks may send again (and find the connection idle), so detach the queues first.
   std::deque<Pending> dropped;
@@ -491,6 +497,8 @@ void Connection::on_timer() {
     }
   }
 
+  if (keep_connected_ && state_ == State::idle && now >= retry_at_) start_connect();
+
   // Collect expired callbacks before running any: they may send and so grow the queues.
   std::vector<std::pair<Callback, Clock::duration>> expired;
   for (auto& p : in_flight_) {
@@ -510,6 +518,7 @@ void Connection::on_timer() {
 
   auto next = Clock::time_point::max();
   if (state_ == State::connecting) next = connect_deadline_;
+  if (keep_connected_ && state_ == State::idle) next = std::min(next, retry_at_);
   for (const auto& p : in_flight_) {
     if (p.done) next = std::min(next, p.deadline);
   }

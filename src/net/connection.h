@@ -6,7 +6,8 @@
 // is dropped. The connection is made on first use (TCP, then TLS, then AUTH and SELECT) and
 // remade after a failure, but not before a backoff delay that doubles with each failure; a
 // request arriving during the backoff fails at once with the last error, so a dead node costs
-// a caller nothing. A connection whose server stops answering for stall_timeout is dropped.
+// a caller nothing (a subscriber asks to reconnect by itself: set_keep_connected). A
+// connection whose server stops answering for stall_timeout is dropped.
 //
 // The fast path: a caller thread may borrow an idle connection (ready, plain TCP, nothing
 // queued, written or being read, not a subscriber) and do its requests on the socket itself,
@@ -72,6 +73,11 @@ class Connection {
     on_message_ = std::move(on_message);
     on_ready_ = std::move(on_ready);
   }
+
+  // Whether to reconnect on its own after a failure (after the backoff), instead of on the
+  // next send(). A subscriber with subscriptions needs it: nothing else would be sent on it,
+  // and while it is down its waiters hear of no release. Io thread only.
+  void set_keep_connected(bool keep);
 
   // Takes the socket for the calling thread if the connection is idle; false otherwise (use
   // send() then). Any thread but the io thread.
@@ -174,6 +180,7 @@ class Connection {
   errc last_code_ = errc::io_error;
   Clock::time_point retry_at_{};
   std::chrono::milliseconds backoff_{0};
+  bool keep_connected_ = false;
 };
 
 }  // namespace dlock::net

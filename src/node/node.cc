@@ -82,11 +82,13 @@ void Node::command(const std::vector<std::string>& args, net::Clock::time_point 
 void Node::subscribe(const std::string& channel, net::Clock::time_point deadline,
                      net::Connection::Callback done) {
   channels_.insert(channel);
+  subscriber_.set_keep_connected(true);
   subscriber_.send(resp::encode_command({"SUBSCRIBE", channel}), deadline, std::move(done));
 }
 
 void Node::unsubscribe(const std::string& channel) {
   if (channels_.erase(channel) == 0) return;
+  if (channels_.empty()) subscriber_.set_keep_connected(false);
   subscriber_.send(resp::encode_command({"UNSUBSCRIBE", channel}),
                    net::Clock::now() + resubscribe_timeout_, [](Result<resp::Reply>) {});
 }

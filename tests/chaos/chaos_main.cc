@@ -9,8 +9,10 @@
 //
 // Faults: kill -9 of a node, restarted empty or from its append-only file; SIGSTOP/SIGCONT of
 // a node; SIGSTOP of a holder between its read and its write, past its ttl; a worker whose
-// clock runs at another rate (libfaketime), holding on an explicit lease. At most a minority of
-// nodes is faulty at any time.
+// clock runs at another rate (libfaketime), holding on an explicit lease. One fault is injected
+// at a time, but a restarted node then sits out of quorums for one max ttl, which can overlap
+// the next fault: for short stretches two nodes, now and then three, cannot vote, and the lock
+// is unavailable until one returns (safe, not live; the checker allows it inside fault windows).
 #include <dlock/dlock.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -58,6 +60,8 @@ std::atomic<bool> g_pause{false};
 void on_signal(int sig) {
   if (sig == SIGUSR1) {
     g_pause = true;
+  } else if (sig == SIGUSR2) {
+    g_pause = false;  // the controller gave up waiting for this pause
   } else {
     g_stop = true;
   }
@@ -72,11 +76,33 @@ struct WorkerOptions {
   bool skewed = false;  // runs under libfaketime: explicit lease, long hold, checks validity
 };
 
+// The skewed worker's wait. libfaketime fakes clock_gettime(CLOCK_MONOTONIC) but not
+// pthread_cond_clockwait, so a timed condition-variable wait (Client::lock's sleep between
+// attempts) gets a deadline the kernel reads as decades away, and only a release message ends
+// it: the worker stalled for good at its first wait that needed its timeout. nanosleep is
+// faked, so this loop of try_lock and sleeps keeps the worker running on its slow clock.
+Result<Lease> poll_for_lock(Client& client, milliseconds wait, const LockOptions& options) {
+  const auto until = Clock::now() + wait;  // by the worker's own clock
+  for (;;) {
+    auto lease = client.try_lock(kName, options);
+    if (lease || g_stop) return lease;
+    const auto& e = lease.error();
+    if (!e.is(errc::lock_held) && !e.is(errc::quorum_not_reached) && !e.is(errc::timeout)) {
+      return lease;
+    }
+    if (Clock::now() >= until) {
+      if (e.is(errc::lock_held)) return Error(errc::wait_timeout, e.message());
+      return lease;
+    }
+    std::this_thread::sleep_for(options.retry_delay);
+  }
+}
+
 int run_worker(const WorkerOptions& w) {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) sigaction(sig, &sa, nullptr);
   ClientOptions options;
   for (std::size_t at = 0, end; at <= w.nodes.size(); at = end + 1) {
     end = w.nodes.find(',', at);
@@ -99,7 +125,8 @@ int run_worker(const WorkerOptions& w) {
     e.holder = holder;
     e.skewed = w.skewed;
     e.wait_ns = real_now_ns();
-    auto lease = client->lock(kName, w.wait, lock_options);
+    auto lease = w.skewed ? poll_for_lock(*client, w.wait, lock_options)
+                          : client->lock(kName, w.wait, lock_options);
     if (!lease) {
       e.outcome = lease.error().is(errc::wait_timeout) ? "timeout" : "error";
       e.acquire_ns = e.valid_until_ns = e.release_ns = real_now_ns();
@@ -122,7 +149,7 @@ int run_worker(const WorkerOptions& w) {
       continue;
     }
     const long value = read->value ? std::stol(*read->value) : 0;
-    if (g_pause.exchange(false)) {
+    if (g_pause.exchange(false) && !g_stop) {
       e.paused = true;
       raise(SIGSTOP);  // a GC pause between the read and the write; the controller resumes us
     }
@@ -195,6 +222,17 @@ pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>
   }
   posix_spawn_file_actions_destroy(&actions);
   return pid;
+}
+
+// Waits until child `pid` is stopped by a signal; false if `limit` passed first.
+bool wait_until_stopped(pid_t pid, milliseconds limit) {
+  const auto until = Clock::now() + limit;
+  for (;;) {
+    int status = 0;
+    if (waitpid(pid, &status, WUNTRACED | WNOHANG) == pid && WIFSTOPPED(status)) return true;
+    if (Clock::now() >= until) return false;
+    std::this_thread::sleep_for(milliseconds(2));
+  }
 }
 
 std::string find_libfaketime() {
@@ -304,9 +342,17 @@ int run_chaos(const RunOptions& o) {
       const std::size_t w = next_worker++ % workers.size();
       if (w < static_cast<std::size_t>(o.skewed)) continue;
       f.target = "worker-" + std::to_string(w + 1);
-      kill(workers[w].pid, SIGUSR1);
-      std::this_thread::sleep_for(o.ttl * 3);  // it stops at its next critical section
-      kill(workers[w].pid, SIGCONT);
+      // It stops itself at its next critical section, which may be a whole wait away; the
+      // pause is timed from the moment it stopped, so the history shows when it really ran.
+      const pid_t pid = workers[w].pid;
+      kill(pid, SIGUSR1);
+      if (!wait_until_stopped(pid, o.wait + milliseconds(2000))) {
+        kill(pid, SIGUSR2);  // withdrawn: a pause that began later would have no SIGCONT
+        if (!wait_until_stopped(pid, milliseconds(200))) continue;
+      }
+      f.start_ns = real_now_ns();
+      std::this_thread::sleep_for(o.ttl * 3);
+      kill(pid, SIGCONT);
     }
     // Its effect lasts until the node votes again (a restarted node: one max ttl later).
     f.end_ns = real_now_ns() + (o.ttl.count() + 1000) * 1'000'000;
@@ -314,8 +360,8 @@ int run_chaos(const RunOptions& o) {
     ++fault_counts[f.kind];
   }
   for (auto& w : workers) {
-    kill(w.pid, SIGCONT);
     kill(w.pid, SIGTERM);
+    kill(w.pid, SIGCONT);
   }
   const auto stop_by = Clock::now() + std::chrono::seconds(20);
   for (auto& w : workers) {
@@ -327,6 +373,7 @@ int run_chaos(const RunOptions& o) {
         waitpid(w.pid, &status, 0);
         break;
       }
+      kill(w.pid, SIGCONT);  // in case it stopped itself between SIGTERM and its check
       std::this_thread::sleep_for(milliseconds(20));
     }
     w.reader.join();

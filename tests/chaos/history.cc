@@ -170,12 +170,27 @@ Report check(const History& history) {
     r.violations.push_back("resource counter is " + std::to_string(history.counter) + " but " +
                            std::to_string(r.accepted) + " writes were accepted");
   }
-  // (c) Liveness: a wait that ended without the lock, though no fault was under way.
+  // (c) Liveness: a wait that ended without the lock, though no fault was under way; or one
+  // that saw the lock change hands kStarvedHandOffs times, faults or not. Every release wakes
+  // a waiter of each client, so a waiter that loses that many races in a row has most likely
+  // stopped hearing releases (a lost subscription did exactly this). The skewed worker polls
+  // (see chaos_main.cc), so only the first rule applies to it.
   for (const auto& e : history.events) {
     if (e.outcome != "timeout") continue;
     if (!in_fault(history, e.wait_ns, e.release_ns)) {
       r.violations.push_back("waiter got no lock within " + std::to_string(history.wait_bound_ms) +
                              " ms while no fault ran: " + describe(e));
+      continue;
+    }
+    if (e.skewed) continue;
+    const auto hand_offs =
+        std::count_if(by_name[e.name].begin(), by_name[e.name].end(), [&](const Event* o) {
+          return o->holder != e.holder && o->acquire_ns > e.wait_ns && o->acquire_ns < e.release_ns;
+        });
+    if (hand_offs >= kStarvedHandOffs) {
+      r.violations.push_back("waiter got no lock within " + std::to_string(history.wait_bound_ms) +
+                             " ms while others took it " + std::to_string(hand_offs) +
+                             " times: " + describe(e));
     }
   }
   return r;

@@ -69,6 +69,10 @@ struct Report {
   std::vector<std::string> violations;
 };
 
+// A wait that ended without the lock while others took it this many times is a violation even
+// during faults: see check (c).
+inline constexpr long kStarvedHandOffs = 200;
+
 Report check(const History& history);
 
 }  // namespace dlock::chaos

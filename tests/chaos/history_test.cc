@@ -119,6 +119,26 @@ TEST(HistoryCheckTest, TimeoutOutsideFaultsIsALivenessViolation) {
   EXPECT_TRUE(check(h).violations.empty()) << "a wait during a fault is excused";
 }
 
+TEST(HistoryCheckTest, WaiterPassedOverByManyHandOffsIsAViolationEvenDuringFaults) {
+  History h = clean();
+  h.faults.push_back(Fault{"kill", "node-1", 0, 20000 * kMs});
+  h.events.push_back(cycle("w", 0, 100, 10100, "timeout"));
+  std::uint64_t token = 4;
+  for (std::int64_t at = 200; at < 200 + (kStarvedHandOffs - 1) * 40; at += 40) {
+    h.events.push_back(cycle(token % 2 ? "a" : "b", token, at, at + 20));
+    ++token;
+  }
+  h.counter = static_cast<std::int64_t>(token - 1);
+  EXPECT_TRUE(check(h).violations.empty()) << "one hand-off short of the limit";
+  h.events.push_back(cycle("a", token, 9000, 9020));
+  h.counter += 1;
+  const Report r = check(h);
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_NE(r.violations[0].find("others took it"), std::string::npos) << r.violations[0];
+  h.events[3].skewed = true;  // the polling worker: only the no-fault rule applies
+  EXPECT_TRUE(check(h).violations.empty());
+}
+
 TEST(HistoryCheckTest, RoundTripsThroughAFile) {
   History h = clean();
   h.faults.push_back(Fault{"stop-node", "node-2", 1, 2});

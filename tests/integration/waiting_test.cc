@@ -45,6 +45,37 @@ TEST_P(WaitingTest, ReleaseWakesTheWaiterLongBeforeTheTtl) {
   EXPECT_LT(acquired - released, 2s) << "woken by the release, not by the 10 s ttl";
 }
 
+// A restarted node drops its subscribers. The client must subscribe again on its own, even
+// while nobody enters a new wait (a waiter on a name whose channel is still subscribed sends
+// no SUBSCRIBE): else every later waiter hears of releases only when the ttl runs out.
+TEST_P(WaitingTest, ReleaseStillWakesTheWaiterAfterEveryNodeRestarted) {
+  Client client = make_client();
+  Client holder = make_client();
+  auto wait_once = [&](const char* when) {
+    auto held = holder.try_lock("job", renewed(10s, "holder"));
+    ASSERT_TRUE(held) << when << ": " << held.error().message();
+    auto waiter = std::async(std::launch::async, [&] {
+      auto lease = client.lock("job", 30s, renewed(10s));
+      EXPECT_TRUE(lease) << when << ": " << lease.error().message();
+      return Clock::now();
+    });
+    std::this_thread::sleep_for(500ms);
+    const auto released = Clock::now();
+    ASSERT_TRUE(held->unlock());
+    EXPECT_LT(waiter.get() - released, 3s) << when << ": woken by the release, not the 10 s ttl";
+  };
+  wait_once("before the restarts");
+  for (std::size_t i = 0; i < size(); ++i) (*nodes_)[i].restart(/*keep_data=*/false);
+  // Both clients reconnect their command connections; the nodes came back empty together,
+  // with no restart records, so they vote at once.
+  ASSERT_TRUE(eventually([&] {
+    auto probe = holder.try_lock("probe", fixed(1s));
+    return probe && probe->unlock();
+  }));
+  std::this_thread::sleep_for(1s);  // the subscriber's own reconnection backs off at most 200 ms
+  wait_once("after the restarts");
+}
+
 // The hand-off grace (lock/hand_off.h): a worker that frees a lock another client waits for
 // and asks for it again at once is held back for the grace (at least 3 ms), so the waiter,
 // which has heard of the release by then, can take it first. That the waiter then usually
