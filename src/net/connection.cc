@@ -126,6 +126,7 @@ void Connection::set_keep_connected(bool keep) {
 
 void Connection::start_connect() {
   state_ = State::connecting;
+  answered_ = false;
   const auto gen = ++generation_;
   stream_ = std::make_shared<Stream>(io_, address_.tls ? options_.tls_context : nullptr);
   reader_ = std::make_unique<resp::Reader>();
@@ -206,7 +207,6 @@ void Connection::send_handshake() {
 void Connection::become_ready() {
   state_ = State::ready;
   epoch_.fetch_add(1, std::memory_order_acq_rel);
-  backoff_ = std::chrono::milliseconds(0);
   connect_deadline_ = Clock::time_point::max();
   drain_waiting();
   if (on_ready_) on_ready_();
@@ -250,12 +250,18 @@ void Connection::fail(errc code, const std::string& reason) {
   last_error_ = reason;
   last_code_ = code;
   // A connection that worked may reconnect at once (the server restarted, or closed an idle
-  // connection); failures after that back off.
-  if (!was_ready) {
+  // connection); failures after that back off. "Worked" means it answered something other
+  // than an error: a server at maxclients accepts, sends an error and hangs up, and a
+  // subscriber (which reconnects by itself) would otherwise loop on it thousands of times a
+  // second.
+  const bool worked = was_ready && answered_;
+  if (worked) {
+    backoff_ = std::chrono::milliseconds(0);
+  } else {
     backoff_ =
         backoff_.count() == 0 ? options_.backoff_min : std::min(backoff_ * 2, options_.backoff_max);
   }
-  retry_at_ = Clock::now() + (was_ready ? Clock::duration::zero() : Clock::duration(backoff_));
+  retry_at_ = Clock::now() + (worked ? Clock::duration::zero() : Clock::duration(backoff_));
   if (keep_connected_) arm_timer(retry_at_);  // on_timer() reconnects
 
   // Callbacks may send again (and find the connection idle), so detach the queues first.
@@ -324,6 +330,7 @@ void Connection::on_read(std::size_t n) {
     if (in_flight_.empty()) return fail(errc::protocol_error, "reply to no request");
     Pending p = std::move(in_flight_.front());
     in_flight_.pop_front();
+    if (!reply->is_error()) answered_ = true;
     if (p.done) p.done(std::move(*reply));
     if (gen != generation_) return;  // the callback reset the connection
   }

@@ -4,10 +4,11 @@
 // Requests are written back to back and matched to replies in order. Every request has its own
 // deadline: when it passes, the caller gets errc::timeout and the late reply, if it ever comes,
 // is dropped. The connection is made on first use (TCP, then TLS, then AUTH and SELECT) and
-// remade after a failure, but not before a backoff delay that doubles with each failure; a
-// request arriving during the backoff fails at once with the last error, so a dead node costs
-// a caller nothing (a subscriber asks to reconnect by itself: set_keep_connected). A
-// connection whose server stops answering for stall_timeout is dropped.
+// remade after a failure: at once if it had answered something other than an error, else after
+// a backoff delay that doubles with each failure. A request arriving during the backoff fails
+// at once with the last error, so a dead node costs a caller nothing (a subscriber asks to
+// reconnect by itself: set_keep_connected). A connection whose server stops answering for
+// stall_timeout is dropped.
 //
 // The fast path: a caller thread may borrow an idle connection (ready, plain TCP, nothing
 // queued, written or being read, not a subscriber) and do its requests on the socket itself,
@@ -181,6 +182,7 @@ class Connection {
   Clock::time_point retry_at_{};
   std::chrono::milliseconds backoff_{0};
   bool keep_connected_ = false;
+  bool answered_ = false;  // this connection got a reply that was not an error
 };
 
 }  // namespace dlock::net

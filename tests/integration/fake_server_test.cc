@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <future>
 #include <thread>
 
 #include "support/redis_server.h"
@@ -44,6 +45,7 @@ class FakeServer {
     close(listen_fd_);
   }
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+  int accepted() const { return accepted_; }
 
  private:
   void serve() {
@@ -53,6 +55,7 @@ class FakeServer {
       if (poll(fds.data(), fds.size(), 50) <= 0) continue;
       if (fds[0].revents & POLLIN) {
         const int fd = accept(listen_fd_, nullptr, nullptr);
+        if (fd >= 0) ++accepted_;
         if (how_ == Misbehaviour::hang_up) {
           close(fd);
         } else if (fd >= 0) {
@@ -92,6 +95,7 @@ class FakeServer {
   std::uint16_t port_ = 0;
   std::vector<int> clients_;
   std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
   std::thread thread_;
 };
 
@@ -146,6 +150,29 @@ TEST_P(FakeServerTest, WithTwoOfThemTheGoodNodeIsReleased) {
   ASSERT_FALSE(lease);
   EXPECT_TRUE(lease.error().is(errc::quorum_not_reached)) << lease.error().message();
   EXPECT_FALSE(good.exists("job")) << "the failed attempt must be rolled back";
+}
+
+// A waiter's subscriber connection reconnects by itself (Connection::set_keep_connected). To a
+// node that accepts and then fails every connection, that must back off, not loop: a server at
+// maxclients, for one, accepts, answers an error and hangs up.
+TEST_P(FakeServerTest, WaiterDoesNotHammerItWithReconnections) {
+  FakeServer fake(GetParam());
+  test::RedisCluster good(2);
+  Client client = client_for({good[0].url(), fake.url(), good[1].url()});
+  LockOptions holder;
+  holder.ttl = 10s;
+  holder.owner = OwnerToken("holder");
+  auto held = client.try_lock("job", holder);
+  ASSERT_TRUE(held) << held.error().message();
+  auto waiter = std::async(std::launch::async, [&] { return client.lock("job", 4s); });
+  std::this_thread::sleep_for(500ms);  // subscribed by now
+  const int before = fake.accepted();
+  std::this_thread::sleep_for(3s);
+  const int during = fake.accepted() - before;
+  // Backing off from 50 ms to 2 s makes about 6 connections in 3 s; a loop makes thousands.
+  EXPECT_LT(during, 60) << during << " connections in 3 s";
+  auto lease = waiter.get();
+  EXPECT_FALSE(lease);
 }
 
 std::string misbehaviour_name(const ::testing::TestParamInfo<Misbehaviour>& param) {
