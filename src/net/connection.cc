@@ -121,7 +121,8 @@ void Connection::send(std::string command, Clock::time_point deadline, Callback 
 
 void Connection::set_keep_connected(bool keep) {
   keep_connected_ = keep;
-  if (keep && state_ == State::idle && retry_at_ != Clock::time_point{}) arm_timer(retry_at_);
+  // Failed while nobody needed it: no reconnect was planned, so plan one (on_timer connects).
+  if (keep && state_ == State::idle) arm_timer(retry_at_);
 }
 
 void Connection::start_connect() {
