@@ -97,6 +97,7 @@ ClientCore::ClientCore(const ClientOptions& options, std::unique_ptr<asio::ssl::
             waiters_.on_message(channel, payload);
           }),
       lock_(nodes_, options.drift_factor),
+      holds_(lock_),
       watchdog_(lock_) {}
 
 std::optional<Error> ClientCore::check(std::string_view name, std::chrono::milliseconds ttl) const {
@@ -149,8 +150,6 @@ std::variant<Lease, lock::Refused> attempt(const std::shared_ptr<detail::ClientC
                                            const OwnerToken& owner,
                                            const std::optional<lock::FairTicket>& fair) {
   auto state = std::make_shared<detail::LeaseState>();
-  state->name = std::string(name);
-  state->owner = owner;
   state->ttl = options.ttl;
   state->auto_renew = options.auto_renew;
   state->renew_every = options.renew_every.count() > 0
@@ -159,17 +158,9 @@ std::variant<Lease, lock::Refused> attempt(const std::shared_ptr<detail::ClientC
   state->on_lost = options.on_lost;
   if (!options.owner) state->thread_alive = detail::this_thread_alive();
 
-  auto result = core->algorithm().acquire(state->name, state->owner, options.ttl, fair);
-  if (auto* refused = std::get_if<lock::Refused>(&result)) return std::move(*refused);
-  const auto& acquired = std::get<lock::Acquired>(result);
-  state->fence = acquired.fence;
-  if (acquired.reentered) {
-    // One more hold of a lock this owner has: it keeps the outer hold's fencing token.
-    if (auto outer = core->watchdog().find_held(state->name, state->owner)) {
-      state->fence = outer->fence;
-    }
+  if (auto refused = core->holds().acquire(state, std::string(name), owner, options.ttl, fair)) {
+    return std::move(*refused);
   }
-  state->valid_until = acquired.valid_until;
   state->renewed_at = SteadyClock::now();
   core->watchdog().track(state);
   return Lease(core, std::move(state));
@@ -282,7 +273,10 @@ Result<Lease> Client::lock(std::string_view name, std::chrono::milliseconds wait
 Result<void> Client::unlock(std::string_view name, const OwnerToken& owner) {
   if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
   if (owner.empty()) return Error(errc::invalid_argument, "owner must not be empty");
-  return core_->algorithm().release(std::string(name), owner);
+  auto r = core_->algorithm().release(lock::HoldId{std::string(name), owner, ""});
+  // This client's own leases of that hold, if any, are over: they must not report held.
+  core_->holds().forget(std::string(name), owner);
+  return r;
 }
 
 Result<LockStatus> Client::status(std::string_view name) {

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "lock/hand_off.h"
+#include "lock/holds.h"
 #include "lock/lease_state.h"
 #include "lock/quorum_lock.h"
 #include "lock/waiters.h"
@@ -31,6 +32,7 @@ class ClientCore {
 
   const ClientOptions& options() const noexcept { return options_; }
   lock::QuorumLock& algorithm() noexcept { return lock_; }
+  lock::Holds& holds() noexcept { return holds_; }
   lock::Watchdog& watchdog() noexcept { return watchdog_; }
   lock::Waiters& waiters() noexcept { return waiters_; }
   lock::HandOff& hand_off() noexcept { return hand_off_; }
@@ -46,6 +48,7 @@ class ClientCore {
   lock::HandOff hand_off_;
   node::NodeSet nodes_;
   lock::QuorumLock lock_;
+  lock::Holds holds_;
   lock::Watchdog watchdog_;  // declared last: its thread stops before the rest goes
 };
 

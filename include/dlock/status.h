@@ -10,15 +10,25 @@
 
 namespace dlock {
 
+// One owner's hold of a lock on one node.
+struct NodeHolder {
+  std::string owner;
+  // Unique per acquisition: reentrant leases of one owner in one client share it, and a
+  // release or renewal acts only on the hold it names.
+  std::string hold;
+};
+
 struct NodeLockState {
   std::string node;                  // the node's address (password elided)
   std::optional<std::string> error;  // set when the node could not be asked; the rest is empty
   // "free", "dlock" (held by a dlock owner) or "foreign" (a key of another kind, e.g. a plain
   // SET NX lock of another library, which dlock treats as held and never touches).
   std::string kind = "free";
-  std::vector<std::pair<std::string, std::int64_t>> owners;  // owner -> reentrancy count
-  std::int64_t ttl_ms = -1;                                  // remaining ttl, -1 when free
-  std::int64_t fence = 0;   // the node's fencing counter for this name (0: never taken)
+  std::vector<NodeHolder> owners;  // for "dlock" keys: who holds it (one owner)
+  std::int64_t ttl_ms = -1;        // remaining ttl, -1 when free
+  // The node's fencing counter this name draws from (shared by the names of one hash slot;
+  // 0: never taken).
+  std::int64_t fence = 0;
   std::int64_t queued = 0;  // waiters in the name's fair queue on this node
   // > 0: the node restarted recently and stays out of quorums for this many ms (it may have
   // lost the keys of live locks). See docs/features.md, restarted-node protection.

@@ -8,9 +8,15 @@
 
 namespace dlock::lock {
 
+// The fencing counter of `name`. It expires with the lock: the floor below carries its value
+// into the next counter, so Redis keeps nothing for a name that is no longer locked.
 inline std::string fence_key(std::string_view name) {
   return "dlock:fence:{" + std::string(name) + "}";
 }
+
+// One per node: the largest fencing token this node handed out or was raised to, for any name.
+// A new counter starts from it (see acquire.lua).
+inline constexpr std::string_view kFenceFloorKey = "dlock:fence-floor";
 
 inline std::string accepted_token_key(std::string_view key) {
   return "dlock:accepted:{" + std::string(key) + "}";

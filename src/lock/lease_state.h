@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// LeaseState: what a Lease handle and the watchdog share about one held lock.
+// LeaseState: what a Lease handle and the watchdog share about one held lease.
 #pragma once
 
 #include <dlock/result.h>
@@ -12,6 +12,8 @@
 #include <mutex>
 #include <string>
 
+#include "lock/hold.h"
+
 namespace dlock::detail {
 
 struct LeaseState {
@@ -19,9 +21,7 @@ struct LeaseState {
   enum class Status { held, released, lost };
 
   // Immutable after construction.
-  std::string name;
-  OwnerToken owner;
-  FencingToken fence;
+  std::shared_ptr<lock::Hold> hold;  // shared with the reentrant leases of the same owner
   std::chrono::milliseconds ttl{0};
   bool auto_renew = false;
   std::chrono::milliseconds renew_every{0};
@@ -34,9 +34,13 @@ struct LeaseState {
   Status status = Status::held;   // guarded by mu
   Clock::time_point renewed_at;   // guarded by mu: when the last renewal round started
 
+  const std::string& name() const { return hold->id.name; }
+  const OwnerToken& owner() const { return hold->id.owner; }
+
+  // Held, and ours for some time yet: not released, not lost (also not with its hold).
   bool held_now() const {
     std::lock_guard lock(mu);
-    return status == Status::held && Clock::now() < valid_until;
+    return status == Status::held && !hold->lost.load() && Clock::now() < valid_until;
   }
 };
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "lock/tally.h"
 #include "lock/validity.h"
 #include "scripts/script.h"
 
@@ -32,13 +33,14 @@ std::optional<BootIdentity> parse_info(const Result<resp::Reply>& r) {
 
 }  // namespace
 
-Membership::Membership(node::NodeSet& nodes, double drift_factor)
+Membership::Membership(node::Fanout& nodes, double drift_factor)
     : nodes_(nodes),
       drift_factor_(drift_factor),
       checked_epoch_(nodes.size(), kUnchecked),
       attempted_epoch_(nodes.size(), kUnchecked),
       retry_at_(nodes.size()),
-      quarantine_until_(nodes.size(), Clock::time_point::min()) {}
+      quarantine_until_(nodes.size(), Clock::time_point::min()),
+      duplicate_(nodes.size(), false) {}
 
 Membership::View Membership::refresh(std::chrono::milliseconds ttl) {
   std::lock_guard lock(mu_);
@@ -50,49 +52,70 @@ Membership::View Membership::refresh(std::chrono::milliseconds ttl) {
     const std::uint64_t epoch = nodes_.epoch(i);
     stale = epoch != checked_epoch_[i] && (epoch != attempted_epoch_[i] || start >= retry_at_[i]);
   }
-  if (stale) {
-    const auto max_ttl = std::max(ttl, announced_ttl_);
+  if (stale) greet(std::max(ttl, announced_ttl_));
+  View view{std::vector<bool>(nodes_.size()), duplicate_, checked_epoch_};
+  const auto now = Clock::now();
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    view.votes[i] = now >= quarantine_until_[i] && !duplicate_[i];
+  }
+  return view;
+}
+
+void Membership::greet(std::chrono::milliseconds max_ttl) {
+  // A run_id belongs to a connection only if the connection is the same before INFO and after
+  // hello: a reconnect in between may have reached another process. The first INFO on a new
+  // client also makes the connections (their epochs change), so INFO is asked again, a few
+  // times at most, until the epochs hold still around it.
+  std::vector<std::uint64_t> epochs(nodes_.size());
+  std::vector<std::optional<BootIdentity>> ids(nodes_.size());
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) epochs[i] = nodes_.epoch(i);
     node::Outcomes infos = nodes_.run_command({"INFO", "server"});
-    std::vector<std::string> args{std::to_string(max_ttl.count())};
-    std::vector<std::size_t> greeted;  // node indexes, in the order of the hello triples
-    std::vector<std::uint64_t> epochs(nodes_.size());
+    bool settled = true;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      epochs[i] = nodes_.epoch(i);
-      auto id = parse_info(infos[i]);
-      if (!id) continue;
-      greeted.push_back(i);
-      args.insert(args.end(), {nodes_.address(i).identity(), id->run_id, id->uptime_seconds});
-    }
-    const auto asked = Clock::now();
-    node::Outcomes replies =
-        nodes_.run_script(scripts::hello(), {"dlock:boot", "dlock:max-ttl"}, std::move(args));
-    std::size_t told = 0;
-    for (const auto& r : replies) {
-      if (!r || !r->is_array() || r->elements.size() != greeted.size() + 1) continue;
-      ++told;
-      for (std::size_t k = 0; k < greeted.size(); ++k) {
-        const auto& left = r->elements[k + 1];
-        if (!left.is_integer() || left.integer <= 0) continue;
-        // Measured on the reporting node's clock; allow for its drift against ours.
-        const std::chrono::milliseconds wait(left.integer);
-        auto& until = quarantine_until_[greeted[k]];
-        until = std::max(until, asked + wait + drift(wait, drift_factor_));
+      ids[i] = parse_info(infos[i]);
+      if (ids[i] && nodes_.epoch(i) != epochs[i]) {
+        ids[i].reset();
+        settled = false;
       }
     }
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      attempted_epoch_[i] = epochs[i];
-      retry_at_[i] = asked + std::chrono::seconds(1);
-    }
-    for (std::size_t k = 0; k < greeted.size(); ++k) {
-      // Greeted only if a quorum of nodes heard of it: a lone node cannot vouch for itself.
-      if (told >= nodes_.quorum()) checked_epoch_[greeted[k]] = epochs[greeted[k]];
-    }
-    if (told >= nodes_.quorum()) announced_ttl_ = max_ttl;
+    if (settled) break;
   }
-  View view{std::vector<bool>(nodes_.size()), checked_epoch_};
-  const auto now = Clock::now();
-  for (std::size_t i = 0; i < nodes_.size(); ++i) view.votes[i] = now >= quarantine_until_[i];
-  return view;
+  std::vector<std::string> args{std::to_string(max_ttl.count())};
+  std::vector<std::size_t> greeted;  // node indexes, in the order of the hello pairs
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (!ids[i]) continue;
+    greeted.push_back(i);
+    args.insert(args.end(), {ids[i]->run_id, ids[i]->uptime_seconds});
+  }
+  const auto asked = Clock::now();
+  const BootReport report = tally_hello(
+      nodes_.run_script(scripts::hello(), {"dlock:boots", "dlock:max-ttl"}, std::move(args)),
+      greeted.size());
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    attempted_epoch_[i] = epochs[i];
+    retry_at_[i] = asked + std::chrono::seconds(1);
+  }
+  // A lone node cannot vouch for itself: without a quorum of answers nothing is settled.
+  if (report.told < nodes_.quorum()) return;
+  const auto largest = std::max(max_ttl, report.max_ttl);
+  for (std::size_t k = 0; k < greeted.size(); ++k) {
+    const std::size_t i = greeted[k];
+    if (nodes_.epoch(i) != epochs[i]) continue;  // reconnected meanwhile: greet again
+    // One server named twice (two addresses of one host) would count one vote twice.
+    duplicate_[i] = false;
+    for (std::size_t j = 0; j < k; ++j) {
+      if (ids[greeted[j]]->run_id == ids[i]->run_id) duplicate_[i] = true;
+    }
+    if (const auto age = report.boot_age[k]; age && *age < largest) {
+      // Booted `age` ago by the reporting node's clock; allow for its drift against ours.
+      const auto wait = largest - *age;
+      quarantine_until_[i] =
+          std::max(quarantine_until_[i], asked + wait + drift(wait, drift_factor_));
+    }
+    checked_epoch_[i] = epochs[i];
+  }
+  announced_ttl_ = largest;
 }
 
 std::vector<std::chrono::milliseconds> Membership::quarantine() {

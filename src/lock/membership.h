@@ -5,12 +5,19 @@
 // A node that restarted may have lost the keys of live locks (no persistence, or the last
 // second of an fsync-everysec AOF). It must not vote until every lock it may have forgotten
 // has expired: the largest ttl in use after its restart. Uptime alone cannot tell a restart
-// from a first boot, so the nodes remember each other's boot identity (INFO run_id) in
-// `dlock:boot`: when a client (re)connects, it tells every node the run_ids it sees, and a node
-// that had recorded another run_id for a peer reports that peer as restarted. A fresh cluster
-// has no records and is usable at once.
+// from a first boot, so the nodes remember the boot identities (INFO run_id) they were told of
+// in `dlock:boots`: when a client (re)connects, it tells every node the run_ids and uptimes it
+// sees, and a node that was already in use reports a run_id it never heard of as a boot that
+// happened while it was in use (hello.lua). Identities are run_ids, not addresses: every
+// client is told the same whatever it calls the nodes. A fresh cluster has no records and is
+// usable at once; a node new to a lock set that is in use sits out until the largest ttl has
+// passed since its boot (safe, and at most one ttl).
 //
-// Unprotected: every node restarting empty at once (no records survive). See docs/safety.md.
+// The decision needs a quorum of answers, and the largest ttl is the largest any of them
+// names: the largest ttl was announced to a quorum, which meets every other quorum.
+//
+// Unprotected: a majority restarting empty at once (no records survive on a quorum), and a
+// FLUSHALL (the run_id does not change). See docs/safety.md.
 //
 // Thread-safety: all members may be called from any thread (except the io thread).
 #pragma once
@@ -20,7 +27,7 @@
 #include <mutex>
 #include <vector>
 
-#include "node/node_set.h"
+#include "node/fanout.h"
 
 namespace dlock::lock {
 
@@ -28,15 +35,16 @@ class Membership {
  public:
   using Clock = std::chrono::steady_clock;
 
-  Membership(node::NodeSet& nodes, double drift_factor);
+  Membership(node::Fanout& nodes, double drift_factor);
 
   // Which nodes may vote now. Valid for the connection epochs it names: a vote from a node
   // whose connection changed since is not counted (it may be a new process).
   struct View {
     std::vector<bool> votes;
+    std::vector<bool> duplicate;  // the same server (run_id) as an earlier node: never votes
     std::vector<std::uint64_t> epochs;
     // True if node i may count for a quorum, given its connection epoch now.
-    bool may_vote(const node::NodeSet& nodes, std::size_t i) const {
+    bool may_vote(const node::Fanout& nodes, std::size_t i) const {
       return votes[i] && nodes.epoch(i) == epochs[i];
     }
   };
@@ -49,7 +57,10 @@ class Membership {
   std::vector<std::chrono::milliseconds> quarantine();
 
  private:
-  node::NodeSet& nodes_;
+  // Greets the nodes: INFO, then hello.lua. Under mu_.
+  void greet(std::chrono::milliseconds max_ttl);
+
+  node::Fanout& nodes_;
   const double drift_factor_;
   std::mutex mu_;
   // Per node, all guarded by mu_: the connection epoch last greeted (kUnchecked: never), the
@@ -59,6 +70,7 @@ class Membership {
   std::vector<std::uint64_t> attempted_epoch_;
   std::vector<Clock::time_point> retry_at_;
   std::vector<Clock::time_point> quarantine_until_;
+  std::vector<bool> duplicate_;
   std::chrono::milliseconds announced_ttl_{0};  // guarded by mu_
 };
 

@@ -1,16 +1,21 @@
 // SPDX-License-Identifier: MIT
-// QuorumLock: the lock algorithm over a NodeSet, the same code for 1 node and for N (Redlock).
+// QuorumLock: the lock algorithm over N nodes (a Fanout), the same code for 1 node and for N
+// (Redlock). It knows holds, not leases: a hold is one owner's possession of one name under a
+// hold id unique to the acquisition. Reentrant leases share one hold; counting them is the
+// client's business (lock/holds.h), so a node never decides whether an acquisition is
+// reentrant.
 //
 // acquire: run the acquire script on all nodes at once; success needs a quorum of voting nodes
 //          (see Membership) and validity = ttl - elapsed - drift > 0. The fencing token is then
-//          made to hold on a majority (two phases, below). On failure, release on *all* nodes,
-//          also the ones that seemed to fail (their reply may have been lost).
-// release: run the release script on all nodes.
-// extend / renew: re-arm the ttl on all nodes (renew.lua; extend is a batch of one); success
-//          needs a quorum before validity ends.
+//          made to hold on a majority (two phases, below). On failure, release the new hold id
+//          on *all* nodes, also the ones that seemed to fail (their reply may have been lost):
+//          it matches only what this attempt created, so nothing else is undone.
+// release: run the release script for the hold on all nodes.
+// extend / renew: re-arm the ttl on all nodes, never shortening it (renew.lua); success needs
+//          a quorum before validity ends.
 //
 // Fencing on N nodes: each granting node increments its counter; the token is the largest
-// counter seen on any node that answered (plus one for nodes that did not grant). Taking that
+// counter seen on any node that answered (plus one for nodes that refused). Taking that
 // maximum is not enough: the next quorum may miss the node it came from. So unless a quorum of
 // nodes already holds the token, it is written to all nodes (fence_raise) and handed out only
 // once a quorum confirmed. Any later quorum then meets a node that holds it.
@@ -25,8 +30,10 @@
 #include <string>
 #include <variant>
 
+#include "lock/hold.h"
 #include "lock/membership.h"
-#include "node/node_set.h"
+#include "lock/tally.h"
+#include "node/fanout.h"
 
 namespace dlock::lock {
 
@@ -35,7 +42,6 @@ using Clock = std::chrono::steady_clock;
 struct Acquired {
   FencingToken fence;
   Clock::time_point valid_until;
-  bool reentered = false;  // the owner held it already: one more hold was counted
 };
 
 // A failed attempt: the error, and when contended, how long the holder's key has left at most
@@ -52,41 +58,38 @@ struct FairTicket {
   bool enqueue = false;  // join the queue if the lock cannot be had now
 };
 
-// One lock for the watchdog's batched renewal.
+// One hold for a batched renewal.
 struct Renewal {
-  std::string name;
-  OwnerToken owner;
+  HoldId hold;
   std::chrono::milliseconds ttl{0};
   Clock::time_point valid_until;
 };
 
 class QuorumLock {
  public:
-  QuorumLock(node::NodeSet& nodes, double drift_factor)
+  QuorumLock(node::Fanout& nodes, double drift_factor)
       : nodes_(nodes), drift_factor_(drift_factor), membership_(nodes, drift_factor) {}
 
-  // One attempt. Errors: lock_held, quorum_not_reached, timeout (quorum came after the ttl).
-  // With `fair`, in arrival order through the name's queue.
-  std::variant<Acquired, Refused> acquire(const std::string& name, const OwnerToken& owner,
-                                          std::chrono::milliseconds ttl,
+  // One attempt at a new hold. Errors: lock_held, quorum_not_reached, timeout (quorum came
+  // after the ttl). With `fair`, in arrival order through the name's queue.
+  std::variant<Acquired, Refused> acquire(const HoldId& hold, std::chrono::milliseconds ttl,
                                           const std::optional<FairTicket>& fair = std::nullopt);
 
-  // Takes a waiter out of the fair queue on all nodes (it gave up).
+  // Takes a waiter out of the fair queue on all nodes (it gave up, or got the lock).
   void leave_queue(const std::string& name, const OwnerToken& owner);
 
-  // Gives back one hold on all nodes; returns once a quorum confirmed. `listeners`, if given,
+  // Releases the hold on all nodes; returns once a quorum confirmed. `listeners`, if given,
   // gets the largest number of connections subscribed to the release channel on a node that
-  // freed the lock. Errors: not_owner (no quorum knew the owner), quorum_not_reached (too few
+  // freed the lock. Errors: not_owner (no quorum knew the hold), quorum_not_reached (too few
   // nodes answered to tell).
-  Result<void> release(const std::string& name, const OwnerToken& owner,
-                       std::size_t* listeners = nullptr);
+  Result<void> release(const HoldId& hold, std::size_t* listeners = nullptr);
 
-  // Returns the new end of validity. Errors: lock_lost (a quorum no longer knows the owner, or
+  // Returns the new end of validity. Errors: lock_lost (a quorum no longer knows the hold, or
   // valid_until passed first), quorum_not_reached (too few answers; valid_until still stands).
-  Result<Clock::time_point> extend(const std::string& name, const OwnerToken& owner,
-                                   std::chrono::milliseconds ttl, Clock::time_point valid_until);
+  Result<Clock::time_point> extend(const HoldId& hold, std::chrono::milliseconds ttl,
+                                   Clock::time_point valid_until);
 
-  // extend() for many locks in one pipelined round per node. One result per renewal, in order.
+  // extend() for many holds in one pipelined round per node. One result per renewal, in order.
   std::vector<Result<Clock::time_point>> renew(const std::vector<Renewal>& renewals);
 
   LockStatus inspect(const std::string& name);
@@ -99,15 +102,17 @@ class QuorumLock {
  private:
   NodeError node_error(std::size_t i, const Error& e) const;
   NodeError node_error(std::size_t i, errc code, std::string reason) const;
-  // Outcome of an extend-like step for one lock: `extended` nodes said 1, `errors` failed.
-  Result<Clock::time_point> judge_extension(const std::string& name, std::size_t extended,
-                                            std::size_t errors, std::vector<NodeError> failures,
-                                            std::chrono::milliseconds ttl, Clock::time_point start,
-                                            Clock::time_point valid_until) const;
+  node::Outcomes send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
+                              const std::optional<FairTicket>& fair);
+  // The error for a failed attempt, once its clean-up was sent.
+  Refused refusal(const std::string& name, const AcquireTally& tally, Clock::duration elapsed,
+                  std::chrono::milliseconds ttl, std::vector<NodeError> failures,
+                  bool fence_failed) const;
   // Second phase of the fencing token; false if a quorum did not confirm it.
-  bool raise_fence(const std::string& name, std::uint64_t token, std::vector<NodeError>& failures);
+  bool raise_fence(const std::string& name, std::uint64_t token, std::chrono::milliseconds ttl,
+                   std::vector<NodeError>& failures);
 
-  node::NodeSet& nodes_;
+  node::Fanout& nodes_;
   const double drift_factor_;
   Membership membership_;
 };

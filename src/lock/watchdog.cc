@@ -18,16 +18,9 @@ Watchdog::~Watchdog() {
   if (thread_.joinable()) thread_.join();
 }
 
-std::string Watchdog::key_of(const std::string& name, const OwnerToken& owner) {
-  std::string key = name;
-  key += '\0';
-  key += owner.str();
-  return key;
-}
-
 void Watchdog::prune_locked() {
   for (auto it = leases_.begin(); it != leases_.end();) {
-    auto state = it->second.lock();
+    auto state = it->lock();
     bool gone = !state;
     if (state) {
       std::lock_guard lock(state->mu);
@@ -41,7 +34,7 @@ void Watchdog::prune_locked() {
 void Watchdog::track(const std::shared_ptr<detail::LeaseState>& state) {
   std::lock_guard lock(mu_);
   if (leases_.size() >= prune_at_) prune_locked();
-  leases_.emplace(key_of(state->name, state->owner), state);
+  leases_.push_back(state);
   if (!state->auto_renew) return;
   const auto due = Clock::now() + state->renew_every;
   if (due < next_tick_) {
@@ -49,18 +42,6 @@ void Watchdog::track(const std::shared_ptr<detail::LeaseState>& state) {
     cv_.notify_all();
   }
   if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
-}
-
-std::shared_ptr<detail::LeaseState> Watchdog::find_held(const std::string& name,
-                                                        const OwnerToken& owner,
-                                                        const detail::LeaseState* except) {
-  std::lock_guard lock(mu_);
-  auto [first, last] = leases_.equal_range(key_of(name, owner));
-  for (auto it = first; it != last; ++it) {
-    auto state = it->second.lock();
-    if (state && state.get() != except && state->held_now()) return state;
-  }
-  return nullptr;
 }
 
 std::size_t Watchdog::tracked() {
@@ -93,13 +74,14 @@ Watchdog::Clock::time_point Watchdog::tick() {
   {
     std::lock_guard lock(mu_);
     prune_locked();
-    for (auto& [key, weak] : leases_) {
+    for (auto& weak : leases_) {
       if (auto state = weak.lock(); state && state->auto_renew) due.push_back(std::move(state));
     }
   }
 
   std::vector<Renewal> renewals;
   std::vector<std::shared_ptr<detail::LeaseState>> renewing;
+  std::vector<std::pair<std::shared_ptr<detail::LeaseState>, Error>> lost;
   auto period = Clock::duration::max();
   for (auto& state : due) {
     std::lock_guard lock(state->mu);
@@ -109,16 +91,21 @@ Watchdog::Clock::time_point Watchdog::tick() {
       state->status = Status::lost;
       continue;
     }
-    renewals.push_back(Renewal{state->name, state->owner, state->ttl, state->valid_until});
+    if (state->hold->lost.load()) {
+      // Another lease of the same hold found it gone.
+      state->status = Status::lost;
+      lost.emplace_back(state, Error(errc::lock_lost, "lock '" + state->name() +
+                                                          "' was lost (found gone by a reentrant "
+                                                          "lease of the same hold)"));
+      continue;
+    }
+    renewals.push_back(Renewal{state->hold->id, state->ttl, state->valid_until});
     renewing.push_back(state);
     period = std::min<Clock::duration>(period, state->renew_every);
   }
-  if (renewals.empty()) return Clock::time_point::max();
-
   const auto start = Clock::now();
   std::vector<Result<Clock::time_point>> results = lock_.renew(renewals);
-  auto next = start + period;
-  std::vector<std::pair<std::shared_ptr<detail::LeaseState>, Error>> lost;
+  auto next = renewals.empty() ? Clock::time_point::max() : start + period;
   for (std::size_t k = 0; k < renewing.size(); ++k) {
     auto& state = renewing[k];
     std::lock_guard lock(state->mu);
@@ -129,6 +116,7 @@ Watchdog::Clock::time_point Watchdog::tick() {
       state->renewed_at = start;
     } else if (r.error().is(errc::lock_lost) || Clock::now() >= state->valid_until) {
       state->status = Status::lost;
+      if (r.error().is(errc::lock_lost)) state->hold->lost.store(true);
       lost.emplace_back(state, r.error());
     } else {
       // Too few nodes answered but the validity still stands: try again well before it ends.

@@ -5,8 +5,10 @@
 // them (renew.lua, in chunks), not one round trip per lock. The tick period is the smallest
 // renew interval in use (ttl/3 by default); a lease whose renewal missed the quorum is retried
 // sooner while its validity lasts, and declared lost when it runs out: its status turns lost
-// and its on_lost callback runs on this thread. Renewal of a lease stops when it is released,
-// when its owning thread exited without releasing it, and with the process.
+// and its on_lost callback runs on this thread. A renewal that finds the hold gone from a
+// quorum loses the hold, and with it every lease that shares it (reentrant leases). Renewal of a
+// lease stops when it is released, when its owning thread exited without releasing it, and with the
+// process.
 //
 // Thread-safety: all public members may be called from any thread. Lock order: the table's
 // mutex before a lease's mutex; never call in here while holding a lease's mutex.
@@ -17,7 +19,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "lock/lease_state.h"
@@ -34,9 +35,6 @@ class Watchdog {
 
   // Remembers a new lease (renewed if state->auto_renew). Starts the thread on first use.
   void track(const std::shared_ptr<detail::LeaseState>& state);
-  // A held lease of `name` by `owner`, other than `except`, if this client has one.
-  std::shared_ptr<detail::LeaseState> find_held(const std::string& name, const OwnerToken& owner,
-                                                const detail::LeaseState* except = nullptr);
   // How many leases are tracked (for tests).
   std::size_t tracked();
 
@@ -46,14 +44,12 @@ class Watchdog {
   // Renews what is due; returns when the next tick is needed.
   Clock::time_point tick();
 
-  static std::string key_of(const std::string& name, const OwnerToken& owner);
   void prune_locked();
 
   QuorumLock& lock_;
   std::mutex mu_;
   std::condition_variable cv_;
-  // name + '\0' + owner -> leases (reentrant holds share a key). Guarded by mu_.
-  std::unordered_multimap<std::string, std::weak_ptr<detail::LeaseState>> leases_;
+  std::vector<std::weak_ptr<detail::LeaseState>> leases_;   // guarded by mu_
   std::size_t prune_at_ = 1024;                             // guarded by mu_
   Clock::time_point next_tick_ = Clock::time_point::max();  // guarded by mu_
   bool stop_ = false;                                       // guarded by mu_

@@ -43,15 +43,6 @@ NodeSet::~NodeSet() {
   nodes_.clear();
 }
 
-Outcomes NodeSet::run_script(const scripts::Script& script, std::vector<std::string> keys,
-                             std::vector<std::string> args, const Enough& enough) {
-  return std::move(run({Call{&script, std::move(keys), std::move(args)}}, enough)[0]);
-}
-
-Outcomes NodeSet::run_command(std::vector<std::string> args) {
-  return std::move(run({Call{nullptr, std::move(args), {}}})[0]);
-}
-
 std::vector<Outcomes> NodeSet::run(const std::vector<Call>& calls, const Enough& enough) {
   if (auto done = run_borrowed(nodes_, calls, net::Clock::now() + node_timeout_, enough)) {
     return std::move(*done);

@@ -21,39 +21,31 @@
 
 #include "net/connection.h"
 #include "node/call.h"
+#include "node/fanout.h"
 #include "node/node.h"
 #include "resp/reply.h"
 #include "scripts/script.h"
 
 namespace dlock::node {
 
-using Outcomes = std::vector<Result<resp::Reply>>;  // one per node, in node order
-
-class NodeSet {
+class NodeSet final : public Fanout {
  public:
   // `on_message` runs on the io thread for every pub/sub message from any node.
   NodeSet(const std::vector<net::NodeAddress>& addresses, net::ConnectionOptions options,
           std::chrono::milliseconds node_timeout, MessageHandler on_message = {});
-  ~NodeSet();
+  ~NodeSet() override;
   NodeSet(const NodeSet&) = delete;
   NodeSet& operator=(const NodeSet&) = delete;
 
-  // Sends every call to every node, pipelined, under one deadline. Returns [call][node].
-  // `enough` applies to a single call only.
-  std::vector<Outcomes> run(const std::vector<Call>& calls, const Enough& enough = {});
-  Outcomes run_script(const scripts::Script& script, std::vector<std::string> keys,
-                      std::vector<std::string> args, const Enough& enough = {});
-  Outcomes run_command(std::vector<std::string> args);
+  std::vector<Outcomes> run(const std::vector<Call>& calls, const Enough& enough = {}) override;
   // Subscribes every node to `channel`; returns once each confirmed or timed out.
   Outcomes subscribe(const std::string& channel);
   // Drops the subscription on every node (asynchronously).
   void unsubscribe(const std::string& channel);
 
-  std::size_t size() const noexcept { return nodes_.size(); }
-  // N/2 + 1: any two quorums share at least one node.
-  std::size_t quorum() const noexcept { return nodes_.size() / 2 + 1; }
-  const net::NodeAddress& address(std::size_t i) const { return nodes_[i]->address(); }
-  std::uint64_t epoch(std::size_t i) const { return nodes_[i]->epoch(); }
+  std::size_t size() const noexcept override { return nodes_.size(); }
+  const net::NodeAddress& address(std::size_t i) const override { return nodes_[i]->address(); }
+  std::uint64_t epoch(std::size_t i) const override { return nodes_[i]->epoch(); }
   std::chrono::milliseconds node_timeout() const noexcept { return node_timeout_; }
 
  private:

@@ -1,29 +1,47 @@
--- acquire: takes the lock for an owner, or counts one more hold when the owner has it already.
+-- acquire: takes the lock for a new hold of an owner. Reentrancy is counted by the client (one
+-- hold per owner on the server), so this script never adds to an existing hold: a hold of the
+-- same owner found here is stale (its release was lost, or another client named the same owner)
+-- and is taken over by the new hold id, with a fencing token raised as for any new holder.
 --
--- KEYS[1]  the lock key (the name the user gave): a hash owner -> hold count, with a ttl
--- KEYS[2]  the fencing counter of this name: dlock:fence:{NAME}, an integer, never expires
+-- KEYS[1]  the lock key (the name the user gave): a hash owner -> hold id, with a ttl
+-- KEYS[2]  the fencing counter of this name: dlock:fence:{NAME}, an integer that expires with
+--          the lock (ttl ms after the last grant): Redis keeps nothing for unused names
+-- KEYS[3]  this node's fence floor: dlock:fence-floor, the largest token it ever handed out or
+--          was raised to, for any name; a counter that expired starts again from it, so the
+--          tokens of a name grow across its counter's lifetimes
 -- ARGV[1]  owner token
--- ARGV[2]  ttl in milliseconds
+-- ARGV[2]  hold id: unique per acquisition; release and renew act only when it matches
+-- ARGV[3]  ttl in milliseconds
 --
 -- Replies {status, fence, detail}:
---   {1, fence, 0}      acquired: the key was absent; fence is the counter after INCR
---   {2, fence, count}  reentered: the owner held it; count is the new hold count; the ttl is
---                      raised to ARGV[2] if it was lower (never shortened)
---   {0, fence, pttl}   held by someone else: another owner, or a key that is not a dlock hash
---                      (e.g. another library's SET NX PX string), which is never touched;
---                      fence is the counter as it is (not raised); pttl is the key's remaining
---                      ttl in ms (-1: none)
--- EXISTS first: the common case (a free lock) needs no TYPE, whose reply is a Lua table.
+--   {1, fence, 0}     acquired (the key was absent, or held by this owner under an older hold):
+--                     fence is the counter after the increment; the key expires in ARGV[3] ms,
+--                     or later if a stale hold had more left (a ttl is never shortened)
+--   {0, fence, pttl}  held by another owner, or a key that is not a dlock hash (e.g. another
+--                     library's SET NX PX string), which is never touched; fence is the counter
+--                     as it is (not raised); pttl is the key's remaining ttl in ms (-1: none)
+local function counter()
+  return tonumber(redis.call('get', KEYS[2]) or redis.call('get', KEYS[3]) or '0')
+end
+local function next_token()
+  local token = counter() + 1
+  redis.call('set', KEYS[2], token, 'px', ARGV[3])
+  if token > tonumber(redis.call('get', KEYS[3]) or '0') then redis.call('set', KEYS[3], token) end
+  return token
+end
+-- EXISTS first: the common case (a free lock) needs no HGET.
 if redis.call('exists', KEYS[1]) == 0 then
-  redis.call('hset', KEYS[1], ARGV[1], '1')  -- a string: Lua would format a number with sprintf
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  return {1, redis.call('incr', KEYS[2]), 0}
+  redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('pexpire', KEYS[1], ARGV[3])
+  return {1, next_token(), 0}
 end
-if redis.call('type', KEYS[1])['ok'] == 'hash' and redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
-  local count = redis.call('hincrby', KEYS[1], ARGV[1], 1)
-  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
-    redis.call('pexpire', KEYS[1], ARGV[2])
+-- pcall: HGET on a key of another type is an error table, not a failure (a foreign lock).
+local mine = redis.pcall('hget', KEYS[1], ARGV[1])
+if type(mine) == 'string' then
+  redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
+  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[3]) then
+    redis.call('pexpire', KEYS[1], ARGV[3])
   end
-  return {2, tonumber(redis.call('get', KEYS[2]) or '0'), count}
+  return {1, next_token(), 0}
 end
-return {0, tonumber(redis.call('get', KEYS[2]) or '0'), redis.call('pttl', KEYS[1])}
+return {0, counter(), redis.call('pttl', KEYS[1])}

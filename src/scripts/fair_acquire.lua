@@ -3,23 +3,34 @@
 -- the first live waiter only. A waiter that stops calling is dropped after its timeout, so a
 -- dead waiter never stalls the queue.
 --
--- KEYS[1]  the lock key: a hash owner -> hold count, with a ttl
--- KEYS[2]  the fencing counter: dlock:fence:{NAME}
+-- KEYS[1]  the lock key: a hash owner -> hold id, with a ttl
+-- KEYS[2]  the fencing counter of this name: dlock:fence:{NAME} (as in acquire.lua)
 -- KEYS[3]  the queue: dlock:queue:{NAME}, a zset waiter -> arrival ticket
 -- KEYS[4]  the queue's liveness: dlock:queue-alive:{NAME}, a hash waiter -> deadline (ms, this
 --          server's clock)
+-- KEYS[5]  this node's fence floor: dlock:fence-floor (as in acquire.lua)
 -- ARGV[1]  owner token (the waiter)
--- ARGV[2]  ttl in milliseconds
--- ARGV[3]  arrival ticket (milliseconds since the epoch when the waiter first asked)
--- ARGV[4]  waiter timeout in milliseconds: dropped from the queue if not back by then
--- ARGV[5]  '1' to join the queue when the lock cannot be had now, '0' to only try (try_lock)
+-- ARGV[2]  hold id (as in acquire.lua)
+-- ARGV[3]  ttl in milliseconds
+-- ARGV[4]  arrival ticket (milliseconds since the epoch when the waiter first asked)
+-- ARGV[5]  waiter timeout in milliseconds: dropped from the queue if not back by then
+-- ARGV[6]  '1' to join the queue when the lock cannot be had now, '0' to only try (try_lock)
 --
--- Replies as acquire.lua: {1, fence, 0} acquired, {2, fence, count} reentered, or
--- {0, fence, pttl} not acquired, where pttl is the holder's remaining ttl, or -2 when the lock
--- is free but another waiter is first in line.
+-- Replies as acquire.lua: {1, fence, 0} acquired (a stale hold of the same owner is taken
+-- over, as there), or {0, fence, pttl} not acquired, where pttl is the holder's remaining ttl,
+-- or -2 when the lock is free but another waiter is first in line.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local owner = ARGV[1]
+local function counter()
+  return tonumber(redis.call('get', KEYS[2]) or redis.call('get', KEYS[5]) or '0')
+end
+local function next_token()
+  local token = counter() + 1
+  redis.call('set', KEYS[2], token, 'px', ARGV[3])
+  if token > tonumber(redis.call('get', KEYS[5]) or '0') then redis.call('set', KEYS[5], token) end
+  return token
+end
 
 -- Drop dead waiters from the head of the line.
 local head
@@ -36,25 +47,28 @@ end
 
 local kind = redis.call('type', KEYS[1])['ok']
 if kind == 'hash' and redis.call('hexists', KEYS[1], owner) == 1 then
-  local count = redis.call('hincrby', KEYS[1], owner, 1)
-  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[2]) then
-    redis.call('pexpire', KEYS[1], ARGV[2])
+  -- A stale hold of this owner: taken over, as in acquire.lua.
+  redis.call('zrem', KEYS[3], owner)
+  redis.call('hdel', KEYS[4], owner)
+  redis.call('hset', KEYS[1], owner, ARGV[2])
+  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[3]) then
+    redis.call('pexpire', KEYS[1], ARGV[3])
   end
-  return {2, tonumber(redis.call('get', KEYS[2]) or '0'), count}
+  return {1, next_token(), 0}
 end
 if kind == 'none' and (not head or head == owner) then
   redis.call('zrem', KEYS[3], owner)
   redis.call('hdel', KEYS[4], owner)
-  redis.call('hset', KEYS[1], owner, 1)
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  return {1, redis.call('incr', KEYS[2]), 0}
+  redis.call('hset', KEYS[1], owner, ARGV[2])
+  redis.call('pexpire', KEYS[1], ARGV[3])
+  return {1, next_token(), 0}
 end
 
-if ARGV[5] == '1' then
+if ARGV[6] == '1' then
   if not redis.call('zscore', KEYS[3], owner) then
-    redis.call('zadd', KEYS[3], ARGV[3], owner)
+    redis.call('zadd', KEYS[3], ARGV[4], owner)
   end
-  local timeout = tonumber(ARGV[4])
+  local timeout = tonumber(ARGV[5])
   redis.call('hset', KEYS[4], owner, now + timeout)
   -- The queue keys go away by themselves once nobody has waited for a while.
   redis.call('pexpire', KEYS[3], timeout * 4)
@@ -62,4 +76,4 @@ if ARGV[5] == '1' then
 end
 local pttl = -2
 if kind ~= 'none' then pttl = redis.call('pttl', KEYS[1]) end
-return {0, tonumber(redis.call('get', KEYS[2]) or '0'), pttl}
+return {0, counter(), pttl}

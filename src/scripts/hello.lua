@@ -1,41 +1,56 @@
--- hello: tells a node which boot identity (INFO run_id) the client sees for every node, and
--- learns which nodes restarted since this node last heard of them. Nodes thus remember each
--- other: a node that restarted empty has forgotten its own records, but the others have not.
+-- hello: tells a node the boot identities (INFO run_id) of the nodes a client sees, and learns
+-- which of them booted while this node was already in use: a node that restarted (it may have
+-- lost the keys of live locks), or one that is new to the lock set. Nothing here depends on how
+-- a client spells a node's address: a run_id names one boot of one server, so every client,
+-- whatever addresses it uses, is told the same. A node that restarted empty has forgotten its
+-- own records, but the others have not.
 --
--- KEYS[1]        dlock:boot, a hash: node identity -> "run_id quarantine_until_ms"
--- KEYS[2]        dlock:max-ttl, the largest lock ttl (ms) any client announced
+-- KEYS[1]        dlock:boots, a hash: run_id -> "last_seen_ms boot_ms" (this node's clock);
+--                boot_ms is 0 for a boot that was there when this node was first greeted
+-- KEYS[2]        dlock:max-ttl, the largest lock ttl (ms) any client announced; its presence
+--                also says that this node was greeted before (it is "in use")
 -- ARGV[1]        the client's largest ttl in ms
--- ARGV[3i - 1]   identity (host:port) of the i-th node the client sees
--- ARGV[3i]       its run_id now
--- ARGV[3i + 1]   its uptime in seconds now
+-- ARGV[2i]       run_id of the i-th node the client sees
+-- ARGV[2i + 1]   its uptime in seconds
 --
--- Replies {max_ttl, quarantine_1, quarantine_2, ...}: the largest ttl in use, then for the i-th
--- node the milliseconds (by this node's clock) it must still stay out of quorums: positive if
--- this node had recorded another run_id for it, that is, it restarted less than max_ttl ago.
--- A node seen for the first time is recorded with no quarantine (a fresh cluster is usable).
+-- Replies {max_ttl, age_1, age_2, ...}: the largest ttl this node knows, then for the i-th node
+-- how many ms ago (by this node's clock) it booted if it booted while this node was in use, or
+-- -1 if not (seen when this node was first greeted). The client keeps a node with an age below
+-- the largest ttl out of quorums until that ttl has passed since its boot.
+--
+-- Records not seen for a day (or twice the largest ttl, if longer) are dropped: a boot that old
+-- is past any quarantine, so forgetting it cannot shorten one.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local max_ttl = math.max(tonumber(redis.call('get', KEYS[2]) or '0'), tonumber(ARGV[1]))
+local recorded = redis.call('get', KEYS[2])
+local in_use = recorded ~= false
+local max_ttl = math.max(tonumber(recorded or '0'), tonumber(ARGV[1]))
 redis.call('set', KEYS[2], max_ttl)
+
+local keep = math.max(2 * max_ttl, 86400000)
+local all = redis.call('hgetall', KEYS[1])
+for i = 1, #all, 2 do
+  local seen = tonumber(string.match(all[i + 1], '^(%d+)'))
+  if not seen or seen < now - keep then redis.call('hdel', KEYS[1], all[i]) end
+end
+
 local result = {max_ttl}
-local i = 2
-while i + 2 <= #ARGV do
-  local id, run_id, uptime = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-  local record = redis.call('hget', KEYS[1], id)
-  local left = 0
-  if not record then
-    redis.call('hset', KEYS[1], id, run_id .. ' 0')
-  else
-    local seen, until_ms = string.match(record, '^(%S+) (%d+)$')
-    if seen ~= run_id then
-      -- Restarted `uptime` seconds ago: keys of locks taken before may be gone until every such
-      -- lock has expired, max_ttl after the restart.
-      until_ms = now - uptime * 1000 + max_ttl
-      redis.call('hset', KEYS[1], id, run_id .. ' ' .. until_ms)
-    end
-    left = math.max(0, tonumber(until_ms or '0') - now)
+for i = 2, #ARGV - 1, 2 do
+  local run_id, uptime = ARGV[i], tonumber(ARGV[i + 1])
+  local record = redis.call('hget', KEYS[1], run_id)
+  local boot = 0
+  if record then
+    boot = tonumber(string.match(record, ' (%d+)$')) or 0
+  elseif in_use then
+    -- Booted while this node was in use. uptime is whole seconds, rounded down: the estimate
+    -- is at most a second late, which only lengthens the quarantine.
+    boot = now - uptime * 1000
   end
-  result[#result + 1] = left
-  i = i + 3
+  redis.call('hset', KEYS[1], run_id, now .. ' ' .. boot)
+  if boot > 0 then
+    result[#result + 1] = now - boot
+  else
+    result[#result + 1] = -1
+  end
 end
 return result

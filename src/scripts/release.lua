@@ -1,32 +1,29 @@
--- release: gives back one hold of the lock; frees it when the owner's count reaches 0.
+-- release: gives back a hold of the lock and frees it (reentrant leases are counted by the
+-- client, which releases once the last of them ends).
 --
--- KEYS[1]  the lock key: a hash owner -> hold count
+-- KEYS[1]  the lock key: a hash owner -> hold id
 -- KEYS[2]  the fair queue of this name: dlock:queue:{NAME}, a zset waiter -> arrival ticket
 -- KEYS[3]  the fair queue's liveness: dlock:queue-alive:{NAME}, a hash waiter -> deadline (ms,
 --          this server's clock); a waiter past its deadline is dead and dropped
 -- ARGV[1]  owner token
 -- ARGV[2]  release channel (dlock:release:{NAME})
+-- ARGV[3]  hold id: only that hold is released (an older hold's late release never frees a
+--          newer one); '' releases whatever hold the owner has (Client::unlock by owner)
 --
 -- When the lock is freed, publishes on the release channel the fair queue's first live waiter
 -- (only that waiter wakes: no thundering herd), or, when nobody queues, '~' and the releasing
 -- owner (plain waiters wake and retry; the releasing client knows its own release by it).
 --
 -- Replies {status, listeners}:
---   {1, n}  freed: the count reached 0, the key was deleted and the release published; n is
---           how many connections were subscribed to the release channel (PUBLISH's count),
---           which tells the releasing client whether anyone else waits (see lock/hand_off.h)
---   {2, 0}  one hold given back; the owner still holds the lock (count > 0)
---   {0, 0}  the owner does not hold it (expired, taken by another, or never ours): unchanged
--- One HGET tells all three cases apart: redis.pcall returns an error table, not a failure,
--- when the key is not a hash (another library's string: not ours, never touched).
-local count = redis.pcall('hget', KEYS[1], ARGV[1])
-if type(count) ~= 'string' then
+--   {1, n}  freed: the key was deleted and the release published; n is how many connections
+--           were subscribed to the release channel (PUBLISH's count), which tells the
+--           releasing client whether anyone else waits (see lock/hand_off.h)
+--   {0, 0}  this hold is not here (expired, taken by another, or never ours): unchanged
+-- One HGET tells the cases apart: redis.pcall returns an error table, not a failure, when the
+-- key is not a hash (another library's string: not ours, never touched).
+local id = redis.pcall('hget', KEYS[1], ARGV[1])
+if type(id) ~= 'string' or (ARGV[3] ~= '' and id ~= ARGV[3]) then
   return {0, 0}
-end
-if count ~= '1' then
-  if redis.call('hincrby', KEYS[1], ARGV[1], '-1') > 0 then
-    return {2, 0}
-  end
 end
 redis.call('del', KEYS[1])
 local now = nil  -- read from the server's clock only when somebody queues

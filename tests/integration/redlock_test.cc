@@ -99,7 +99,7 @@ TEST_F(RedlockTest, StalledNodeIsOutwaitedAndItsLateKeyRemovedByReleaseAll) {
   // The stalled node now runs what it had buffered: the acquire, then the release.
   ASSERT_TRUE(test::eventually([&] {
     auto fence = (*nodes_)[0].command({"GET", "dlock:fence:{job}"});
-    return fence && fence->type == REDIS_REPLY_STRING && std::string(fence->str) == "1";
+    return fence && fence->type == REDIS_REPLY_STRING;
   })) << "the late acquire should have reached the node";
   std::this_thread::sleep_for(200ms);
   EXPECT_FALSE((*nodes_)[0].exists("job")) << "release-all must remove the late key";

@@ -47,7 +47,7 @@ int release_command(const ReleaseFlags& flags) {
     if (n.error) continue;
     if (n.kind != "free") ++present;
     std::cout << n.node << ": " << n.kind;
-    for (const auto& [owner, count] : n.owners) std::cout << " " << owner << " x" << count;
+    for (const auto& holder : n.owners) std::cout << " " << holder.owner;
     std::cout << "\n";
   }
   if (!flags.yes) {

@@ -24,8 +24,8 @@ nlohmann::json to_json(const LockStatus& s) {
       j["fence"] = n.fence;
       j["queued"] = n.queued;
       nlohmann::json owners = nlohmann::json::array();
-      for (const auto& [owner, count] : n.owners) {
-        owners.push_back({{"owner", owner}, {"count", count}});
+      for (const auto& [owner, hold] : n.owners) {
+        owners.push_back({{"owner", owner}, {"hold", hold}});
       }
       j["owners"] = owners;
     }
@@ -37,9 +37,9 @@ nlohmann::json to_json(const LockStatus& s) {
 std::string holder_of(const NodeLockState& n) {
   if (n.kind == "foreign") return "(another library's key)";
   std::string out;
-  for (const auto& [owner, count] : n.owners) {
+  for (const auto& holder : n.owners) {
     if (!out.empty()) out += ", ";
-    out += owner + (count > 1 ? " x" + std::to_string(count) : "");
+    out += holder.owner;
   }
   return out.empty() ? "-" : out;
 }

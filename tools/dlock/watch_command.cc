@@ -26,7 +26,7 @@ std::string holder_line(const LockStatus& s) {
     ++answered;
     fence = std::max(fence, n.fence);
     if (n.kind == "foreign") ++votes["(another library's key)"];
-    for (const auto& [owner, count] : n.owners) ++votes[owner];
+    for (const auto& holder : n.owners) ++votes[holder.owner];
   }
   if (answered < s.quorum) return "unknown: fewer than a quorum of nodes answer";
   for (const auto& [holder, count] : votes) {

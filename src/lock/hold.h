@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: MIT
+// Hold: one owner's possession of one lock name, as this client took it. On the nodes a hold is
+// the field owner -> hold id of the lock key; the hold id is new for every acquisition that is
+// not reentrant, so a release or renewal meant for an older hold (a late reply, a lease that
+// had expired) can never act on a newer one. Reentrant leases of the same owner share one hold
+// (lock/holds.h counts them); the last one to end releases it.
+#pragma once
+
+#include <dlock/types.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace dlock::detail {
+struct LeaseState;
+}  // namespace dlock::detail
+
+namespace dlock::lock {
+
+// Which hold a call is about. An empty id in a release means whatever hold the owner has.
+struct HoldId {
+  std::string name;
+  OwnerToken owner;
+  std::string id;
+};
+
+struct Hold {
+  Hold(HoldId hold_id, FencingToken token) : id(std::move(hold_id)), fence(token) {}
+
+  const HoldId id;
+  const FencingToken fence;  // every lease of the hold hands out this token
+  // Set once a renewal found the hold gone from a quorum: every lease of it is lost.
+  std::atomic<bool> lost{false};
+  // The leases sharing the hold, guarded by the Holds entry of (name, owner).
+  std::vector<std::weak_ptr<detail::LeaseState>> leases;
+};
+
+}  // namespace dlock::lock

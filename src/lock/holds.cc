@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+#include "lock/holds.h"
+
+#include <algorithm>
+
+#include "lock/owner.h"
+
+namespace dlock::lock {
+namespace {
+
+using Status = detail::LeaseState::Status;
+
+std::string entry_key(const std::string& name, const OwnerToken& owner) {
+  std::string key = name;
+  key += '\0';
+  key += owner.str();
+  return key;
+}
+
+}  // namespace
+
+Holds::Holds(QuorumLock& lock) : lock_(lock), id_prefix_(random_hex(8) + ".") {}
+
+std::string Holds::next_hold_id() {
+  return id_prefix_ + std::to_string(next_id_.fetch_add(1, std::memory_order_relaxed) + 1);
+}
+
+std::shared_ptr<Holds::Entry> Holds::enter(const std::string& name, const OwnerToken& owner) {
+  std::lock_guard lock(mu_);
+  auto& entry = entries_[entry_key(name, owner)];
+  if (!entry) entry = std::make_shared<Entry>();
+  ++entry->users;
+  return entry;
+}
+
+void Holds::settle(Entry& e) {
+  const bool keep = e.current && !e.current->leases.empty();
+  std::lock_guard lock(mu_);
+  e.keep = keep;
+}
+
+void Holds::leave(const std::string& name, const OwnerToken& owner,
+                  const std::shared_ptr<Entry>& e) {
+  // A hold with leases keeps its entry: reentrancy looks it up there. Calls on one entry are
+  // serialized, so the last one to settle left the entry's latest state.
+  std::lock_guard lock(mu_);
+  if (--e->users == 0 && !e->keep) entries_.erase(entry_key(name, owner));
+}
+
+std::optional<Clock::time_point> Holds::live_until(const Hold& hold) {
+  if (hold.lost.load()) return std::nullopt;
+  std::optional<Clock::time_point> until;
+  for (const auto& weak : hold.leases) {
+    const auto lease = weak.lock();
+    if (!lease) continue;
+    std::lock_guard lock(lease->mu);
+    if (lease->status == Status::held && Clock::now() < lease->valid_until) {
+      until = std::max(until.value_or(lease->valid_until), lease->valid_until);
+    }
+  }
+  return until;
+}
+
+std::optional<Refused> Holds::acquire(const std::shared_ptr<detail::LeaseState>& lease,
+                                      const std::string& name, const OwnerToken& owner,
+                                      std::chrono::milliseconds ttl,
+                                      const std::optional<FairTicket>& fair) {
+  const auto entry = enter(name, owner);
+  std::optional<Refused> refused;
+  {
+    std::lock_guard lock(entry->mu);
+    std::shared_ptr<Hold> hold = entry->current;
+    const auto until = hold ? live_until(*hold) : std::nullopt;
+    if (until) {
+      // Reentrant: the key must now outlive this lease's ttl too, on a quorum.
+      auto extended = lock_.extend(hold->id, ttl, *until);
+      if (extended) {
+        lease->hold = hold;
+        lease->valid_until = *extended;
+        hold->leases.push_back(lease);
+      } else if (extended.error().is(errc::lock_lost)) {
+        // The hold is gone: its leases are lost, and this acquisition starts a new hold.
+        hold->lost.store(true);
+        hold = nullptr;
+      } else {
+        refused = Refused{std::move(extended).error(), std::nullopt};
+      }
+    } else {
+      hold = nullptr;
+    }
+    if (!lease->hold && !refused) {
+      HoldId id{name, owner, next_hold_id()};
+      auto result = lock_.acquire(id, ttl, fair);
+      if (auto* acquired = std::get_if<Acquired>(&result)) {
+        hold = std::make_shared<Hold>(std::move(id), acquired->fence);
+        lease->hold = hold;
+        lease->valid_until = acquired->valid_until;
+        hold->leases.push_back(lease);
+        entry->current = hold;
+      } else {
+        refused = std::move(std::get<Refused>(result));
+      }
+    }
+    settle(*entry);
+  }
+  leave(name, owner, entry);
+  return refused;
+}
+
+Holds::Ended Holds::end(const std::shared_ptr<detail::LeaseState>& lease) {
+  const Hold& hold = *lease->hold;
+  const auto entry = enter(hold.id.name, hold.id.owner);
+  Ended ended;
+  {
+    std::lock_guard lock(entry->mu);
+    auto& leases = lease->hold->leases;
+    leases.erase(std::remove_if(leases.begin(), leases.end(),
+                                [&](const std::weak_ptr<detail::LeaseState>& w) {
+                                  const auto l = w.lock();
+                                  return !l || l == lease;
+                                }),
+                 leases.end());
+    if (leases.empty()) {
+      ended.last = true;
+      if (entry->current == lease->hold) entry->current = nullptr;
+      // Even when the hold expired or was lost: nodes that still have it must not keep it.
+      // The hold id makes sure nothing but this hold is released.
+      ended.released = lock_.release(hold.id, &ended.listeners);
+    }
+    settle(*entry);
+  }
+  leave(hold.id.name, hold.id.owner, entry);
+  return ended;
+}
+
+void Holds::forget(const std::string& name, const OwnerToken& owner) {
+  const auto entry = enter(name, owner);
+  {
+    std::lock_guard lock(entry->mu);
+    if (entry->current) entry->current->lost.store(true);
+    settle(*entry);
+  }
+  leave(name, owner, entry);
+}
+
+std::size_t Holds::entries() {
+  std::lock_guard lock(mu_);
+  return entries_.size();
+}
+
+}  // namespace dlock::lock

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: MIT
+// Holds: this client's holds, at most one current hold per (name, owner), and the leases that
+// share it. This is where reentrancy is decided: an acquisition is reentrant only when this
+// client has a live lease of the same name and owner, never because a node says the owner is
+// there (a hold left on a node by a lost release is stale, and is taken over by a new hold with
+// a new fencing token).
+//
+// A reentrant acquisition makes the shared key outlive its own ttl on a quorum (a renewal that
+// never shortens) and shares the hold's fencing token; nothing needs undoing if it fails. The
+// last lease of a hold to end releases it on the nodes. Acquisitions and releases of one
+// (name, owner) are serialized here, so a reentrant acquisition cannot race the release of the
+// hold it joins.
+//
+// Thread-safety: all members may be called from any thread. Lock order: an entry's mutex before
+// mu_ and before a lease's mutex; the entry mutex is held across node round trips, so never take it
+// while holding a lease's mutex or the watchdog's.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <variant>
+
+#include "lock/hold.h"
+#include "lock/lease_state.h"
+#include "lock/quorum_lock.h"
+
+namespace dlock::lock {
+
+class Holds {
+ public:
+  explicit Holds(QuorumLock& lock);
+
+  // Adds `lease` (its hold not yet set) as a lease of `owner` on `name`: joins this client's
+  // live hold, or takes a new one. On success lease->hold and lease->valid_until are set.
+  std::optional<Refused> acquire(const std::shared_ptr<detail::LeaseState>& lease,
+                                 const std::string& name, const OwnerToken& owner,
+                                 std::chrono::milliseconds ttl,
+                                 const std::optional<FairTicket>& fair);
+
+  // What ending one lease did.
+  struct Ended {
+    bool last = false;      // it was the hold's last lease: the hold was released on the nodes
+    Result<void> released;  // the outcome of that release (ok when not last)
+    std::size_t listeners = 0;
+  };
+  // Ends `lease` (already marked released by the caller).
+  Ended end(const std::shared_ptr<detail::LeaseState>& lease);
+
+  // The owner's hold of `name` was released by owner name (Client::unlock): this client's
+  // leases of it are lost.
+  void forget(const std::string& name, const OwnerToken& owner);
+
+  // How many (name, owner) entries are kept (for tests: none once every lease ended).
+  std::size_t entries();
+
+ private:
+  struct Entry {
+    std::mutex mu;                  // serializes acquire and end for one (name, owner)
+    std::shared_ptr<Hold> current;  // guarded by mu
+    std::size_t users = 0;          // guarded by Holds::mu_: calls inside or waiting
+    bool keep = false;  // guarded by Holds::mu_: the current hold has leases (set under mu)
+  };
+  std::shared_ptr<Entry> enter(const std::string& name, const OwnerToken& owner);
+  // At the end of a call, still under e->mu: whether the entry must be kept when unused.
+  void settle(Entry& e);
+  // After a call, without e->mu: drops the entry when nobody uses it and it holds nothing.
+  void leave(const std::string& name, const OwnerToken& owner, const std::shared_ptr<Entry>& e);
+  // The latest end of validity among the live leases of `hold`; nullopt if none is live.
+  static std::optional<Clock::time_point> live_until(const Hold& hold);
+  std::string next_hold_id();
+
+  QuorumLock& lock_;
+  const std::string id_prefix_;  // random per client: hold ids differ across clients
+  std::atomic<std::uint64_t> next_id_{0};
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<Entry>> entries_;  // guarded by mu_
+};
+
+}  // namespace dlock::lock

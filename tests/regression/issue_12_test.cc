@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+// Issue 12: the paths by which two owners could hold one lock, or a fencing token be handed out
+// twice, on real servers. Each test failed on cb1033c.
+#include <thread>
+
+#include "support/cluster_fixture.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::eventually;
+
+class Issue12Test : public test::ClusterTest {
+ protected:
+  static LockOptions other_owner() { return fixed(10s, "other-owner"); }
+  // Key patterns of the default user on node i: lets a test make a script refuse to run there
+  // (ACL checks a script's KEYS before running it), as if the call never reached the node.
+  void allow_keys(std::size_t i, const std::vector<std::string>& patterns) {
+    std::vector<std::string> args{"ACL", "SETUSER", "default", "resetkeys"};
+    for (const auto& p : patterns) args.push_back("~" + p);
+    auto r = (*nodes_)[i].command(args);
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STATUS) << (r ? r->str : "no reply");
+  }
+  void allow_all_keys(std::size_t i) { allow_keys(i, {"*"}); }
+  std::int64_t counter(std::size_t i, const std::string& key) {
+    auto r = (*nodes_)[i].command({"GET", key});
+    return r && r->type == REDIS_REPLY_STRING ? std::stoll(r->str) : 0;
+  }
+};
+
+// Defect 1, through extend(): a shorter inner lease re-armed the shared key with its own ttl.
+TEST_P(Issue12Test, ExtendingAShorterInnerLeaseNeverShortensTheOuterLock) {
+  Client client = make_client();
+  Client rival = make_client();
+  auto outer = client.try_lock("job", fixed(8s));
+  ASSERT_TRUE(outer) << outer.error().message();
+  auto inner = client.try_lock("job", fixed(300ms));
+  ASSERT_TRUE(inner) << inner.error().message();
+  ASSERT_TRUE(inner->extend());
+  ASSERT_TRUE(inner->unlock());
+  std::this_thread::sleep_for(900ms);
+  ASSERT_TRUE(outer->is_held());
+  auto stolen = rival.try_lock("job", other_owner());
+  EXPECT_FALSE(stolen) << "two owners hold 'job' while the outer lease is valid";
+}
+
+// Defect 1, through the watchdog: a renewed inner lease re-armed the key with its short ttl.
+TEST_P(Issue12Test, RenewingAShorterInnerLeaseNeverShortensTheOuterLock) {
+  Client client = make_client();
+  Client rival = make_client();
+  auto outer = client.try_lock("job", fixed(8s));
+  ASSERT_TRUE(outer) << outer.error().message();
+  auto inner = client.try_lock("job", renewed(300ms));
+  ASSERT_TRUE(inner) << inner.error().message();
+  std::this_thread::sleep_for(400ms);  // several renewals of the inner lease
+  ASSERT_TRUE(inner->unlock());
+  std::this_thread::sleep_for(900ms);
+  ASSERT_TRUE(outer->is_held());
+  auto stolen = rival.try_lock("job", other_owner());
+  EXPECT_FALSE(stolen) << "two owners hold 'job' while the outer lease is valid";
+}
+
+// A longer inner lease keeps the key alive for its own ttl after the outer one ends.
+TEST_P(Issue12Test, LongerInnerLeaseOutlivesTheOuterOne) {
+  Client client = make_client();
+  Client rival = make_client();
+  auto outer = client.try_lock("job", fixed(300ms));
+  ASSERT_TRUE(outer);
+  auto inner = client.try_lock("job", fixed(8s));
+  ASSERT_TRUE(inner) << inner.error().message();
+  EXPECT_EQ(inner->fencing_token(), outer->fencing_token());
+  std::this_thread::sleep_for(900ms);
+  EXPECT_FALSE(outer->is_held());
+  ASSERT_TRUE(inner->is_held());
+  EXPECT_FALSE(rival.try_lock("job", other_owner()));
+  EXPECT_FALSE(outer->unlock());  // expired: lock_lost, and the inner hold is untouched
+  EXPECT_FALSE(rival.try_lock("job", other_owner()));
+  ASSERT_TRUE(inner->unlock());
+  expect_released_everywhere("job");
+}
+
+// Defect 2: a failed reentrant attempt released the outer hold on nodes where its acquire
+// never ran. ACL makes the acquisition's scripts refuse to run on a quorum of nodes.
+TEST_P(Issue12Test, FailedReentrantAttemptNeverReleasesTheOuterHold) {
+  Client client = make_client();
+  Client rival = make_client();
+  auto outer = client.try_lock("job", fixed(8s));
+  ASSERT_TRUE(outer) << outer.error().message();
+  // On a quorum: only the lock key and the queue keys (not the fencing counters).
+  for (std::size_t i = 0; i < quorum(); ++i) {
+    allow_keys(i, {"job", "dlock:queue*", "dlock:boots", "dlock:max-ttl"});
+  }
+  auto inner = client.try_lock("job", fixed(1s));
+  if (inner) {
+    ASSERT_TRUE(inner->unlock());
+  }
+  // Now nothing at all on a quorum: the reentrant attempt cannot succeed.
+  for (std::size_t i = 0; i < quorum(); ++i) allow_keys(i, {"nothing-here"});
+  auto refused = client.try_lock("job", fixed(1s));
+  EXPECT_FALSE(refused);
+  for (std::size_t i = 0; i < size(); ++i) allow_all_keys(i);
+
+  expect_held_everywhere("job");
+  ASSERT_TRUE(outer->is_held());
+  auto stolen = rival.try_lock("job", other_owner());
+  EXPECT_FALSE(stolen) << "two owners hold 'job' while the outer lease is valid";
+  ASSERT_TRUE(outer->unlock());
+  expect_released_everywhere("job");
+}
+
+// Defect 3: a hold of the owner left on a minority (its release was lost) passed for
+// reentrancy: the token was not raised on a majority, and the stale key never went away.
+TEST_P(Issue12Test, StaleHoldOnOneNodeIsTakenOverWithARaisedToken) {
+  Client client = make_client();
+  const std::string fence = "dlock:fence:{job}";
+  auto first = client.try_lock("job", fixed(10s));
+  ASSERT_TRUE(first);
+  const auto previous = first->fencing_token().value();
+  ASSERT_TRUE(first->unlock());
+  expect_released_everywhere("job");
+  // The counters of the issue: 11, 11, 10, 10, 10 (one node: 11), and the owner's stale hold
+  // on the last node, as a lost release leaves it.
+  for (std::size_t i = 0; i < size(); ++i) {
+    const std::uint64_t value = previous + 10 + (i < (size() + 1) / 2 - 1 || size() == 1 ? 1 : 0);
+    (*nodes_)[i].command({"SET", fence, std::to_string(value), "PX", "60000"});
+  }
+  auto& last = (*nodes_)[size() - 1];
+  last.command({"HSET", "job", Client::default_owner().str(), "1"});
+  last.command({"PEXPIRE", "job", "60000"});
+
+  auto lease = client.try_lock("job", fixed(10s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  const auto token = lease->fencing_token().value();
+  EXPECT_GT(token, previous + 11) << "a token at most as large as an earlier one";
+  std::size_t holding = 0;
+  for (std::size_t i = 0; i < size(); ++i) {
+    holding += counter(i, fence) >= static_cast<std::int64_t>(token) ? 1 : 0;
+  }
+  EXPECT_GE(holding, quorum()) << "the token must be on a majority of counters";
+  ASSERT_TRUE(lease->unlock());
+  expect_released_everywhere("job");  // the stale hold too
+}
+
+// Defect 3, the other half: this client's own live lease decides reentrancy, also when a node
+// already forgot the hold (and the new lease still gets the outer token).
+TEST_P(Issue12Test, ReentrancyComesFromTheClientsOwnLease) {
+  Client client = make_client();
+  auto outer = client.try_lock("job", fixed(8s));
+  ASSERT_TRUE(outer);
+  Client other = make_client();
+  auto not_mine = other.try_lock("job", fixed(8s, Client::default_owner().str()));
+  // Another client naming the same owner is not this client's lease: it takes the hold over
+  // (the owner is one holder), with a new token.
+  ASSERT_TRUE(not_mine) << not_mine.error().message();
+  EXPECT_GT(not_mine->fencing_token(), outer->fencing_token());
+  EXPECT_FALSE(outer->extend()) << "the outer hold was taken over: its lease must learn it";
+  EXPECT_TRUE(outer->lost());
+  ASSERT_TRUE(not_mine->unlock());
+  expect_released_everywhere("job");
+}
+
+// Defect 6: every name ever locked left a counter key behind, forever.
+TEST_P(Issue12Test, NamesLeaveNoKeysBehindAndTokensStillGrow) {
+  Client client = make_client();
+  auto a = client.try_lock("name-a", fixed(300ms));
+  ASSERT_TRUE(a);
+  const auto first = a->fencing_token();
+  ASSERT_TRUE(a->unlock());
+  for (int i = 0; i < 500; ++i) {
+    auto l = client.try_lock("order-" + std::to_string(i), fixed(300ms));
+    ASSERT_TRUE(l) << l.error().message();
+    ASSERT_TRUE(l->unlock());
+  }
+  // Per node: dlock's bookkeeping (boots, max-ttl, fence floor) and nothing per name.
+  for (std::size_t i = 0; i < size(); ++i) {
+    EXPECT_TRUE(eventually([&] { return (*nodes_)[i].command({"DBSIZE"})->integer <= 3; }, 5s))
+        << (*nodes_)[i].command({"DBSIZE"})->integer << " keys left on node " << i;
+  }
+  auto again = client.try_lock("name-a", fixed(300ms));
+  ASSERT_TRUE(again);
+  EXPECT_GT(again->fencing_token(), first) << "tokens must grow per name across expiry";
+}
+
+// Defect 7: a fair holder stayed queued on the nodes that did not grant it.
+TEST_P(Issue12Test, FairHolderLeavesTheQueueWhereItWasNotGranted) {
+  if (size() == 1) GTEST_SKIP() << "needs a node that does not grant";
+  Client client = make_client();
+  LockOptions fair = fixed(10s, "holder");
+  fair.fair = true;
+  auto holder = client.try_lock("job", fair);
+  ASSERT_TRUE(holder);
+  LockOptions waiter_options = fixed(10s, "waiter");
+  waiter_options.fair = true;
+  Client waiter_client = make_client();
+  Result<Lease> waited = Error(errc::cancelled, "not yet");
+  std::thread waiter([&] { waited = waiter_client.lock("job", 20s, waiter_options); });
+  auto queued = [&](std::size_t i) {
+    return (*nodes_)[i].command({"ZCARD", "dlock:queue:{job}"})->integer;
+  };
+  ASSERT_TRUE(eventually([&] { return queued(size() - 1) == 1; }));
+  // The last node will not grant the waiter: another library holds 'job' there.
+  auto& last = (*nodes_)[size() - 1];
+  last.command({"DEL", "job"});
+  last.command({"SET", "job", "another-library", "PX", "60000"});
+  ASSERT_TRUE(holder->unlock());
+  waiter.join();
+  ASSERT_TRUE(waited) << waited.error().message();
+  EXPECT_EQ(queued(size() - 1), 0) << "the holder is still in line where it was refused";
+}
+
+// Defect 4: restart protection depended on how a client spelled a node.
+class Issue12NamingTest : public test::ClusterTest {
+ protected:
+  static constexpr const char* kMapped = "[::ffff:127.0.0.1]";
+  Client client_with(const std::vector<std::string>& urls) {
+    ClientOptions options;
+    options.nodes = urls;
+    options.node_timeout = 500ms;
+    auto c = Client::create(options);
+    EXPECT_TRUE(c) << c.error().message();
+    return std::move(c).value();
+  }
+  std::string url(std::size_t i, const std::string& host) {
+    return "redis://" + host + ":" + std::to_string((*nodes_)[i].port());
+  }
+};
+
+TEST_P(Issue12NamingTest, RestartedNodesAreKeptOutWhateverNameAClientUses) {
+  Client a = client_with({url(0, "127.0.0.1"), url(1, "127.0.0.1"), url(2, "127.0.0.1")});
+  auto held = a.try_lock("job", fixed(10s, "first"));
+  ASSERT_TRUE(held) << held.error().message();
+  // A majority restarts empty; the remaining node remembers that it was in use.
+  (*nodes_)[1].restart(/*keep_data=*/false);
+  (*nodes_)[2].restart(/*keep_data=*/false);
+  // Another spelling of the same servers: an IPv4-mapped IPv6 address.
+  Client b = client_with({url(0, kMapped), url(1, kMapped), url(2, kMapped)});
+  auto stolen = b.try_lock("job", fixed(10s, "second"));
+  ASSERT_FALSE(stolen) << "mutual exclusion broken: the restarted nodes granted the lock";
+  EXPECT_NE(stolen.error().message().find("restarted recently"), std::string::npos)
+      << stolen.error().message();
+  EXPECT_TRUE(held->is_held());
+}
+
+TEST_P(Issue12NamingTest, OneServerNamedTwiceVotesOnce) {
+  Client c = client_with({url(0, "127.0.0.1"), url(0, kMapped), url(1, "127.0.0.1")});
+  (*nodes_)[1].kill9();
+  auto lease = c.try_lock("job", fixed(10s));
+  EXPECT_FALSE(lease) << "one server counted as two votes of three";
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, Issue12Test, ::testing::Values(1, 5), test::node_count_name);
+INSTANTIATE_TEST_SUITE_P(Nodes, Issue12NamingTest, ::testing::Values(3), test::node_count_name);
+
+}  // namespace
+}  // namespace dlock
