@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: MIT
+// The quorum decisions, fed canned and adversarial node outcomes: lost replies, calls never
+// sent, error replies, odd shapes, quarantined nodes, stale holds.
+#include "lock/tally.h"
+
+#include <gtest/gtest.h>
+
+namespace dlock::lock {
+namespace {
+
+using namespace std::chrono_literals;
+using Kind = AcquireReply::Kind;
+using Clock = std::chrono::steady_clock;
+
+resp::Reply integer(std::int64_t v) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::integer;
+  r.integer = v;
+  return r;
+}
+
+resp::Reply array(std::vector<std::int64_t> values) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::array;
+  for (auto v : values) r.elements.push_back(integer(v));
+  return r;
+}
+
+resp::Reply error_reply(std::string text) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::error;
+  r.str = std::move(text);
+  return r;
+}
+
+Result<resp::Reply> lost() {
+  return Error(errc::timeout, "no answer");
+}
+
+AcquireReply granted(std::uint64_t counter) {
+  return parse_acquire(array({1, static_cast<std::int64_t>(counter), 0}));
+}
+
+AcquireReply held(std::uint64_t counter, std::int64_t pttl) {
+  return parse_acquire(array({0, static_cast<std::int64_t>(counter), pttl}));
+}
+
+TEST(TallyTest, ParsesEachAcquireReply) {
+  EXPECT_EQ(granted(7).kind, Kind::granted);
+  EXPECT_EQ(granted(7).counter, 7u);
+  const auto h = held(3, 1500);
+  EXPECT_EQ(h.kind, Kind::held);
+  EXPECT_EQ(h.holder_ttl, 1500);
+  EXPECT_EQ(parse_acquire(lost()).kind, Kind::failed);
+  EXPECT_TRUE(parse_acquire(lost()).error.is(errc::timeout));
+  const auto refused = parse_acquire(error_reply("NOPERM no permissions"));
+  EXPECT_EQ(refused.kind, Kind::failed);
+  EXPECT_TRUE(refused.error.is(errc::script_error));
+  // Shapes that are not the script's: short, negative counter, unknown status (the old
+  // "reentered" status 2 included: a node never decides reentrancy).
+  EXPECT_EQ(parse_acquire(array({1, 5})).kind, Kind::failed);
+  EXPECT_EQ(parse_acquire(array({1, -1, 0})).kind, Kind::failed);
+  EXPECT_EQ(parse_acquire(array({2, 5, 2})).kind, Kind::failed);
+  EXPECT_EQ(parse_acquire(integer(1)).kind, Kind::failed);
+}
+
+TEST(TallyTest, UnequalCountersNeedARaise) {
+  // The counters: 11, 11, 10, 10, 10, all granted: the token is 11, held by 2 of 5.
+  const auto t = tally_acquire({granted(11), granted(11), granted(10), granted(10), granted(10)},
+                               {true, true, true, true, true}, 3);
+  EXPECT_EQ(t.granted, 5u);
+  EXPECT_EQ(t.token, 11u);
+  EXPECT_FALSE(t.token_on_quorum);
+}
+
+TEST(TallyTest, EqualCountersOnAQuorumNeedNoRaise) {
+  const auto t =
+      tally_acquire({granted(10), granted(10), granted(10), parse_acquire(lost()), held(9, 100)},
+                    {true, true, true, true, true}, 3);
+  EXPECT_EQ(t.granted, 3u);
+  EXPECT_EQ(t.held, 1u);
+  EXPECT_EQ(t.token, 10u);
+  EXPECT_TRUE(t.token_on_quorum);
+  EXPECT_EQ(t.holder_ttl, 100ms);
+}
+
+TEST(TallyTest, ARefusingNodesCounterIsExceeded) {
+  // The holder's token may be the refusing node's counter: ours must be larger.
+  const auto t = tally_acquire({granted(5), granted(5), held(5, 10)}, {true, true, true}, 2);
+  EXPECT_EQ(t.token, 6u);
+  EXPECT_FALSE(t.token_on_quorum);
+}
+
+TEST(TallyTest, QuarantinedNodesDoNotVoteButTheirCountersCount) {
+  const auto t = tally_acquire({granted(3), granted(8), granted(3)}, {true, false, true}, 2);
+  EXPECT_EQ(t.granted, 2u);
+  EXPECT_EQ(t.token, 8u) << "a counter seen anywhere must not be handed out again";
+  EXPECT_FALSE(t.token_on_quorum);
+}
+
+TEST(TallyTest, LostAndNeverSentRepliesAreNotVotes) {
+  const auto t = tally_acquire(
+      {granted(1), parse_acquire(lost()), parse_acquire(Error(errc::io_error, "not sent"))},
+      {true, true, true}, 2);
+  EXPECT_EQ(t.granted, 1u);
+  EXPECT_EQ(t.held, 0u);
+}
+
+TEST(TallyTest, ReleaseRepliesAreFreedNotHeldOrFailed) {
+  EXPECT_EQ(parse_release(array({1, 3})).kind, ReleaseReply::Kind::freed);
+  EXPECT_EQ(parse_release(array({1, 3})).listeners, 3);
+  EXPECT_EQ(parse_release(array({0, 0})).kind, ReleaseReply::Kind::not_held);
+  EXPECT_EQ(parse_release(array({2, 0})).kind, ReleaseReply::Kind::failed);
+  EXPECT_EQ(parse_release(lost()).kind, ReleaseReply::Kind::failed);
+  EXPECT_EQ(parse_release(Error(errc::cancelled, "not waited for")).kind,
+            ReleaseReply::Kind::failed);
+}
+
+TEST(TallyTest, RenewRepliesPerSlot) {
+  const auto batch = array({1, 0, 1});
+  EXPECT_EQ(parse_renew(batch, 0), RenewReply::renewed);
+  EXPECT_EQ(parse_renew(batch, 1), RenewReply::not_held);
+  EXPECT_EQ(parse_renew(batch, 3), RenewReply::failed);
+  EXPECT_EQ(parse_renew(lost(), 0), RenewReply::failed);
+  EXPECT_EQ(parse_renew(error_reply("BUSY"), 0), RenewReply::failed);
+}
+
+TEST(TallyTest, ExtensionJudgement) {
+  const auto start = Clock::now();
+  const auto valid_until = start + 1s;
+  // A quorum within the ttl.
+  EXPECT_EQ(judge_extension(3, 0, 3, 1000ms, 0.01, start, start + 10ms, valid_until),
+            Extension::extended);
+  // Validity ended before the answers came: lost, whatever they say.
+  EXPECT_EQ(judge_extension(5, 0, 3, 1000ms, 0.01, start, valid_until, valid_until),
+            Extension::lost);
+  // Too few confirmed, but unanswered nodes may still hold it.
+  EXPECT_EQ(judge_extension(2, 1, 3, 1000ms, 0.01, start, start + 10ms, valid_until),
+            Extension::no_quorum);
+  // A quorum answered that the hold is not there.
+  EXPECT_EQ(judge_extension(2, 0, 3, 1000ms, 0.01, start, start + 10ms, valid_until),
+            Extension::lost);
+  // A quorum, but later than the new ttl allows.
+  EXPECT_EQ(judge_extension(3, 0, 3, 100ms, 0.01, start, start + 99ms, valid_until),
+            Extension::no_quorum);
+}
+
+TEST(TallyTest, HelloTakesTheYoungestBootAndTheLargestTtl) {
+  // Three answers for two greeted nodes; one reply of the wrong shape; one lost.
+  const std::vector<Result<resp::Reply>> replies{array({30000, -1, 5000}), array({60000, -1, 2000}),
+                                                 array({1000, 3}), lost(), array({10000, -1, -1})};
+  const BootReport r = tally_hello(replies, 2);
+  EXPECT_EQ(r.told, 3u);
+  EXPECT_EQ(r.max_ttl, 60000ms);
+  EXPECT_FALSE(r.boot_age[0]);
+  ASSERT_TRUE(r.boot_age[1]);
+  EXPECT_EQ(*r.boot_age[1], 2000ms) << "the shortest age gives the longest quarantine";
+}
+
+}  // namespace
+}  // namespace dlock::lock
