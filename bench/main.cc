@@ -314,6 +314,9 @@ int run_all(const std::string& out_dir, bool smoke, const std::string& client_cp
     const int mem_locks = smoke ? 500 : 10000;
     r.memory_per_lock[kRaw] = memory_per_lock(Impl::raw, s.one, mem_locks);
     r.memory_per_lock[kDlock] = memory_per_lock(Impl::dlock, s.one, mem_locks);
+    r.memory_names = mem_locks;
+    r.memory_per_name[kRaw] = memory_per_name(Impl::raw, s.one, mem_locks, 300ms);
+    r.memory_per_name[kDlock] = memory_per_name(Impl::dlock, s.one, mem_locks, 300ms);
   }
 
   // 6. Instructions per cycle in the client.

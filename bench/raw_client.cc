@@ -158,6 +158,12 @@ std::string RawNodes::command(std::size_t i, const std::vector<std::string>& arg
   return std::string(r->str ? r->str : "", r->str ? r->len : 0);
 }
 
+std::string RawNodes::scan_cursor(std::size_t i, const std::string& cursor) {
+  ReplyPtr r(blocking(i, {"SCAN", cursor, "COUNT", "10000"}));
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) throw std::runtime_error("bad SCAN reply");
+  return std::string(r->element[0]->str, r->element[0]->len);
+}
+
 long long RawNodes::info(std::size_t i, const std::string& field) {
   const std::string text = command(i, {"INFO"});
   const auto at = text.find("\r\n" + field + ":");

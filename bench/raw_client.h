@@ -45,6 +45,8 @@ class RawNodes {
   long long calls(std::size_t i, const std::string& command);
   // Runs a command on node i and returns its integer or status reply as text.
   std::string command(std::size_t i, const std::vector<std::string>& argv);
+  // One SCAN step on node i (10,000 keys at a time): the next cursor ("0" at the end).
+  std::string scan_cursor(std::size_t i, const std::string& cursor);
 
  private:
   struct Node {

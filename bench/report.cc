@@ -151,6 +151,10 @@ void write_csv(const Results& r, const std::filesystem::path& path) {
   out << "watchdog,dlock,1,client_cpu," << r.watchdog.client_cpu_percent << ",percent\n";
   for (const auto& [impl, v] : r.memory_per_lock)
     out << "memory," << impl << ",1,per_lock," << v << ",bytes\n";
+  for (const auto& [impl, f] : r.memory_per_name) {
+    out << "memory," << impl << ",1,per_name_used," << f.bytes_per_name << ",bytes\n";
+    out << "memory," << impl << ",1,keys_per_name_used," << f.keys_per_name << ",keys\n";
+  }
   for (const auto& [impl, v] : r.instructions)
     out << "callgrind," << impl << ",1,per_cycle," << v << ",instructions\n";
 }
@@ -292,6 +296,12 @@ void write_report(const Results& r, const std::filesystem::path& dir, const std:
     md << "- Redis memory per held lock, " << impl << ": " << fixed(v, 0) << " bytes"
        << (impl == kRaw ? " (one string key: what redis-py and node-redlock store too)" : "")
        << ".\n";
+  }
+  for (const auto& [impl, f] : r.memory_per_name) {
+    md << "- Redis memory per name ever used, " << impl << ", after " << thousands(r.memory_names)
+       << " names were each locked and released once and their ttl passed: "
+       << fixed(f.bytes_per_name, 1) << " bytes and " << fixed(f.keys_per_name, 4)
+       << " keys per name.\n";
   }
   for (const auto& [impl, v] : r.instructions) {
     md << "- Client instructions per uncontended cycle (callgrind, 1 node), " << impl << ": "

@@ -33,11 +33,13 @@ struct Results {
   WatchdogCost watchdog;
   int watchdog_locks = 0;
   int watchdog_ttl_ms = 0;
-  std::map<std::string, double> memory_per_lock;  // [impl] bytes
-  std::map<std::string, double> instructions;     // [impl] per cycle (callgrind)
-  std::string placement;                          // where the client and the servers ran
-  std::string versions;                           // of every part measured
-  std::string command;                            // what produced the report
+  std::map<std::string, double> memory_per_lock;         // [impl] bytes
+  std::map<std::string, NameFootprint> memory_per_name;  // [impl] once no longer locked
+  int memory_names = 0;
+  std::map<std::string, double> instructions;  // [impl] per cycle (callgrind)
+  std::string placement;                       // where the client and the servers ran
+  std::string versions;                        // of every part measured
+  std::string command;                         // what produced the report
   bool smoke = false;
 };
 

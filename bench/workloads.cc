@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -238,6 +239,48 @@ double memory_per_lock(Impl impl, const Ports& ports, int locks) {
   }
   raw.command(0, {"FLUSHALL"});
   return static_cast<double>(after - before) / locks;
+}
+
+NameFootprint memory_per_name(Impl impl, const Ports& ports, int names,
+                              std::chrono::milliseconds ttl) {
+  RawNodes raw(ports);
+  raw.command(0, {"FLUSHALL"});
+  auto keys = [&] { return std::stoll(raw.command(0, {"DBSIZE"})); };
+  std::optional<Client> client;
+  if (impl == Impl::dlock) {
+    client.emplace(connect(ports));
+    // The first lock greets the node (dlock's per-node bookkeeping): not a per-name cost.
+    LockOptions warm;
+    warm.ttl = ttl;
+    if (auto l = client->try_lock("bench:warm-up", warm)) (void)l->unlock();
+  }
+  const long long memory_before = raw.info(0, "used_memory");
+  const long long keys_before = keys();
+  for (int i = 0; i < names; ++i) {
+    const std::string name = "bench:name:" + std::to_string(i);
+    if (impl == Impl::dlock) {
+      LockOptions options;
+      options.auto_renew = false;
+      options.ttl = ttl;
+      auto lease = client->try_lock(name, options);
+      if (!lease) throw std::runtime_error("dlock: " + lease.error().message());
+      (void)lease->unlock();
+    } else {
+      raw.acquire(name, kToken, ttl.count());
+      raw.release(name, kToken);
+    }
+  }
+  std::this_thread::sleep_for(ttl + 1s);
+  // Redis expires keys lazily and by sampling: a full SCAN touches (and expires) every key.
+  std::string cursor = "0";
+  do {
+    cursor = raw.scan_cursor(0, cursor);
+  } while (cursor != "0");
+  NameFootprint f;
+  f.bytes_per_name = static_cast<double>(raw.info(0, "used_memory") - memory_before) / names;
+  f.keys_per_name = static_cast<double>(keys() - keys_before) / names;
+  raw.command(0, {"FLUSHALL"});
+  return f;
 }
 
 }  // namespace dlock::bench

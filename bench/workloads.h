@@ -47,4 +47,13 @@ WatchdogCost watchdog_cost(const Ports& ports, int locks, std::chrono::milliseco
 // Redis memory per held lock (bytes): used_memory with `locks` held minus before, / locks.
 double memory_per_lock(Impl impl, const Ports& ports, int locks);
 
+// What a name costs Redis once it is no longer locked: `names` distinct names each taken and
+// released once (ttl `ttl`), then, a second after the ttl, used_memory and keys minus before.
+struct NameFootprint {
+  double bytes_per_name = 0;
+  double keys_per_name = 0;
+};
+NameFootprint memory_per_name(Impl impl, const Ports& ports, int names,
+                              std::chrono::milliseconds ttl);
+
 }  // namespace dlock::bench

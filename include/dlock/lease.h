@@ -14,16 +14,19 @@
 //
 //   state     | unlock()                  | extend(ttl)                   | destructor
 //   ----------+---------------------------+-------------------------------+-----------------
-//   held      | releases on all nodes ->  | re-arms ttl on a quorum; on   | releases on all
-//             | released                  | failure after validity: lost  | nodes
+//   held      | releases on all nodes* -> | re-arms ttl on a quorum (never| releases on all
+//             | released                  | shortens it); on failure after| nodes*
+//             |                           | validity: lost                |
 //   released  | ok, no-op                 | errc::not_owner               | nothing
 //   lost      | cleans up on all nodes*,  | errc::lock_lost               | cleans up on all
 //             | returns errc::lock_lost   |                               | nodes*
 //   (moved)   | errc::invalid_argument    | errc::invalid_argument        | nothing
 //
 // A lease is lost when the watchdog (LockOptions::auto_renew) could not renew it in time,
-// when extend() found it gone, or when its owning thread exited. (*) Unless this client holds
-// the same name for the same owner again by a newer lease: that hold is left alone.
+// when extend() or the watchdog found its hold gone (then every reentrant lease of the same
+// hold is lost), or when its owning thread exited. (*) Reentrant leases of one owner in one
+// client share one hold: only the last of them to end sends the release, and only that hold
+// (by its id) is released, never a newer hold of the same owner.
 //
 // Thread-safety: a Lease may be used from several threads; calls are serialized internally.
 #pragma once
