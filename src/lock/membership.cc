@@ -54,6 +54,10 @@ Membership::View Membership::refresh(std::chrono::milliseconds ttl) {
   }
   if (stale) greet(std::max(ttl, announced_ttl_));
   View view{std::vector<bool>(nodes_.size()), duplicate_, checked_epoch_};
+  // A ttl not yet announced to a quorum: a node that restarts while such a lock lives would
+  // be quarantined for a shorter ttl than the lock's. Nobody votes until it is announced.
+  view.ttl_unannounced = ttl > announced_ttl_;
+  if (view.ttl_unannounced) return view;
   const auto now = Clock::now();
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     view.votes[i] = now >= quarantine_until_[i] && !duplicate_[i];

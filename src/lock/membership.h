@@ -43,6 +43,8 @@ class Membership {
     std::vector<bool> votes;
     std::vector<bool> duplicate;  // the same server (run_id) as an earlier node: never votes
     std::vector<std::uint64_t> epochs;
+    // The ttl asked for was not announced to a quorum yet (their greetings failed): no votes.
+    bool ttl_unannounced = false;
     // True if node i may count for a quorum, given its connection epoch now.
     bool may_vote(const node::Fanout& nodes, std::size_t i) const {
       return votes[i] && nodes.epoch(i) == epochs[i];
@@ -51,6 +53,7 @@ class Membership {
 
   // Before using a lock with `ttl`: greets the nodes again if a connection is new or `ttl` is
   // larger than any announced so far (two round trips), else only reads the current view.
+  // Nobody votes for a ttl that could not be announced to a quorum.
   View refresh(std::chrono::milliseconds ttl);
 
   // Per node, how long it stays out of quorums (zero: it votes). Refreshes as above.

@@ -24,6 +24,13 @@ std::string count_text(std::size_t got, std::size_t n, std::size_t quorum, const
 
 const char* kQuarantined = "restarted recently: kept out of quorums until its lost locks expire";
 const char* kDuplicate = "the same server as another node of this client: it votes once";
+const char* kUnannounced =
+    "the ttl could not be announced to a quorum of nodes (restart protection needs it)";
+
+const char* why_not_voting(const Membership::View& view, std::size_t i) {
+  if (view.ttl_unannounced) return kUnannounced;
+  return view.duplicate[i] ? kDuplicate : kQuarantined;
+}
 
 std::string why_held(std::int64_t holder_ttl) {
   if (holder_ttl == -2) return "free, but another waiter is first in line";
@@ -83,8 +90,7 @@ std::variant<Acquired, Refused> QuorumLock::acquire(const HoldId& hold,
     } else if (r.kind == AcquireReply::Kind::held) {
       failures.push_back(node_error(i, errc::lock_held, why_held(r.holder_ttl)));
     } else if (!votes[i]) {
-      failures.push_back(
-          node_error(i, errc::quorum_not_reached, view.duplicate[i] ? kDuplicate : kQuarantined));
+      failures.push_back(node_error(i, errc::quorum_not_reached, why_not_voting(view, i)));
     }
   }
   const AcquireTally tally = tally_acquire(replies, votes, nodes_.quorum());
@@ -257,8 +263,7 @@ std::vector<Result<Clock::time_point>> QuorumLock::renew(const std::vector<Renew
             ++extended;
           } else {
             ++errors;
-            failures.push_back(node_error(i, errc::quorum_not_reached,
-                                          view.duplicate[i] ? kDuplicate : kQuarantined));
+            failures.push_back(node_error(i, errc::quorum_not_reached, why_not_voting(view, i)));
           }
           break;
       }

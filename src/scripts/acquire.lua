@@ -10,11 +10,13 @@
 --          was raised to, for any name; a counter that expired starts again from it, so the
 --          tokens of a name grow across its counter's lifetimes
 -- ARGV[1]  owner token
--- ARGV[2]  hold id: unique per acquisition; release and renew act only when it matches
+-- ARGV[2]  hold id: unique per acquisition, "CLIENT.N" with N growing per client; release and
+--          renew act only when it matches
 -- ARGV[3]  ttl in milliseconds
 --
 -- Replies {status, fence, detail}:
---   {1, fence, 0}     acquired (the key was absent, or held by this owner under an older hold):
+--   {1, fence, 0}     acquired (the key was absent, or held by this owner under another hold,
+--                     unless that is a later hold of the same client: see below):
 --                     fence is the counter after the increment; the key expires in ARGV[3] ms,
 --                     or later if a stale hold had more left (a ttl is never shortened)
 --   {0, fence, pttl}  held by another owner, or a key that is not a dlock hash (e.g. another
@@ -37,7 +39,15 @@ if redis.call('exists', KEYS[1]) == 0 then
 end
 -- pcall: HGET on a key of another type is an error table, not a failure (a foreign lock).
 local mine = redis.pcall('hget', KEYS[1], ARGV[1])
-if type(mine) == 'string' then
+-- A later hold of the same client means this call is an older attempt that ran late (its
+-- connection stalled, the client gave up on it and took the lock again): it must not take the
+-- newer hold over, or its own clean-up release would then free it.
+local function later_hold_of_this_client(id)
+  local client, n = string.match(id, '^(.*)%.(%d+)$')
+  local my_client, my_n = string.match(ARGV[2], '^(.*)%.(%d+)$')
+  return client ~= nil and client == my_client and tonumber(n) > tonumber(my_n)
+end
+if type(mine) == 'string' and not later_hold_of_this_client(mine) then
   redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
   if redis.call('pttl', KEYS[1]) < tonumber(ARGV[3]) then
     redis.call('pexpire', KEYS[1], ARGV[3])

@@ -46,7 +46,14 @@ while true do
 end
 
 local kind = redis.call('type', KEYS[1])['ok']
-if kind == 'hash' and redis.call('hexists', KEYS[1], owner) == 1 then
+-- As in acquire.lua: a later hold of the same client is not stale (this call ran late).
+local function later_hold_of_this_client(id)
+  local client, n = string.match(id, '^(.*)%.(%d+)$')
+  local my_client, my_n = string.match(ARGV[2], '^(.*)%.(%d+)$')
+  return client ~= nil and client == my_client and tonumber(n) > tonumber(my_n)
+end
+local mine = kind == 'hash' and redis.call('hget', KEYS[1], owner)
+if mine and not later_hold_of_this_client(mine) then
   -- A stale hold of this owner: taken over, as in acquire.lua.
   redis.call('zrem', KEYS[3], owner)
   redis.call('hdel', KEYS[4], owner)
