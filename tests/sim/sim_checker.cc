@@ -40,8 +40,8 @@ const char* kind_name(Violation::Kind k) {
       return "name-key";
     case Violation::Kind::renew_after_expiry:
       return "renew-after-expiry";
-    case Violation::Kind::fence_after_majority_restarts:
-      return "fence-after-majority-restarts";
+    case Violation::Kind::fence_beyond_minority_failures:
+      return "fence-beyond-minority-failures";
     case Violation::Kind::bookkeeping:
       return "bookkeeping";
   }
@@ -121,17 +121,20 @@ void Checker::acquired(const LeaseRecord& lease, const std::vector<LeaseRecord>&
   auto& last = last_token_[lease.name];
   if (token <= last) {
     const auto previous = last_hold_.find(lease.name);
-    const std::size_t restarted =
-        previous == last_hold_.end() ? 0 : cluster.restarted_since(previous->second);
-    const bool majority = restarted >= cluster.size() / 2 + 1;
+    const std::size_t failed =
+        cluster.failed_since(previous == last_hold_.end() ? lease.acquired_at : previous->second);
+    const bool majority = failed >= cluster.size() / 2 + 1;
     violations_.push_back(
-        {majority ? Violation::Kind::fence_after_majority_restarts : Violation::Kind::fence,
-         "fencing token of a new hold of '" + lease.name + "' did not grow: " +
-             std::to_string(last) + " then " + std::to_string(token) + " for " + describe(lease) +
-             "; " + std::to_string(restarted) + " nodes restarted since the previous new hold"});
+        {majority ? Violation::Kind::fence_beyond_minority_failures : Violation::Kind::fence,
+         "fencing token of a new hold of '" + lease.name +
+             "' did not grow: " + std::to_string(last) + " then " + std::to_string(token) +
+             " for " + describe(lease) + "; " + std::to_string(failed) +
+             " nodes restarted since the previous new hold or gave this acquisition no answer"});
   }
   last_hold_[lease.name] = lease.acquired_at;
-  last = std::max(last, token);
+  // Judged against the previous new hold only: after a drop that is tallied and passed over
+  // (failures beyond a minority), the sequence starts again from the new token.
+  last = token;
 }
 
 void Checker::check(const std::vector<LeaseRecord>& all, SimCluster& cluster) {

@@ -10,9 +10,10 @@
 //       so are later overlaps of a lease whose hold another client's attempt with the same
 //       owner may have taken over (and, if that attempt failed, released).
 //   (2) fencing tokens strictly increase per name over the sequence of new holds. A token that
-//       did not grow after a majority of the nodes restarted since the name's previous new
-//       hold is tallied apart (fence_after_majority_restarts): docs/features.md promises
-//       growth only while at most a minority of nodes fail between two acquisitions, a
+//       did not grow when a majority of the nodes failed between the name's previous new hold
+//       and this one (restarted since, or gave no answer to this acquisition) is tallied apart
+//       (fence_beyond_minority_failures): docs/features.md promises growth only while at most
+//       a minority of nodes fail (die, stall or restart empty) between two acquisitions, a
 //       stronger condition than the restart rule mutual exclusion needs (docs/simulation.md).
 //   (3) a hold's key on any node expires no later than the largest ttl after the later of the
 //       end of the attempt that named it and its leases' validity.
@@ -63,13 +64,13 @@ struct Violation {
     hold_key,
     name_key,
     renew_after_expiry,
-    fence_after_majority_restarts,
+    fence_beyond_minority_failures,
     bookkeeping
   };
   // Kinds that are tallied but fail a test only when asked to (DLOCK_SIM_STRICT).
   bool known() const {
     return kind == Kind::shared_owner || kind == Kind::renew_after_expiry ||
-           kind == Kind::fence_after_majority_restarts;
+           kind == Kind::fence_beyond_minority_failures;
   }
   Kind kind;
   std::string text;
@@ -123,7 +124,7 @@ class Checker {
   std::map<std::string, Clock::time_point> late_hold_ref_;
   std::map<std::string, Clock::time_point> late_name_ref_;
   std::set<std::string> reported_keys_;
-  std::map<std::string, std::uint64_t> last_token_;         // name -> largest token of a new hold
+  std::map<std::string, std::uint64_t> last_token_;         // name -> token of the latest new hold
   std::map<std::string, Clock::time_point> last_hold_;      // name -> when its latest new hold came
   std::set<std::pair<std::size_t, std::size_t>> reported_;  // lease id pairs already reported
   // Leases whose hold another client took over by naming the same owner: their overlaps with

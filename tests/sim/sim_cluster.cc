@@ -88,9 +88,13 @@ bool SimCluster::may_restart(std::size_t i) const {
   return recent <= minority;
 }
 
-std::size_t SimCluster::restarted_since(Clock::time_point t) const {
+std::size_t SimCluster::failed_since(Clock::time_point t) const {
   std::size_t n = 0;
-  for (const auto& at : restarted_at_) n += at && *at >= t ? 1 : 0;
+  for (std::size_t i = 0; i < size(); ++i) {
+    const bool restarted = restarted_at_[i] && *restarted_at_[i] >= t;
+    const bool silent = i < acquire_faults_.size() && acquire_faults_[i] != Fault::none;
+    n += restarted || silent ? 1 : 0;
+  }
   return n;
 }
 

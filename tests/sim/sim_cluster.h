@@ -98,8 +98,11 @@ class SimCluster {
   void flush() { run_due(~std::size_t{0}); }
   void set_step(std::size_t step) { step_ = step; }
 
-  // How many distinct nodes restarted since `t`.
-  std::size_t restarted_since(Clock::time_point t) const;
+  // The faults of the latest round of acquire calls (any client).
+  void note_acquire_round(const std::vector<Fault>& faults) { acquire_faults_ = faults; }
+  // How many nodes restarted since `t` or gave the latest acquire round no answer: the
+  // "failed between two acquisitions" of docs/features.md.
+  std::size_t failed_since(Clock::time_point t) const;
 
   // The longest delay with which a late call about `name` ran (it stretches how long the
   // name's keys may live).
@@ -130,6 +133,7 @@ class SimCluster {
   Trace& trace_;
   std::vector<std::unique_ptr<SimNode>> nodes_;
   std::vector<std::optional<Clock::time_point>> restarted_at_;  // the latest restart per node
+  std::vector<Fault> acquire_faults_;
   std::vector<SimFanout*> fanouts_;
   std::vector<Deferred> deferred_;
   std::map<std::string, Clock::duration> late_delay_;

@@ -101,6 +101,9 @@ std::vector<node::Outcomes> SimFanout::run(const std::vector<node::Call>& calls,
   std::vector<Fault> faults(size());
   for (std::size_t i = 0; i < size(); ++i)
     faults[i] = cluster_.pick_fault(client_, i, calls.front());
+  if (calls.front().script && calls.front().script->name == "acquire") {
+    cluster_.note_acquire_round(faults);
+  }
 
   std::vector<node::Outcomes> outcomes(calls.size(), node::Outcomes(size(), Error()));
   std::size_t yes = 0;

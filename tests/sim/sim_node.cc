@@ -2,7 +2,7 @@
 #include "sim/sim_node.h"
 
 #include <algorithm>
-#include <regex>
+#include <optional>
 #include <stdexcept>
 
 namespace dlock::sim {
@@ -35,6 +35,26 @@ std::int64_t number(const std::string& text) {
   const std::int64_t n = std::stoll(text, &used);
   if (used != text.size()) throw std::logic_error("not a number: " + text);
   return n;
+}
+
+bool digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// string.match(s, '^(%d+)'): the digits s starts with.
+std::optional<std::int64_t> leading_number(const std::string& s) {
+  std::size_t n = 0;
+  while (n < s.size() && digit(s[n])) ++n;
+  if (n == 0) return std::nullopt;
+  return number(s.substr(0, n));
+}
+
+// string.match(s, ' (%d+)$'): the digits s ends with, after a space.
+std::optional<std::int64_t> trailing_number(const std::string& s) {
+  std::size_t from = s.size();
+  while (from > 0 && digit(s[from - 1])) --from;
+  if (from == s.size() || from == 0 || s[from - 1] != ' ') return std::nullopt;
+  return number(s.substr(from));
 }
 
 const std::string& at(const std::vector<std::string>& v, std::size_t i) {
@@ -177,14 +197,10 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
   store_.set(max_ttl_key, std::to_string(max_ttl), std::nullopt, now);
 
   // Records not seen for a day (or twice the largest ttl) are dropped.
-  static const std::regex kSeen("^(\\d+)");
-  static const std::regex kBoot(" (\\d+)$");
   const std::int64_t keep = std::max<std::int64_t>(2 * max_ttl, 86400000);
   for (const auto& [run_id, record] : store_.hgetall(boots, now)) {
-    std::smatch m;
-    if (!std::regex_search(record, m, kSeen) || number(m[1]) < now - keep) {
-      store_.hdel(boots, run_id, now);
-    }
+    const auto seen = leading_number(record);
+    if (!seen || *seen < now - keep) store_.hdel(boots, run_id, now);
   }
 
   std::vector<std::int64_t> result{max_ttl};
@@ -195,8 +211,7 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
     const HGet record = store_.hget(boots, run_id, now);
     std::int64_t boot = 0;
     if (record.kind == HGet::Kind::value) {
-      std::smatch m;
-      if (std::regex_search(record.value, m, kBoot)) boot = number(m[1]);
+      boot = trailing_number(record.value).value_or(0);
     } else if (in_use) {
       boot = now - uptime * 1000;
     }
