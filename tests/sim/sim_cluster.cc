@@ -70,7 +70,11 @@ Fault SimCluster::pick_fault(std::size_t client, std::size_t i, const node::Call
     } else {
       f = rng_.chance(0.5) ? Fault::restart_before : Fault::restart_after;
       // A restart the profile does not allow now is a lost request instead.
-      if (!may_restart(i)) f = Fault::unsent;
+      if (may_restart(i)) {
+        reserved_[i] = true;
+      } else {
+        f = Fault::unsent;
+      }
     }
   }
   ++stats_.faults[fault_name(f)];
@@ -83,7 +87,8 @@ bool SimCluster::may_restart(std::size_t i) const {
   const auto now = Clock::now();
   std::size_t recent = 1;  // node i itself
   for (std::size_t j = 0; j < size(); ++j) {
-    if (j != i && restarted_at_[j] && now - *restarted_at_[j] < options_.restart_window) ++recent;
+    const bool restarted = restarted_at_[j] && now - *restarted_at_[j] < options_.restart_window;
+    if (j != i && (restarted || (j < reserved_.size() && reserved_[j]))) ++recent;
   }
   return recent <= minority;
 }

@@ -85,6 +85,8 @@ class SimCluster {
   const Trace& trace() const { return trace_; }
   void attach(SimFanout& fanout) { fanouts_.push_back(&fanout); }
 
+  // A round of calls begins: its faults are all picked before any is delivered.
+  void begin_round() { reserved_.assign(size(), false); }
   // The fault for one round of `client`'s calls to node i.
   Fault pick_fault(std::size_t client, std::size_t i, const node::Call& first);
   // Whether node i may restart now under the profile.
@@ -134,6 +136,9 @@ class SimCluster {
   std::vector<std::unique_ptr<SimNode>> nodes_;
   std::vector<std::optional<Clock::time_point>> restarted_at_;  // the latest restart per node
   std::vector<Fault> acquire_faults_;
+  // Nodes given a restart fault in the current round, not yet restarted: they count against
+  // the profile's bound already.
+  std::vector<bool> reserved_;
   std::vector<SimFanout*> fanouts_;
   std::vector<Deferred> deferred_;
   std::map<std::string, Clock::duration> late_delay_;

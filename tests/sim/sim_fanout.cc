@@ -99,6 +99,7 @@ std::vector<node::Outcomes> SimFanout::run(const std::vector<node::Call>& calls,
     cluster_.trace().line("client " + std::to_string(client_) + ": " + describe(c));
   }
   std::vector<Fault> faults(size());
+  cluster_.begin_round();
   for (std::size_t i = 0; i < size(); ++i)
     faults[i] = cluster_.pick_fault(client_, i, calls.front());
   if (calls.front().script && calls.front().script->name == "acquire") {
