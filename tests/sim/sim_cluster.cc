@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: MIT
+#include "sim/sim_cluster.h"
+
+#include <algorithm>
+
+#include "sim/sim_fanout.h"
+
+namespace dlock::sim {
+
+std::string Rng::hex(std::size_t chars) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (std::size_t i = 0; i < chars; ++i) out += kHex[below(16)];
+  return out;
+}
+
+const char* fault_name(Fault f) {
+  switch (f) {
+    case Fault::none:
+      return "ok";
+    case Fault::reply_lost:
+      return "reply-lost";
+    case Fault::unsent:
+      return "unsent";
+    case Fault::late:
+      return "late";
+    case Fault::error_reply:
+      return "error-reply";
+    case Fault::restart_before:
+      return "restart-before";
+    case Fault::restart_after:
+      return "restart-after";
+  }
+  return "?";
+}
+
+SimCluster::SimCluster(const ClusterOptions& options, Rng& rng, Trace& trace,
+                       Clock::time_point origin)
+    : options_(options), rng_(rng), trace_(trace), restarted_at_(options.nodes) {
+  for (std::size_t i = 0; i < options.nodes; ++i) {
+    // Within the drift the library allows for (drift_factor 0.01 between two clocks): +-0.5%.
+    const double rate = rng_.uniform(0.995, 1.005);
+    const std::int64_t base = 1'700'000'000'000 + rng_.between(0, 1'000'000'000);
+    nodes_.push_back(
+        std::make_unique<SimNode>(NodeClock(origin, base, rate), rng_.hex(40), options.mutation));
+    trace_.line("node " + std::to_string(i) + ": run_id " + nodes_.back()->run_id().substr(0, 8) +
+                " clock rate " + std::to_string(rate));
+  }
+}
+
+Fault SimCluster::pick_fault(std::size_t client, std::size_t i, const node::Call& first) {
+  if (options_.plan) {
+    if (const auto forced = options_.plan(client, i, first)) {
+      ++stats_.faults[fault_name(*forced)];
+      return *forced;
+    }
+  }
+  Fault f = Fault::none;
+  if (rng_.chance(options_.fault_rate)) {
+    const double kind = rng_.uniform(0.0, 1.0);
+    const double rest = (1.0 - options_.restart_share) / 4;
+    if (kind < rest) {
+      f = Fault::reply_lost;
+    } else if (kind < 2 * rest) {
+      f = Fault::unsent;
+    } else if (kind < 3 * rest) {
+      f = Fault::late;
+    } else if (kind < 4 * rest) {
+      f = Fault::error_reply;
+    } else {
+      f = rng_.chance(0.5) ? Fault::restart_before : Fault::restart_after;
+      // A restart the profile does not allow now is a lost request instead.
+      if (may_restart(i)) {
+        reserved_[i] = true;
+      } else {
+        f = Fault::unsent;
+      }
+    }
+  }
+  ++stats_.faults[fault_name(f)];
+  return f;
+}
+
+bool SimCluster::may_restart(std::size_t i) const {
+  if (options_.profile == Profile::majority) return true;
+  const std::size_t minority = size() - (size() / 2 + 1);
+  const auto now = Clock::now();
+  std::size_t recent = 1;  // node i itself
+  for (std::size_t j = 0; j < size(); ++j) {
+    const bool restarted = restarted_at_[j] && now - *restarted_at_[j] < options_.restart_window;
+    if (j != i && (restarted || (j < reserved_.size() && reserved_[j]))) ++recent;
+  }
+  return recent <= minority;
+}
+
+std::size_t SimCluster::failed_since(Clock::time_point t) const {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < size(); ++i) {
+    const bool restarted = restarted_at_[i] && *restarted_at_[i] >= t;
+    const bool silent = i < acquire_faults_.size() && acquire_faults_[i] != Fault::none;
+    n += restarted || silent ? 1 : 0;
+  }
+  return n;
+}
+
+void SimCluster::restart(std::size_t i, const std::string& why) {
+  nodes_[i]->restart(rng_.hex(40));
+  restarted_at_[i] = Clock::now();
+  ++stats_.restarts;
+  trace_.line("node " + std::to_string(i) + " restarts (" + why + "): run_id " +
+              nodes_[i]->run_id().substr(0, 8));
+  // Requests buffered for the old process die with it.
+  std::erase_if(deferred_, [i](const Deferred& d) { return d.node == i; });
+  for (SimFanout* f : fanouts_) f->drop(i, rng_.chance(0.5));
+}
+
+void SimCluster::defer(std::size_t client, std::size_t i, const std::vector<node::Call>& calls) {
+  deferred_.push_back(Deferred{client, i, nodes_[i]->generation(),
+                               step_ + 1 + static_cast<std::size_t>(rng_.below(3)), Clock::now(),
+                               calls});
+}
+
+void SimCluster::run_due(std::size_t step) {
+  std::vector<Deferred> due;
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    if (it->due <= step) {
+      due.push_back(std::move(*it));
+      it = deferred_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (const auto& d : due) {
+    SimNode& n = *nodes_[d.node];
+    if (n.generation() != d.generation) continue;
+    const auto delay = Clock::now() - d.sent;
+    for (const auto& call : d.calls) {
+      const resp::Reply r = n.execute(call);
+      ++stats_.late_runs;
+      trace_.line("late: node " + std::to_string(d.node) + " runs client " +
+                  std::to_string(d.client) + "'s " + describe(call) + " sent @" +
+                  trace_.at(d.sent) + "ms -> " + describe(r));
+      for (const auto& name : names_of(call)) {
+        late_delay_[name] = std::max(late_delay_[name], delay);
+      }
+    }
+  }
+}
+
+Clock::duration SimCluster::late_delay(const std::string& name) const {
+  const auto it = late_delay_.find(name);
+  return it == late_delay_.end() ? Clock::duration::zero() : it->second;
+}
+
+void SimCluster::note(const std::vector<node::Call>& calls) {
+  for (const auto& call : calls) {
+    if (!call.script) continue;
+    if (call.script->name == "acquire" && call.keys.size() > 0 && call.args.size() > 1) {
+      touched_.emplace_back(call.keys[0], call.args[1]);
+    } else if (call.script->name == "renew") {
+      for (std::size_t k = 0; k < call.keys.size() && 3 * k + 1 < call.args.size(); ++k) {
+        touched_.emplace_back(call.keys[k], call.args[3 * k + 1]);
+      }
+    }
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> SimCluster::take_touched() {
+  return std::exchange(touched_, {});
+}
+
+std::vector<std::string> names_of(const node::Call& call) {
+  if (!call.script || call.keys.empty()) return {};
+  const std::string_view script = call.script->name;
+  if (script == "renew") return call.keys;
+  if (script == "acquire" || script == "release") return {call.keys[0]};
+  if (script == "fence_raise") {
+    // dlock:fence:{NAME}
+    const std::string& k = call.keys[0];
+    const auto open = k.find('{');
+    const auto close = k.rfind('}');
+    if (open != std::string::npos && close != std::string::npos && close > open) {
+      return {k.substr(open + 1, close - open - 1)};
+    }
+  }
+  return {};
+}
+
+}  // namespace dlock::sim

@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: MIT
+// SimCluster: the simulated nodes of one schedule, shared by its clients, and the seeded
+// choices of what goes wrong: per call and per node a fault (below), node restarts within the
+// profile's bound, and requests held back to run late.
+//
+// Faults, one per node per round of calls (a round's requests share a connection, so they fare
+// alike):
+//   none            delivered, executed, answered
+//   reply_lost      executed, but the client gets errc::timeout (the connection may be dropped)
+//   unsent          not executed; errc::io_error; the connection is dropped
+//   late            kept and executed on that node at a later step, after later calls (a stalled
+//                   connection's buffered request running after the client reconnected); the
+//                   client gets errc::timeout and its connection is replaced
+//   error_reply     not executed; an error reply (as BUSY, LOADING or OOM), the connection kept
+//   restart_before  the node restarts before executing (state wiped, new run_id); io_error
+//   restart_after   the node executes, then restarts before answering; io_error
+// A restart replaces every client's connection to that node (their epochs change).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "node/call.h"
+#include "sim/sim_node.h"
+#include "sim/sim_trace.h"
+
+namespace dlock::sim {
+
+class SimFanout;
+
+// The only source of choices in a schedule: a seed replays them.
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : gen_(seed) {}
+  std::uint64_t below(std::uint64_t n) { return n ? gen_() % n : 0; }
+  bool chance(double p) { return static_cast<double>(gen_() >> 11) * 0x1.0p-53 < p; }
+  std::int64_t between(std::int64_t lo, std::int64_t hi) {
+    return lo + static_cast<std::int64_t>(below(static_cast<std::uint64_t>(hi - lo + 1)));
+  }
+  double uniform(double lo, double hi) {
+    return lo + (hi - lo) * static_cast<double>(gen_() >> 11) * 0x1.0p-53;
+  }
+  std::string hex(std::size_t chars);
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+enum class Fault { none, reply_lost, unsent, late, error_reply, restart_before, restart_after };
+const char* fault_name(Fault f);
+
+// How restarts are bounded. minority: at most a minority of the nodes restart within one
+// restart window (the largest ttl plus its drift: docs/safety.md asks for restarts "no sooner
+// than one max ttl apart"). majority: no bound; expected to be unsafe.
+enum class Profile { minority, majority };
+
+struct ClusterOptions {
+  std::size_t nodes = 3;
+  Profile profile = Profile::minority;
+  double fault_rate = 0.1;     // the chance that a round to one node meets a fault
+  double restart_share = 0.1;  // of the faults, the share that are restarts
+  Clock::duration restart_window{};
+  Mutation mutation = Mutation::none;
+  // Directed schedules: a fault to force for (client, node, the round's first call); nullopt
+  // leaves the choice to the seed. Restarts forced here bypass the profile.
+  std::function<std::optional<Fault>(std::size_t, std::size_t, const node::Call&)> plan;
+};
+
+class SimCluster {
+ public:
+  SimCluster(const ClusterOptions& options, Rng& rng, Trace& trace, Clock::time_point origin);
+
+  std::size_t size() const { return nodes_.size(); }
+  SimNode& node(std::size_t i) { return *nodes_[i]; }
+  Rng& rng() { return rng_; }
+  Trace& trace() { return trace_; }
+  const Trace& trace() const { return trace_; }
+  void attach(SimFanout& fanout) { fanouts_.push_back(&fanout); }
+
+  // A round of calls begins: its faults are all picked before any is delivered.
+  void begin_round() { reserved_.assign(size(), false); }
+  // The fault for one round of `client`'s calls to node i.
+  Fault pick_fault(std::size_t client, std::size_t i, const node::Call& first);
+  // Whether node i may restart now under the profile.
+  bool may_restart(std::size_t i) const;
+  void restart(std::size_t i, const std::string& why);
+
+  // Keeps `calls` of `client` to run on node i at a later step (dropped if the node restarts).
+  void defer(std::size_t client, std::size_t i, const std::vector<node::Call>& calls);
+  // Runs the held-back calls that are due at `step` (all of them with flush()).
+  void run_due(std::size_t step);
+  void flush() { run_due(~std::size_t{0}); }
+  void set_step(std::size_t step) { step_ = step; }
+
+  // The faults of the latest round of acquire calls (any client).
+  void note_acquire_round(const std::vector<Fault>& faults) { acquire_faults_ = faults; }
+  // How many nodes restarted since `t` or gave the latest acquire round no answer: the
+  // "failed between two acquisitions" of docs/features.md.
+  std::size_t failed_since(Clock::time_point t) const;
+
+  // The longest delay with which a late call about `name` ran (it stretches how long the
+  // name's keys may live).
+  Clock::duration late_delay(const std::string& name) const;
+
+  // Every (name, hold id) named by acquire or renew calls since the last take_touched().
+  void note(const std::vector<node::Call>& calls);
+  std::vector<std::pair<std::string, std::string>> take_touched();
+
+  struct Stats {
+    std::map<std::string, std::size_t> faults;  // by fault_name
+    std::size_t restarts = 0;
+    std::size_t late_runs = 0;
+  };
+  Stats& stats() { return stats_; }
+
+ private:
+  struct Deferred {
+    std::size_t client;
+    std::size_t node;
+    std::uint64_t generation;
+    std::size_t due;
+    Clock::time_point sent;
+    std::vector<node::Call> calls;
+  };
+  ClusterOptions options_;
+  Rng& rng_;
+  Trace& trace_;
+  std::vector<std::unique_ptr<SimNode>> nodes_;
+  std::vector<std::optional<Clock::time_point>> restarted_at_;  // the latest restart per node
+  std::vector<Fault> acquire_faults_;
+  // Nodes given a restart fault in the current round, not yet restarted: they count against
+  // the profile's bound already.
+  std::vector<bool> reserved_;
+  std::vector<SimFanout*> fanouts_;
+  std::vector<Deferred> deferred_;
+  std::map<std::string, Clock::duration> late_delay_;
+  std::vector<std::pair<std::string, std::string>> touched_;
+  std::size_t step_ = 0;
+  Stats stats_;
+};
+
+// The lock names a call is about (none for hello and INFO).
+std::vector<std::string> names_of(const node::Call& call);
+
+}  // namespace dlock::sim

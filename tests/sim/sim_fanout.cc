@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+#include "sim/sim_fanout.h"
+
+#include <algorithm>
+
+namespace dlock::sim {
+
+SimFanout::SimFanout(SimCluster& cluster, std::size_t client)
+    : cluster_(cluster),
+      client_(client),
+      epochs_(cluster.size(), 0),
+      connected_(cluster.size(), false) {
+  for (std::size_t i = 0; i < cluster.size(); ++i) {
+    net::NodeAddress a;
+    a.host = "sim-node-" + std::to_string(i);
+    a.port = static_cast<std::uint16_t>(7000 + i);
+    addresses_.push_back(a);
+  }
+  cluster.attach(*this);
+}
+
+void SimFanout::drop(std::size_t i, bool reconnect_now) {
+  connected_[i] = false;
+  if (reconnect_now) use(i);
+}
+
+void SimFanout::use(std::size_t i) {
+  if (connected_[i]) return;
+  connected_[i] = true;
+  ++epochs_[i];
+}
+
+std::vector<std::size_t> SimFanout::arrival(const std::vector<Fault>& faults) {
+  std::vector<std::size_t> order(size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  for (std::size_t i = order.size(); i > 1; --i) {
+    std::swap(order[i - 1], order[cluster_.rng().below(i)]);
+  }
+  // A timeout is known only at the deadline, after every reply that came.
+  std::stable_partition(order.begin(), order.end(), [&](std::size_t i) {
+    return faults[i] != Fault::reply_lost && faults[i] != Fault::late;
+  });
+  return order;
+}
+
+std::vector<Result<resp::Reply>> SimFanout::deliver(std::size_t i, Fault fault,
+                                                    const std::vector<node::Call>& calls) {
+  SimNode& node = cluster_.node(i);
+  const auto fail = [&](errc code, const char* why) {
+    return std::vector<Result<resp::Reply>>(calls.size(), Error(code, why));
+  };
+  const auto execute = [&] {
+    std::vector<Result<resp::Reply>> replies;
+    for (const auto& c : calls) replies.emplace_back(node.execute(c));
+    return replies;
+  };
+  switch (fault) {
+    case Fault::none:
+      use(i);
+      return execute();
+    case Fault::reply_lost:
+      use(i);
+      (void)execute();
+      // The late reply is dropped on a connection that lives on, or the client gives up on it.
+      if (cluster_.rng().chance(0.5)) drop(i, cluster_.rng().chance(0.5));
+      return fail(errc::timeout, "no reply within the deadline (sim: reply lost)");
+    case Fault::unsent:
+      if (connected_[i]) drop(i, cluster_.rng().chance(0.5));
+      return fail(errc::io_error, "connection failed (sim: not sent)");
+    case Fault::late:
+      use(i);
+      cluster_.defer(client_, i, calls);
+      drop(i, cluster_.rng().chance(0.5));
+      return fail(errc::timeout, "no reply within the deadline (sim: runs late)");
+    case Fault::error_reply: {
+      use(i);
+      resp::Reply busy;
+      busy.type = resp::Reply::Type::error;
+      busy.str = "BUSY Redis is busy running a script (sim)";
+      return std::vector<Result<resp::Reply>>(calls.size(), busy);
+    }
+    case Fault::restart_before:
+      cluster_.restart(i, "before a call of client " + std::to_string(client_));
+      return fail(errc::io_error, "connection closed by the server (sim: restart)");
+    case Fault::restart_after:
+      use(i);
+      (void)execute();
+      cluster_.restart(i, "after a call of client " + std::to_string(client_));
+      return fail(errc::io_error, "connection closed by the server (sim: restart)");
+  }
+  return fail(errc::io_error, "?");
+}
+
+std::vector<node::Outcomes> SimFanout::run(const std::vector<node::Call>& calls,
+                                           const node::Enough& enough) {
+  if (calls.empty()) return {};
+  cluster_.note(calls);
+  for (const auto& c : calls) {
+    cluster_.trace().line("client " + std::to_string(client_) + ": " + describe(c));
+  }
+  std::vector<Fault> faults(size());
+  cluster_.begin_round();
+  for (std::size_t i = 0; i < size(); ++i)
+    faults[i] = cluster_.pick_fault(client_, i, calls.front());
+  if (calls.front().script && calls.front().script->name == "acquire") {
+    cluster_.note_acquire_round(faults);
+  }
+
+  std::vector<node::Outcomes> outcomes(calls.size(), node::Outcomes(size(), Error()));
+  std::size_t yes = 0;
+  bool reached = false;
+  std::string summary;
+  for (const std::size_t i : arrival(faults)) {
+    std::vector<Result<resp::Reply>> got = deliver(i, faults[i], calls);
+    summary += " | n" + std::to_string(i) + " " + fault_name(faults[i]);
+    if (reached) {
+      // Not waited for: the node did its part, the client never looks.
+      for (auto& o : got) o = Error(errc::cancelled, "not waited for (sim)");
+      summary += " cancelled";
+    } else if (got[0]) {
+      summary += " " + describe(*got[0]);
+      if (enough.needed > 0 && calls.size() == 1 && enough.counts && enough.counts(i, *got[0]) &&
+          enough.reached(++yes)) {
+        reached = true;
+      }
+    }
+    for (std::size_t c = 0; c < calls.size(); ++c) outcomes[c][i] = std::move(got[c]);
+  }
+  cluster_.trace().line("  ->" + summary);
+  return outcomes;
+}
+
+}  // namespace dlock::sim

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: MIT
+#include "sim/sim_node.h"
+
+#include <algorithm>
+#include <optional>
+#include <stdexcept>
+
+namespace dlock::sim {
+namespace {
+
+resp::Reply integer(std::int64_t n) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::integer;
+  r.integer = n;
+  return r;
+}
+
+resp::Reply array(const std::vector<std::int64_t>& items) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::array;
+  for (const auto n : items) r.elements.push_back(integer(n));
+  return r;
+}
+
+resp::Reply error(std::string text) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::error;
+  r.str = std::move(text);
+  return r;
+}
+
+// Lua's tonumber() on the digits the scripts store: every value here is an integer.
+std::int64_t number(const std::string& text) {
+  std::size_t used = 0;
+  const std::int64_t n = std::stoll(text, &used);
+  if (used != text.size()) throw std::logic_error("not a number: " + text);
+  return n;
+}
+
+bool digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// string.match(s, '^(%d+)'): the digits s starts with.
+std::optional<std::int64_t> leading_number(const std::string& s) {
+  std::size_t n = 0;
+  while (n < s.size() && digit(s[n])) ++n;
+  if (n == 0) return std::nullopt;
+  return number(s.substr(0, n));
+}
+
+// string.match(s, ' (%d+)$'): the digits s ends with, after a space.
+std::optional<std::int64_t> trailing_number(const std::string& s) {
+  std::size_t from = s.size();
+  while (from > 0 && digit(s[from - 1])) --from;
+  if (from == s.size() || from == 0 || s[from - 1] != ' ') return std::nullopt;
+  return number(s.substr(from));
+}
+
+const std::string& at(const std::vector<std::string>& v, std::size_t i) {
+  if (i >= v.size()) throw std::logic_error("script called with too few keys or arguments");
+  return v[i];
+}
+
+}  // namespace
+
+SimNode::SimNode(NodeClock clock, std::string run_id, Mutation mutation)
+    : clock_(clock), mutation_(mutation), run_id_(std::move(run_id)), boot_ms_(clock_.now_ms()) {}
+
+std::int64_t SimNode::ttl_of(const std::string& arg) const {
+  return number(arg) * (mutation_ == Mutation::triple_ttl ? 3 : 1);
+}
+
+void SimNode::restart(std::string run_id) {
+  store_.clear();
+  run_id_ = std::move(run_id);
+  boot_ms_ = clock_.now_ms();
+  ++generation_;
+}
+
+resp::Reply SimNode::execute(const node::Call& call) {
+  // One reading of the clock per call: Redis freezes time while a script runs.
+  const std::int64_t now = clock_.now_ms();
+  if (call.script) return run_script(call, now);
+  if (call.keys.size() == 2 && call.keys[0] == "INFO" && call.keys[1] == "server") {
+    return info(now);
+  }
+  return error("ERR sim: command not modelled");
+}
+
+resp::Reply SimNode::run_script(const node::Call& call, std::int64_t now) {
+  const std::string_view name = call.script->name;
+  if (name == "acquire") return acquire(call, now);
+  if (name == "release") return release(call, now);
+  if (name == "renew") return renew(call, now);
+  if (name == "fence_raise") return fence_raise(call, now);
+  if (name == "hello") return hello(call, now);
+  return error("ERR sim: script " + std::string(name) + " not modelled");
+}
+
+resp::Reply SimNode::info(std::int64_t now) const {
+  resp::Reply r;
+  r.type = resp::Reply::Type::string;
+  r.str = "# Server\r\nredis_version:7.0.0\r\nrun_id:" + run_id_ +
+          "\r\nuptime_in_seconds:" + std::to_string((now - boot_ms_) / 1000) + "\r\n";
+  return r;
+}
+
+std::int64_t SimNode::counter(const std::string& fence, const std::string& floor,
+                              std::int64_t now) {
+  // tonumber(redis.call('get', KEYS[2]) or redis.call('get', KEYS[3]) or '0')
+  if (auto v = store_.get(fence, now)) return number(*v);
+  if (auto v = store_.get(floor, now)) return number(*v);
+  return 0;
+}
+
+std::int64_t SimNode::next_token(const std::string& fence, const std::string& floor,
+                                 std::int64_t ttl, std::int64_t now) {
+  const std::int64_t token =
+      counter(fence, floor, now) + (mutation_ == Mutation::no_fence_increment ? 0 : 1);
+  store_.set(fence, std::to_string(token), ttl, now);
+  const auto f = store_.get(floor, now);
+  if (token > (f ? number(*f) : 0)) store_.set(floor, std::to_string(token), std::nullopt, now);
+  return token;
+}
+
+resp::Reply SimNode::acquire(const node::Call& call, std::int64_t now) {
+  const std::string& key = at(call.keys, 0);
+  const std::string& fence = at(call.keys, 1);
+  const std::string& floor = at(call.keys, 2);
+  const std::string& owner = at(call.args, 0);
+  const std::string& hold = at(call.args, 1);
+  const std::int64_t ttl = ttl_of(at(call.args, 2));
+  if (mutation_ == Mutation::grant_when_held) store_.del(key);
+  if (!store_.exists(key, now)) {
+    store_.hset(key, owner, hold, now);
+    store_.pexpire(key, ttl, now);
+    return array({1, next_token(fence, floor, ttl, now), 0});
+  }
+  // A hold of this owner (of any id) is stale and taken over; a ttl is never shortened.
+  if (store_.hget(key, owner, now).kind == HGet::Kind::value) {
+    store_.hset(key, owner, hold, now);
+    if (store_.pttl(key, now) < ttl) store_.pexpire(key, ttl, now);
+    return array({1, next_token(fence, floor, ttl, now), 0});
+  }
+  return array({0, counter(fence, floor, now), store_.pttl(key, now)});
+}
+
+resp::Reply SimNode::release(const node::Call& call, std::int64_t now) {
+  const std::string& key = at(call.keys, 0);
+  const std::string& queue = at(call.keys, 1);
+  const std::string& owner = at(call.args, 0);
+  const std::string& hold = at(call.args, 2);
+  const HGet id = store_.hget(key, owner, now);
+  if (id.kind != HGet::Kind::value || (!hold.empty() && id.value != hold)) return array({0, 0});
+  store_.del(key);
+  // The fair queue is never created here (fair mode is not simulated), so the loop over it
+  // ends at once; the release is published to nobody (no subscriber in the simulation).
+  if (store_.exists(queue, now)) throw std::logic_error("sim: a fair queue exists");
+  return array({1, 0});
+}
+
+resp::Reply SimNode::renew(const node::Call& call, std::int64_t now) {
+  std::vector<std::int64_t> result;
+  for (std::size_t i = 0; i < call.keys.size(); ++i) {
+    const std::string& key = call.keys[i];
+    const HGet id = store_.hget(key, at(call.args, 3 * i), now);
+    if (id.kind == HGet::Kind::value && id.value == at(call.args, 3 * i + 1)) {
+      const std::int64_t ttl = ttl_of(at(call.args, 3 * i + 2));
+      if (store_.pttl(key, now) < ttl) store_.pexpire(key, ttl, now);
+      result.push_back(1);
+    } else {
+      result.push_back(0);
+    }
+  }
+  return array(result);
+}
+
+resp::Reply SimNode::fence_raise(const node::Call& call, std::int64_t now) {
+  const std::string& fence = at(call.keys, 0);
+  const std::string& floor = at(call.keys, 1);
+  const std::int64_t current = counter(fence, floor, now);
+  const std::int64_t token = number(at(call.args, 0));
+  if (current >= token) return integer(current);
+  store_.set(fence, at(call.args, 0), number(at(call.args, 1)), now);
+  const auto f = store_.get(floor, now);
+  if (token > (f ? number(*f) : 0)) store_.set(floor, at(call.args, 0), std::nullopt, now);
+  return integer(token);
+}
+
+resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
+  const std::string& boots = at(call.keys, 0);
+  const std::string& max_ttl_key = at(call.keys, 1);
+  const auto recorded = store_.get(max_ttl_key, now);
+  const bool in_use = recorded.has_value();
+  const std::int64_t max_ttl = std::max(recorded ? number(*recorded) : 0, number(at(call.args, 0)));
+  store_.set(max_ttl_key, std::to_string(max_ttl), std::nullopt, now);
+
+  // Records not seen for a day (or twice the largest ttl) are dropped.
+  const std::int64_t keep = std::max<std::int64_t>(2 * max_ttl, 86400000);
+  for (const auto& [run_id, record] : store_.hgetall(boots, now)) {
+    const auto seen = leading_number(record);
+    if (!seen || *seen < now - keep) store_.hdel(boots, run_id, now);
+  }
+
+  std::vector<std::int64_t> result{max_ttl};
+  // for i = 2, #ARGV - 1, 2: the pairs (run_id, uptime) after ARGV[1].
+  for (std::size_t i = 1; i + 1 < call.args.size(); i += 2) {
+    const std::string& run_id = call.args[i];
+    const std::int64_t uptime = number(call.args[i + 1]);
+    const HGet record = store_.hget(boots, run_id, now);
+    std::int64_t boot = 0;
+    if (record.kind == HGet::Kind::value) {
+      boot = trailing_number(record.value).value_or(0);
+    } else if (in_use) {
+      boot = now - uptime * 1000;
+    }
+    store_.hset(boots, run_id, std::to_string(now) + " " + std::to_string(boot), now);
+    result.push_back(boot > 0 && mutation_ != Mutation::forget_boots ? now - boot : -1);
+  }
+  return array(result);
+}
+
+}  // namespace dlock::sim

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+// SimNode: an in-memory model of one Redis node running dlock's scripts. Each script is
+// re-stated in C++ line by line from its Lua source (src/scripts/*.lua), by the name the client
+// calls it by (node::Call::script->name); the plain command INFO answers run_id and
+// uptime_in_seconds. Keys expire on the node's own clock, which drifts. A restart wipes the
+// data (a node without persistence) and gives the node a new run_id.
+//
+// The model is what the simulation trusts in place of Redis: the real scripts are run against
+// real servers by the integration tests, not here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "node/call.h"
+#include "resp/reply.h"
+#include "sim/sim_store.h"
+
+namespace dlock::sim {
+
+// Bugs planted in the model on purpose, so the simulation's self-test can show that each kind
+// of violation is caught (a checker that never fails proves nothing).
+enum class Mutation {
+  none,
+  grant_when_held,     // acquire takes the lock from another owner
+  no_fence_increment,  // acquire hands out the counter without incrementing it
+  triple_ttl,          // acquire and renew arm keys for three times the ttl
+  forget_boots,        // hello never reports a boot: restarted nodes vote at once
+};
+
+class SimNode {
+ public:
+  SimNode(NodeClock clock, std::string run_id, Mutation mutation = Mutation::none);
+
+  // Runs one script or command at the node's current time and returns its reply. Scripts the
+  // simulation does not model (fair mode, inspect, force_release) answer an error reply.
+  resp::Reply execute(const node::Call& call);
+
+  // The process dies and comes back empty, with a new identity and uptime 0.
+  void restart(std::string run_id);
+
+  const std::string& run_id() const { return run_id_; }
+  // Counts restarts: a request buffered for an earlier process never runs on a later one.
+  std::uint64_t generation() const { return generation_; }
+  const NodeClock& clock() const { return clock_; }
+  std::int64_t now_ms() const { return clock_.now_ms(); }
+  // The live keys, for the invariant checks.
+  const std::map<std::string, Entry>& live_keys() { return store_.live(now_ms()); }
+
+ private:
+  resp::Reply run_script(const node::Call& call, std::int64_t now);
+  resp::Reply acquire(const node::Call& call, std::int64_t now);
+  resp::Reply release(const node::Call& call, std::int64_t now);
+  resp::Reply renew(const node::Call& call, std::int64_t now);
+  resp::Reply fence_raise(const node::Call& call, std::int64_t now);
+  resp::Reply hello(const node::Call& call, std::int64_t now);
+  resp::Reply info(std::int64_t now) const;
+  // acquire.lua's counter() and next_token(): the name's counter, or the node's floor.
+  std::int64_t counter(const std::string& fence, const std::string& floor, std::int64_t now);
+  std::int64_t next_token(const std::string& fence, const std::string& floor, std::int64_t ttl,
+                          std::int64_t now);
+
+  std::int64_t ttl_of(const std::string& arg) const;
+
+  NodeClock clock_;
+  const Mutation mutation_;
+  std::string run_id_;
+  std::int64_t boot_ms_;
+  std::uint64_t generation_ = 0;
+  Store store_;
+};
+
+}  // namespace dlock::sim

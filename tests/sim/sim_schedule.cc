@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+#include "sim/sim_schedule.h"
+
+#include <thread>
+
+#include "lock/validity.h"
+
+namespace dlock::sim {
+
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr double kDriftFactor = 0.01;  // the library's default
+// A schedule stops taking steps after this long, so it stays under a second.
+constexpr auto kScheduleBudget = 850ms;
+
+const char* profile_name(Profile p) {
+  return p == Profile::minority ? "minority" : "majority";
+}
+
+}  // namespace
+
+ScheduleReport run_schedule(const ScheduleOptions& options) {
+  Schedule schedule(options);
+  return schedule.run();
+}
+
+Schedule::Schedule(const ScheduleOptions& options)
+    : options_(options), start_(Clock::now()), rng_(options.seed), trace_(start_) {
+  ClusterOptions co;
+  co.nodes = options.nodes;
+  co.profile = options.profile;
+  co.mutation = options.mutation;
+  static constexpr double kFaultRates[] = {0.0, 0.05, 0.15, 0.3};
+  co.fault_rate = kFaultRates[rng_.below(4)];
+  co.restart_share = 0.1;
+  co.restart_window = kMaxTtl + lock::drift(kMaxTtl, kDriftFactor);
+  names_ = rng_.chance(0.5) ? std::vector<std::string>{"sim-a"}
+                            : std::vector<std::string>{"sim-a", "sim-b"};
+  shared_owner_ = rng_.chance(0.5);
+  trace_.line("seed " + std::to_string(options.seed) + ", " + std::to_string(options.nodes) +
+              " nodes, profile " + profile_name(options.profile) + ", fault rate " +
+              std::to_string(co.fault_rate) + ", " + std::to_string(names_.size()) +
+              " names, shared owner " + (shared_owner_ ? "yes" : "no"));
+  cluster_ = std::make_unique<SimCluster>(co, rng_, trace_, start_);
+  for (std::size_t c = 0; c < 3; ++c) {
+    Client client;
+    client.fanout = std::make_unique<SimFanout>(*cluster_, c);
+    client.lock = std::make_unique<lock::QuorumLock>(*client.fanout, kDriftFactor);
+    client.holds = std::make_unique<lock::Holds>(*client.lock);
+    clients_.push_back(std::move(client));
+  }
+}
+
+bool Schedule::stopped() const {
+  for (const auto& v : checker_.violations()) {
+    if (!v.known()) return true;
+  }
+  return false;
+}
+
+ScheduleReport Schedule::run() {
+  const auto steps = static_cast<std::size_t>(rng_.between(40, 60));
+  std::size_t k = 0;
+  for (; k < steps && Clock::now() - start_ < kScheduleBudget && !stopped(); ++k) step(k);
+  if (!stopped()) {
+    trace_.step(k, "finish: every lease ends, then the late calls run");
+    cluster_->set_step(k);
+    finish();
+  }
+  ScheduleReport report;
+  report.violations = checker_.violations();
+  if (!report.violations.empty()) report.trace = trace_.str();
+  report.counts = counts_;
+  for (const auto& [fault, n] : cluster_->stats().faults) report.counts["fault " + fault] += n;
+  report.counts["restarts"] += cluster_->stats().restarts;
+  report.counts["late runs"] += cluster_->stats().late_runs;
+  report.counts["steps"] += k;
+  return report;
+}
+
+void Schedule::step(std::size_t index) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(rng_.between(0, 6)));
+  const auto pick = rng_.below(100);
+  const char* op = pick < 30   ? "acquire"
+                   : pick < 42 ? "nested acquire"
+                   : pick < 60 ? "extend"
+                   : pick < 80 ? "end"
+                   : pick < 92 ? "idle"
+                               : "restart";
+  trace_.step(index, op);
+  cluster_->set_step(index);
+  cluster_->run_due(index);
+  if (pick < 30) {
+    acquire_new();
+  } else if (pick < 42) {
+    acquire_nested();
+  } else if (pick < 60) {
+    extend();
+  } else if (pick < 80) {
+    end();
+  } else if (pick < 92) {
+    idle();
+  } else {
+    restart();
+  }
+  checker_.check(leases_, *cluster_);
+}
+
+void Schedule::finish() {
+  for (auto& lease : leases_) end(lease);
+  cluster_->flush();
+  checker_.check(leases_, *cluster_);
+  for (std::size_t c = 0; c < clients_.size(); ++c) {
+    if (const auto n = clients_[c].holds->entries(); n != 0) {
+      checker_.report({Violation::Kind::bookkeeping, label(c) + " keeps " + std::to_string(n) +
+                                                         " Holds entries after every lease ended"});
+    }
+  }
+}
+
+}  // namespace dlock::sim
