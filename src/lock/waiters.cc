@@ -88,7 +88,7 @@ void Waiters::leave(const std::shared_ptr<Waiter>& waiter) {
       if (waiter->wake_for().empty() && waiter->take_signal()) wake_one_locked(it->second, {});
     }
     for (auto c = channels_.begin(); c != channels_.end();) {
-      if (c->second.waiters.empty() && now - c->second.idle_since > kLinger) {
+      if (c->second.waiters.empty() && now - c->second.idle_since > linger_) {
         drop.push_back(c->first);
         c = channels_.erase(c);
       } else {
@@ -96,7 +96,16 @@ void Waiters::leave(const std::shared_ptr<Waiter>& waiter) {
       }
     }
   }
-  for (const auto& channel : drop) nodes_.unsubscribe(channel);
+  // An enter may take a dropped channel up again before this UNSUBSCRIBE reaches the io thread,
+  // and its SUBSCRIBE may get there first: sent after it, the UNSUBSCRIBE would leave the new
+  // waiters deaf for good while the entry says subscribed. So the io thread decides, under mu_:
+  // a channel absent then can only be entered again after, and its SUBSCRIBE comes after too.
+  for (const auto& channel : drop) {
+    nodes_.unsubscribe(channel, [this, channel] {
+      std::lock_guard lock(mu_);
+      return channels_.count(channel) != 0;
+    });
+  }
 }
 
 void Waiters::wake_one_locked(Channel& channel, const std::string& payload) {

@@ -6,7 +6,8 @@
 // subscriber connection per node, shared by all waiters) and keeps the subscription a while
 // after the last waiter left, since contended names tend to stay contended.
 //
-// Thread-safety: enter/leave from any thread; on_message from the io thread.
+// Thread-safety: enter/leave from any thread; on_message from the io thread. The io thread also
+// calls back when it unsubscribes a dropped channel: the nodes must go before the Waiters.
 #pragma once
 
 #include <chrono>
@@ -61,7 +62,9 @@ class Waiters {
   // How long a channel stays subscribed after its last waiter left.
   static constexpr std::chrono::seconds kLinger{10};
 
-  explicit Waiters(node::NodeSet& nodes) : nodes_(nodes) {}
+  // `linger`: kLinger in the client; tests shorten it to drop channels within a test.
+  explicit Waiters(node::NodeSet& nodes, std::chrono::milliseconds linger = kLinger)
+      : nodes_(nodes), linger_(linger) {}
 
   // Registers a waiter on `channel`, subscribing first if this client is not yet subscribed.
   std::shared_ptr<Waiter> enter(const std::string& channel, std::string wake_for,
@@ -87,6 +90,7 @@ class Waiters {
   void wake_one_locked(Channel& channel, const std::string& payload);
 
   node::NodeSet& nodes_;
+  const std::chrono::milliseconds linger_;
   std::mutex mu_;
   std::map<std::string, Channel> channels_;  // guarded by mu_
 };

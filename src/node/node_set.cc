@@ -70,8 +70,9 @@ Outcomes NodeSet::subscribe(const std::string& channel) {
   })[0]);
 }
 
-void NodeSet::unsubscribe(const std::string& channel) {
-  asio::post(io_, [this, channel] {
+void NodeSet::unsubscribe(const std::string& channel, std::function<bool()> keep) {
+  asio::post(io_, [this, channel, keep = std::move(keep)] {
+    if (keep && keep()) return;
     for (auto& node : nodes_) node->unsubscribe(channel);
   });
 }

@@ -15,6 +15,7 @@
 #include <dlock/result.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -40,8 +41,10 @@ class NodeSet final : public Fanout {
   std::vector<Outcomes> run(const std::vector<Call>& calls, const Enough& enough = {}) override;
   // Subscribes every node to `channel`; returns once each confirmed or timed out.
   Outcomes subscribe(const std::string& channel);
-  // Drops the subscription on every node (asynchronously).
-  void unsubscribe(const std::string& channel);
+  // Drops the subscription on every node (asynchronously), unless `keep` returns true on the io
+  // thread just before: whoever asks can re-check there, in order with every subscribe(), that
+  // nobody has wanted the channel again since it decided to drop it.
+  void unsubscribe(const std::string& channel, std::function<bool()> keep = {});
 
   std::size_t size() const noexcept override { return nodes_.size(); }
   const net::NodeAddress& address(std::size_t i) const override { return nodes_[i]->address(); }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <future>
@@ -130,6 +131,8 @@ TEST_F(CliTest, UsageErrorsExit64) {
   EXPECT_EQ(dlock_tool(args({"run", "-t", "0", "job", "--", "true"})).status, 64);
   EXPECT_EQ(dlock_tool(args({"run", "-t", "abc", "job", "--", "true"})).status, 64);
   EXPECT_EQ(dlock_tool(args({"run", "-w", "-1s", "job", "--", "true"})).status, 64);
+  EXPECT_EQ(dlock_tool(args({"run", "--kill-after=-1s", "job", "--", "true"})).status, 64);
+  EXPECT_EQ(dlock_tool(args({"run", "--kill-after", "soon", "job", "--", "true"})).status, 64);
   EXPECT_EQ(dlock_tool(args({"run", "job"})).status, 64);
   EXPECT_EQ(dlock_tool(args({"run", "", "--", "true"})).status, 64);
   EXPECT_EQ(dlock_tool({"run", "-r", "nope://x", "job", "--", "true"}).status, 64);
@@ -192,6 +195,71 @@ TEST_F(CliTest, LostLockStopsTheCommandAndExits76) {
   EXPECT_EQ(result.status, 76) << result.output;
   EXPECT_NE(result.output.find("lost lock"), std::string::npos) << result.output;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s) << "the command must be stopped";
+}
+
+// docs/cli.md: a command whose lock is lost gets SIGTERM and time to clean up; SIGKILL comes
+// only after --kill-after (default 10 s). The trap takes a while on purpose: a SIGKILL sent
+// right behind the SIGTERM would land before it writes the file.
+TEST_F(CliTest, LostLockGivesTheCommandTimeToRunItsTermTrap) {
+  char tmpl[] = "/tmp/dlock-trap-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string ready = dir + "/ready";
+  const std::string cleaned = dir + "/cleaned";
+  const std::string child = dir + "/child";
+  // `wait` (not a foreground sleep) lets the shell take the trap as soon as SIGTERM arrives.
+  const std::string script = "trap 'sleep 0.5; echo cleaned > " + quote(cleaned) +
+                             "; kill $!; exit 3' TERM; "
+                             "sleep 60 </dev/null >/dev/null 2>&1 & echo $! > " +
+                             quote(child) + "; touch " + quote(ready) + "; wait";
+  auto ran = std::async(std::launch::async, [&] {
+    return dlock_tool(args({"run", "-t", "1s", "job", "--", "sh", "-c", script}));
+  });
+  auto started = [&] {
+    return std::filesystem::exists(ready) || ran.wait_for(0s) == std::future_status::ready;
+  };
+  ASSERT_TRUE(test::eventually(started, 20s));
+  ASSERT_TRUE(std::filesystem::exists(ready)) << ran.get().output;
+  server_->command({"DEL", "job"});  // the lock vanishes
+  ASSERT_EQ(ran.wait_for(40s), std::future_status::ready) << "dlock run must end";
+  Ran result = ran.get();
+  EXPECT_EQ(result.status, 76) << result.output;
+  EXPECT_NE(result.output.find("SIGTERM"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("sending SIGKILL"), std::string::npos) << result.output;
+  std::string line;
+  std::getline(std::ifstream(cleaned), line);
+  EXPECT_EQ(line, "cleaned") << "the TERM trap did not run to its end: " << result.output;
+  if (line != "cleaned") {
+    pid_t sleeper = 0;
+    std::ifstream pid_file(child);
+    if (pid_file >> sleeper && sleeper > 0) kill(sleeper, SIGKILL);  // orphaned by the SIGKILL
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(CliTest, LostLockKillsACommandThatIgnoresSigtermAfterKillAfter) {
+  char tmpl[] = "/tmp/dlock-ignore-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  const std::string ready = dir + "/ready";
+  // An ignored signal stays ignored across exec: the process dlock started ignores SIGTERM.
+  auto ran = std::async(std::launch::async, [&] {
+    return dlock_tool(args({"run", "-t", "1s", "--kill-after", "500ms", "job", "--", "sh", "-c",
+                            "trap '' TERM; touch " + quote(ready) + "; exec sleep 60"}));
+  });
+  auto started = [&] {
+    return std::filesystem::exists(ready) || ran.wait_for(0s) == std::future_status::ready;
+  };
+  ASSERT_TRUE(test::eventually(started, 20s));
+  ASSERT_TRUE(std::filesystem::exists(ready)) << ran.get().output;
+  const auto deleted = std::chrono::steady_clock::now();
+  server_->command({"DEL", "job"});
+  ASSERT_EQ(ran.wait_for(40s), std::future_status::ready) << "SIGKILL must follow the SIGTERM";
+  const auto took = std::chrono::steady_clock::now() - deleted;
+  Ran result = ran.get();
+  EXPECT_EQ(result.status, 76) << result.output;
+  EXPECT_NE(result.output.find("sending SIGKILL"), std::string::npos) << result.output;
+  // A lower bound only: the grace was kept. How much later the kill came depends on the load.
+  EXPECT_GE(took, 450ms) << result.output;
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(CliTest, StatusJsonDescribesEachNode) {

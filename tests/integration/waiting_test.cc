@@ -7,6 +7,9 @@
 #include <stop_token>
 #include <thread>
 
+#include "lock/waiters.h"
+#include "net/node_address.h"
+#include "node/node_set.h"
 #include "support/cluster_fixture.h"
 
 namespace dlock {
@@ -244,6 +247,66 @@ TEST_P(WaitingTest, ThreadsWaitingOnOneNameAllGetItOnce) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(done.load(), kThreads * kRounds);
   EXPECT_EQ(overlaps.load(), 0);
+}
+
+// Waiters (lock/waiters.h) on their own, with a short linger, so that channels are dropped
+// and taken up again within a test. A leave drops every channel idle past the linger, then
+// unsubscribes them; a waiter entering one of them at that moment subscribes it again. Whatever
+// order the two reach the io thread in, the new waiter must hear releases: a lost race used to
+// leave the channel unsubscribed for good while the client believed it subscribed, so its
+// waiters woke only when a holder's ttl ran out.
+TEST_P(WaitingTest, WaiterEnteringWhileItsChannelIsDroppedStillHearsReleases) {
+  constexpr auto kLinger = 100ms;
+  std::vector<net::NodeAddress> addresses;
+  for (const auto& url : nodes_->urls()) addresses.push_back(*net::parse_node_url(url));
+  // As in the client: the waiters come first, since the nodes' io thread calls them.
+  struct Listener {
+    explicit Listener(const std::vector<net::NodeAddress>& a)
+        : waiters(nodes, kLinger),
+          nodes(a, net::ConnectionOptions{}, 2s,
+                [this](const std::string& channel, const std::string& payload) {
+                  waiters.on_message(channel, payload);
+                }) {}
+    lock::Waiters waiters;
+    node::NodeSet nodes;
+  } listener(addresses);
+  lock::Waiters& waiters = listener.waiters;
+  // A leave unsubscribes the channels it dropped one after another, in name order: the
+  // fillers come first and keep it busy until the racing enter has subscribed the target.
+  const std::string target = "race:target";
+  const std::string sweeper = "race:sweeper";
+  constexpr int kFillers = 1000;
+  constexpr int kRounds = 20;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<std::shared_ptr<lock::Waiter>> entered;
+    for (int i = 0; i < kFillers; ++i) {
+      entered.push_back(waiters.enter("fill:" + std::to_string(i), ""));
+    }
+    entered.push_back(waiters.enter(target, ""));  // left last: no filler's leave drops it
+    for (auto& w : entered) waiters.leave(w);
+    std::this_thread::sleep_for(3 * kLinger);  // all of them idle past the linger
+    auto sweeping = waiters.enter(sweeper, "");
+    ASSERT_TRUE(waiters.listening(target).subscribed) << "round " << round;
+    // One thread enters the target as soon as it is gone, while this one's leave drops it.
+    auto racing = std::async(std::launch::async, [&] {
+      const auto until = Clock::now() + 20s;
+      while (waiters.listening(target).subscribed && Clock::now() < until) {
+      }
+      return waiters.enter(target, "");
+    });
+    waiters.leave(sweeping);
+    auto waiter = racing.get();
+    // Everything sent so far, UNSUBSCRIBEs included, has reached the nodes once they confirm a
+    // later SUBSCRIBE on the same connections.
+    (void)listener.nodes.subscribe("race:barrier");
+    for (std::size_t i = 0; i < size(); ++i) {
+      waiter->reset();
+      (*nodes_)[i].command({"PUBLISH", target, "released"});
+      const bool woken = waiter->wait_until(Clock::now() + 5s);
+      ASSERT_TRUE(woken) << "round " << round << ": node " << i << "'s release went unheard";
+    }
+    waiters.leave(waiter);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Nodes, WaitingTest, ::testing::Values(1, 5), test::node_count_name);

@@ -89,6 +89,11 @@ class Events {
     std::unique_lock lock(mu_);
     return cv_.wait_until(lock, until, [this] { return status_ || lost_; });
   }
+  // Waits for the command's exit alone: once the lock is lost, wait_until() no longer waits.
+  bool wait_exit_until(Clock::time_point until) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_until(lock, until, [this] { return status_.has_value(); });
+  }
   std::optional<int> status() {
     std::lock_guard lock(mu_);
     return status_;
@@ -141,18 +146,23 @@ CLI::App* add_run_command(CLI::App& app, RunFlags& flags) {
   run->add_option("-w,--wait", flags.wait,
                   "how long to wait for a lock held by someone else (default 0: try once)")
       ->envname("DLOCK_WAIT");
+  run->add_option("--kill-after", flags.kill_after,
+                  "when the lock is lost: how long COMMAND has to exit after SIGTERM before it "
+                  "gets SIGKILL (default 10s; 0: SIGKILL at once)");
   run->add_option("name", flags.name, "lock name")->required();
   run->footer(
       "COMMAND and its arguments follow a '--'.\n"
       "Exit status: COMMAND's own if the lock was held throughout; 75 if the lock was held by "
       "someone else past --wait; 69 if no quorum of nodes could be reached; 64 for a usage or "
-      "configuration error; 76 if the lock was lost while COMMAND ran (COMMAND got SIGTERM).\n"
+      "configuration error; 76 if the lock was lost while COMMAND ran (COMMAND got SIGTERM, then "
+      "SIGKILL if still running after --kill-after).\n"
       "COMMAND sees DLOCK_NAME, DLOCK_TOKEN (fencing token) and DLOCK_VALIDITY_MS.\n\n"
       "Examples:\n"
       "  dlock run -r redis://10.0.0.1:6379 nightly-report -- ./report.sh\n"
       "  DLOCK_REDIS=redis://a:6379,redis://b:6379,redis://c:6379 dlock run -t 10s -w 1m "
       "db-migrate "
-      "-- make migrate");
+      "-- make migrate\n"
+      "  dlock run --kill-after 1m backup -- ./backup.sh");
   return run;
 }
 
@@ -163,7 +173,8 @@ int run_command(const RunFlags& flags) {
   }
   auto ttl = parse_duration(flags.ttl);
   auto wait = parse_duration(flags.wait);
-  for (const auto* d : {&ttl, &wait}) {
+  auto kill_after = parse_duration(flags.kill_after);
+  for (const auto* d : {&ttl, &wait, &kill_after}) {
     if (!*d) {
       std::cerr << "dlock: " << d->error().message() << "\n";
       return kExitUsage;
@@ -229,9 +240,12 @@ int run_command(const RunFlags& flags) {
   }
   if (auto lost = events->lost(); lost && !events->status()) {
     std::cerr << "dlock: lost lock '" << flags.name << "': " << lost->message()
-              << "; sending SIGTERM to the command\n";
+              << "; sending SIGTERM to the command (SIGKILL in " << kill_after->count() << " ms)\n";
     kill(pid, SIGTERM);
-    if (!events->wait_until(Clock::now() + std::chrono::seconds(10)) || !events->status()) {
+    // The grace lets COMMAND run its clean-up; only its exit ends it early.
+    if (!events->wait_exit_until(Clock::now() + *kill_after)) {
+      std::cerr << "dlock: the command is still running " << kill_after->count()
+                << " ms after SIGTERM; sending SIGKILL\n";
       kill(pid, SIGKILL);
     }
   }

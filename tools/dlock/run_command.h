@@ -14,6 +14,7 @@ struct RunFlags {
   ConnectFlags connect;
   std::string ttl = "30s";
   std::string wait = "0";
+  std::string kill_after = "10s";  // after a lost lock: from SIGTERM to SIGKILL
   std::string name;
   std::vector<std::string> command;
 };
