@@ -25,7 +25,7 @@ std::string count_text(std::size_t got, std::size_t n, std::size_t quorum, const
 const char* kQuarantined = "restarted recently: kept out of quorums until its lost locks expire";
 const char* kDuplicate = "the same server as another node of this client: it votes once";
 const char* kUnannounced =
-    "the ttl could not be announced to a quorum of nodes (restart protection needs it)";
+    "the ttl is not yet known to every node (restart protection needs it; one did not answer)";
 
 const char* why_not_voting(const Membership::View& view, std::size_t i) {
   if (view.ttl_unannounced) return kUnannounced;
@@ -219,80 +219,91 @@ Result<Clock::time_point> QuorumLock::extend(const HoldId& hold, std::chrono::mi
 
 std::vector<Result<Clock::time_point>> QuorumLock::renew(const std::vector<Renewal>& renewals) {
   if (renewals.empty()) return {};
+  // A hold whose validity has ended is not renewed: its lease is lost whatever the nodes say,
+  // and re-arming its key would only keep it past its lease for nothing.
+  std::vector<std::size_t> live;
   std::chrono::milliseconds max_ttl{0};
-  for (const auto& r : renewals) max_ttl = std::max(max_ttl, r.ttl);
+  for (std::size_t k = 0; k < renewals.size(); ++k) {
+    if (Clock::now() >= renewals[k].valid_until) continue;
+    live.push_back(k);
+    max_ttl = std::max(max_ttl, renewals[k].ttl);
+  }
+  std::vector<Result<Clock::time_point>> results;
+  results.reserve(renewals.size());
+  for (const auto& r : renewals) {
+    results.emplace_back(
+        Error(errc::lock_lost, "lock '" + r.hold.name + "': validity ended before the extension"));
+  }
+  if (live.empty()) return results;
   const Membership::View view = membership_.refresh(max_ttl);
 
   std::vector<node::Call> calls;
-  for (std::size_t first = 0; first < renewals.size(); first += kRenewChunk) {
+  for (std::size_t first = 0; first < live.size(); first += kRenewChunk) {
     node::Call call{&scripts::renew(), {}, {}};
-    for (std::size_t k = first; k < std::min(renewals.size(), first + kRenewChunk); ++k) {
-      call.keys.push_back(renewals[k].hold.name);
-      call.args.push_back(renewals[k].hold.owner.str());
-      call.args.push_back(renewals[k].hold.id);
-      call.args.push_back(std::to_string(renewals[k].ttl.count()));
+    for (std::size_t j = first; j < std::min(live.size(), first + kRenewChunk); ++j) {
+      const Renewal& r = renewals[live[j]];
+      call.keys.push_back(r.hold.name);
+      call.args.insert(call.args.end(), {r.hold.owner.str(), r.hold.id, std::to_string(r.ttl.count())});
     }
     calls.push_back(std::move(call));
   }
   const auto start = Clock::now();
   std::vector<node::Outcomes> outcomes = nodes_.run(calls);
   const auto now = Clock::now();
+  for (std::size_t j = 0; j < live.size(); ++j) {
+    results[live[j]] = judge_renewal(renewals[live[j]], outcomes[j / kRenewChunk], j % kRenewChunk,
+                                     view, start, now);
+  }
+  return results;
+}
 
-  std::vector<Result<Clock::time_point>> results;
-  results.reserve(renewals.size());
-  for (std::size_t k = 0; k < renewals.size(); ++k) {
-    const auto& renewal = renewals[k];
-    const auto& per_node = outcomes[k / kRenewChunk];
-    std::size_t extended = 0;
-    std::size_t errors = 0;
-    std::vector<NodeError> failures;
-    for (std::size_t i = 0; i < per_node.size(); ++i) {
-      const auto& o = per_node[i];
-      switch (parse_renew(o, k % kRenewChunk)) {
-        case RenewReply::failed:
+Result<Clock::time_point> QuorumLock::judge_renewal(const Renewal& renewal,
+                                                    const node::Outcomes& per_node,
+                                                    std::size_t slot, const Membership::View& view,
+                                                    Clock::time_point start,
+                                                    Clock::time_point now) const {
+  std::size_t extended = 0;
+  std::size_t errors = 0;
+  std::vector<NodeError> failures;
+  for (std::size_t i = 0; i < per_node.size(); ++i) {
+    const auto& o = per_node[i];
+    switch (parse_renew(o, slot)) {
+      case RenewReply::failed:
+        ++errors;
+        failures.push_back(!o ? node_error(i, o.error())
+                              : node_error(i, errc::script_error, o->is_error() ? o->str : "renew"));
+        break;
+      case RenewReply::not_held:
+        failures.push_back(node_error(i, errc::not_owner, "not held by this owner"));
+        break;
+      case RenewReply::renewed:
+        if (view.may_vote(nodes_, i)) {
+          ++extended;
+        } else {
           ++errors;
-          failures.push_back(
-              !o ? node_error(i, o.error())
-                 : node_error(i, errc::script_error, o->is_error() ? o->str : "renew"));
-          break;
-        case RenewReply::not_held:
-          failures.push_back(node_error(i, errc::not_owner, "not held by this owner"));
-          break;
-        case RenewReply::renewed:
-          if (view.may_vote(nodes_, i)) {
-            ++extended;
-          } else {
-            ++errors;
-            failures.push_back(node_error(i, errc::quorum_not_reached, why_not_voting(view, i)));
-          }
-          break;
-      }
-    }
-    const std::string& name = renewal.hold.name;
-    switch (judge_extension(extended, errors, nodes_.quorum(), renewal.ttl, drift_factor_, start,
-                            now, renewal.valid_until)) {
-      case Extension::extended:
-        results.emplace_back(start + (renewal.ttl - drift(renewal.ttl)));
-        break;
-      case Extension::no_quorum:
-        results.emplace_back(
-            Error(errc::quorum_not_reached,
-                  "lock '" + name + "': extension not confirmed by a quorum (" +
-                      count_text(extended, nodes_.size(), nodes_.quorum(), "extended") + ")",
-                  std::move(failures)));
-        break;
-      case Extension::lost:
-        results.emplace_back(
-            Error(errc::lock_lost,
-                  now >= renewal.valid_until
-                      ? "lock '" + name + "': validity ended before the extension was confirmed"
-                      : "lock '" + name + "' is no longer held by this owner (" +
-                            count_text(extended, nodes_.size(), nodes_.quorum(), "extended") + ")",
-                  std::move(failures)));
+          failures.push_back(node_error(i, errc::quorum_not_reached, why_not_voting(view, i)));
+        }
         break;
     }
   }
-  return results;
+  const std::string& name = renewal.hold.name;
+  const std::string counts = count_text(extended, nodes_.size(), nodes_.quorum(), "extended");
+  switch (judge_extension(extended, errors, nodes_.quorum(), renewal.ttl, drift_factor_, start,
+                          now, renewal.valid_until)) {
+    case Extension::extended:
+      return start + (renewal.ttl - drift(renewal.ttl));
+    case Extension::no_quorum:
+      return Error(errc::quorum_not_reached,
+                   "lock '" + name + "': extension not confirmed by a quorum (" + counts + ")",
+                   std::move(failures));
+    case Extension::lost:
+      break;
+  }
+  return Error(errc::lock_lost,
+               now >= renewal.valid_until
+                   ? "lock '" + name + "': validity ended before the extension was confirmed"
+                   : "lock '" + name + "' is no longer held by this owner (" + counts + ")",
+               std::move(failures));
 }
 
 LockStatus QuorumLock::inspect(const std::string& name) {

@@ -104,6 +104,10 @@ class QuorumLock {
   NodeError node_error(std::size_t i, errc code, std::string reason) const;
   node::Outcomes send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
                               const std::optional<FairTicket>& fair);
+  // One renewal's outcome from every node's reply to its batch (`slot`: its place there).
+  Result<Clock::time_point> judge_renewal(const Renewal& renewal, const node::Outcomes& per_node,
+                                          std::size_t slot, const Membership::View& view,
+                                          Clock::time_point start, Clock::time_point now) const;
   // The error for a failed attempt, once its clean-up was sent.
   Refused refusal(const std::string& name, const AcquireTally& tally, Clock::duration elapsed,
                   std::chrono::milliseconds ttl, std::vector<NodeError> failures,

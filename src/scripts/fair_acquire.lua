@@ -16,7 +16,7 @@
 -- ARGV[5]  waiter timeout in milliseconds: dropped from the queue if not back by then
 -- ARGV[6]  '1' to join the queue when the lock cannot be had now, '0' to only try (try_lock)
 --
--- Replies as acquire.lua: {1, fence, 0} acquired (a stale hold of the same owner is taken
+-- Replies as acquire.lua: {1, fence, 0} acquired (an older hold of the same client is taken
 -- over, as there), or {0, fence, pttl} not acquired, where pttl is the holder's remaining ttl,
 -- or -2 when the lock is free but another waiter is first in line.
 local t = redis.call('time')
@@ -46,14 +46,14 @@ while true do
 end
 
 local kind = redis.call('type', KEYS[1])['ok']
--- As in acquire.lua: a later hold of the same client is not stale (this call ran late).
-local function later_hold_of_this_client(id)
+-- As in acquire.lua: only an older hold of this client is stale.
+local function older_hold_of_this_client(id)
   local client, n = string.match(id, '^(.*)%.(%d+)$')
   local my_client, my_n = string.match(ARGV[2], '^(.*)%.(%d+)$')
-  return client ~= nil and client == my_client and tonumber(n) > tonumber(my_n)
+  return client ~= nil and client == my_client and tonumber(n) < tonumber(my_n)
 end
 local mine = kind == 'hash' and redis.call('hget', KEYS[1], owner)
-if mine and not later_hold_of_this_client(mine) then
+if mine and older_hold_of_this_client(mine) then
   -- A stale hold of this owner: taken over, as in acquire.lua.
   redis.call('zrem', KEYS[3], owner)
   redis.call('hdel', KEYS[4], owner)

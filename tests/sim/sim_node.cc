@@ -124,6 +124,20 @@ std::int64_t SimNode::next_token(const std::string& fence, const std::string& fl
   return token;
 }
 
+// string.match(id, '^(.*)%.(%d+)$') on both, as acquire.lua does.
+bool SimNode::older_hold_of_same_client(const std::string& id, const std::string& mine) {
+  const auto split = [](const std::string& s) -> std::optional<std::pair<std::string, double>> {
+    const auto dot = s.rfind('.');
+    if (dot == std::string::npos || dot + 1 == s.size()) return std::nullopt;
+    const std::string digits = s.substr(dot + 1);
+    if (digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    return std::pair{s.substr(0, dot), std::stod(digits)};
+  };
+  const auto a = split(id);
+  const auto b = split(mine);
+  return a && b && a->first == b->first && a->second < b->second;
+}
+
 resp::Reply SimNode::acquire(const node::Call& call, std::int64_t now) {
   const std::string& key = at(call.keys, 0);
   const std::string& fence = at(call.keys, 1);
@@ -137,8 +151,10 @@ resp::Reply SimNode::acquire(const node::Call& call, std::int64_t now) {
     store_.pexpire(key, ttl, now);
     return array({1, next_token(fence, floor, ttl, now), 0});
   }
-  // A hold of this owner (of any id) is stale and taken over; a ttl is never shortened.
-  if (store_.hget(key, owner, now).kind == HGet::Kind::value) {
+  // An older hold of the same client is stale and taken over; any other hold of the owner is
+  // held. A ttl is never shortened.
+  const HGet mine = store_.hget(key, owner, now);
+  if (mine.kind == HGet::Kind::value && older_hold_of_same_client(mine.value, hold)) {
     store_.hset(key, owner, hold, now);
     if (store_.pttl(key, now) < ttl) store_.pexpire(key, ttl, now);
     return array({1, next_token(fence, floor, ttl, now), 0});

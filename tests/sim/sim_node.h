@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "node/call.h"
@@ -55,6 +56,8 @@ class SimNode {
   resp::Reply fence_raise(const node::Call& call, std::int64_t now);
   resp::Reply hello(const node::Call& call, std::int64_t now);
   resp::Reply info(std::int64_t now) const;
+  // acquire.lua's older_hold_of_this_client(): `id` is an older hold of the client of `mine`.
+  static bool older_hold_of_same_client(const std::string& id, const std::string& mine);
   // acquire.lua's counter() and next_token(): the name's counter, or the node's floor.
   std::int64_t counter(const std::string& fence, const std::string& floor, std::int64_t now);
   std::int64_t next_token(const std::string& fence, const std::string& floor, std::int64_t ttl,
