@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "lock/keys.h"
 #include "lock/tally.h"
 #include "lock/validity.h"
 #include "scripts/script.h"
@@ -45,23 +46,35 @@ Membership::View Membership::refresh(std::chrono::milliseconds ttl) {
 
 void Membership::greet(std::chrono::milliseconds max_ttl) {
   // A reply belongs to a connection only if the connection is the same before and after: a
-  // reconnect in between may have reached another process.
+  // reconnect in between may have reached another process. The first greeting of a new client
+  // also makes the connections (their epochs change), so it is asked again, a few times at most,
+  // until the epochs hold still around it.
   std::vector<std::uint64_t> epochs(nodes_.size());
-  for (std::size_t i = 0; i < nodes_.size(); ++i) epochs[i] = nodes_.epoch(i);
-  const auto asked = Clock::now();
-  auto hello = [&](std::vector<std::string> joining) {
-    joining.insert(joining.begin(), std::to_string(max_ttl.count()));
+  auto hello = [&](std::vector<std::string> joining, std::uint64_t floor) {
+    joining.insert(joining.begin(), {std::to_string(max_ttl.count()), std::to_string(floor)});
     std::vector<HelloReply> replies;
-    for (const auto& r : nodes_.run_script(scripts::hello(), {"dlock:member", "dlock:max-ttl"},
-                                           std::move(joining))) {
+    for (const auto& r :
+         nodes_.run_script(scripts::hello(),
+                           {"dlock:member", "dlock:max-ttl", std::string(kFenceFloorKey)},
+                           std::move(joining))) {
       replies.push_back(parse_hello(r));
-    }
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      if (nodes_.epoch(i) != epochs[i]) replies[i].ok = false;
     }
     return replies;
   };
-  const std::vector<HelloReply> replies = hello({});
+  std::vector<HelloReply> replies;
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) epochs[i] = nodes_.epoch(i);
+    replies = hello({}, 0);
+    bool settled = true;
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (replies[i].ok && nodes_.epoch(i) != epochs[i]) {
+        replies[i].ok = false;
+        settled = false;
+      }
+    }
+    if (settled) break;
+  }
+  const auto asked = Clock::now();
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     attempted_epoch_[i] = epochs[i];
     retry_at_[i] = asked + std::chrono::seconds(1);
@@ -73,7 +86,12 @@ void Membership::greet(std::chrono::milliseconds max_ttl) {
     if (d.nodes[i].join) joining.push_back(replies[i].run_id);
   }
   std::vector<HelloReply> joined;
-  if (!joining.empty()) joined = hello(joining);
+  if (!joining.empty()) {
+    joined = hello(joining, d.fence_floor);
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_.epoch(i) != epochs[i]) joined[i].ok = false;
+    }
+  }
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     const auto& n = d.nodes[i];
     if (!n.admitted && !n.duplicate) continue;

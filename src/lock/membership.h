@@ -76,7 +76,7 @@ class Membership {
   std::vector<Clock::time_point> retry_at_;
   std::vector<Clock::time_point> quarantine_until_;
   std::vector<bool> duplicate_;
-  std::vector<Clock::time_point> join_at_;  // when a quarantined node may join the set
+  std::vector<Clock::time_point> join_at_;      // when a quarantined node may join the set
   std::chrono::milliseconds announced_ttl_{0};  // guarded by mu_
 };
 

@@ -243,7 +243,8 @@ std::vector<Result<Clock::time_point>> QuorumLock::renew(const std::vector<Renew
     for (std::size_t j = first; j < std::min(live.size(), first + kRenewChunk); ++j) {
       const Renewal& r = renewals[live[j]];
       call.keys.push_back(r.hold.name);
-      call.args.insert(call.args.end(), {r.hold.owner.str(), r.hold.id, std::to_string(r.ttl.count())});
+      call.args.insert(call.args.end(),
+                       {r.hold.owner.str(), r.hold.id, std::to_string(r.ttl.count())});
     }
     calls.push_back(std::move(call));
   }
@@ -270,8 +271,9 @@ Result<Clock::time_point> QuorumLock::judge_renewal(const Renewal& renewal,
     switch (parse_renew(o, slot)) {
       case RenewReply::failed:
         ++errors;
-        failures.push_back(!o ? node_error(i, o.error())
-                              : node_error(i, errc::script_error, o->is_error() ? o->str : "renew"));
+        failures.push_back(
+            !o ? node_error(i, o.error())
+               : node_error(i, errc::script_error, o->is_error() ? o->str : "renew"));
         break;
       case RenewReply::not_held:
         failures.push_back(node_error(i, errc::not_owner, "not held by this owner"));
@@ -288,8 +290,8 @@ Result<Clock::time_point> QuorumLock::judge_renewal(const Renewal& renewal,
   }
   const std::string& name = renewal.hold.name;
   const std::string counts = count_text(extended, nodes_.size(), nodes_.quorum(), "extended");
-  switch (judge_extension(extended, errors, nodes_.quorum(), renewal.ttl, drift_factor_, start,
-                          now, renewal.valid_until)) {
+  switch (judge_extension(extended, errors, nodes_.quorum(), renewal.ttl, drift_factor_, start, now,
+                          renewal.valid_until)) {
     case Extension::extended:
       return start + (renewal.ttl - drift(renewal.ttl));
     case Extension::no_quorum:

@@ -97,12 +97,13 @@ Extension judge_extension(std::size_t extended, std::size_t errors, std::size_t 
 
 HelloReply parse_hello(const Result<resp::Reply>& outcome) {
   HelloReply reply;
-  if (!outcome || !outcome->is_array() || outcome->elements.size() != 4) return reply;
+  if (!outcome || !outcome->is_array() || outcome->elements.size() != 5) return reply;
   const auto recorded = int_at(*outcome, 0);
   const auto state = int_at(*outcome, 1);
   const auto uptime = int_at(*outcome, 3);
+  const auto floor = int_at(*outcome, 4);
   const auto& run_id = outcome->elements[2];
-  if (!recorded || !state || !uptime || *state < 0 || *state > 2 ||
+  if (!recorded || !state || !uptime || !floor || *floor < 0 || *state < 0 || *state > 2 ||
       run_id.type != resp::Reply::Type::string || run_id.str.empty()) {
     return reply;
   }
@@ -111,6 +112,7 @@ HelloReply parse_hello(const Result<resp::Reply>& outcome) {
   reply.state = static_cast<int>(*state);
   reply.run_id = run_id.str;
   reply.uptime = std::chrono::seconds(*uptime);
+  reply.fence_floor = static_cast<std::uint64_t>(*floor);
   return reply;
 }
 
@@ -127,6 +129,7 @@ MembershipDecision decide_membership(const std::vector<HelloReply>& replies, std
     members += r.state == 1 ? 1 : 0;
     ever_members += r.state != 0 ? 1 : 0;
     d.announced = std::max(d.announced, r.recorded_max_ttl);
+    d.fence_floor = std::max(d.fence_floor, r.fence_floor);
   }
   const bool everyone = told == replies.size();
   if (everyone) d.announced = std::max(d.announced, client_ttl);

@@ -72,6 +72,7 @@ struct HelloReply {
   int state = 0;  // 1: a member in this boot; 2: a member of an earlier boot; 0: not a member
   std::string run_id;
   std::chrono::milliseconds uptime{0};  // whole seconds, rounded down
+  std::uint64_t fence_floor = 0;
 };
 HelloReply parse_hello(const Result<resp::Reply>& outcome);
 
@@ -81,6 +82,7 @@ struct MembershipDecision {
   // The largest ttl every node knows of: the largest recorded anywhere (a ttl is used only
   // once every node knows it), or this client's when every node answered now.
   std::chrono::milliseconds announced{0};
+  std::uint64_t fence_floor = 0;  // the largest any node answered: joining nodes take it
   struct Node {
     bool admitted = false;   // may vote, once its quarantine is over
     bool duplicate = false;  // the same server (run_id) as an earlier node: never votes

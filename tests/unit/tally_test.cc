@@ -163,12 +163,14 @@ TEST(MembershipTest, ParsesHello) {
   id.str = "abc";
   r.elements.push_back(id);
   r.elements.push_back(integer(7));
+  r.elements.push_back(integer(42));
   const HelloReply h = parse_hello(r);
   ASSERT_TRUE(h.ok);
   EXPECT_EQ(h.state, 1);
   EXPECT_EQ(h.run_id, "abc");
   EXPECT_EQ(h.uptime, 7s);
-  EXPECT_FALSE(parse_hello(array({1, 1, 1, 1})).ok);  // run_id is not a string
+  EXPECT_EQ(h.fence_floor, 42u);
+  EXPECT_FALSE(parse_hello(array({1, 1, 1, 1, 1})).ok);  // run_id is not a string
   EXPECT_FALSE(parse_hello(lost()).ok);
 }
 
