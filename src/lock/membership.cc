@@ -4,12 +4,35 @@
 #include <algorithm>
 #include <optional>
 
-#include "lock/keys.h"
 #include "lock/tally.h"
 #include "lock/validity.h"
 #include "scripts/script.h"
 
 namespace dlock::lock {
+namespace {
+
+struct BootIdentity {
+  std::string run_id;
+  std::string uptime_seconds;
+};
+
+std::optional<BootIdentity> parse_info(const Result<resp::Reply>& r) {
+  if (!r || r->type != resp::Reply::Type::string) return std::nullopt;
+  auto field = [&](const std::string& name) -> std::string {
+    const std::string key = name + ":";
+    auto at = r->str.find(key);
+    if (at == std::string::npos) return {};
+    at += key.size();
+    auto end = r->str.find_first_of("\r\n", at);
+    return r->str.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  };
+  BootIdentity id{field("run_id"), field("uptime_in_seconds")};
+  if (id.run_id.empty() || id.uptime_seconds.empty()) return std::nullopt;
+  return id;
+}
+
+}  // namespace
+
 Membership::Membership(node::Fanout& nodes, double drift_factor)
     : nodes_(nodes),
       drift_factor_(drift_factor),
@@ -17,8 +40,7 @@ Membership::Membership(node::Fanout& nodes, double drift_factor)
       attempted_epoch_(nodes.size(), kUnchecked),
       retry_at_(nodes.size()),
       quarantine_until_(nodes.size(), Clock::time_point::min()),
-      duplicate_(nodes.size(), false),
-      join_at_(nodes.size(), Clock::time_point::max()) {}
+      duplicate_(nodes.size(), false) {}
 
 Membership::View Membership::refresh(std::chrono::milliseconds ttl) {
   std::lock_guard lock(mu_);
@@ -29,12 +51,11 @@ Membership::View Membership::refresh(std::chrono::milliseconds ttl) {
   for (std::size_t i = 0; i < nodes_.size() && !stale; ++i) {
     const std::uint64_t epoch = nodes_.epoch(i);
     stale = epoch != checked_epoch_[i] && (epoch != attempted_epoch_[i] || start >= retry_at_[i]);
-    stale = stale || start >= join_at_[i];  // its quarantine is over: it may join now
   }
   if (stale) greet(std::max(ttl, announced_ttl_));
   View view{std::vector<bool>(nodes_.size()), duplicate_, checked_epoch_};
-  // A ttl not every node knows: a node that restarts while such a lock lives could be
-  // quarantined for a shorter ttl than the lock's. Nobody votes until it is announced.
+  // A ttl not yet announced to a quorum: a node that restarts while such a lock lives would
+  // be quarantined for a shorter ttl than the lock's. Nobody votes until it is announced.
   view.ttl_unannounced = ttl > announced_ttl_;
   if (view.ttl_unannounced) return view;
   const auto now = Clock::now();
@@ -45,68 +66,60 @@ Membership::View Membership::refresh(std::chrono::milliseconds ttl) {
 }
 
 void Membership::greet(std::chrono::milliseconds max_ttl) {
-  // A reply belongs to a connection only if the connection is the same before and after: a
-  // reconnect in between may have reached another process. The first greeting of a new client
-  // also makes the connections (their epochs change), so it is asked again, a few times at most,
-  // until the epochs hold still around it.
+  // A run_id belongs to a connection only if the connection is the same before INFO and after
+  // hello: a reconnect in between may have reached another process. The first INFO on a new
+  // client also makes the connections (their epochs change), so INFO is asked again, a few
+  // times at most, until the epochs hold still around it.
   std::vector<std::uint64_t> epochs(nodes_.size());
-  auto hello = [&](std::vector<std::string> joining, std::uint64_t floor) {
-    joining.insert(joining.begin(), {std::to_string(max_ttl.count()), std::to_string(floor)});
-    std::vector<HelloReply> replies;
-    for (const auto& r :
-         nodes_.run_script(scripts::hello(),
-                           {"dlock:member", "dlock:max-ttl", std::string(kFenceFloorKey)},
-                           std::move(joining))) {
-      replies.push_back(parse_hello(r));
-    }
-    return replies;
-  };
-  std::vector<HelloReply> replies;
+  std::vector<std::optional<BootIdentity>> ids(nodes_.size());
   for (int round = 0; round < 3; ++round) {
     for (std::size_t i = 0; i < nodes_.size(); ++i) epochs[i] = nodes_.epoch(i);
-    replies = hello({}, 0);
+    node::Outcomes infos = nodes_.run_command({"INFO", "server"});
     bool settled = true;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      if (replies[i].ok && nodes_.epoch(i) != epochs[i]) {
-        replies[i].ok = false;
+      ids[i] = parse_info(infos[i]);
+      if (ids[i] && nodes_.epoch(i) != epochs[i]) {
+        ids[i].reset();
         settled = false;
       }
     }
     if (settled) break;
   }
+  std::vector<std::string> args{std::to_string(max_ttl.count())};
+  std::vector<std::size_t> greeted;  // node indexes, in the order of the hello pairs
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (!ids[i]) continue;
+    greeted.push_back(i);
+    args.insert(args.end(), {ids[i]->run_id, ids[i]->uptime_seconds});
+  }
   const auto asked = Clock::now();
+  const BootReport report = tally_hello(
+      nodes_.run_script(scripts::hello(), {"dlock:boots", "dlock:max-ttl"}, std::move(args)),
+      greeted.size());
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     attempted_epoch_[i] = epochs[i];
     retry_at_[i] = asked + std::chrono::seconds(1);
   }
-  const MembershipDecision d = decide_membership(replies, nodes_.quorum(), max_ttl);
-  if (!d.settled) return;
-  std::vector<std::string> joining;
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (d.nodes[i].join) joining.push_back(replies[i].run_id);
-  }
-  std::vector<HelloReply> joined;
-  if (!joining.empty()) {
-    joined = hello(joining, d.fence_floor);
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      if (nodes_.epoch(i) != epochs[i]) joined[i].ok = false;
+  // A lone node cannot vouch for itself: without a quorum of answers nothing is settled.
+  if (report.told < nodes_.quorum()) return;
+  const auto largest = std::max(max_ttl, report.max_ttl);
+  for (std::size_t k = 0; k < greeted.size(); ++k) {
+    const std::size_t i = greeted[k];
+    if (nodes_.epoch(i) != epochs[i]) continue;  // reconnected meanwhile: greet again
+    // One server named twice (two addresses of one host) would count one vote twice.
+    duplicate_[i] = false;
+    for (std::size_t j = 0; j < k; ++j) {
+      if (ids[greeted[j]]->run_id == ids[i]->run_id) duplicate_[i] = true;
     }
-  }
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    const auto& n = d.nodes[i];
-    if (!n.admitted && !n.duplicate) continue;
-    duplicate_[i] = n.duplicate;
-    join_at_[i] = Clock::time_point::max();
-    if (n.join && (!joined[i].ok || joined[i].state != 1)) continue;  // restarted meanwhile
-    if (n.quarantine.count() > 0) {
-      // Measured by the node's uptime; allow for its clock's drift against ours.
-      const auto until = asked + n.quarantine + drift(n.quarantine, drift_factor_);
-      quarantine_until_[i] = std::max(quarantine_until_[i], until);
-      join_at_[i] = quarantine_until_[i];
+    if (const auto age = report.boot_age[k]; age && *age < largest) {
+      // Booted `age` ago by the reporting node's clock; allow for its drift against ours.
+      const auto wait = largest - *age;
+      quarantine_until_[i] =
+          std::max(quarantine_until_[i], asked + wait + drift(wait, drift_factor_));
     }
     checked_epoch_[i] = epochs[i];
   }
-  announced_ttl_ = std::max(announced_ttl_, d.announced);
+  announced_ttl_ = largest;
 }
 
 std::vector<std::chrono::milliseconds> Membership::quarantine() {

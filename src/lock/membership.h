@@ -5,21 +5,19 @@
 // A node that restarted may have lost the keys of live locks (no persistence, or the last
 // second of an fsync-everysec AOF). It must not vote until every lock it may have forgotten
 // has expired: the largest ttl in use after its restart. Uptime alone cannot tell a restart
-// from a first boot, so nodes join the lock set: a node is a member if it joined in its
-// current boot (hello.lua keeps the run_id of the boot it joined in). A node that is not a
-// member (restarted empty, restarted from its AOF, or new) sits out until the largest ttl has
-// passed since it booted, then joins. Nothing depends on the address a client wrote.
+// from a first boot, so the nodes remember the boot identities (INFO run_id) they were told of
+// in `dlock:boots`: when a client (re)connects, it tells every node the run_ids and uptimes it
+// sees, and a node that was already in use reports a run_id it never heard of as a boot that
+// happened while it was in use (hello.lua). Identities are run_ids, not addresses: every
+// client is told the same whatever it calls the nodes. A fresh cluster has no records and is
+// usable at once; a node new to a lock set that is in use sits out until the largest ttl has
+// passed since its boot (safe, and at most one ttl).
 //
-// Two rules make one minority restart safe whoever answers (the simulation found both holes,
-// tests/sim/sim_directed_test.cc): a set is fresh, and every node joins at once, only when
-// every node answered and none was ever a member; and a ttl is used only once every node
-// knows it (the largest ttl recorded anywhere then bounds every lock). Otherwise a greeting
-// whose quorum of answers holds no member settles nothing, and a larger ttl waits until all
-// nodes answer. Both cost availability only while a node is down: at a set's first use, and
-// for a ttl larger than any used before.
+// The decision needs a quorum of answers, and the largest ttl is the largest any of them
+// names: the largest ttl was announced to a quorum, which meets every other quorum.
 //
-// Unprotected: a majority restarting empty at once, and a FLUSHALL (the run_id does not
-// change). See docs/safety.md.
+// Unprotected: a majority restarting empty at once (no records survive on a quorum), and a
+// FLUSHALL (the run_id does not change). See docs/safety.md.
 //
 // Thread-safety: all members may be called from any thread (except the io thread).
 #pragma once
@@ -45,7 +43,7 @@ class Membership {
     std::vector<bool> votes;
     std::vector<bool> duplicate;  // the same server (run_id) as an earlier node: never votes
     std::vector<std::uint64_t> epochs;
-    // The ttl asked for is not known to every node yet (one did not answer): no votes.
+    // The ttl asked for was not announced to a quorum yet (their greetings failed): no votes.
     bool ttl_unannounced = false;
     // True if node i may count for a quorum, given its connection epoch now.
     bool may_vote(const node::Fanout& nodes, std::size_t i) const {
@@ -55,14 +53,14 @@ class Membership {
 
   // Before using a lock with `ttl`: greets the nodes again if a connection is new or `ttl` is
   // larger than any announced so far (two round trips), else only reads the current view.
-  // Nobody votes for a ttl that not every node knows.
+  // Nobody votes for a ttl that could not be announced to a quorum.
   View refresh(std::chrono::milliseconds ttl);
 
   // Per node, how long it stays out of quorums (zero: it votes). Refreshes as above.
   std::vector<std::chrono::milliseconds> quarantine();
 
  private:
-  // Greets the nodes (hello.lua; again to let nodes join). Under mu_.
+  // Greets the nodes: INFO, then hello.lua. Under mu_.
   void greet(std::chrono::milliseconds max_ttl);
 
   node::Fanout& nodes_;
@@ -76,7 +74,6 @@ class Membership {
   std::vector<Clock::time_point> retry_at_;
   std::vector<Clock::time_point> quarantine_until_;
   std::vector<bool> duplicate_;
-  std::vector<Clock::time_point> join_at_;      // when a quarantined node may join the set
   std::chrono::milliseconds announced_ttl_{0};  // guarded by mu_
 };
 

@@ -25,7 +25,7 @@ std::string count_text(std::size_t got, std::size_t n, std::size_t quorum, const
 const char* kQuarantined = "restarted recently: kept out of quorums until its lost locks expire";
 const char* kDuplicate = "the same server as another node of this client: it votes once";
 const char* kUnannounced =
-    "the ttl is not yet known to every node (restart protection needs it; one did not answer)";
+    "the ttl could not be announced to a quorum of nodes (restart protection needs it)";
 
 const char* why_not_voting(const Membership::View& view, std::size_t i) {
   if (view.ttl_unannounced) return kUnannounced;

@@ -95,63 +95,24 @@ Extension judge_extension(std::size_t extended, std::size_t errors, std::size_t 
   return extended + errors >= quorum ? Extension::no_quorum : Extension::lost;
 }
 
-HelloReply parse_hello(const Result<resp::Reply>& outcome) {
-  HelloReply reply;
-  if (!outcome || !outcome->is_array() || outcome->elements.size() != 5) return reply;
-  const auto recorded = int_at(*outcome, 0);
-  const auto state = int_at(*outcome, 1);
-  const auto uptime = int_at(*outcome, 3);
-  const auto floor = int_at(*outcome, 4);
-  const auto& run_id = outcome->elements[2];
-  if (!recorded || !state || !uptime || !floor || *floor < 0 || *state < 0 || *state > 2 ||
-      run_id.type != resp::Reply::Type::string || run_id.str.empty()) {
-    return reply;
-  }
-  reply.ok = true;
-  reply.recorded_max_ttl = std::chrono::milliseconds(*recorded);
-  reply.state = static_cast<int>(*state);
-  reply.run_id = run_id.str;
-  reply.uptime = std::chrono::seconds(*uptime);
-  reply.fence_floor = static_cast<std::uint64_t>(*floor);
-  return reply;
-}
-
-MembershipDecision decide_membership(const std::vector<HelloReply>& replies, std::size_t quorum,
-                                     std::chrono::milliseconds client_ttl) {
-  MembershipDecision d;
-  d.nodes.resize(replies.size());
-  std::size_t told = 0;
-  std::size_t members = 0;
-  std::size_t ever_members = 0;
+BootReport tally_hello(const std::vector<Result<resp::Reply>>& replies, std::size_t greeted) {
+  BootReport report;
+  report.boot_age.resize(greeted);
   for (const auto& r : replies) {
-    if (!r.ok) continue;
-    ++told;
-    members += r.state == 1 ? 1 : 0;
-    ever_members += r.state != 0 ? 1 : 0;
-    d.announced = std::max(d.announced, r.recorded_max_ttl);
-    d.fence_floor = std::max(d.fence_floor, r.fence_floor);
-  }
-  const bool everyone = told == replies.size();
-  if (everyone) d.announced = std::max(d.announced, client_ttl);
-  const bool fresh = everyone && ever_members == 0;
-  if (told < quorum || (members == 0 && !fresh)) return d;
-  d.settled = true;
-  for (std::size_t i = 0; i < replies.size(); ++i) {
-    const auto& r = replies[i];
-    if (!r.ok) continue;
-    auto& n = d.nodes[i];
-    for (std::size_t j = 0; j < i; ++j) {
-      if (replies[j].ok && replies[j].run_id == r.run_id) n.duplicate = true;
+    if (!r || !r->is_array() || r->elements.size() != greeted + 1) continue;
+    const auto max_ttl = int_at(*r, 0);
+    if (!max_ttl) continue;
+    ++report.told;
+    report.max_ttl = std::max(report.max_ttl, std::chrono::milliseconds(*max_ttl));
+    for (std::size_t k = 0; k < greeted; ++k) {
+      const auto age = int_at(*r, k + 1);
+      if (!age || *age < 0) continue;
+      auto& shortest = report.boot_age[k];
+      shortest = std::min(shortest.value_or(std::chrono::milliseconds::max()),
+                          std::chrono::milliseconds(*age));
     }
-    if (n.duplicate) continue;
-    n.admitted = true;
-    if (r.state == 1) continue;
-    // Booted at most `uptime` ago (rounded down: the wait is at most a second too long).
-    n.quarantine = fresh ? std::chrono::milliseconds(0)
-                         : std::max(std::chrono::milliseconds(0), d.announced - r.uptime);
-    n.join = n.quarantine.count() == 0;
   }
-  return d;
+  return report;
 }
 
 }  // namespace dlock::lock

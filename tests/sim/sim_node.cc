@@ -37,6 +37,26 @@ std::int64_t number(const std::string& text) {
   return n;
 }
 
+bool digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// string.match(s, '^(%d+)'): the digits s starts with.
+std::optional<std::int64_t> leading_number(const std::string& s) {
+  std::size_t n = 0;
+  while (n < s.size() && digit(s[n])) ++n;
+  if (n == 0) return std::nullopt;
+  return number(s.substr(0, n));
+}
+
+// string.match(s, ' (%d+)$'): the digits s ends with, after a space.
+std::optional<std::int64_t> trailing_number(const std::string& s) {
+  std::size_t from = s.size();
+  while (from > 0 && digit(s[from - 1])) --from;
+  if (from == s.size() || from == 0 || s[from - 1] != ' ') return std::nullopt;
+  return number(s.substr(from));
+}
+
 const std::string& at(const std::vector<std::string>& v, std::size_t i) {
   if (i >= v.size()) throw std::logic_error("script called with too few keys or arguments");
   return v[i];
@@ -185,42 +205,36 @@ resp::Reply SimNode::fence_raise(const node::Call& call, std::int64_t now) {
 }
 
 resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
-  const std::string& member_key = at(call.keys, 0);
+  const std::string& boots = at(call.keys, 0);
   const std::string& max_ttl_key = at(call.keys, 1);
-  const auto recorded_text = store_.get(max_ttl_key, now);
-  const std::int64_t recorded = recorded_text ? number(*recorded_text) : 0;
-  if (number(at(call.args, 0)) > recorded) {
-    store_.set(max_ttl_key, at(call.args, 0), std::nullopt, now);
+  const auto recorded = store_.get(max_ttl_key, now);
+  const bool in_use = recorded.has_value();
+  const std::int64_t max_ttl = std::max(recorded ? number(*recorded) : 0, number(at(call.args, 0)));
+  store_.set(max_ttl_key, std::to_string(max_ttl), std::nullopt, now);
+
+  // Records not seen for a day (or twice the largest ttl) are dropped.
+  const std::int64_t keep = std::max<std::int64_t>(2 * max_ttl, 86400000);
+  for (const auto& [run_id, record] : store_.hgetall(boots, now)) {
+    const auto seen = leading_number(record);
+    if (!seen || *seen < now - keep) store_.hdel(boots, run_id, now);
   }
-  // for i = 3, #ARGV: join if this boot's run_id is among them, and take the floor given.
-  const std::string& floor_key = at(call.keys, 2);
-  const auto floor_text = store_.get(floor_key, now);
-  std::int64_t floor = floor_text ? number(*floor_text) : 0;
-  for (std::size_t i = 2; i < call.args.size(); ++i) {
-    if (call.args[i] != run_id_) continue;
-    store_.set(member_key, run_id_, std::nullopt, now);
-    if (number(at(call.args, 1)) > floor) {
-      floor = number(at(call.args, 1));
-      store_.set(floor_key, at(call.args, 1), std::nullopt, now);
+
+  std::vector<std::int64_t> result{max_ttl};
+  // for i = 2, #ARGV - 1, 2: the pairs (run_id, uptime) after ARGV[1].
+  for (std::size_t i = 1; i + 1 < call.args.size(); i += 2) {
+    const std::string& run_id = call.args[i];
+    const std::int64_t uptime = number(call.args[i + 1]);
+    const HGet record = store_.hget(boots, run_id, now);
+    std::int64_t boot = 0;
+    if (record.kind == HGet::Kind::value) {
+      boot = trailing_number(record.value).value_or(0);
+    } else if (in_use) {
+      boot = now - uptime * 1000;
     }
+    store_.hset(boots, run_id, std::to_string(now) + " " + std::to_string(boot), now);
+    result.push_back(boot > 0 && mutation_ != Mutation::forget_boots ? now - boot : -1);
   }
-  const auto member = store_.get(member_key, now);
-  std::int64_t state = 0;
-  if (member && *member == run_id_) {
-    state = 1;
-  } else if (member) {
-    state = 2;
-  }
-  // The planted bug: every node claims to be a member, so restarted nodes vote at once.
-  if (mutation_ == Mutation::forget_boots) state = 1;
-  resp::Reply r = array({recorded, state});
-  resp::Reply id;
-  id.type = resp::Reply::Type::string;
-  id.str = run_id_;
-  r.elements.push_back(id);
-  r.elements.push_back(integer((now - boot_ms_) / 1000));
-  r.elements.push_back(integer(floor));
-  return r;
+  return array(result);
 }
 
 }  // namespace dlock::sim

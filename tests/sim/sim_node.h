@@ -26,7 +26,7 @@ enum class Mutation {
   grant_when_held,     // acquire takes the lock from another owner
   no_fence_increment,  // acquire hands out the counter without incrementing it
   triple_ttl,          // acquire and renew arm keys for three times the ttl
-  forget_boots,        // hello says every node is a member: restarted nodes vote at once
+  forget_boots,        // hello never reports a boot: restarted nodes vote at once
 };
 
 class SimNode {

@@ -145,91 +145,16 @@ TEST(TallyTest, ExtensionJudgement) {
             Extension::no_quorum);
 }
 
-HelloReply hello(int state, std::string run_id, std::int64_t uptime_s,
-                 std::int64_t recorded_ms = 10000) {
-  HelloReply r;
-  r.ok = true;
-  r.state = state;
-  r.run_id = std::move(run_id);
-  r.uptime = std::chrono::seconds(uptime_s);
-  r.recorded_max_ttl = std::chrono::milliseconds(recorded_ms);
-  return r;
-}
-
-TEST(MembershipTest, ParsesHello) {
-  resp::Reply r = array({10000, 1});
-  resp::Reply id;
-  id.type = resp::Reply::Type::string;
-  id.str = "abc";
-  r.elements.push_back(id);
-  r.elements.push_back(integer(7));
-  r.elements.push_back(integer(42));
-  const HelloReply h = parse_hello(r);
-  ASSERT_TRUE(h.ok);
-  EXPECT_EQ(h.state, 1);
-  EXPECT_EQ(h.run_id, "abc");
-  EXPECT_EQ(h.uptime, 7s);
-  EXPECT_EQ(h.fence_floor, 42u);
-  EXPECT_FALSE(parse_hello(array({1, 1, 1, 1, 1})).ok);  // run_id is not a string
-  EXPECT_FALSE(parse_hello(lost()).ok);
-}
-
-TEST(MembershipTest, FreshSetJoinsOnlyWhenEveryNodeAnswers) {
-  const auto all = decide_membership(
-      {hello(0, "a", 1, 0), hello(0, "b", 1, 0), hello(0, "c", 1, 0)}, 2, 30000ms);
-  ASSERT_TRUE(all.settled);
-  for (const auto& n : all.nodes) {
-    EXPECT_TRUE(n.admitted && n.join);
-    EXPECT_EQ(n.quarantine, 0ms);
-  }
-  EXPECT_EQ(all.announced, 30000ms);
-  // Node 2 silent: it may be the one member left that remembers (sim finding 2).
-  HelloReply silent;
-  const auto two =
-      decide_membership({hello(0, "a", 1, 0), hello(0, "b", 1, 0), silent}, 2, 30000ms);
-  EXPECT_FALSE(two.settled);
-}
-
-TEST(MembershipTest, RestartedNodeSitsOutTheLargestTtlSinceItsBoot) {
-  // Node 0 restarted empty 2 s ago, node 1 from its AOF 3 s ago, node 2 is a member.
-  const auto d = decide_membership(
-      {hello(0, "new0", 2, 0), hello(2, "new1", 3, 10000), hello(1, "c", 500, 10000)}, 2, 1000ms);
-  ASSERT_TRUE(d.settled);
-  EXPECT_EQ(d.announced, 10000ms) << "the largest ttl recorded anywhere, not the client's";
-  EXPECT_EQ(d.nodes[0].quarantine, 8000ms);
-  EXPECT_FALSE(d.nodes[0].join);
-  EXPECT_EQ(d.nodes[1].quarantine, 7000ms);
-  EXPECT_EQ(d.nodes[2].quarantine, 0ms);
-  EXPECT_FALSE(d.nodes[2].join);
-  // Once the ttl has passed since its boot, it joins.
-  const auto later =
-      decide_membership({hello(0, "new0", 10, 0), hello(1, "c", 508, 10000)}, 2, 1000ms);
-  EXPECT_TRUE(later.nodes[0].join);
-}
-
-TEST(MembershipTest, NoMemberAmongTheAnswersSettlesNothing) {
-  // A restarted node and one that never joined answer; the member that remembers does not.
-  HelloReply silent;
-  const auto d =
-      decide_membership({hello(0, "new0", 0, 0), silent, hello(0, "c", 0, 200)}, 2, 200ms);
-  EXPECT_FALSE(d.settled);
-}
-
-TEST(MembershipTest, OneServerNamedTwiceVotesOnce) {
-  const auto d =
-      decide_membership({hello(1, "a", 9), hello(1, "a", 9), hello(1, "b", 9)}, 2, 1000ms);
-  ASSERT_TRUE(d.settled);
-  EXPECT_FALSE(d.nodes[0].duplicate);
-  EXPECT_TRUE(d.nodes[1].duplicate);
-  EXPECT_FALSE(d.nodes[1].admitted);
-}
-
-TEST(MembershipTest, ALargerTtlIsAnnouncedOnlyWhenEveryNodeAnswers) {
-  HelloReply silent;
-  const auto d =
-      decide_membership({hello(1, "a", 9, 5000), hello(1, "b", 9, 5000), silent}, 2, 60000ms);
-  ASSERT_TRUE(d.settled);
-  EXPECT_EQ(d.announced, 5000ms);
+TEST(TallyTest, HelloTakesTheYoungestBootAndTheLargestTtl) {
+  // Three answers for two greeted nodes; one reply of the wrong shape; one lost.
+  const std::vector<Result<resp::Reply>> replies{array({30000, -1, 5000}), array({60000, -1, 2000}),
+                                                 array({1000, 3}), lost(), array({10000, -1, -1})};
+  const BootReport r = tally_hello(replies, 2);
+  EXPECT_EQ(r.told, 3u);
+  EXPECT_EQ(r.max_ttl, 60000ms);
+  EXPECT_FALSE(r.boot_age[0]);
+  ASSERT_TRUE(r.boot_age[1]);
+  EXPECT_EQ(*r.boot_age[1], 2000ms) << "the shortest age gives the longest quarantine";
 }
 
 }  // namespace
