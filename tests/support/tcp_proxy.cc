@@ -1,63 +1,31 @@
 // SPDX-License-Identifier: MIT
 #include "support/tcp_proxy.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <deque>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "support/proxy_sockets.h"
 #include "support/resp_frames.h"
 
 namespace dlock::test {
 namespace {
+
+using namespace proxy;
 
 using Clock = std::chrono::steady_clock;
 
 enum class Mode { forward, drop, delay, blackhole };
 // What becomes of the reply to one forwarded request.
 enum class Fate : std::uint8_t { deliver, lose, lose_and_cut };
-
-sockaddr_in address(const std::string& host, std::uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) {
-    throw std::runtime_error("TcpProxy: not an IPv4 address: " + host);
-  }
-  return a;
-}
-
-// Small requests and replies must not wait for Nagle: a proxy that batches would add delays
-// nobody asked for.
-void tune(int fd) {
-  const int yes = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof yes);
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-}
-
-// A blocking connect: on loopback it completes or is refused at once (a stopped server's
-// kernel still accepts into the backlog).
-int connect_to(const sockaddr_in& to) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) {
-    close(fd);
-    return -1;
-  }
-  tune(fd);
-  return fd;
-}
 
 struct Out {
   Clock::time_point due;
@@ -77,35 +45,6 @@ struct Conn {
   bool server_done = false;   // the server closed: close the client once to_client drains
   bool dead = false;
 };
-
-// Appends what `fd` has; false when it reached end of file or failed.
-bool read_into(int fd, std::string& buf) {
-  char chunk[16384];
-  for (;;) {
-    const ssize_t n = read(fd, chunk, sizeof chunk);
-    if (n > 0) {
-      buf.append(chunk, static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
-    if (n < 0 && errno == EINTR) continue;
-    return false;
-  }
-}
-
-// Writes a prefix of `buf` and erases it; false when the socket failed.
-bool write_some(int fd, std::string& buf) {
-  while (!buf.empty()) {
-    const ssize_t n = send(fd, buf.data(), buf.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      buf.erase(0, static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-  }
-  return true;
-}
 
 bool is_subscribe(const std::string& command) {
   return command == "SUBSCRIBE" || command == "PSUBSCRIBE" || command == "SSUBSCRIBE";
@@ -190,21 +129,13 @@ class TcpProxy::Loop {
 
 TcpProxy::Loop::Loop(const std::string& upstream_host, std::uint16_t upstream_port,
                      const std::string& listen_host)
-    : host_(listen_host), upstream_(address(upstream_host, upstream_port)) {
-  sockaddr_in at = address(listen_host, 0);
-  listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  const int yes = 1;
-  setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  socklen_t len = sizeof at;
-  if (listener_ < 0 || bind(listener_, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0 ||
-      listen(listener_, 128) != 0 ||
-      getsockname(listener_, reinterpret_cast<sockaddr*>(&at), &len) != 0 ||
-      pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
-    const std::string why = std::strerror(errno);
-    if (listener_ >= 0) close(listener_);
-    throw std::runtime_error("TcpProxy: cannot listen on " + listen_host + ": " + why);
+    : host_(listen_host),
+      upstream_(ipv4(upstream_host, upstream_port)),
+      listener_(listen_on(listen_host, port_)) {
+  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    close(listener_);
+    throw std::runtime_error("TcpProxy: no pipe");
   }
-  port_ = ntohs(at.sin_port);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -217,16 +148,10 @@ TcpProxy::Loop::~Loop() {
   close(wake_[1]);
 }
 
+// An aborted connection ends with a reset, as a broken path shows itself.
 void TcpProxy::Loop::close_conn(Conn& c, bool abort) {
-  for (int fd : {c.client, c.server}) {
-    if (fd < 0) continue;
-    if (abort) {
-      // A reset, as a broken path shows itself, rather than an orderly end of stream.
-      const linger hard{1, 0};
-      setsockopt(fd, SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
-    }
-    close(fd);
-  }
+  close_socket(c.client, abort);
+  close_socket(c.server, abort);
   c.client = c.server = -1;
   c.dead = true;
 }
