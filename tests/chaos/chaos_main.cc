@@ -6,10 +6,16 @@
 //
 //   dlock_chaos --duration 60s --history /tmp/h.jsonl      # run, then check
 //   dlock_chaos --check /tmp/h.jsonl                        # check a history only
+//   dlock_chaos --nesting 1 --reply-faults --naming mixed   # the faults below, all of them
 //
 // Faults: kill -9 of a node, restarted empty or from its append-only file; SIGSTOP/SIGCONT of
 // a node; SIGSTOP of a holder between its read and its write, past its ttl; a worker whose
-// clock runs at another rate (libfaketime), holding on an explicit lease. One fault is injected
+// clock runs at another rate (libfaketime), holding on an explicit lease. With --nesting,
+// workers that nest reentrant leases with other ttls (nesting_worker.cc); with --reply-faults,
+// a proxy in front of each node for each worker that reaches it through one, which drops,
+// delays or blackholes one node's replies, cuts connections, or loses the reply of one release
+// or acquisition (faults.h); with --naming mixed, workers spell the nodes differently
+// (nodes.h). One fault is injected
 // at a time, but a restarted node then sits out of quorums for one max ttl, which can overlap
 // the next fault: for short stretches two nodes, now and then three, cannot vote, and the lock
 // is unavailable until one returns (safe, not live; the checker allows it inside fault windows).
@@ -35,7 +41,7 @@ int print_check(const std::string& path) {
   const Report r = check(h);
   std::cout << "history " << path << ": " << r.cycles << " cycles, " << r.accepted
             << " accepted writes, " << r.refused << " refused, " << r.timeouts << " timeouts, "
-            << h.faults.size() << " faults\n"
+            << r.held_only << " held without a write, " << h.faults.size() << " faults\n"
             << "late writes of paused or skewed holders: " << r.expected_overlaps
             << ", refused by fencing: " << r.caught_by_fencing
             << ", accepted before the next holder touched the resource (harmless): "
@@ -57,6 +63,7 @@ int main(int argc, char** argv) {
   std::string duration = "60s";
   std::string ttl = "500ms";
   std::string wait = "10s";
+  std::string naming = "same";
   int worker_id = 0;
   app.add_option("--nodes", run.nodes, "lock nodes (default 5)");
   app.add_option("--workers", run.workers, "worker processes (default 6)");
@@ -67,11 +74,21 @@ int main(int argc, char** argv) {
   app.add_option("--seed", run.seed, "fault schedule seed");
   app.add_option("--skewed", run.skewed, "workers with a slow clock (libfaketime; default 1)");
   app.add_option("--skew-rate", run.skew_rate, "their clock rate (default 0.5)");
+  app.add_option("--nesting", run.nesting,
+                 "workers that nest reentrant leases with other ttls (default 0)");
+  app.add_flag("--reply-faults", run.reply_faults,
+               "proxies in front of the nodes: lost, delayed and blackholed replies, cuts");
+  app.add_option("--naming", naming,
+                 "same: 127.0.0.1 for all; mixed: workers spell nodes "
+                 "as 127.0.0.1, localhost, 127.0.0.2 or a proxy")
+      ->check(CLI::IsMember({"same", "mixed"}));
   app.add_option("--check", check_only, "only check this history file");
   app.add_option("--worker", worker_id)->group("");
   app.add_option("--worker-nodes", worker.nodes)->group("");
   app.add_option("--resource", worker.resource)->group("");
   app.add_flag("--skewed-worker", worker.skewed)->group("");
+  app.add_flag("--nesting-worker", worker.nesting)->group("");
+  app.add_option("--worker-seed", worker.seed)->group("");
   CLI11_PARSE(app, argc, argv);
   if (!check_only.empty()) return print_check(check_only);
   auto d = dlock::cli::parse_duration(duration);
@@ -90,6 +107,11 @@ int main(int argc, char** argv) {
   run.duration = *d;
   run.ttl = *t;
   run.wait = *w;
+  run.naming = naming == "mixed" ? Naming::mixed : Naming::same;
+  if (run.skewed + run.nesting > run.workers) {
+    std::cerr << "dlock_chaos: --skewed plus --nesting exceeds --workers\n";
+    return 64;
+  }
   if (const int rc = run_chaos(run); rc != 0) return rc;
   return print_check(run.history);
 }

@@ -8,17 +8,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <random>
 #include <thread>
 #include <vector>
 
+#include "faults.h"
 #include "history.h"
-#include "sandbox.h"
+#include "nodes.h"
 #include "worker.h"
 
 extern char** environ;
@@ -82,17 +83,6 @@ pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>
   return pid;
 }
 
-// Waits until child `pid` is stopped by a signal; false if `limit` passed first.
-bool wait_until_stopped(pid_t pid, milliseconds limit) {
-  const auto until = Clock::now() + limit;
-  for (;;) {
-    int status = 0;
-    if (waitpid(pid, &status, WUNTRACED | WNOHANG) == pid && WIFSTOPPED(status)) return true;
-    if (Clock::now() >= until) return false;
-    std::this_thread::sleep_for(milliseconds(2));
-  }
-}
-
 std::string find_libfaketime() {
   for (const char* p : {"/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
                         "/usr/lib/faketime/libfaketime.so.1"}) {
@@ -101,120 +91,93 @@ std::string find_libfaketime() {
   return {};
 }
 
-}  // namespace
+// The worker processes, each with a thread that records what it prints.
+class Workers {
+ public:
+  Workers(const RunOptions& o, ChaosNodes& nodes, Recorder& recorder)
+      : o_(o), nodes_(nodes), recorder_(recorder), faketime_(find_libfaketime()) {}
+  ~Workers() { stop(); }
+  // Starts them all; false (after a message) if one cannot start.
+  bool start();
+  void stop();
+  std::vector<pid_t> pids() const;
+  std::vector<bool> nesting() const;
+  bool has_faketime() const { return !faketime_.empty(); }
 
-int run_chaos(const RunOptions& o) {
-  // AOF with fsync every second: a node restarted from it may miss its last second of writes,
-  // as in production; it is kept out of quorums like any restarted node.
-  auto sandbox = cli::Sandbox::start(o.nodes + 1, 0, /*persist=*/true, /*fsync_always=*/false);
-  if (!sandbox) {
-    std::cerr << "dlock_chaos: " << sandbox.error().message() << "\n";
-    return 69;
+ private:
+  std::vector<std::string> args_for(int i);
+
+  const RunOptions& o_;
+  ChaosNodes& nodes_;
+  Recorder& recorder_;
+  const std::string faketime_;
+  std::vector<Worker> workers_;
+};
+
+// Workers [0, skewed) run with a slow clock, the next `nesting` nest leases, the rest are plain.
+std::vector<std::string> Workers::args_for(int i) {
+  const auto spellings = spellings_for(o_.naming, o_.reply_faults, i, nodes_.size());
+  std::vector<std::string> args{"/proc/self/exe",
+                                "--worker",
+                                std::to_string(i + 1),
+                                "--worker-nodes",
+                                nodes_.urls_for(i, spellings),
+                                "--resource",
+                                nodes_.resource_url(),
+                                "--ttl",
+                                std::to_string(o_.ttl.count()) + "ms",
+                                "--wait",
+                                std::to_string(o_.wait.count()) + "ms"};
+  if (i < o_.skewed && !faketime_.empty()) {
+    args.emplace_back("--skewed-worker");
+  } else if (i >= o_.skewed && i < o_.skewed + o_.nesting) {
+    args.insert(args.end(), {"--nesting-worker", "--worker-seed", std::to_string(o_.seed)});
   }
-  cli::Sandbox& s = **sandbox;
-  std::string nodes;
-  for (std::size_t i = 0; i < o.nodes; ++i) nodes += (i ? "," : "") + s.node(i).url();
-  const std::string resource = s.node(o.nodes).url();
-  Recorder recorder(o.history);
-  if (!recorder.good()) {
-    std::cerr << "dlock_chaos: cannot write " << o.history << "\n";
-    return 64;
-  }
-  const std::string faketime = find_libfaketime();
-  std::vector<Worker> workers(static_cast<std::size_t>(o.workers));
-  for (int i = 0; i < o.workers; ++i) {
+  return args;
+}
+
+bool Workers::start() {
+  workers_.resize(static_cast<std::size_t>(o_.workers));
+  for (int i = 0; i < o_.workers; ++i) {
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) return 69;
-    const bool skewed = i < o.skewed && !faketime.empty();
+    if (pipe2(fds, O_CLOEXEC) != 0) return false;
     std::vector<std::string> env;
-    if (skewed) {
-      env = {"LD_PRELOAD=" + faketime, "FAKETIME=+0 x" + std::to_string(o.skew_rate),
+    if (i < o_.skewed && !faketime_.empty()) {
+      env = {"LD_PRELOAD=" + faketime_, "FAKETIME=+0 x" + std::to_string(o_.skew_rate),
              "FAKETIME_NO_CACHE=1"};
     }
-    auto& w = workers[static_cast<std::size_t>(i)];
-    std::vector<std::string> args{"/proc/self/exe",
-                                  "--worker",
-                                  std::to_string(i + 1),
-                                  "--worker-nodes",
-                                  nodes,
-                                  "--resource",
-                                  resource,
-                                  "--ttl",
-                                  std::to_string(o.ttl.count()) + "ms",
-                                  "--wait",
-                                  std::to_string(o.wait.count()) + "ms"};
-    if (skewed) args.emplace_back("--skewed-worker");
-    w.pid = spawn(args, env, fds[1]);
+    auto& w = workers_[static_cast<std::size_t>(i)];
+    try {
+      w.pid = spawn(args_for(i), env, fds[1]);
+    } catch (const std::exception& e) {
+      std::cerr << "dlock_chaos: " << e.what() << "\n";
+    }
     close(fds[1]);
-    w.reader = std::thread([fd = fds[0], &recorder] {
+    w.reader = std::thread([fd = fds[0], this] {
       FILE* in = fdopen(fd, "r");
-      char line[2048];
+      char line[4096];
       while (in != nullptr && std::fgets(line, sizeof line, in) != nullptr) {
         std::string l(line);
         while (!l.empty() && l.back() == '\n') l.pop_back();
-        if (!l.empty()) recorder.line(l);
+        if (!l.empty()) recorder_.line(l);
       }
       if (in != nullptr) std::fclose(in);
     });
+    if (w.pid < 0) return false;
   }
+  return true;
+}
 
-  std::mt19937 rng(o.seed);
-  const auto start = Clock::now();
-  std::map<std::string, std::size_t> fault_counts;
-  std::size_t next_worker = 1;  // the holder to pause next (worker 0 may be skewed)
-  while (Clock::now() - start < o.duration) {
-    std::this_thread::sleep_for(milliseconds(300 + rng() % 700));
-    if (Clock::now() - start >= o.duration) break;
-    Fault f;
-    f.start_ns = real_now_ns();
-    const auto kind = rng() % 5;
-    const std::size_t node = rng() % o.nodes;
-    f.target = "node-" + std::to_string(node + 1);
-    if (kind == 0 || kind == 1) {
-      f.kind = kind == 0 ? "restart-empty" : "restart-aof";
-      s.node(node).kill9();
-      std::this_thread::sleep_for(milliseconds(200 + rng() % 800));
-      (void)s.node(node).restart(/*keep_data=*/kind == 1);
-    } else if (kind == 2) {
-      f.kind = "kill";
-      s.node(node).kill9();
-      std::this_thread::sleep_for(milliseconds(500 + rng() % 1500));
-      (void)s.node(node).restart(/*keep_data=*/true);
-    } else if (kind == 3) {
-      f.kind = "stop-node";
-      s.node(node).pause();
-      std::this_thread::sleep_for(milliseconds(200 + rng() % 1300));
-      s.node(node).resume();
-    } else {
-      f.kind = "pause-holder";
-      const std::size_t w = next_worker++ % workers.size();
-      if (w < static_cast<std::size_t>(o.skewed)) continue;
-      f.target = "worker-" + std::to_string(w + 1);
-      // It stops itself at its next critical section, which may be a whole wait away; the
-      // pause is timed from the moment it stopped, so the history shows when it really ran.
-      const pid_t pid = workers[w].pid;
-      kill(pid, SIGUSR1);
-      if (!wait_until_stopped(pid, o.wait + milliseconds(2000))) {
-        kill(pid, SIGUSR2);  // withdrawn: a pause that began later would have no SIGCONT
-        if (!wait_until_stopped(pid, milliseconds(200))) continue;
-      }
-      f.start_ns = real_now_ns();
-      std::this_thread::sleep_for(o.ttl * 3);
-      kill(pid, SIGCONT);
-    }
-    // Its effect lasts until the node votes again (a restarted node: one max ttl later).
-    f.end_ns = real_now_ns() + (o.ttl.count() + 1000) * 1'000'000;
-    recorder.line(to_line(f));
-    ++fault_counts[f.kind];
-  }
-  for (auto& w : workers) {
+void Workers::stop() {
+  for (auto& w : workers_) {
+    if (w.pid <= 0) continue;
     kill(w.pid, SIGTERM);
     kill(w.pid, SIGCONT);
   }
   const auto stop_by = Clock::now() + std::chrono::seconds(20);
-  for (auto& w : workers) {
+  for (auto& w : workers_) {
     int status = 0;
-    while (waitpid(w.pid, &status, WNOHANG) == 0) {
+    while (w.pid > 0 && waitpid(w.pid, &status, WNOHANG) == 0) {
       if (Clock::now() > stop_by) {
         std::cerr << "dlock_chaos: worker " << w.pid << " did not stop; killing it\n";
         kill(w.pid, SIGKILL);
@@ -224,9 +187,68 @@ int run_chaos(const RunOptions& o) {
       kill(w.pid, SIGCONT);  // in case it stopped itself between SIGTERM and its check
       std::this_thread::sleep_for(milliseconds(20));
     }
-    w.reader.join();
+    w.pid = -1;
+    if (w.reader.joinable()) w.reader.join();
   }
-  auto store = FencedStore::connect(resource);
+}
+
+std::vector<pid_t> Workers::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& w : workers_) out.push_back(w.pid);
+  return out;
+}
+
+std::vector<bool> Workers::nesting() const {
+  std::vector<bool> out;
+  for (int i = 0; i < o_.workers; ++i) out.push_back(i >= o_.skewed && i < o_.skewed + o_.nesting);
+  return out;
+}
+
+void print_summary(const FaultSchedule& faults, const ChaosNodes& nodes, bool faketime) {
+  std::cout << "faults injected:";
+  for (const auto& [kind, n] : faults.counts()) std::cout << " " << kind << "=" << n;
+  std::cout << (faketime ? "" : " (no libfaketime: no skewed worker)") << "\n";
+  if (!nodes.has_proxies()) return;
+  const auto p = nodes.proxy_totals();
+  std::cout << "proxies: " << p.connections << " connections, " << p.requests << " requests, "
+            << p.replies << " replies delivered, " << p.dropped_replies << " dropped ("
+            << p.lost_targeted << " aimed at one call), " << p.dropped_requests
+            << " requests blackholed, " << p.cut << " connections cut\n";
+}
+
+}  // namespace
+
+int run_chaos(const RunOptions& o) {
+  auto started = ChaosNodes::start(o.nodes, /*second_loopback=*/o.naming == Naming::mixed);
+  if (!started) {
+    std::cerr << "dlock_chaos: " << started.error().message() << "\n";
+    return 69;
+  }
+  ChaosNodes& nodes = **started;
+  Recorder recorder(o.history);
+  if (!recorder.good()) {
+    std::cerr << "dlock_chaos: cannot write " << o.history << "\n";
+    return 64;
+  }
+  Workers workers(o, nodes, recorder);
+  if (!workers.start()) return 69;
+  FaultTargets targets;
+  targets.nodes = &nodes;
+  targets.workers = workers.pids();
+  targets.nesting = workers.nesting();
+  targets.skewed = o.skewed;
+  targets.ttl = o.ttl;
+  targets.max_ttl = o.nesting > 0 ? std::max(o.ttl, kNestingMaxTtl) : o.ttl;
+  targets.wait = o.wait;
+  FaultSchedule faults(targets, o.seed, o.reply_faults);
+  const auto start = Clock::now();
+  while (Clock::now() - start < o.duration) {
+    std::this_thread::sleep_for(faults.pause());
+    if (Clock::now() - start >= o.duration) break;
+    if (auto f = faults.inject()) recorder.line(to_line(*f));
+  }
+  workers.stop();
+  auto store = FencedStore::connect(nodes.resource_url());
   History summary;
   summary.counter = -1;
   if (store) {
@@ -238,9 +260,7 @@ int run_chaos(const RunOptions& o) {
   summary.drift_ms = static_cast<std::int64_t>(static_cast<double>(o.ttl.count()) * 0.01) + 2;
   recorder.line(summary_line(summary));
   recorder.flush();
-  std::cout << "faults injected:";
-  for (const auto& [kind, n] : fault_counts) std::cout << " " << kind << "=" << n;
-  std::cout << (faketime.empty() ? " (no libfaketime: no skewed worker)" : "") << "\n";
+  print_summary(faults, nodes, workers.has_faketime());
   return 0;
 }
 

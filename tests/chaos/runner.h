@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <string>
 
+#include "nodes.h"
+
 namespace dlock::chaos {
 
 struct RunOptions {
@@ -19,6 +21,9 @@ struct RunOptions {
   unsigned seed = 1;
   int skewed = 1;
   double skew_rate = 0.5;
+  int nesting = 0;            // workers that nest reentrant leases (after the skewed ones)
+  bool reply_faults = false;  // proxies in front of the nodes, and the faults they inject
+  Naming naming = Naming::same;
 };
 
 // Runs the workers under faults for o.duration and writes the history. 0 on success, else an
