@@ -46,7 +46,8 @@ int print_check(const std::string& path) {
             << ", refused by fencing: " << r.caught_by_fencing
             << ", accepted before the next holder touched the resource (harmless): "
             << r.harmless_late_writes << "\n"
-            << "violations: " << r.violations.size() << "\n";
+            << "violations: " << r.violations.size() << " (overlaps: inside "
+            << r.overlapped_windows << " holders' windows)\n";
   for (const auto& v : r.violations) std::cout << "  VIOLATION " << v << "\n";
   return r.violations.empty() ? 0 : 1;
 }

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 
 namespace dlock::chaos {
@@ -112,7 +113,8 @@ Report check(const History& history) {
     // (the earlier of its validity end and its release), give or take the drift.
     std::sort(held.begin(), held.end(),
               [](const Event* a, const Event* b) { return a->acquire_ns < b->acquire_ns; });
-    const Event* longest = nullptr;  // of the windows so far, the one that ends last
+    const Event* longest = nullptr;     // of the windows so far, the one that ends last
+    std::set<const Event*> overlapped;  // windows that others entered
     for (const Event* e : held) {
       if (longest != nullptr) {
         const std::int64_t end = std::min(longest->valid_until_ns, longest->release_ns);
@@ -124,6 +126,7 @@ Report check(const History& history) {
           if (!expected) {
             r.violations.push_back("overlapping holders of '" + name + "': " + describe(*longest) +
                                    " and " + describe(*e));
+            overlapped.insert(longest);
           }
         }
       }
@@ -132,6 +135,7 @@ Report check(const History& history) {
         longest = e;
       }
     }
+    r.overlapped_windows += overlapped.size();
     // Late writers: wrote after their validity ended while a newer holder had the lock. The
     // resource must refuse the write once the newer holder has touched it (its fenced read);
     // before that, accepting it is harmless: the newer holder then reads what it wrote.

@@ -71,6 +71,9 @@ struct Report {
   std::size_t caught_by_fencing = 0;  // of those, the stale write was refused
   // Of those, accepted before any newer holder touched the resource (it then read that value).
   std::size_t harmless_late_writes = 0;
+  // Holders' windows that another holder entered (each pair is a violation; one window
+  // entered by many shows as many violations).
+  std::size_t overlapped_windows = 0;
   std::vector<std::string> violations;
 };
 

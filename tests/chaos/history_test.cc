@@ -68,6 +68,7 @@ TEST(HistoryCheckTest, CatchesAnOverlapWithAHolderThatWroteNothing) {
   ASSERT_EQ(r.violations.size(), 1u);
   EXPECT_NE(r.violations[0].find("overlapping holders"), std::string::npos) << r.violations[0];
   EXPECT_NE(r.violations[0].find("inner=300ms"), std::string::npos) << "the nesting is named";
+  EXPECT_EQ(r.overlapped_windows, 1u);
 }
 
 TEST(HistoryCheckTest, HolderThatWroteNothingIsNoLateWriterAndNoOverlapAfterItsWindow) {
