@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 
 namespace dlock::chaos {
@@ -16,7 +17,8 @@ std::string describe(const Event& e) {
   return "{holder " + e.holder + ", token " + std::to_string(e.token) + ", acquired " +
          std::to_string(e.acquire_ns) + ", valid until " + std::to_string(e.valid_until_ns) +
          ", released " + std::to_string(e.release_ns) + ", " + e.outcome +
-         (e.paused ? ", paused" : "") + (e.skewed ? ", skewed clock" : "") + "}";
+         (e.paused ? ", paused" : "") + (e.skewed ? ", skewed clock" : "") +
+         (e.detail.empty() ? "" : ", " + e.detail) + "}";
 }
 
 bool in_fault(const History& h, std::int64_t from, std::int64_t to) {
@@ -38,7 +40,8 @@ std::string to_line(const Event& e) {
                 {"release_ns", e.release_ns},
                 {"outcome", e.outcome},
                 {"paused", e.paused},
-                {"skewed", e.skewed}}}}
+                {"skewed", e.skewed},
+                {"detail", e.detail}}}}
       .dump();
 }
 
@@ -72,7 +75,7 @@ History read_history(const std::string& path) {
         h.events.push_back(Event{e.at("name"), e.at("holder"), e.at("token"), e.at("wait_ns"),
                                  e.at("acquire_ns"), e.value("read_ns", std::int64_t{0}),
                                  e.at("valid_until_ns"), e.at("release_ns"), e.at("outcome"),
-                                 e.at("paused"), e.at("skewed")});
+                                 e.at("paused"), e.at("skewed"), e.value("detail", "")});
       } else if (j.contains("fault")) {
         const auto& f = j["fault"];
         h.faults.push_back(Fault{f.at("kind"), f.at("target"), f.at("start_ns"), f.at("end_ns")});
@@ -98,7 +101,10 @@ Report check(const History& history) {
     if (e.outcome == "accepted") ++r.accepted;
     if (e.outcome == "refused") ++r.refused;
     if (e.outcome == "timeout") ++r.timeouts;
-    if (e.outcome == "accepted" || e.outcome == "refused") by_name[e.name].push_back(&e);
+    if (e.outcome == "held") ++r.held_only;
+    if (e.outcome == "accepted" || e.outcome == "refused" || e.outcome == "held") {
+      by_name[e.name].push_back(&e);
+    }
   }
   const std::int64_t drift_ns = history.drift_ms * 1'000'000;
 
@@ -107,7 +113,8 @@ Report check(const History& history) {
     // (the earlier of its validity end and its release), give or take the drift.
     std::sort(held.begin(), held.end(),
               [](const Event* a, const Event* b) { return a->acquire_ns < b->acquire_ns; });
-    const Event* longest = nullptr;  // of the windows so far, the one that ends last
+    const Event* longest = nullptr;     // of the windows so far, the one that ends last
+    std::set<const Event*> overlapped;  // windows that others entered
     for (const Event* e : held) {
       if (longest != nullptr) {
         const std::int64_t end = std::min(longest->valid_until_ns, longest->release_ns);
@@ -119,6 +126,7 @@ Report check(const History& history) {
           if (!expected) {
             r.violations.push_back("overlapping holders of '" + name + "': " + describe(*longest) +
                                    " and " + describe(*e));
+            overlapped.insert(longest);
           }
         }
       }
@@ -127,10 +135,12 @@ Report check(const History& history) {
         longest = e;
       }
     }
+    r.overlapped_windows += overlapped.size();
     // Late writers: wrote after their validity ended while a newer holder had the lock. The
     // resource must refuse the write once the newer holder has touched it (its fenced read);
     // before that, accepting it is harmless: the newer holder then reads what it wrote.
     for (const Event* e : held) {
+      if (e->outcome == "held") continue;  // wrote nothing: no late write
       if (e->release_ns <= e->valid_until_ns + drift_ns) continue;
       const bool someone_else = std::any_of(held.begin(), held.end(), [&](const Event* o) {
         return o != e && o->token > e->token && o->acquire_ns < e->release_ns;

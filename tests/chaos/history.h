@@ -5,6 +5,8 @@
 //   (b) the fenced resource accepting a token lower than one it had accepted, or its counter
 //       differing from the number of accepted writes;
 //   (c) a waiter that did not get the lock in time while a majority was up and no fault ran.
+// A nesting worker's event (outcome "held" when it did not write) spans all the time it
+// believed it held the lock through nested reentrant leases; (a) applies to it like any other.
 // Overlaps of a holder that was paused or had a skewed clock are expected (no lock service can
 // prevent them); they are reported as "caught by fencing" when the stale write was refused,
 // and as violations otherwise.
@@ -26,12 +28,14 @@ struct Event {
   std::int64_t acquire_ns = 0;      // lock() returned
   std::int64_t read_ns = 0;         // its fenced read of the resource registered its token
   std::int64_t valid_until_ns = 0;  // acquire_ns + the lease's validity then
-  std::int64_t release_ns = 0;      // wrote, about to release
+  std::int64_t release_ns = 0;      // wrote, about to release (held: last saw a lease held)
   // "accepted" / "refused" (the fenced write), "timeout" (no lock within the wait bound),
-  // "error" (no quorum or a failed write).
+  // "error" (no quorum or a failed write), "held" (held the lock, wrote nothing: a nesting
+  // worker whose leases stopped holding, or held with too little time left to write).
   std::string outcome;
   bool paused = false;  // the holder was stopped between its read and its write
   bool skewed = false;  // the holder's clock ran at another rate (libfaketime)
+  std::string detail;   // how a nesting worker nested its leases, and what each call returned
 };
 
 struct Fault {
@@ -62,10 +66,14 @@ struct Report {
   std::size_t accepted = 0;
   std::size_t refused = 0;
   std::size_t timeouts = 0;
+  std::size_t held_only = 0;          // held the lock without writing (outcome "held")
   std::size_t expected_overlaps = 0;  // paused or skewed holders
   std::size_t caught_by_fencing = 0;  // of those, the stale write was refused
   // Of those, accepted before any newer holder touched the resource (it then read that value).
   std::size_t harmless_late_writes = 0;
+  // Holders' windows that another holder entered (each pair is a violation; one window
+  // entered by many shows as many violations).
+  std::size_t overlapped_windows = 0;
   std::vector<std::string> violations;
 };
 

@@ -53,6 +53,36 @@ TEST(HistoryCheckTest, CatchesAPlantedOverlap) {
   EXPECT_NE(r.violations[0].find("overlapping holders"), std::string::npos) << r.violations[0];
 }
 
+// A nesting worker that wrote nothing still held the lock: another holder inside its window is
+// an overlap (the bug of a shorter inner lease that ended the lock under the outer one).
+TEST(HistoryCheckTest, CatchesAnOverlapWithAHolderThatWroteNothing) {
+  History h = clean();
+  Event nested = cycle("n", 4, 100, 1500, "held");
+  nested.valid_until_ns = 2000 * kMs;  // an outer lease of 2 s, still valid at the end
+  nested.detail = "nest outer=2000ms/fixed inner=300ms/fixed extend() inner-first";
+  h.events.push_back(nested);
+  h.events.push_back(cycle("b", 5, 700, 710));  // took the lock while n believed it held it
+  h.counter = 4;
+  const Report r = check(h);
+  EXPECT_EQ(r.held_only, 1u);
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_NE(r.violations[0].find("overlapping holders"), std::string::npos) << r.violations[0];
+  EXPECT_NE(r.violations[0].find("inner=300ms"), std::string::npos) << "the nesting is named";
+  EXPECT_EQ(r.overlapped_windows, 1u);
+}
+
+TEST(HistoryCheckTest, HolderThatWroteNothingIsNoLateWriterAndNoOverlapAfterItsWindow) {
+  History h = clean();
+  Event nested = cycle("n", 4, 100, 400, "held");  // believed held until 400
+  nested.valid_until_ns = 2000 * kMs;
+  h.events.push_back(nested);
+  h.events.push_back(cycle("b", 5, 420, 430));
+  h.counter = 4;
+  const Report r = check(h);
+  EXPECT_TRUE(r.violations.empty()) << r.violations[0];
+  EXPECT_EQ(r.expected_overlaps, 0u);
+}
+
 TEST(HistoryCheckTest, CatchesAStaleTokenAccepted) {
   History h = clean();
   h.events[2].token = 1;  // accepted after token 2 was accepted
@@ -142,6 +172,7 @@ TEST(HistoryCheckTest, WaiterPassedOverByManyHandOffsIsAViolationEvenDuringFault
 TEST(HistoryCheckTest, RoundTripsThroughAFile) {
   History h = clean();
   h.faults.push_back(Fault{"stop-node", "node-2", 1, 2});
+  h.events[1].detail = "nest outer=300ms/renewed";
   const std::string path = testing::TempDir() + "/history.jsonl";
   {
     std::ofstream out(path);
@@ -154,6 +185,7 @@ TEST(HistoryCheckTest, RoundTripsThroughAFile) {
   EXPECT_EQ(back.faults.size(), 1u);
   EXPECT_EQ(back.counter, 3);
   EXPECT_EQ(back.events[1].holder, "b");
+  EXPECT_EQ(back.events[1].detail, "nest outer=300ms/renewed");
   std::remove(path.c_str());
 }
 

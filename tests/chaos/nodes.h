@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+// ChaosNodes: the lock nodes and the resource node of a chaos run (real redis-server processes
+// with an append-only file), and the names each worker knows them by. One server can be
+// reached as 127.0.0.1:PORT, localhost:PORT, 127.0.0.2:PORT (the servers also listen on a
+// second loopback address) or through a fault-injecting proxy of its own (support/tcp_proxy.h):
+// restart protection and duplicate detection must not depend on the spelling.
+#pragma once
+
+#include <dlock/result.h>
+
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "redis_process.h"
+#include "support/tcp_proxy.h"
+
+namespace dlock::chaos {
+
+enum class Spelling { ip, localhost, second_loopback, proxy };
+const char* to_string(Spelling s);
+
+// How the workers spell the nodes. same: every worker as 127.0.0.1:PORT (through proxies when
+// proxies are on); mixed: worker w spells node i as the ((w + i) mod k)-th of the k spellings
+// in use, so each worker mixes spellings and each node is known by several.
+enum class Naming { same, mixed };
+std::vector<Spelling> spellings_for(Naming naming, bool proxies, int worker, std::size_t nodes);
+
+class ChaosNodes {
+ public:
+  // `nodes` lock nodes and one resource node; with second_loopback they also listen on
+  // 127.0.0.2.
+  static Result<std::unique_ptr<ChaosNodes>> start(std::size_t nodes, bool second_loopback);
+  ~ChaosNodes();
+  ChaosNodes(const ChaosNodes&) = delete;
+  ChaosNodes& operator=(const ChaosNodes&) = delete;
+
+  std::size_t size() const { return nodes_.size() - 1; }  // lock nodes
+  cli::RedisProcess& node(std::size_t i) { return *nodes_[i]; }
+  std::string resource_url() const { return nodes_.back()->url(); }
+
+  // The node URLs worker `worker` uses, comma-separated; node i spelled as spellings[i]. A
+  // proxy spelling starts that worker's own proxy in front of node i. Throws
+  // std::runtime_error when a proxy cannot listen.
+  std::string urls_for(int worker, const std::vector<Spelling>& spellings);
+
+  // The proxies in front of node i, by worker.
+  std::vector<std::pair<int, test::TcpProxy*>> proxies_of(std::size_t node);
+  bool has_proxies() const { return !proxies_.empty(); }
+  test::TcpProxy::Stats proxy_totals() const;
+
+ private:
+  explicit ChaosNodes(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  std::filesystem::path dir_;
+  std::vector<std::unique_ptr<cli::RedisProcess>> nodes_;
+  std::map<std::pair<std::size_t, int>, std::unique_ptr<test::TcpProxy>> proxies_;
+};
+
+}  // namespace dlock::chaos

@@ -1,0 +1,267 @@
+// SPDX-License-Identifier: MIT
+#include "runner.h"
+
+#include <dlock/dlock.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "faults.h"
+#include "history.h"
+#include "nodes.h"
+#include "worker.h"
+
+extern char** environ;
+
+namespace dlock::chaos {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+struct Worker {
+  pid_t pid = -1;
+  std::thread reader;
+};
+
+class Recorder {
+ public:
+  explicit Recorder(const std::string& path) : out_(path) {}
+  void line(const std::string& s) {
+    std::lock_guard lock(mu_);
+    out_ << s << "\n";
+    if (s.find("\"paused\":true") != std::string::npos) ++paused_seen_;
+    ++lines_;
+  }
+  std::size_t lines() {
+    std::lock_guard lock(mu_);
+    return lines_;
+  }
+  bool good() const { return out_.good(); }
+  void flush() {
+    std::lock_guard lock(mu_);
+    out_.flush();
+  }
+
+ private:
+  std::mutex mu_;
+  std::ofstream out_;
+  std::size_t lines_ = 0;
+  std::size_t paused_seen_ = 0;
+};
+
+pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
+            int out_fd) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
+  std::vector<std::string> a = args;
+  std::vector<char*> argv;
+  for (auto& s : a) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_storage = extra_env;
+  std::vector<char*> envp;
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  for (auto& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data()) != 0) {
+    pid = -1;
+  }
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
+std::string find_libfaketime() {
+  for (const char* p : {"/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+                        "/usr/lib/faketime/libfaketime.so.1"}) {
+    if (access(p, R_OK) == 0) return p;
+  }
+  return {};
+}
+
+// The worker processes, each with a thread that records what it prints.
+class Workers {
+ public:
+  Workers(const RunOptions& o, ChaosNodes& nodes, Recorder& recorder)
+      : o_(o), nodes_(nodes), recorder_(recorder), faketime_(find_libfaketime()) {}
+  ~Workers() { stop(); }
+  // Starts them all; false (after a message) if one cannot start.
+  bool start();
+  void stop();
+  std::vector<pid_t> pids() const;
+  std::vector<bool> nesting() const;
+  bool has_faketime() const { return !faketime_.empty(); }
+
+ private:
+  std::vector<std::string> args_for(int i);
+
+  const RunOptions& o_;
+  ChaosNodes& nodes_;
+  Recorder& recorder_;
+  const std::string faketime_;
+  std::vector<Worker> workers_;
+};
+
+// Workers [0, skewed) run with a slow clock, the next `nesting` nest leases, the rest are plain.
+std::vector<std::string> Workers::args_for(int i) {
+  const auto spellings = spellings_for(o_.naming, o_.reply_faults, i, nodes_.size());
+  std::vector<std::string> args{"/proc/self/exe",
+                                "--worker",
+                                std::to_string(i + 1),
+                                "--worker-nodes",
+                                nodes_.urls_for(i, spellings),
+                                "--resource",
+                                nodes_.resource_url(),
+                                "--ttl",
+                                std::to_string(o_.ttl.count()) + "ms",
+                                "--wait",
+                                std::to_string(o_.wait.count()) + "ms"};
+  if (i < o_.skewed && !faketime_.empty()) {
+    args.emplace_back("--skewed-worker");
+  } else if (i >= o_.skewed && i < o_.skewed + o_.nesting) {
+    args.insert(args.end(), {"--nesting-worker", "--worker-seed", std::to_string(o_.seed)});
+  }
+  return args;
+}
+
+bool Workers::start() {
+  workers_.resize(static_cast<std::size_t>(o_.workers));
+  for (int i = 0; i < o_.workers; ++i) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return false;
+    std::vector<std::string> env;
+    if (i < o_.skewed && !faketime_.empty()) {
+      env = {"LD_PRELOAD=" + faketime_, "FAKETIME=+0 x" + std::to_string(o_.skew_rate),
+             "FAKETIME_NO_CACHE=1"};
+    }
+    auto& w = workers_[static_cast<std::size_t>(i)];
+    try {
+      w.pid = spawn(args_for(i), env, fds[1]);
+    } catch (const std::exception& e) {
+      std::cerr << "dlock_chaos: " << e.what() << "\n";
+    }
+    close(fds[1]);
+    w.reader = std::thread([fd = fds[0], this] {
+      FILE* in = fdopen(fd, "r");
+      char line[4096];
+      while (in != nullptr && std::fgets(line, sizeof line, in) != nullptr) {
+        std::string l(line);
+        while (!l.empty() && l.back() == '\n') l.pop_back();
+        if (!l.empty()) recorder_.line(l);
+      }
+      if (in != nullptr) std::fclose(in);
+    });
+    if (w.pid < 0) return false;
+  }
+  return true;
+}
+
+void Workers::stop() {
+  for (auto& w : workers_) {
+    if (w.pid <= 0) continue;
+    kill(w.pid, SIGTERM);
+    kill(w.pid, SIGCONT);
+  }
+  const auto stop_by = Clock::now() + std::chrono::seconds(20);
+  for (auto& w : workers_) {
+    int status = 0;
+    while (w.pid > 0 && waitpid(w.pid, &status, WNOHANG) == 0) {
+      if (Clock::now() > stop_by) {
+        std::cerr << "dlock_chaos: worker " << w.pid << " did not stop; killing it\n";
+        kill(w.pid, SIGKILL);
+        waitpid(w.pid, &status, 0);
+        break;
+      }
+      kill(w.pid, SIGCONT);  // in case it stopped itself between SIGTERM and its check
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+    w.pid = -1;
+    if (w.reader.joinable()) w.reader.join();
+  }
+}
+
+std::vector<pid_t> Workers::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& w : workers_) out.push_back(w.pid);
+  return out;
+}
+
+std::vector<bool> Workers::nesting() const {
+  std::vector<bool> out;
+  for (int i = 0; i < o_.workers; ++i) out.push_back(i >= o_.skewed && i < o_.skewed + o_.nesting);
+  return out;
+}
+
+void print_summary(const FaultSchedule& faults, const ChaosNodes& nodes, bool faketime) {
+  std::cout << "faults injected:";
+  for (const auto& [kind, n] : faults.counts()) std::cout << " " << kind << "=" << n;
+  std::cout << (faketime ? "" : " (no libfaketime: no skewed worker)") << "\n";
+  if (!nodes.has_proxies()) return;
+  const auto p = nodes.proxy_totals();
+  std::cout << "proxies: " << p.connections << " connections, " << p.requests << " requests, "
+            << p.replies << " replies delivered, " << p.dropped_replies << " dropped ("
+            << p.lost_targeted << " aimed at one call), " << p.dropped_requests
+            << " requests blackholed, " << p.cut << " connections cut\n";
+}
+
+}  // namespace
+
+int run_chaos(const RunOptions& o) {
+  auto started = ChaosNodes::start(o.nodes, /*second_loopback=*/o.naming == Naming::mixed);
+  if (!started) {
+    std::cerr << "dlock_chaos: " << started.error().message() << "\n";
+    return 69;
+  }
+  ChaosNodes& nodes = **started;
+  Recorder recorder(o.history);
+  if (!recorder.good()) {
+    std::cerr << "dlock_chaos: cannot write " << o.history << "\n";
+    return 64;
+  }
+  Workers workers(o, nodes, recorder);
+  if (!workers.start()) return 69;
+  FaultTargets targets;
+  targets.nodes = &nodes;
+  targets.workers = workers.pids();
+  targets.nesting = workers.nesting();
+  targets.skewed = o.skewed;
+  targets.ttl = o.ttl;
+  targets.max_ttl = o.nesting > 0 ? std::max(o.ttl, kNestingMaxTtl) : o.ttl;
+  targets.wait = o.wait;
+  FaultSchedule faults(targets, o.seed, o.reply_faults);
+  const auto start = Clock::now();
+  while (Clock::now() - start < o.duration) {
+    std::this_thread::sleep_for(faults.pause());
+    if (Clock::now() - start >= o.duration) break;
+    if (auto f = faults.inject()) recorder.line(to_line(*f));
+  }
+  workers.stop();
+  auto store = FencedStore::connect(nodes.resource_url());
+  History summary;
+  summary.counter = -1;
+  if (store) {
+    auto v = store->read(kName);
+    summary.counter = v && *v ? std::stol(**v) : 0;
+  }
+  summary.ttl_ms = o.ttl.count();
+  summary.wait_bound_ms = o.wait.count();
+  summary.drift_ms = static_cast<std::int64_t>(static_cast<double>(o.ttl.count()) * 0.01) + 2;
+  recorder.line(summary_line(summary));
+  recorder.flush();
+  print_summary(faults, nodes, workers.has_faketime());
+  return 0;
+}
+
+}  // namespace dlock::chaos

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: MIT
+// The chaos runner's controller: starts the nodes and the worker processes, injects faults on a
+// seeded schedule, records the history, and stops everything.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+
+#include "nodes.h"
+
+namespace dlock::chaos {
+
+struct RunOptions {
+  std::size_t nodes = 5;
+  int workers = 6;
+  std::chrono::milliseconds duration{60000};
+  std::chrono::milliseconds ttl{500};
+  std::chrono::milliseconds wait{10000};
+  std::string history = "chaos-history.jsonl";
+  unsigned seed = 1;
+  int skewed = 1;
+  double skew_rate = 0.5;
+  int nesting = 0;            // workers that nest reentrant leases (after the skewed ones)
+  bool reply_faults = false;  // proxies in front of the nodes, and the faults they inject
+  Naming naming = Naming::same;
+};
+
+// Runs the workers under faults for o.duration and writes the history. 0 on success, else an
+// exit status (69: the nodes could not start, 64: the history cannot be written).
+int run_chaos(const RunOptions& o);
+
+}  // namespace dlock::chaos

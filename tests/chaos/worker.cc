@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: MIT
+#include "worker.h"
+
+#include <dlock/dlock.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "history.h"
+
+namespace dlock::chaos {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::atomic<bool> g_stop{false};
+std::atomic<bool> g_pause{false};
+
+void on_signal(int sig) {
+  if (sig == SIGUSR1) {
+    g_pause = true;
+  } else if (sig == SIGUSR2) {
+    g_pause = false;  // the controller gave up waiting for this pause
+  } else {
+    g_stop = true;
+  }
+}
+
+// The skewed worker's wait. libfaketime fakes clock_gettime(CLOCK_MONOTONIC) but not
+// pthread_cond_clockwait, so a timed condition-variable wait (Client::lock's sleep between
+// attempts) gets a deadline the kernel reads as decades away, and only a release message ends
+// it: the worker stalled for good at its first wait that needed its timeout. nanosleep is
+// faked, so this loop of try_lock and sleeps keeps the worker running on its slow clock.
+Result<Lease> poll_for_lock(Client& client, milliseconds wait, const LockOptions& options) {
+  const auto until = Clock::now() + wait;  // by the worker's own clock
+  for (;;) {
+    auto lease = client.try_lock(kName, options);
+    if (lease || g_stop) return lease;
+    const auto& e = lease.error();
+    if (!e.is(errc::lock_held) && !e.is(errc::quorum_not_reached) && !e.is(errc::timeout)) {
+      return lease;
+    }
+    if (Clock::now() >= until) {
+      if (e.is(errc::lock_held)) return Error(errc::wait_timeout, e.message());
+      return lease;
+    }
+    std::this_thread::sleep_for(options.retry_delay);
+  }
+}
+
+}  // namespace
+
+std::int64_t real_now_ns() {
+  timespec ts{};
+  syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+bool stop_requested() {
+  return g_stop;
+}
+
+bool take_pause_request() {
+  return g_pause.exchange(false) && !g_stop;
+}
+
+void emit(const Event& e) {
+  std::puts(to_line(e).c_str());
+  std::fflush(stdout);
+}
+
+namespace {
+
+// The plain and the skewed worker: lock, fenced read, +1, fenced write, unlock.
+void run_plain_cycles(const WorkerOptions& w, Client& client, FencedStore& store) {
+  LockOptions lock_options;
+  lock_options.ttl = w.ttl;
+  lock_options.auto_renew = !w.skewed;
+  lock_options.retry_delay = milliseconds(20);
+  const std::string holder = "worker-" + std::to_string(w.id);
+  unsigned cycles = 0;
+  while (!g_stop) {
+    Event e;
+    e.name = kName;
+    e.holder = holder;
+    e.skewed = w.skewed;
+    e.wait_ns = real_now_ns();
+    auto lease = w.skewed ? poll_for_lock(client, w.wait, lock_options)
+                          : client.lock(kName, w.wait, lock_options);
+    if (!lease) {
+      e.outcome = lease.error().is(errc::wait_timeout) ? "timeout" : "error";
+      e.acquire_ns = e.valid_until_ns = e.release_ns = real_now_ns();
+      emit(e);
+      continue;
+    }
+    e.acquire_ns = real_now_ns();
+    e.valid_until_ns = e.acquire_ns + lease->validity().count() * 1'000'000;
+    e.token = lease->fencing_token().value();
+    // A fenced read: the resource now refuses every older holder's write.
+    auto read = store.read(kName, lease->fencing_token());
+    e.read_ns = real_now_ns();
+    if (!read || !read->accepted) {
+      e.outcome = !read ? "error" : "refused";
+      e.release_ns = real_now_ns();
+      (void)lease->unlock();
+      emit(e);
+      continue;
+    }
+    const long value = read->value ? std::stol(*read->value) : 0;
+    if (take_pause_request()) {
+      e.paused = true;
+      raise(SIGSTOP);  // a GC pause between the read and the write; the controller resumes us
+    }
+    // Every few cycles a skewed worker holds for most of its lease by its own clock, and writes
+    // only if its clock says the lease still holds: a careful client with a wrong clock.
+    const bool long_hold = w.skewed && ++cycles % 20 == 0;
+    std::this_thread::sleep_for(long_hold ? w.ttl * 6 / 10 : milliseconds(1));
+    if (long_hold && !lease->is_held()) {
+      (void)lease->unlock();
+      continue;
+    }
+    auto written = store.write(kName, std::to_string(value + 1), lease->fencing_token());
+    e.release_ns = real_now_ns();
+    e.outcome = !written ? "error" : (*written ? "accepted" : "refused");
+    (void)lease->unlock();
+    emit(e);
+  }
+}
+
+}  // namespace
+
+int run_worker(const WorkerOptions& w) {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) sigaction(sig, &sa, nullptr);
+  ClientOptions options;
+  for (std::size_t at = 0, end; at <= w.nodes.size(); at = end + 1) {
+    end = w.nodes.find(',', at);
+    if (end == std::string::npos) end = w.nodes.size();
+    options.nodes.push_back(w.nodes.substr(at, end - at));
+  }
+  options.node_timeout = milliseconds(100);
+  auto client = Client::create(options);
+  auto store = FencedStore::connect(w.resource);
+  if (!client || !store) {
+    std::fprintf(stderr, "dlock_chaos worker %d: %s\n", w.id,
+                 (!client ? client.error() : store.error()).message().c_str());
+    return 2;
+  }
+  if (w.nesting) {
+    run_nesting_cycles(w, *client, *store);
+  } else {
+    run_plain_cycles(w, *client, *store);
+  }
+  return 0;
+}
+
+}  // namespace dlock::chaos

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: MIT
+// The chaos runner's worker processes: each loops over critical sections on a fenced counter
+// under one lock, through the library's public API only, and prints one history event (a JSON
+// line, history.h) per critical section on its standard output, which the controller records.
+#pragma once
+
+#include <dlock/dlock.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "history.h"
+
+namespace dlock::chaos {
+
+inline constexpr const char* kName = "chaos:counter";
+
+// CLOCK_MONOTONIC by raw syscall: libfaketime in a skewed worker does not intercept it, so all
+// processes' timestamps stay comparable.
+std::int64_t real_now_ns();
+
+struct WorkerOptions {
+  std::string nodes;  // comma-separated node URLs, spelled as this worker spells them
+  std::string resource;
+  int id = 0;
+  std::chrono::milliseconds ttl{500};
+  std::chrono::milliseconds wait{10000};
+  bool skewed = false;   // runs under libfaketime: explicit lease, long hold, checks validity
+  bool nesting = false;  // nests reentrant leases with other ttls (nesting_worker.cc)
+  unsigned seed = 1;     // a nesting worker's choices
+};
+
+// The largest ttl a nesting worker uses: a restarted node sits out of quorums that long.
+inline constexpr std::chrono::milliseconds kNestingMaxTtl{2000};
+
+// Runs until SIGTERM. SIGUSR1 asks it to stop itself (SIGSTOP) between its next fenced read and
+// its write, as a GC pause would; SIGUSR2 withdraws that request. Returns the exit status.
+int run_worker(const WorkerOptions& w);
+
+// For the worker loops: whether SIGTERM came; whether the controller asked for a pause (true
+// once per request); and printing one event for the controller to record.
+bool stop_requested();
+bool take_pause_request();
+void emit(const Event& e);
+
+// The nesting worker's loop (nesting_worker.cc), until SIGTERM.
+void run_nesting_cycles(const WorkerOptions& w, Client& client, FencedStore& store);
+
+}  // namespace dlock::chaos
