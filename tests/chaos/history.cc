@@ -38,6 +38,7 @@ std::string to_line(const Event& e) {
                 {"read_ns", e.read_ns},
                 {"valid_until_ns", e.valid_until_ns},
                 {"release_ns", e.release_ns},
+                {"write_ns", e.write_ns},
                 {"outcome", e.outcome},
                 {"paused", e.paused},
                 {"skewed", e.skewed},
@@ -74,7 +75,8 @@ History read_history(const std::string& path) {
         const auto& e = j["event"];
         h.events.push_back(Event{e.at("name"), e.at("holder"), e.at("token"), e.at("wait_ns"),
                                  e.at("acquire_ns"), e.value("read_ns", std::int64_t{0}),
-                                 e.at("valid_until_ns"), e.at("release_ns"), e.at("outcome"),
+                                 e.at("valid_until_ns"), e.at("release_ns"),
+                                 e.value("write_ns", std::int64_t{0}), e.at("outcome"),
                                  e.at("paused"), e.at("skewed"), e.value("detail", "")});
       } else if (j.contains("fault")) {
         const auto& f = j["fault"];
@@ -152,7 +154,10 @@ Report check(const History& history) {
         continue;
       }
       const bool newer_read_first = std::any_of(held.begin(), held.end(), [&](const Event* o) {
-        return o->token > e->token && o->read_ns != 0 && o->read_ns < e->release_ns;
+        // read_ns is taken when the newer read returned, write_ns before this write was sent:
+        // a read that returned after the write was sent may have come second.
+        const std::int64_t sent = e->write_ns != 0 ? e->write_ns : e->release_ns;
+        return o->token > e->token && o->read_ns != 0 && o->read_ns < sent;
       });
       if (newer_read_first || !(e->paused || e->skewed)) {
         r.violations.push_back("a late write was accepted after a newer holder read: " +

@@ -29,6 +29,9 @@ struct Event {
   std::int64_t read_ns = 0;         // its fenced read of the resource registered its token
   std::int64_t valid_until_ns = 0;  // acquire_ns + the lease's validity then
   std::int64_t release_ns = 0;      // wrote, about to release (held: last saw a lease held)
+  // The write was sent (0: none). It was accepted somewhere in [write_ns, release_ns]: only a
+  // newer read that ended before write_ns surely came first.
+  std::int64_t write_ns = 0;
   // "accepted" / "refused" (the fenced write), "timeout" (no lock within the wait bound),
   // "error" (no quorum or a failed write), "held" (held the lock, wrote nothing: a nesting
   // worker whose leases stopped holding, or held with too little time left to write).

@@ -198,6 +198,7 @@ void finish(FencedStore& store, const Plan& plan, Cycle& c) {
   Lease& left = c.inner ? *c.inner : *c.outer;
   if (c.held) c.held = c.belief.work({&left}, plan.work_after);
   if (c.held && c.belief.check({&left}) && c.belief.left() > kWriteMargin) {
+    c.e.write_ns = real_now_ns();
     auto written = store.write(kName, std::to_string(c.value + 1), left.fencing_token());
     c.e.release_ns = real_now_ns();
     c.e.outcome = !written ? "error" : (*written ? "accepted" : "refused");

@@ -124,6 +124,7 @@ void run_plain_cycles(const WorkerOptions& w, Client& client, FencedStore& store
       (void)lease->unlock();
       continue;
     }
+    e.write_ns = real_now_ns();
     auto written = store.write(kName, std::to_string(value + 1), lease->fencing_token());
     e.release_ns = real_now_ns();
     e.outcome = !written ? "error" : (*written ? "accepted" : "refused");
