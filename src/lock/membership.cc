@@ -85,7 +85,7 @@ void Membership::greet(std::chrono::milliseconds max_ttl) {
     }
     if (settled) break;
   }
-  std::vector<std::string> args{std::to_string(max_ttl.count())};
+  std::vector<std::string> args{std::to_string(max_ttl.count()), std::to_string(nodes_.size())};
   std::vector<std::size_t> greeted;  // node indexes, in the order of the hello pairs
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     if (!ids[i]) continue;

@@ -10,8 +10,14 @@
 -- KEYS[2]        dlock:max-ttl, the largest lock ttl (ms) any client announced; its presence
 --                also says that this node was greeted before (it is "in use")
 -- ARGV[1]        the client's largest ttl in ms
--- ARGV[2i]       run_id of the i-th node the client sees
--- ARGV[2i + 1]   its uptime in seconds
+-- ARGV[2]        how many nodes the client's lock set has (N)
+-- ARGV[2i + 1]   run_id of the i-th node the client sees
+-- ARGV[2i + 2]   its uptime in seconds
+--
+-- This node vouches (flags unknown boots) only if it knows the boots of a quorum (N/2 + 1) of
+-- the nodes named: then it was in use in this lock set, and with at most a minority restarted
+-- it still knows the others. A node in use in another set (say, alone, before these nodes were
+-- added) knows too few, and would otherwise take every new node for a restarted one.
 --
 -- Replies {max_ttl, age_1, age_2, ...}: the largest ttl this node knows, then for the i-th node
 -- how many ms ago (by this node's clock) it booted if it booted while this node was in use, or
@@ -34,14 +40,20 @@ for i = 1, #all, 2 do
   if not seen or seen < now - keep then redis.call('hdel', KEYS[1], all[i]) end
 end
 
+local known = 0
+for i = 3, #ARGV - 1, 2 do
+  if redis.call('hexists', KEYS[1], ARGV[i]) == 1 then known = known + 1 end
+end
+local vouches = in_use and known >= math.floor(tonumber(ARGV[2]) / 2) + 1
+
 local result = {max_ttl}
-for i = 2, #ARGV - 1, 2 do
+for i = 3, #ARGV - 1, 2 do
   local run_id, uptime = ARGV[i], tonumber(ARGV[i + 1])
   local record = redis.call('hget', KEYS[1], run_id)
   local boot = 0
   if record then
     boot = tonumber(string.match(record, ' (%d+)$')) or 0
-  elseif in_use then
+  elseif vouches then
     -- Booted while this node was in use. uptime is whole seconds, rounded down: the estimate
     -- is at most a second late, which only lengthens the quarantine.
     boot = now - uptime * 1000

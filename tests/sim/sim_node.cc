@@ -219,16 +219,23 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
     if (!seen || *seen < now - keep) store_.hdel(boots, run_id, now);
   }
 
+  // It vouches only if it knows the boots of a quorum of the set (ARGV[2] nodes).
+  std::size_t known = 0;
+  for (std::size_t i = 2; i + 1 < call.args.size(); i += 2) {
+    known += store_.hget(boots, call.args[i], now).kind == HGet::Kind::value ? 1 : 0;
+  }
+  const bool vouches =
+      in_use && known >= static_cast<std::size_t>(number(at(call.args, 1)) / 2 + 1);
   std::vector<std::int64_t> result{max_ttl};
-  // for i = 2, #ARGV - 1, 2: the pairs (run_id, uptime) after ARGV[1].
-  for (std::size_t i = 1; i + 1 < call.args.size(); i += 2) {
+  // for i = 3, #ARGV - 1, 2: the pairs (run_id, uptime) after ARGV[1] and ARGV[2].
+  for (std::size_t i = 2; i + 1 < call.args.size(); i += 2) {
     const std::string& run_id = call.args[i];
     const std::int64_t uptime = number(call.args[i + 1]);
     const HGet record = store_.hget(boots, run_id, now);
     std::int64_t boot = 0;
     if (record.kind == HGet::Kind::value) {
       boot = trailing_number(record.value).value_or(0);
-    } else if (in_use) {
+    } else if (vouches) {
       boot = now - uptime * 1000;
     }
     store_.hset(boots, run_id, std::to_string(now) + " " + std::to_string(boot), now);
