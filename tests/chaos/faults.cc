@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <thread>
+#include <tuple>
 
 #include "worker.h"
 
@@ -155,19 +156,24 @@ std::optional<Fault> FaultSchedule::proxy_window(unsigned kind, std::size_t node
 std::optional<Fault> FaultSchedule::lose_reply(unsigned kind, std::size_t node) {
   const auto at = proxied_node(node);
   if (!at) return std::nullopt;
-  auto proxies = t_.nodes->proxies_of(*at);
-  // Half of them aim at a nesting worker, if one goes through a proxy here: a lost reply in
-  // the middle of reentrant leases is the case plain workers never reach.
-  std::vector<std::pair<int, test::TcpProxy*>> nesting;
-  for (const auto& p : proxies) {
-    if (t_.nesting[static_cast<std::size_t>(p.first)]) nesting.push_back(p);
+  // (node, worker, proxy): one path to aim at.
+  std::vector<std::tuple<std::size_t, int, test::TcpProxy*>> paths;
+  for (const auto& [worker, proxy] : t_.nodes->proxies_of(*at))
+    paths.emplace_back(*at, worker, proxy);
+  // Half of them aim at a nesting worker, wherever it goes through a proxy: a lost reply in the
+  // middle of reentrant leases is the case plain workers never reach.
+  std::vector<std::tuple<std::size_t, int, test::TcpProxy*>> nesting;
+  for (std::size_t n = 0; n < t_.nodes->size(); ++n) {
+    for (const auto& [worker, proxy] : t_.nodes->proxies_of(n)) {
+      if (t_.nesting[static_cast<std::size_t>(worker)]) nesting.emplace_back(n, worker, proxy);
+    }
   }
-  if (!nesting.empty() && rng_() % 2 == 0) proxies = nesting;
-  const auto [worker, proxy] = proxies[rng_() % proxies.size()];
+  if (!nesting.empty() && rng_() % 2 == 0) paths = nesting;
+  const auto [target, worker, proxy] = paths[rng_() % paths.size()];
   const bool then_cut = rng_() % 2 == 0;
   Fault f;
   f.kind = kind == 9 ? "lose-release-reply" : "lose-acquire-reply";
-  f.target = "node-" + std::to_string(*at + 1) + " worker-" + std::to_string(worker + 1) +
+  f.target = "node-" + std::to_string(target + 1) + " worker-" + std::to_string(worker + 1) +
              (then_cut ? " then cut" : "");
   f.start_ns = real_now_ns();
   proxy->lose_next_reply(kind == 9 ? kReleaseMatch : kAcquireMatch, then_cut);

@@ -140,6 +140,7 @@ bool take_outer(const WorkerOptions& w, Client& client, FencedStore& store, cons
   if (!outer) {
     c.e.outcome = outer.error().is(errc::wait_timeout) ? "timeout" : "error";
     c.e.acquire_ns = c.e.valid_until_ns = c.e.release_ns = real_now_ns();
+    c.e.detail += " lock: " + why(outer.error());
     return false;
   }
   c.e.acquire_ns = real_now_ns();
@@ -228,7 +229,7 @@ void run_nesting_cycles(const WorkerOptions& w, Client& client, FencedStore& sto
     emit(c.e);
     // Outside the lock for a while: a nested section holds it for up to 1.2 s, and the plain
     // workers (whose waiting is what exposes an ended lock) need their turns too.
-    std::this_thread::sleep_for(milliseconds(300 + rng() % 1200));
+    std::this_thread::sleep_for(milliseconds(500 + rng() % 1500));
   }
 }
 

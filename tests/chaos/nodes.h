@@ -24,9 +24,10 @@ namespace dlock::chaos {
 enum class Spelling { ip, localhost, second_loopback, proxy };
 const char* to_string(Spelling s);
 
-// How the workers spell the nodes. same: every worker as 127.0.0.1:PORT (through proxies when
-// proxies are on); mixed: worker w spells node i as the ((w + i) mod k)-th of the k spellings
-// in use, so each worker mixes spellings and each node is known by several.
+// How the workers spell the nodes. same: 127.0.0.1:PORT; mixed: worker w spells node i as the
+// ((w + i) mod 3)-th of 127.0.0.1, localhost and 127.0.0.2, so each worker mixes spellings and
+// each node is known by several. With proxies, worker w reaches node (w mod nodes) through its
+// own proxy instead.
 enum class Naming { same, mixed };
 std::vector<Spelling> spellings_for(Naming naming, bool proxies, int worker, std::size_t nodes);
 

@@ -69,6 +69,13 @@ bool take_pause_request() {
   return g_pause.exchange(false) && !g_stop;
 }
 
+std::string why(const Error& error) {
+  // Short enough for one history line (the controller reads lines of up to 4 KiB).
+  std::string m = error.message();
+  if (m.size() > 1000) m.resize(1000);
+  return m;
+}
+
 void emit(const Event& e) {
   std::puts(to_line(e).c_str());
   std::fflush(stdout);
@@ -95,6 +102,7 @@ void run_plain_cycles(const WorkerOptions& w, Client& client, FencedStore& store
     if (!lease) {
       e.outcome = lease.error().is(errc::wait_timeout) ? "timeout" : "error";
       e.acquire_ns = e.valid_until_ns = e.release_ns = real_now_ns();
+      e.detail = why(lease.error());
       emit(e);
       continue;
     }

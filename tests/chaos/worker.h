@@ -43,6 +43,8 @@ int run_worker(const WorkerOptions& w);
 bool stop_requested();
 bool take_pause_request();
 void emit(const Event& e);
+// An error as an event's detail: what failed, on which nodes.
+std::string why(const Error& error);
 
 // The nesting worker's loop (nesting_worker.cc), until SIGTERM.
 void run_nesting_cycles(const WorkerOptions& w, Client& client, FencedStore& store);
