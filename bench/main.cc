@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -253,6 +254,8 @@ int run_all(const std::string& out_dir, bool smoke, const std::string& client_cp
     }
     if (nodes == 1) r.latency[kNaive][1] = summarize(latency(Impl::naive, p, cycles, warmup));
     r.latency[kDlock][nodes] = summarize(latency(Impl::dlock, p, cycles, warmup));
+    r.latency[kRawNew][nodes] = summarize(latency(Impl::raw, p, cycles, warmup, true));
+    r.latency[kDlockNew][nodes] = summarize(latency(Impl::dlock, p, cycles, warmup, true));
     if (s.with_peers) {
       const json params{{"ports", ports_json(p)}, {"cycles", cycles}, {"warmup", warmup}};
       if (nodes == 1) {
@@ -282,6 +285,37 @@ int run_all(const std::string& out_dir, bool smoke, const std::string& client_cp
       for (const auto& peer : {kRedisPy, kRedlock}) {
         r.throughput[peer][k] =
             run_peer(s, peer, "throughput", params, s.scratch / "p.json").at("per_second");
+      }
+    }
+  }
+
+  // 2b. Many in flight from one thread: dlock's asio API, the raw floor pipelined on one
+  // connection per node, node-redlock's promises; with the servers' CPU per cycle.
+  const auto async_for = smoke ? 300ms : 2000ms;
+  for (int nodes : {1, 5}) {
+    for (int k : {1, 16, 64, 256}) {
+      if (!wanted("async")) break;
+      say("in flight: " + std::to_string(k) + " on " + std::to_string(nodes) + " node(s)");
+      const Ports& p = nodes == 1 ? s.one : s.five;
+      const auto measure = [&](const std::string& impl, const std::function<double()>& run) {
+        const double cpu0 = server_cpu_seconds(p);
+        const double per_s = run();
+        const double cpu1 = server_cpu_seconds(p);
+        r.in_flight[impl][nodes][k] = per_s;
+        r.server_us[impl][nodes][k] =
+            (cpu1 - cpu0) * 1e6 / (per_s * std::chrono::duration<double>(async_for).count());
+      };
+      measure(kRaw, [&] { return async_throughput(Impl::raw, p, k, async_for); });
+      measure(kDlockAsync, [&] { return async_throughput(Impl::dlock, p, k, async_for); });
+      if (s.with_peers) {
+        const json params{{"ports", ports_json(p)},
+                          {"inflight", k},
+                          {"seconds", std::chrono::duration<double>(async_for).count()}};
+        measure(kRedlock, [&] {
+          return run_peer(s, kRedlock, "throughput", params, s.scratch / "p.json")
+              .at("per_second")
+              .get<double>();
+        });
       }
     }
   }
@@ -363,7 +397,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-peers", no_peers, "Skip redis-py and node-redlock");
   app.add_flag("--no-callgrind", no_callgrind, "Skip the instruction counts");
   app.add_option("--only", sections,
-                 "Run only these sections: uncontended throughput contention watchdog memory "
+                 "Run only these sections: uncontended throughput async contention watchdog memory "
                  "callgrind (the report then has gaps)")
       ->delimiter(',');
   app.add_option("--workers", workers, "Processes contending for one name")

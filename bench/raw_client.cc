@@ -148,6 +148,26 @@ void RawNodes::pipelined_cycles(const std::vector<std::string>& names, const std
   for (std::size_t i = 0; i < names.size(); ++i) next_reply(c);
 }
 
+void RawNodes::pipelined_cycles_all(const std::vector<std::string>& names, const std::string& token,
+                                    int ttl_ms) {
+  const std::string ttl = std::to_string(ttl_ms);
+  for (auto& node : nodes_) {
+    for (; node.owed > 0; --node.owed) next_reply(node.ctx);
+    for (const auto& name : names) append(node.ctx, {"SET", name, token, "NX", "PX", ttl});
+  }
+  for (auto& node : nodes_) {
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      if (!is_ok(next_reply(node.ctx).get())) throw std::runtime_error("raw: SET NX refused");
+    }
+  }
+  for (auto& node : nodes_) {
+    for (const auto& name : names) append(node.ctx, {"EVALSHA", release_sha_, "1", name, token});
+  }
+  for (auto& node : nodes_) {
+    for (std::size_t i = 0; i < names.size(); ++i) next_reply(node.ctx);
+  }
+}
+
 void RawNodes::eval_release(const std::string& name, const std::string& token) {
   ReplyPtr(blocking(0, {"EVAL", kCompareAndDelete, "1", name, token}));
 }
@@ -174,6 +194,13 @@ long long RawNodes::info(std::size_t i, const std::string& field) {
 }  // namespace dlock::bench
 
 namespace dlock::bench {
+
+double RawNodes::info_real(std::size_t i, const std::string& field) {
+  const std::string text = command(i, {"INFO"});
+  const auto at = text.find("\r\n" + field + ":");
+  if (at == std::string::npos) throw std::runtime_error("INFO has no " + field);
+  return std::stod(text.substr(at + field.size() + 3));
+}
 
 long long RawNodes::calls(std::size_t i, const std::string& command) {
   const std::string text = this->command(i, {"INFO", "commandstats"});

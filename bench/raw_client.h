@@ -36,10 +36,16 @@ class RawNodes {
   // many releases: that many cycles in flight on one connection.
   void pipelined_cycles(const std::vector<std::string>& names, const std::string& token,
                         int ttl_ms);
+  // The same on every node at once (the quorum floor, pipelined): each node gets all the SETs,
+  // then every node's replies are read, then the releases likewise.
+  void pipelined_cycles_all(const std::vector<std::string>& names, const std::string& token,
+                            int ttl_ms);
   // Seed 000's release: EVAL with the script text, on node 0.
   void eval_release(const std::string& name, const std::string& token);
   // One field of INFO (e.g. "used_memory") of node i, as an integer.
   long long info(std::size_t i, const std::string& field);
+  // One INFO field of node i that is a decimal (e.g. "used_cpu_user").
+  double info_real(std::size_t i, const std::string& field);
   // How many times node i ran `command` (INFO commandstats; e.g. "evalsha"), scripts' inner
   // commands not included.
   long long calls(std::size_t i, const std::string& command);

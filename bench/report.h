@@ -21,11 +21,18 @@ inline const std::string kRedisPy = "redis-py Lock";
 inline const std::string kRedlock = "node-redlock";
 inline const std::string kDlock = "dlock";
 inline const std::string kDlockFair = "dlock fair";
+inline const std::string kDlockAsync = "dlock async";
+inline const std::string kRawNew = "raw floor, new name per cycle";
+inline const std::string kDlockNew = "dlock, new name per cycle";
 
 struct Results {
   std::map<std::string, std::map<int, Summary>> latency;    // [impl][nodes]
   std::map<std::string, std::map<int, double>> throughput;  // [impl][in flight] cycles/s
   std::map<std::string, ContentionStats> contention;        // [impl]
+  // Many in flight from one thread (dlock's asio API), on 1 and 5 nodes: cycles/s and the
+  // redis-servers' CPU per cycle (µs, all nodes together). [impl][nodes][in flight]
+  std::map<std::string, std::map<int, std::map<int, double>>> in_flight;
+  std::map<std::string, std::map<int, std::map<int, double>>> server_us;
   int contention_workers = 0;
   int contention_count = 0;
   int hold_us = 0;

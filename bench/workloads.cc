@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include "workloads.h"
 
+#include <dlock/async.h>
 #include <dlock/dlock.h>
 #include <sys/resource.h>
 
+#include <asio.hpp>
 #include <atomic>
 #include <optional>
 #include <random>
@@ -60,14 +62,22 @@ const char* impl_name(Impl impl) {
   return "?";
 }
 
-std::vector<std::int64_t> latency(Impl impl, const Ports& ports, int cycles, int warmup) {
+std::vector<std::int64_t> latency(Impl impl, const Ports& ports, int cycles, int warmup,
+                                  bool new_names) {
   std::vector<std::int64_t> samples;
   samples.reserve(static_cast<std::size_t>(cycles));
-  const std::string name = "bench:latency";
+  // A new name per cycle: a name never locked before (its state created from nothing), as
+  // when every job or request locks its own id.
+  const std::string base = new_names ? "bench:latency:new:" : "bench:latency";
+  const auto name_of = [&](int i) {
+    return new_names ? base + std::to_string(i + warmup) + ":" + std::to_string(monotonic_ns())
+                     : base;
+  };
   if (impl == Impl::dlock || impl == Impl::dlock_fair) {
     Client client = connect(ports);
     const LockOptions options = lock_options(impl);
     for (int i = -warmup; i < cycles; ++i) {
+      const std::string name = name_of(i);
       const auto t0 = monotonic_ns();
       auto lease = client.try_lock(name, options);
       if (!lease) throw std::runtime_error("dlock: " + lease.error().message());
@@ -79,6 +89,7 @@ std::vector<std::int64_t> latency(Impl impl, const Ports& ports, int cycles, int
   RawNodes raw(ports);
   const bool all = impl == Impl::raw_acquire_all;
   for (int i = -warmup; i < cycles; ++i) {
+    const std::string name = name_of(i);
     const auto t0 = monotonic_ns();
     if (!raw.acquire(name, kToken, 30000, all)) throw std::runtime_error("raw: not acquired");
     if (impl == Impl::naive) {
@@ -134,6 +145,69 @@ double throughput(Impl impl, const Ports& ports, int inflight, std::chrono::mill
   for (auto& t : threads) t.join();
   if (failures.load() > 0) throw std::runtime_error("dlock: a throughput cycle failed");
   return static_cast<double>(cycles.load()) / (static_cast<double>(t1 - t0) / 1e9);
+}
+
+double async_throughput(Impl impl, const Ports& ports, int inflight,
+                        std::chrono::milliseconds run) {
+  std::vector<std::string> names;
+  for (int i = 0; i < inflight; ++i) names.push_back("bench:async:" + std::to_string(i));
+  if (impl == Impl::raw) {
+    RawNodes raw(ports);
+    std::int64_t cycles = 0;
+    const auto t0 = monotonic_ns();
+    const auto end = t0 + std::chrono::nanoseconds(run).count();
+    std::int64_t now = t0;
+    while (now < end) {
+      raw.pipelined_cycles_all(names, kToken, 30000);
+      cycles += inflight;
+      now = monotonic_ns();
+    }
+    return static_cast<double>(cycles) / (static_cast<double>(now - t0) / 1e9);
+  }
+  Client client = connect(ports);
+  const LockOptions options = lock_options(impl);
+  asio::io_context io;
+  bool stop = false;
+  std::int64_t cycles = 0;
+  int failures = 0;
+  for (const auto& name : names) {
+    asio::co_spawn(
+        io,
+        [&, name]() -> asio::awaitable<void> {
+          while (!stop) {
+            auto lease = co_await async_try_lock(client, name, options, asio::use_awaitable);
+            if (!lease) {
+              ++failures;
+              continue;
+            }
+            auto released = co_await async_unlock(*lease, asio::use_awaitable);
+            if (!released) ++failures;
+            ++cycles;
+          }
+        },
+        asio::detached);
+  }
+  asio::steady_timer timer(io, run);
+  std::int64_t t1 = 0;
+  std::int64_t counted = 0;
+  timer.async_wait([&](const asio::error_code&) {
+    t1 = monotonic_ns();
+    counted = cycles;
+    stop = true;
+  });
+  const auto t0 = monotonic_ns();
+  io.run();
+  if (failures > 0) throw std::runtime_error("dlock async: a throughput cycle failed");
+  return static_cast<double>(counted) / (static_cast<double>(t1 - t0) / 1e9);
+}
+
+double server_cpu_seconds(const Ports& ports) {
+  RawNodes raw(ports);
+  double total = 0;
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    total += raw.info_real(i, "used_cpu_user") + raw.info_real(i, "used_cpu_sys");
+  }
+  return total;
 }
 
 std::vector<Acquisition> contend(Impl impl, const Ports& ports, const std::string& name, int count,

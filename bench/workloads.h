@@ -18,12 +18,22 @@ using Ports = std::vector<std::uint16_t>;
 enum class Impl { raw, raw_acquire_all, naive, dlock, dlock_fair };
 const char* impl_name(Impl impl);
 
-// Acquire+release cycles on one name, one after another: one sample (ns) per cycle.
-std::vector<std::int64_t> latency(Impl impl, const Ports& ports, int cycles, int warmup);
+// Acquire+release cycles, one after another: one sample (ns) per cycle. On one name, or with
+// `new_names` on a name never used before in every cycle.
+std::vector<std::int64_t> latency(Impl impl, const Ports& ports, int cycles, int warmup,
+                                  bool new_names = false);
 
 // Cycles per second with `inflight` cycles in flight from this process on distinct names:
 // dlock with that many threads sharing one client, the raw floor pipelined on one connection.
 double throughput(Impl impl, const Ports& ports, int inflight, std::chrono::milliseconds run);
+
+// Cycles per second with `inflight` cycles in flight from one thread on distinct names, on all
+// of `ports`: dlock's asio API (that many coroutines on one io_context, Impl::dlock), or the raw
+// floor pipelined on one connection per node (Impl::raw).
+double async_throughput(Impl impl, const Ports& ports, int inflight, std::chrono::milliseconds run);
+
+// CPU seconds (user + system) the redis-servers on `ports` used so far, summed.
+double server_cpu_seconds(const Ports& ports);
 
 // One contention worker: waits until start_at (monotonic ns), then takes `name` `count` times
 // and holds it `hold_us` each time. Returns [wait_start, acquired, released] per acquisition.

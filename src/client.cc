@@ -8,11 +8,13 @@
 #include <variant>
 
 #include "client_core.h"
+#include "engine/run.h"
 #include "lock/keys.h"
 #include "lock/lease_state.h"
 #include "lock/owner.h"
 #include "lock/validity.h"
 #include "net/node_address.h"
+#include "operations.h"
 
 namespace dlock {
 namespace detail {
@@ -79,7 +81,17 @@ Result<std::shared_ptr<ClientCore>> ClientCore::create(const ClientOptions& opti
     if (!ctx) return std::move(ctx).error();
     tls = std::move(*ctx);
   }
-  return std::make_shared<ClientCore>(options, std::move(tls), addresses);
+  // The last reference may go on an io thread (a Task's frame ends there after its caller got
+  // its value and went on) or on the watchdog's (an on_lost callback dropping the last Lease):
+  // neither can join itself, so another thread ends the client.
+  return std::shared_ptr<ClientCore>(new ClientCore(options, std::move(tls), addresses),
+                                     [](ClientCore* core) {
+                                       if (engine::on_client_thread()) {
+                                         std::thread([core] { delete core; }).detach();
+                                       } else {
+                                         delete core;
+                                       }
+                                     });
 }
 
 ClientCore::ClientCore(const ClientOptions& options, std::unique_ptr<asio::ssl::context> tls,
@@ -118,58 +130,13 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-std::chrono::milliseconds jitter(std::chrono::milliseconds base) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  const auto b = std::max<std::chrono::milliseconds::rep>(base.count(), 1);
-  std::uniform_int_distribution<std::chrono::milliseconds::rep> dist(0, b);
-  return std::chrono::milliseconds(dist(rng));
-}
-
-std::optional<Error> check_options(const detail::ClientCore& core, std::string_view name,
-                                   const LockOptions& options) {
-  if (auto bad = core.check(name, options.ttl)) return bad;
-  if (options.owner && options.owner->empty()) {
-    return Error(errc::invalid_argument, "owner must not be empty");
-  }
-  if (options.renew_every.count() < 0 ||
-      (options.auto_renew && options.renew_every >= options.ttl)) {
-    return Error(errc::invalid_argument, "renew_every must be shorter than the ttl");
-  }
-  if (options.fair && options.fair_waiter_timeout.count() < 3) {
-    return Error(errc::invalid_argument, "fair_waiter_timeout must be at least 3 ms");
-  }
-  if (options.retry_delay.count() < 0) {
-    return Error(errc::invalid_argument, "retry_delay must not be negative");
-  }
-  return std::nullopt;
-}
-
-// One attempt; a held lock becomes a Lease tracked by the watchdog.
+// One attempt on this thread.
 std::variant<Lease, lock::Refused> attempt(const std::shared_ptr<detail::ClientCore>& core,
                                            std::string_view name, const LockOptions& options,
                                            const OwnerToken& owner,
                                            const std::optional<lock::FairTicket>& fair) {
-  auto state = std::make_shared<detail::LeaseState>();
-  state->ttl = options.ttl;
-  state->auto_renew = options.auto_renew;
-  state->renew_every = options.renew_every.count() > 0
-                           ? options.renew_every
-                           : std::max(std::chrono::milliseconds(1), options.ttl / 3);
-  state->on_lost = options.on_lost;
-  if (!options.owner) state->thread_alive = detail::this_thread_alive();
-
-  if (auto refused = core->holds().acquire(state, std::string(name), owner, options.ttl, fair)) {
-    return std::move(*refused);
-  }
-  state->renewed_at = SteadyClock::now();
-  core->watchdog().track(state);
-  return Lease(core, std::move(state));
-}
-
-std::int64_t wall_clock_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return engine::run_sync(
+      detail::attempt_task(core, std::string(name), options, owner, fair, !options.owner));
 }
 
 }  // namespace
@@ -181,11 +148,9 @@ Result<Client> Client::create(ClientOptions options) {
 }
 
 Result<Lease> Client::try_lock(std::string_view name, const LockOptions& options) {
-  if (auto bad = check_options(*core_, name, options)) return std::move(*bad);
-  const OwnerToken owner = options.owner ? *options.owner : default_owner();
-  std::optional<lock::FairTicket> fair;
-  if (options.fair) fair = lock::FairTicket{wall_clock_ms(), options.fair_waiter_timeout, false};
-  auto result = attempt(core_, name, options, owner, fair);
+  if (auto bad = detail::check_options(*core_, name, options)) return std::move(*bad);
+  auto result = attempt(core_, name, options, detail::owner_for(options),
+                        detail::fair_ticket(options, false));
   if (auto* refused = std::get_if<lock::Refused>(&result)) return std::move(refused->error);
   return std::move(std::get<Lease>(result));
 }
@@ -193,13 +158,11 @@ Result<Lease> Client::try_lock(std::string_view name, const LockOptions& options
 Result<Lease> Client::lock(std::string_view name, std::chrono::milliseconds wait,
                            const LockOptions& options, std::stop_token stop) {
   if (wait.count() < 0) return Error(errc::invalid_argument, "wait must not be negative");
-  if (auto bad = check_options(*core_, name, options)) return std::move(*bad);
+  if (auto bad = detail::check_options(*core_, name, options)) return std::move(*bad);
   const auto deadline = SteadyClock::now() + wait;
-  const OwnerToken owner = options.owner ? *options.owner : default_owner();
-  std::optional<lock::FairTicket> fair;
-  if (options.fair) fair = lock::FairTicket{wall_clock_ms(), options.fair_waiter_timeout, true};
+  const OwnerToken owner = detail::owner_for(options);
   const bool can_wait = wait.count() > 0;
-  if (fair) fair->enqueue = can_wait;
+  const std::optional<lock::FairTicket> fair = detail::fair_ticket(options, can_wait);
 
   std::shared_ptr<lock::Waiter> waiter;
   std::optional<std::stop_callback<std::function<void()>>> on_stop;
@@ -210,15 +173,14 @@ Result<Lease> Client::lock(std::string_view name, std::chrono::milliseconds wait
   };
   if (!fair && can_wait) {
     if (auto until = core_->hand_off().hold_back_until(std::string(name))) {
-      // This client just freed `name` while others waited: let one of them have it first.
-      // Another owner's release ends the grace early (then the lock is free again); our own
-      // release's message, which may arrive only now, does not.
-      auto polite = core_->waiters().enter(lock::release_channel(name), "", "~" + owner.str());
+      // This client just freed `name` while others waited: let one of them have it first. The
+      // whole grace, whatever releases come meanwhile (lock/hand_off.h says why); the waiter is
+      // not registered anywhere: only the stop token or the time ends the wait.
+      auto polite = std::make_shared<lock::Waiter>(lock::release_channel(name), "");
       {
         std::stop_callback on_stop_polite(stop, [&polite] { polite->cancel(); });
         polite->wait_until(std::min(*until, deadline));
       }
-      core_->waiters().leave(polite);
       if (stop.stop_requested()) return Error(errc::cancelled, "wait cancelled");
     }
   }
@@ -255,7 +217,7 @@ Result<Lease> Client::lock(std::string_view name, std::chrono::milliseconds wait
       auto nap = refused.error.is(errc::lock_held) && refused.holder_ttl
                      ? *refused.holder_ttl + std::chrono::milliseconds(1)
                      : options.retry_delay;
-      if (lost_race || !refused.holder_ttl) nap += jitter(options.retry_delay);
+      if (lost_race || !refused.holder_ttl) nap += detail::jitter(options.retry_delay);
       if (fair) nap = std::min(nap, options.fair_waiter_timeout / 3);  // check in with the queue
       const bool woken = waiter->wait_until(std::min(deadline, SteadyClock::now() + nap));
       if (waiter->cancelled()) return give_up(Error(errc::cancelled, "wait cancelled"));

@@ -2,8 +2,9 @@
 #include <dlock/lease.h>
 
 #include "client_core.h"
-#include "lock/keys.h"
+#include "engine/run.h"
 #include "lock/lease_state.h"
+#include "operations.h"
 
 namespace dlock {
 namespace {
@@ -35,34 +36,14 @@ Lease::~Lease() {
 
 Result<void> Lease::unlock() {
   if (!state_) return moved_from();
-  bool expired = false;
-  {
-    // Only the status change is under the lease's mutex: the holds' and the watchdog's mutexes
-    // come before lease mutexes, so holding ours while calling them below could deadlock.
-    std::lock_guard lock(state_->mu);
-    if (state_->status == Status::released) return {};
-    expired = state_->status == Status::lost || state_->hold->lost.load() ||
-              detail::LeaseState::Clock::now() >= state_->valid_until;
-    state_->status = Status::released;
+  auto task = detail::unlock_task(core_, state_);
+  if (engine::on_io_thread()) {
+    // A Lease dropped inside the engine (an asio operation whose caller went away): release
+    // without waiting, which the io thread must never do.
+    engine::start(std::move(task), [](Result<void>) {});
+    return {};
   }
-  // The hold's last lease releases it on all nodes, even when expired: nodes that still know
-  // it must not keep the key. Reentrant leases before the last change nothing on the nodes.
-  const auto started = detail::LeaseState::Clock::now();
-  auto ended = core_->holds().end(state_);
-  const auto& r = ended.released;
-  if (ended.last && r && !expired && ended.listeners > 0) {
-    // Someone else was listening (our own subscription, if any, is one of the listeners): let
-    // a waiter have it before this client takes it back (lock/hand_off.h).
-    const auto local = core_->waiters().listening(lock::release_channel(state_->name()));
-    if (ended.listeners > (local.subscribed ? 1u : 0u) || local.waiters > 0) {
-      core_->hand_off().released(state_->name(), detail::LeaseState::Clock::now() - started);
-    }
-  }
-  if (expired || (!r && r.error().is(errc::not_owner))) {
-    return Error(errc::lock_lost, "lock '" + state_->name() + "' had expired before release",
-                 r ? std::vector<NodeError>{} : r.error().nodes());
-  }
-  return r;
+  return engine::run_sync(std::move(task));
 }
 
 Result<void> Lease::extend() {
@@ -73,24 +54,7 @@ Result<void> Lease::extend() {
 Result<void> Lease::extend(std::chrono::milliseconds ttl) {
   if (!state_) return moved_from();
   if (auto bad = core_->check(state_->name(), ttl)) return std::move(*bad);
-  std::lock_guard lock(state_->mu);
-  if (state_->status == Status::released) {
-    return Error(errc::not_owner, "lock '" + state_->name() + "' was released");
-  }
-  if (state_->status == Status::lost || state_->hold->lost.load()) {
-    state_->status = Status::lost;
-    return Error(errc::lock_lost, "lock '" + state_->name() + "' was lost");
-  }
-  auto r = core_->algorithm().extend(state_->hold->id, ttl, state_->valid_until);
-  if (r) {
-    state_->valid_until = *r;
-    return {};
-  }
-  if (r.error().is(errc::lock_lost)) {
-    state_->status = Status::lost;
-    state_->hold->lost.store(true);  // the reentrant leases of the same hold are lost with it
-  }
-  return std::move(r).error();
+  return engine::run_sync(detail::extend_task(core_, state_, ttl));
 }
 
 std::chrono::milliseconds Lease::validity() const {

@@ -30,7 +30,8 @@ namespace dlock {
 
 namespace detail {
 class ClientCore;
-}
+struct Access;
+}  // namespace detail
 
 class Client {
  public:
@@ -73,6 +74,7 @@ class Client {
   static OwnerToken default_owner();
 
  private:
+  friend struct detail::Access;
   explicit Client(std::shared_ptr<detail::ClientCore> core) : core_(std::move(core)) {}
   std::shared_ptr<detail::ClientCore> core_;
 };

@@ -43,6 +43,7 @@ namespace dlock {
 namespace detail {
 class ClientCore;
 struct LeaseState;
+struct Access;
 }  // namespace detail
 
 class Lease {
@@ -84,6 +85,7 @@ class Lease {
   std::chrono::milliseconds ttl() const;
 
  private:
+  friend struct detail::Access;
   std::shared_ptr<detail::ClientCore> core_;   // keeps the connections alive
   std::shared_ptr<detail::LeaseState> state_;  // shared with the client's watchdog
 };

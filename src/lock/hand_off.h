@@ -2,11 +2,16 @@
 // HandOff: the default (non-fair) mode's guard against barging. A client that releases a lock
 // while others wait for it, and asks for it again at once (a worker loop), would win almost
 // every time: its attempt is under way before the waiters have even heard of the release. So
-// after such a release, lock() on that name first waits a short grace, or until another
-// owner's release message (release.lua names the releasing owner), whichever comes first, and
-// a waiter takes the lock meanwhile. try_lock()
-// is not held back, and nothing is held back when nobody else was listening. Fair mode needs
-// none of this: its queue decides.
+// after such a release, lock() on that name first waits a short grace, and a waiter takes the
+// lock meanwhile. try_lock() is not held back, and nothing is held back when nobody else was
+// listening. Fair mode needs none of this: its queue decides.
+//
+// The grace is not cut short by another owner's release. It used to be, and the chaos runner
+// then saw two workers pass the lock back and forth for seconds while two others waited: the
+// previous holder, idle in its grace, heard the next release as early as any waiter and was
+// ready at once, while the waiters were still finishing the attempt they had just lost to the
+// current holder, so it won nearly every second hand-off. The cost: a lock freed during the
+// grace by someone else stays free for the rest of it if nobody else wants it (at most 30 ms).
 //
 // The grace is 8 release round trips, between 3 ms and 30 ms: a hand-off takes about three
 // round trips (publish, wake, acquire), plus waking a thread or two in another process, which

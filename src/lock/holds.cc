@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "engine/run.h"
 #include "lock/owner.h"
 
 namespace dlock::lock {
@@ -28,7 +29,10 @@ std::string Holds::next_hold_id() {
 std::shared_ptr<Holds::Entry> Holds::enter(const std::string& name, const OwnerToken& owner) {
   std::lock_guard lock(mu_);
   auto& entry = entries_[entry_key(name, owner)];
-  if (!entry) entry = std::make_shared<Entry>();
+  if (!entry) {
+    entry = std::make_shared<Entry>(
+        [this](std::function<void()> f) { lock_.fanout().post(std::move(f)); });
+  }
   ++entry->users;
   return entry;
 }
@@ -65,15 +69,23 @@ std::optional<Refused> Holds::acquire(const std::shared_ptr<detail::LeaseState>&
                                       const std::string& name, const OwnerToken& owner,
                                       std::chrono::milliseconds ttl,
                                       const std::optional<FairTicket>& fair) {
+  return engine::run_sync(acquire_task(lease, name, owner, ttl, fair));
+}
+
+engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail::LeaseState> lease,
+                                                         std::string name, OwnerToken owner,
+                                                         std::chrono::milliseconds ttl,
+                                                         std::optional<FairTicket> fair) {
   const auto entry = enter(name, owner);
   std::optional<Refused> refused;
   {
-    std::lock_guard lock(entry->mu);
+    auto lock = co_await entry->mu.lock();
     std::shared_ptr<Hold> hold = entry->current;
     const auto until = hold ? live_until(*hold) : std::nullopt;
     if (until) {
       // Reentrant: the key must now outlive this lease's ttl too, on a quorum.
-      auto extended = lock_.extend(hold->id, ttl, *until);
+      auto extending = lock_.extend_task(hold->id, ttl, *until);
+      auto extended = co_await std::move(extending);
       if (extended) {
         lease->hold = hold;
         lease->valid_until = *extended;
@@ -82,6 +94,21 @@ std::optional<Refused> Holds::acquire(const std::shared_ptr<detail::LeaseState>&
         // The hold is gone: its leases are lost, and this acquisition starts a new hold.
         hold->lost.store(true);
         hold = nullptr;
+      } else if (extended.error().is(errc::timeout) && !live_until(*hold)) {
+        // The validity it was judged against ended before a quorum confirmed, and no lease of
+        // the hold is live now (an ended validity is never revived): this acquisition is not
+        // reentrant and starts a new hold, which takes the old one over on the nodes.
+        hold = nullptr;
+      } else if (extended.error().is(errc::timeout)) {
+        // A lease of the hold is live again: the watchdog (or an extend) renewed it while this
+        // extension was on its way. Starting a new hold now would take the live one over (its
+        // release, or this acquisition's clean-up, would then free the lock under it): refuse,
+        // the caller may try again against the newer validity.
+        refused = Refused{
+            Error(errc::quorum_not_reached,
+                  "lock '" + name + "': reentrant extension judged against an earlier validity",
+                  extended.error().nodes()),
+            std::nullopt};
       } else {
         refused = Refused{std::move(extended).error(), std::nullopt};
       }
@@ -90,7 +117,8 @@ std::optional<Refused> Holds::acquire(const std::shared_ptr<detail::LeaseState>&
     }
     if (!lease->hold && !refused) {
       HoldId id{name, owner, next_hold_id()};
-      auto result = lock_.acquire(id, ttl, fair);
+      auto acquiring = lock_.acquire_task(id, ttl, fair);
+      auto result = co_await std::move(acquiring);
       if (auto* acquired = std::get_if<Acquired>(&result)) {
         hold = std::make_shared<Hold>(std::move(id), acquired->fence);
         lease->hold = hold;
@@ -104,15 +132,19 @@ std::optional<Refused> Holds::acquire(const std::shared_ptr<detail::LeaseState>&
     settle(*entry);
   }
   leave(name, owner, entry);
-  return refused;
+  co_return refused;
 }
 
 Holds::Ended Holds::end(const std::shared_ptr<detail::LeaseState>& lease) {
+  return engine::run_sync(end_task(lease));
+}
+
+engine::Task<Holds::Ended> Holds::end_task(std::shared_ptr<detail::LeaseState> lease) {
   const Hold& hold = *lease->hold;
   const auto entry = enter(hold.id.name, hold.id.owner);
   Ended ended;
   {
-    std::lock_guard lock(entry->mu);
+    auto lock = co_await entry->mu.lock();
     auto& leases = lease->hold->leases;
     leases.erase(std::remove_if(leases.begin(), leases.end(),
                                 [&](const std::weak_ptr<detail::LeaseState>& w) {
@@ -125,22 +157,28 @@ Holds::Ended Holds::end(const std::shared_ptr<detail::LeaseState>& lease) {
       if (entry->current == lease->hold) entry->current = nullptr;
       // Even when the hold expired or was lost: nodes that still have it must not keep it.
       // The hold id makes sure nothing but this hold is released.
-      ended.released = lock_.release(hold.id, &ended.listeners);
+      auto releasing = lock_.release_task(hold.id, &ended.listeners);
+      ended.released = co_await std::move(releasing);
     }
     settle(*entry);
   }
   leave(hold.id.name, hold.id.owner, entry);
-  return ended;
+  co_return ended;
 }
 
 void Holds::forget(const std::string& name, const OwnerToken& owner) {
+  engine::run_sync(forget_task(name, owner));
+}
+
+engine::Task<bool> Holds::forget_task(std::string name, OwnerToken owner) {
   const auto entry = enter(name, owner);
   {
-    std::lock_guard lock(entry->mu);
+    auto lock = co_await entry->mu.lock();
     if (entry->current) entry->current->lost.store(true);
     settle(*entry);
   }
   leave(name, owner, entry);
+  co_return true;
 }
 
 std::size_t Holds::entries() {

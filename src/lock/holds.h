@@ -11,9 +11,10 @@
 // (name, owner) are serialized here, so a reentrant acquisition cannot race the release of the
 // hold it joins.
 //
-// Thread-safety: all members may be called from any thread. Lock order: an entry's mutex before
-// mu_ and before a lease's mutex; the entry mutex is held across node round trips, so never take it
-// while holding a lease's mutex or the watchdog's.
+// Thread-safety: the blocking members may be called from any thread but an io thread; the
+// Tasks (engine/task.h) from anywhere. An entry's AsyncMutex is held across node round trips
+// (a waiting Task suspends, it does not block); mu_ and a lease's mutex are only held briefly,
+// never across a round trip.
 #pragma once
 
 #include <atomic>
@@ -24,6 +25,8 @@
 #include <unordered_map>
 #include <variant>
 
+#include "engine/async_mutex.h"
+#include "engine/task.h"
 #include "lock/hold.h"
 #include "lock/lease_state.h"
 #include "lock/quorum_lock.h"
@@ -40,6 +43,10 @@ class Holds {
                                  const std::string& name, const OwnerToken& owner,
                                  std::chrono::milliseconds ttl,
                                  const std::optional<FairTicket>& fair);
+  engine::Task<std::optional<Refused>> acquire_task(std::shared_ptr<detail::LeaseState> lease,
+                                                    std::string name, OwnerToken owner,
+                                                    std::chrono::milliseconds ttl,
+                                                    std::optional<FairTicket> fair);
 
   // What ending one lease did.
   struct Ended {
@@ -49,17 +56,20 @@ class Holds {
   };
   // Ends `lease` (already marked released by the caller).
   Ended end(const std::shared_ptr<detail::LeaseState>& lease);
+  engine::Task<Ended> end_task(std::shared_ptr<detail::LeaseState> lease);
 
   // The owner's hold of `name` was released by owner name (Client::unlock): this client's
   // leases of it are lost.
   void forget(const std::string& name, const OwnerToken& owner);
+  engine::Task<bool> forget_task(std::string name, OwnerToken owner);
 
   // How many (name, owner) entries are kept (for tests: none once every lease ended).
   std::size_t entries();
 
  private:
   struct Entry {
-    std::mutex mu;                  // serializes acquire and end for one (name, owner)
+    explicit Entry(engine::AsyncMutex::Post post) : mu(std::move(post)) {}
+    engine::AsyncMutex mu;          // serializes acquire and end for one (name, owner)
     std::shared_ptr<Hold> current;  // guarded by mu
     std::size_t users = 0;          // guarded by Holds::mu_: calls inside or waiting
     bool keep = false;  // guarded by Holds::mu_: the current hold has leases (set under mu)

@@ -18,6 +18,9 @@ inline std::string fence_key(std::string_view name) {
 // A new counter starts from it (see acquire.lua).
 inline constexpr std::string_view kFenceFloorKey = "dlock:fence-floor";
 
+// One per node: the largest lock ttl (ms) this node knows of (hello.lua, acquire.lua).
+inline const std::string kMaxTtlKey = "dlock:max-ttl";
+
 inline std::string accepted_token_key(std::string_view key) {
   return "dlock:accepted:{" + std::string(key) + "}";
 }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <optional>
 
+#include "engine/run.h"
+#include "lock/keys.h"
 #include "lock/tally.h"
 #include "lock/validity.h"
 #include "scripts/script.h"
@@ -36,6 +38,7 @@ std::optional<BootIdentity> parse_info(const Result<resp::Reply>& r) {
 Membership::Membership(node::Fanout& nodes, double drift_factor)
     : nodes_(nodes),
       drift_factor_(drift_factor),
+      mu_([&nodes](std::function<void()> f) { nodes.post(std::move(f)); }),
       checked_epoch_(nodes.size(), kUnchecked),
       attempted_epoch_(nodes.size(), kUnchecked),
       retry_at_(nodes.size()),
@@ -43,7 +46,11 @@ Membership::Membership(node::Fanout& nodes, double drift_factor)
       duplicate_(nodes.size(), false) {}
 
 Membership::View Membership::refresh(std::chrono::milliseconds ttl) {
-  std::lock_guard lock(mu_);
+  return engine::run_sync(refresh_task(ttl));
+}
+
+engine::Task<Membership::View> Membership::refresh_task(std::chrono::milliseconds ttl) {
+  auto lock = co_await mu_.lock();
   // Greet again when the ttl grows, or a connection is new and not yet greeted: at once after
   // a reconnect, else (a node that did not answer) at most once a second.
   bool stale = ttl > announced_ttl_;
@@ -52,7 +59,14 @@ Membership::View Membership::refresh(std::chrono::milliseconds ttl) {
     const std::uint64_t epoch = nodes_.epoch(i);
     stale = epoch != checked_epoch_[i] && (epoch != attempted_epoch_[i] || start >= retry_at_[i]);
   }
-  if (stale) greet(std::max(ttl, announced_ttl_));
+  if (stale) {
+    auto greeting = greet(std::max(ttl, announced_ttl_));
+    co_await std::move(greeting);
+  }
+  co_return view_locked(ttl);
+}
+
+Membership::View Membership::view_locked(std::chrono::milliseconds ttl) const {
   View view{std::vector<bool>(nodes_.size()), duplicate_, checked_epoch_};
   // A ttl not yet announced to a quorum: a node that restarts while such a lock lives would
   // be quarantined for a shorter ttl than the lock's. Nobody votes until it is announced.
@@ -65,7 +79,7 @@ Membership::View Membership::refresh(std::chrono::milliseconds ttl) {
   return view;
 }
 
-void Membership::greet(std::chrono::milliseconds max_ttl) {
+engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   // A run_id belongs to a connection only if the connection is the same before INFO and after
   // hello: a reconnect in between may have reached another process. The first INFO on a new
   // client also makes the connections (their epochs change), so INFO is asked again, a few
@@ -74,7 +88,8 @@ void Membership::greet(std::chrono::milliseconds max_ttl) {
   std::vector<std::optional<BootIdentity>> ids(nodes_.size());
   for (int round = 0; round < 3; ++round) {
     for (std::size_t i = 0; i < nodes_.size(); ++i) epochs[i] = nodes_.epoch(i);
-    node::Outcomes infos = nodes_.run_command({"INFO", "server"});
+    node::ScriptRound info(nodes_, {"INFO", "server"});
+    node::Outcomes infos = co_await info;
     bool settled = true;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       ids[i] = parse_info(infos[i]);
@@ -93,15 +108,14 @@ void Membership::greet(std::chrono::milliseconds max_ttl) {
     args.insert(args.end(), {ids[i]->run_id, ids[i]->uptime_seconds});
   }
   const auto asked = Clock::now();
-  const BootReport report = tally_hello(
-      nodes_.run_script(scripts::hello(), {"dlock:boots", "dlock:max-ttl"}, std::move(args)),
-      greeted.size());
+  node::ScriptRound hello(nodes_, scripts::hello(), {"dlock:boots", kMaxTtlKey}, std::move(args));
+  const BootReport report = tally_hello(co_await hello, greeted.size());
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     attempted_epoch_[i] = epochs[i];
     retry_at_[i] = asked + std::chrono::seconds(1);
   }
   // A lone node cannot vouch for itself: without a quorum of answers nothing is settled.
-  if (report.told < nodes_.quorum()) return;
+  if (report.told < nodes_.quorum()) co_return false;
   const auto largest = std::max(max_ttl, report.max_ttl);
   for (std::size_t k = 0; k < greeted.size(); ++k) {
     const std::size_t i = greeted[k];
@@ -120,18 +134,24 @@ void Membership::greet(std::chrono::milliseconds max_ttl) {
     checked_epoch_[i] = epochs[i];
   }
   announced_ttl_ = largest;
+  co_return true;
 }
 
 std::vector<std::chrono::milliseconds> Membership::quarantine() {
-  (void)refresh(std::chrono::milliseconds(0));
-  std::lock_guard lock(mu_);
+  return engine::run_sync(quarantine_task());
+}
+
+engine::Task<std::vector<std::chrono::milliseconds>> Membership::quarantine_task() {
+  auto refreshing = refresh_task(std::chrono::milliseconds(0));
+  (void)co_await std::move(refreshing);
+  auto lock = co_await mu_.lock();
   const auto now = Clock::now();
   std::vector<std::chrono::milliseconds> left;
   for (const auto& until : quarantine_until_) {
     left.push_back(until > now ? std::chrono::ceil<std::chrono::milliseconds>(until - now)
                                : std::chrono::milliseconds(0));
   }
-  return left;
+  co_return left;
 }
 
 }  // namespace dlock::lock

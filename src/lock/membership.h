@@ -19,14 +19,16 @@
 // Unprotected: a majority restarting empty at once (no records survive on a quorum), and a
 // FLUSHALL (the run_id does not change). See docs/safety.md.
 //
-// Thread-safety: all members may be called from any thread (except the io thread).
+// Thread-safety: refresh() and quarantine() may be called from any thread but an io thread;
+// refresh_task() is a Task (engine/task.h), serialized with the others by an AsyncMutex.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
+#include "engine/async_mutex.h"
+#include "engine/task.h"
 #include "node/fanout.h"
 
 namespace dlock::lock {
@@ -55,17 +57,21 @@ class Membership {
   // larger than any announced so far (two round trips), else only reads the current view.
   // Nobody votes for a ttl that could not be announced to a quorum.
   View refresh(std::chrono::milliseconds ttl);
+  engine::Task<View> refresh_task(std::chrono::milliseconds ttl);
 
   // Per node, how long it stays out of quorums (zero: it votes). Refreshes as above.
   std::vector<std::chrono::milliseconds> quarantine();
+  engine::Task<std::vector<std::chrono::milliseconds>> quarantine_task();
 
  private:
   // Greets the nodes: INFO, then hello.lua. Under mu_.
-  void greet(std::chrono::milliseconds max_ttl);
+  engine::Task<bool> greet(std::chrono::milliseconds max_ttl);
+  // The view for `ttl` from the current state. Under mu_.
+  View view_locked(std::chrono::milliseconds ttl) const;
 
   node::Fanout& nodes_;
   const double drift_factor_;
-  std::mutex mu_;
+  engine::AsyncMutex mu_;
   // Per node, all guarded by mu_: the connection epoch last greeted (kUnchecked: never), the
   // epoch of the last attempt and when a failed attempt may be retried, and the quarantine.
   static constexpr std::uint64_t kUnchecked = ~std::uint64_t{0};

@@ -4,6 +4,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <mutex>
 #include <system_error>
@@ -47,6 +48,12 @@ std::string process_id() {
 
 OwnerToken thread_owner() {
   return OwnerToken(process_id() + ":" + std::to_string(gettid()));
+}
+
+OwnerToken task_owner() {
+  static std::atomic<std::uint64_t> next{0};
+  return OwnerToken(process_id() + ":task-" +
+                    std::to_string(next.fetch_add(1, std::memory_order_relaxed) + 1));
 }
 
 }  // namespace dlock::lock

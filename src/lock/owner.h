@@ -18,4 +18,8 @@ std::string process_id();
 // process_id() + ":" + the calling thread's kernel id.
 OwnerToken thread_owner();
 
+// process_id() + ":task-" + a number never used before in this process: the default owner of
+// an asio operation (a coroutine is not bound to a thread).
+OwnerToken task_owner();
+
 }  // namespace dlock::lock

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "engine/run.h"
 #include "lock/keys.h"
 #include "lock/validity.h"
 #include "scripts/script.h"
@@ -53,17 +54,18 @@ NodeError QuorumLock::node_error(std::size_t i, errc code, std::string reason) c
   return NodeError{nodes_.address(i).display(), make_error_code(code), std::move(reason)};
 }
 
-node::Outcomes QuorumLock::send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
-                                        const std::optional<FairTicket>& fair) {
+node::ScriptRound QuorumLock::send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
+                                           const std::optional<FairTicket>& fair) {
   const std::string& name = hold.name;
   if (!fair) {
-    return nodes_.run_script(scripts::acquire(),
-                             {name, fence_key(name), std::string(kFenceFloorKey)},
+    return node::ScriptRound(nodes_, scripts::acquire(),
+                             {name, fence_key(name), std::string(kFenceFloorKey), kMaxTtlKey},
                              {hold.owner.str(), hold.id, std::to_string(ttl.count())});
   }
-  return nodes_.run_script(
-      scripts::fair_acquire(),
-      {name, fence_key(name), queue_key(name), queue_alive_key(name), std::string(kFenceFloorKey)},
+  return node::ScriptRound(
+      nodes_, scripts::fair_acquire(),
+      {name, fence_key(name), queue_key(name), queue_alive_key(name), std::string(kFenceFloorKey),
+       kMaxTtlKey},
       {hold.owner.str(), hold.id, std::to_string(ttl.count()), std::to_string(fair->arrival_ms),
        std::to_string(fair->waiter_timeout.count()), fair->enqueue ? "1" : "0"});
 }
@@ -71,12 +73,19 @@ node::Outcomes QuorumLock::send_acquire(const HoldId& hold, std::chrono::millise
 std::variant<Acquired, Refused> QuorumLock::acquire(const HoldId& hold,
                                                     std::chrono::milliseconds ttl,
                                                     const std::optional<FairTicket>& fair) {
-  const Membership::View view = membership_.refresh(ttl);
+  return engine::run_sync(acquire_task(hold, ttl, fair));
+}
+
+engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
+    HoldId hold, std::chrono::milliseconds ttl, std::optional<FairTicket> fair) {
+  auto refreshing = membership_.refresh_task(ttl);
+  const Membership::View view = co_await std::move(refreshing);
   const auto start = Clock::now();
   // The acquire waits for every node (up to the node timeout), unlike release: the fencing
   // token is the largest counter among the answers, and only reading every live node keeps it
   // growing while a minority of nodes restarts empty (docs/fencing.md).
-  const node::Outcomes outcomes = send_acquire(hold, ttl, fair);
+  node::ScriptRound round = send_acquire(hold, ttl, fair);
+  const node::Outcomes outcomes = co_await round;
 
   std::vector<AcquireReply> replies;
   std::vector<bool> votes(outcomes.size());
@@ -99,20 +108,25 @@ std::variant<Acquired, Refused> QuorumLock::acquire(const HoldId& hold,
             validity(ttl, Clock::now() - start, drift_factor_).count() > 0;
   bool fence_failed = false;
   if (ok && !tally.token_on_quorum) {
-    fence_failed = !raise_fence(hold.name, tally.token, ttl, failures);
+    auto raising = raise_fence(hold.name, tally.token, ttl, failures);
+    fence_failed = !co_await std::move(raising);
     ok = !fence_failed && validity(ttl, Clock::now() - start, drift_factor_).count() > 0;
   }
   if (ok) {
     // In line on nodes that did not grant: leave there, or the next waiter waits behind us.
-    if (fair && tally.granted < nodes_.size()) leave_queue(hold.name, hold.owner);
-    return Acquired{FencingToken(tally.token), start + (ttl - drift(ttl))};
+    if (fair && tally.granted < nodes_.size()) {
+      auto leaving = leave_queue_task(hold.name, hold.owner);
+      co_await std::move(leaving);
+    }
+    co_return Acquired{FencingToken(tally.token), start + (ttl - drift(ttl))};
   }
 
   // Failed: give back whatever this attempt took, everywhere, also where the reply was lost.
   // The release names this attempt's hold id, so where the attempt did nothing (never sent,
   // refused, a stale hold of ours not taken over) it changes nothing.
-  (void)release(hold);
-  return refusal(hold.name, tally, Clock::now() - start, ttl, std::move(failures), fence_failed);
+  auto releasing = release_task(hold);
+  (void)co_await std::move(releasing);
+  co_return refusal(hold.name, tally, Clock::now() - start, ttl, std::move(failures), fence_failed);
 }
 
 Refused QuorumLock::refusal(const std::string& name, const AcquireTally& tally,
@@ -141,16 +155,18 @@ Refused QuorumLock::refusal(const std::string& name, const AcquireTally& tally,
                  std::nullopt};
 }
 
-bool QuorumLock::raise_fence(const std::string& name, std::uint64_t token,
-                             std::chrono::milliseconds ttl, std::vector<NodeError>& failures) {
+engine::Task<bool> QuorumLock::raise_fence(std::string name, std::uint64_t token,
+                                           std::chrono::milliseconds ttl,
+                                           std::vector<NodeError>& failures) {
   const auto confirms = [token](const resp::Reply& r) {
     return r.is_integer() && r.integer >= static_cast<std::int64_t>(token);
   };
-  const node::Enough raised{nodes_.quorum(),
-                            [&confirms](std::size_t, const resp::Reply& r) { return confirms(r); }};
-  node::Outcomes outcomes =
-      nodes_.run_script(scripts::fence_raise(), {fence_key(name), std::string(kFenceFloorKey)},
-                        {std::to_string(token), std::to_string(ttl.count())}, raised);
+  node::Enough raised{nodes_.quorum(),
+                      [confirms](std::size_t, const resp::Reply& r) { return confirms(r); }};
+  node::ScriptRound round(nodes_, scripts::fence_raise(),
+                          {fence_key(name), std::string(kFenceFloorKey)},
+                          {std::to_string(token), std::to_string(ttl.count())}, std::move(raised));
+  node::Outcomes outcomes = co_await round;
   std::size_t confirmed = 0;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     const auto& o = outcomes[i];
@@ -162,23 +178,35 @@ bool QuorumLock::raise_fence(const std::string& name, std::uint64_t token,
       failures.push_back(node_error(i, errc::script_error, "fence_raise: " + o->str));
     }
   }
-  return confirmed >= nodes_.quorum();
+  co_return confirmed >= nodes_.quorum();
 }
 
 void QuorumLock::leave_queue(const std::string& name, const OwnerToken& owner) {
-  (void)nodes_.run_script(scripts::fair_leave(), {name, queue_key(name), queue_alive_key(name)},
+  engine::run_sync(leave_queue_task(name, owner));
+}
+
+engine::Task<bool> QuorumLock::leave_queue_task(std::string name, OwnerToken owner) {
+  node::ScriptRound round(nodes_, scripts::fair_leave(),
+                          {name, queue_key(name), queue_alive_key(name)},
                           {owner.str(), release_channel(name)});
+  (void)co_await round;
+  co_return true;
 }
 
 Result<void> QuorumLock::release(const HoldId& hold, std::size_t* listeners) {
+  return engine::run_sync(release_task(hold, listeners));
+}
+
+engine::Task<Result<void>> QuorumLock::release_task(HoldId hold, std::size_t* listeners) {
   // Return once a quorum confirmed; the other nodes get the release all the same.
-  const node::Enough confirmed_by{nodes_.quorum(), [](std::size_t, const resp::Reply& r) {
-                                    return parse_release(r).kind == ReleaseReply::Kind::freed;
-                                  }};
+  node::Enough confirmed_by{nodes_.quorum(), [](std::size_t, const resp::Reply& r) {
+                              return parse_release(r).kind == ReleaseReply::Kind::freed;
+                            }};
   const std::string& name = hold.name;
-  node::Outcomes outcomes =
-      nodes_.run_script(scripts::release(), {name, queue_key(name), queue_alive_key(name)},
-                        {hold.owner.str(), release_channel(name), hold.id}, confirmed_by);
+  node::ScriptRound round(
+      nodes_, scripts::release(), {name, queue_key(name), queue_alive_key(name)},
+      {hold.owner.str(), release_channel(name), hold.id}, std::move(confirmed_by));
+  node::Outcomes outcomes = co_await round;
   std::size_t confirmed = 0;
   std::size_t errors = 0;
   std::vector<NodeError> failures;
@@ -196,16 +224,16 @@ Result<void> QuorumLock::release(const HoldId& hold, std::size_t* listeners) {
       failures.push_back(node_error(i, errc::not_owner, "not held by this owner"));
     }
   }
-  if (confirmed >= nodes_.quorum()) return {};
+  if (confirmed >= nodes_.quorum()) co_return Result<void>{};
   const std::string counts =
       count_text(confirmed, nodes_.size(), nodes_.quorum(), "confirmed the owner");
   if (confirmed + errors >= nodes_.quorum()) {
-    return Error(errc::quorum_not_reached,
-                 "lock '" + name + "': release not confirmed by a quorum (" + counts +
-                     "); unreachable nodes drop it when the ttl ends",
-                 std::move(failures));
+    co_return Error(errc::quorum_not_reached,
+                    "lock '" + name + "': release not confirmed by a quorum (" + counts +
+                        "); unreachable nodes drop it when the ttl ends",
+                    std::move(failures));
   }
-  return Error(
+  co_return Error(
       errc::not_owner,
       "lock '" + name + "' is not held by owner '" + hold.owner.str() + "' (" + counts + ")",
       std::move(failures));
@@ -213,12 +241,27 @@ Result<void> QuorumLock::release(const HoldId& hold, std::size_t* listeners) {
 
 Result<Clock::time_point> QuorumLock::extend(const HoldId& hold, std::chrono::milliseconds ttl,
                                              Clock::time_point valid_until) {
+  return engine::run_sync(extend_task(hold, ttl, valid_until));
+}
+
+engine::Task<Result<Clock::time_point>> QuorumLock::extend_task(HoldId hold,
+                                                                std::chrono::milliseconds ttl,
+                                                                Clock::time_point valid_until) {
   // One hold is a batch of one: the same script and the same judgement as the watchdog's.
-  return std::move(renew({Renewal{hold, ttl, valid_until}}).front());
+  std::vector<Renewal> one;
+  one.push_back(Renewal{std::move(hold), ttl, valid_until});
+  auto renewing = renew_task(std::move(one));
+  auto results = co_await std::move(renewing);
+  co_return std::move(results.front());
 }
 
 std::vector<Result<Clock::time_point>> QuorumLock::renew(const std::vector<Renewal>& renewals) {
-  if (renewals.empty()) return {};
+  return engine::run_sync(renew_task(renewals));
+}
+
+engine::Task<std::vector<Result<Clock::time_point>>> QuorumLock::renew_task(
+    std::vector<Renewal> renewals) {
+  if (renewals.empty()) co_return std::vector<Result<Clock::time_point>>{};
   // A hold whose validity has ended is not renewed: its lease is lost whatever the nodes say,
   // and re-arming its key would only keep it past its lease for nothing.
   std::vector<std::size_t> live;
@@ -232,10 +275,11 @@ std::vector<Result<Clock::time_point>> QuorumLock::renew(const std::vector<Renew
   results.reserve(renewals.size());
   for (const auto& r : renewals) {
     results.emplace_back(
-        Error(errc::lock_lost, "lock '" + r.hold.name + "': validity ended before the extension"));
+        Error(errc::timeout, "lock '" + r.hold.name + "': validity ended before the extension"));
   }
-  if (live.empty()) return results;
-  const Membership::View view = membership_.refresh(max_ttl);
+  if (live.empty()) co_return results;
+  auto refreshing = membership_.refresh_task(max_ttl);
+  const Membership::View view = co_await std::move(refreshing);
 
   std::vector<node::Call> calls;
   for (std::size_t first = 0; first < live.size(); first += kRenewChunk) {
@@ -249,13 +293,14 @@ std::vector<Result<Clock::time_point>> QuorumLock::renew(const std::vector<Renew
     calls.push_back(std::move(call));
   }
   const auto start = Clock::now();
-  std::vector<node::Outcomes> outcomes = nodes_.run(calls);
+  node::Round round(nodes_, std::move(calls));
+  std::vector<node::Outcomes> outcomes = co_await round;
   const auto now = Clock::now();
   for (std::size_t j = 0; j < live.size(); ++j) {
     results[live[j]] = judge_renewal(renewals[live[j]], outcomes[j / kRenewChunk], j % kRenewChunk,
                                      view, start, now);
   }
-  return results;
+  co_return results;
 }
 
 Result<Clock::time_point> QuorumLock::judge_renewal(const Renewal& renewal,
@@ -298,13 +343,15 @@ Result<Clock::time_point> QuorumLock::judge_renewal(const Renewal& renewal,
       return Error(errc::quorum_not_reached,
                    "lock '" + name + "': extension not confirmed by a quorum (" + counts + ")",
                    std::move(failures));
+    case Extension::expired:
+      return Error(errc::timeout,
+                   "lock '" + name + "': validity ended before the extension was confirmed",
+                   std::move(failures));
     case Extension::lost:
       break;
   }
   return Error(errc::lock_lost,
-               now >= renewal.valid_until
-                   ? "lock '" + name + "': validity ended before the extension was confirmed"
-                   : "lock '" + name + "' is no longer held by this owner (" + counts + ")",
+               "lock '" + name + "' is no longer held by this owner (" + counts + ")",
                std::move(failures));
 }
 

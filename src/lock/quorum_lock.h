@@ -30,6 +30,7 @@
 #include <string>
 #include <variant>
 
+#include "engine/task.h"
 #include "lock/hold.h"
 #include "lock/membership.h"
 #include "lock/tally.h"
@@ -84,13 +85,27 @@ class QuorumLock {
   // nodes answered to tell).
   Result<void> release(const HoldId& hold, std::size_t* listeners = nullptr);
 
-  // Returns the new end of validity. Errors: lock_lost (a quorum no longer knows the hold, or
-  // valid_until passed first), quorum_not_reached (too few answers; valid_until still stands).
+  // Returns the new end of validity. Errors: lock_lost (a quorum no longer knows the hold),
+  // timeout (valid_until passed before a quorum confirmed: the lease it was judged for is over,
+  // the hold may not be), quorum_not_reached (too few answers; valid_until still stands).
   Result<Clock::time_point> extend(const HoldId& hold, std::chrono::milliseconds ttl,
                                    Clock::time_point valid_until);
 
   // extend() for many holds in one pipelined round per node. One result per renewal, in order.
   std::vector<Result<Clock::time_point>> renew(const std::vector<Renewal>& renewals);
+
+  // The same operations as Tasks (engine/task.h): the blocking ones above run these and wait.
+  engine::Task<std::variant<Acquired, Refused>> acquire_task(HoldId hold,
+                                                             std::chrono::milliseconds ttl,
+                                                             std::optional<FairTicket> fair);
+  engine::Task<bool> leave_queue_task(std::string name, OwnerToken owner);
+  // `listeners`, if given, must outlive the Task.
+  engine::Task<Result<void>> release_task(HoldId hold, std::size_t* listeners = nullptr);
+  engine::Task<Result<Clock::time_point>> extend_task(HoldId hold, std::chrono::milliseconds ttl,
+                                                      Clock::time_point valid_until);
+  engine::Task<std::vector<Result<Clock::time_point>>> renew_task(std::vector<Renewal> renewals);
+
+  node::Fanout& fanout() noexcept { return nodes_; }
 
   LockStatus inspect(const std::string& name);
   std::vector<ForcedRelease> force_release(const std::string& name, bool include_foreign);
@@ -102,8 +117,8 @@ class QuorumLock {
  private:
   NodeError node_error(std::size_t i, const Error& e) const;
   NodeError node_error(std::size_t i, errc code, std::string reason) const;
-  node::Outcomes send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
-                              const std::optional<FairTicket>& fair);
+  node::ScriptRound send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
+                                 const std::optional<FairTicket>& fair);
   // One renewal's outcome from every node's reply to its batch (`slot`: its place there).
   Result<Clock::time_point> judge_renewal(const Renewal& renewal, const node::Outcomes& per_node,
                                           std::size_t slot, const Membership::View& view,
@@ -113,8 +128,8 @@ class QuorumLock {
                   std::chrono::milliseconds ttl, std::vector<NodeError> failures,
                   bool fence_failed) const;
   // Second phase of the fencing token; false if a quorum did not confirm it.
-  bool raise_fence(const std::string& name, std::uint64_t token, std::chrono::milliseconds ttl,
-                   std::vector<NodeError>& failures);
+  engine::Task<bool> raise_fence(std::string name, std::uint64_t token,
+                                 std::chrono::milliseconds ttl, std::vector<NodeError>& failures);
 
   node::Fanout& nodes_;
   const double drift_factor_;

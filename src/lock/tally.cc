@@ -87,7 +87,7 @@ Extension judge_extension(std::size_t extended, std::size_t errors, std::size_t 
                           std::chrono::steady_clock::time_point start,
                           std::chrono::steady_clock::time_point now,
                           std::chrono::steady_clock::time_point valid_until) {
-  if (now >= valid_until) return Extension::lost;
+  if (now >= valid_until) return extended + errors < quorum ? Extension::lost : Extension::expired;
   if (extended >= quorum && validity(ttl, now - start, drift_factor).count() > 0) {
     return Extension::extended;
   }

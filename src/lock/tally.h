@@ -56,7 +56,9 @@ enum class RenewReply { renewed, not_held, failed };
 RenewReply parse_renew(const Result<resp::Reply>& outcome, std::size_t slot);
 
 // The judgement on an extension of one hold (extend(), the watchdog, a reentrant acquisition).
-enum class Extension { extended, lost, no_quorum };
+// lost: a quorum said the hold is not there; expired: the validity it was judged against ended
+// before the answers came (the nodes' word is not decisive then).
+enum class Extension { extended, lost, expired, no_quorum };
 // `now` is after the answers came in, `start` before the requests went out.
 Extension judge_extension(std::size_t extended, std::size_t errors, std::size_t quorum,
                           std::chrono::milliseconds ttl, double drift_factor,

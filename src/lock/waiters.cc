@@ -9,12 +9,14 @@ void Waiter::signal() {
   std::lock_guard lock(mu_);
   signalled_ = true;
   cv_.notify_all();
+  if (hook_) hook_();
 }
 
 void Waiter::cancel() {
   std::lock_guard lock(mu_);
   cancelled_ = true;
   cv_.notify_all();
+  if (hook_) hook_();
 }
 
 bool Waiter::signal_if_idle() {
@@ -22,7 +24,68 @@ bool Waiter::signal_if_idle() {
   if (signalled_) return false;
   signalled_ = true;
   cv_.notify_all();
+  if (hook_) hook_();
   return true;
+}
+
+bool Waiter::signalled() {
+  std::lock_guard lock(mu_);
+  return signalled_;
+}
+
+bool Waiter::woken() {
+  std::lock_guard lock(mu_);
+  return signalled_ || cancelled_;
+}
+
+void Waiter::on_wake(std::function<void()> hook) {
+  std::lock_guard lock(mu_);
+  hook_ = std::move(hook);
+  if (hook_ && (signalled_ || cancelled_)) hook_();
+}
+
+namespace {
+
+// What a suspended WaitUntil and its wake-ups share; touched on the io thread only.
+struct Wakeup {
+  explicit Wakeup(asio::io_context& io) : timer(io) {}
+  asio::steady_timer timer;
+  std::coroutine_handle<> h;
+  bool fired = false;
+  void fire() {
+    if (fired) return;
+    fired = true;
+    timer.cancel();
+    h.resume();
+  }
+};
+
+// co_await on the subscriber side: NodeSet::subscribe(channel, done).
+class SubscribeRound : public node::RoundAwaiter<SubscribeRound> {
+ public:
+  SubscribeRound(node::NodeSet& nodes, std::string channel)
+      : nodes_(nodes), channel_(std::move(channel)) {}
+  void begin(node::Fanout::Done done) { nodes_.subscribe(channel_, std::move(done)); }
+
+ private:
+  node::NodeSet& nodes_;
+  std::string channel_;
+};
+
+}  // namespace
+
+void WaitUntil::await_suspend(std::coroutine_handle<> h) {
+  auto wakeup = std::make_shared<Wakeup>(io_);
+  wakeup->h = h;
+  wakeup->timer.expires_at(until_);
+  wakeup->timer.async_wait([wakeup](const asio::error_code&) { wakeup->fire(); });
+  // A message or a cancellation may come from any thread: it posts, the io thread resumes.
+  waiter_->on_wake([wakeup, &io = io_] { asio::post(io, [wakeup] { wakeup->fire(); }); });
+}
+
+bool WaitUntil::await_resume() {
+  waiter_->on_wake({});
+  return waiter_->signalled();
 }
 
 bool Waiter::take_signal() {
@@ -48,23 +111,37 @@ bool Waiter::cancelled() {
   return cancelled_;
 }
 
-std::shared_ptr<Waiter> Waiters::enter(const std::string& channel, std::string wake_for,
-                                       std::string ignore) {
-  auto waiter = std::make_shared<Waiter>(channel, std::move(wake_for), std::move(ignore));
-  bool subscribe = false;
-  {
-    std::lock_guard lock(mu_);
-    Channel& c = channels_[channel];
-    c.waiters.push_back(waiter);
-    subscribe = !c.subscribed;
-  }
-  if (subscribe) {
-    // Several threads may get here at once for a new channel; subscribing twice is harmless.
+bool Waiters::add(const std::shared_ptr<Waiter>& waiter) {
+  std::lock_guard lock(mu_);
+  Channel& c = channels_[waiter->channel()];
+  c.waiters.push_back(waiter);
+  return !c.subscribed;
+}
+
+void Waiters::mark_subscribed(const std::string& channel) {
+  std::lock_guard lock(mu_);
+  channels_[channel].subscribed = true;
+}
+
+std::shared_ptr<Waiter> Waiters::enter(const std::string& channel, std::string wake_for) {
+  auto waiter = std::make_shared<Waiter>(channel, std::move(wake_for));
+  // Several threads may subscribe at once for a new channel; subscribing twice is harmless.
+  if (add(waiter)) {
     (void)nodes_.subscribe(channel);
-    std::lock_guard lock(mu_);
-    channels_[channel].subscribed = true;
+    mark_subscribed(channel);
   }
   return waiter;
+}
+
+engine::Task<std::shared_ptr<Waiter>> Waiters::enter_task(std::string channel,
+                                                          std::string wake_for) {
+  auto waiter = std::make_shared<Waiter>(channel, std::move(wake_for));
+  if (add(waiter)) {
+    SubscribeRound subscribed(nodes_, channel);
+    (void)co_await subscribed;
+    mark_subscribed(channel);
+  }
+  co_return waiter;
 }
 
 Waiters::Listening Waiters::listening(const std::string& channel) {
@@ -85,7 +162,7 @@ void Waiters::leave(const std::shared_ptr<Waiter>& waiter) {
       w.erase(std::remove(w.begin(), w.end(), waiter), w.end());
       if (w.empty()) it->second.idle_since = now;
       // A wake-up this waiter got but will not use goes to the next plain waiter.
-      if (waiter->wake_for().empty() && waiter->take_signal()) wake_one_locked(it->second, {});
+      if (waiter->wake_for().empty() && waiter->take_signal()) wake_one_locked(it->second);
     }
     for (auto c = channels_.begin(); c != channels_.end();) {
       if (c->second.waiters.empty() && now - c->second.idle_since > linger_) {
@@ -108,10 +185,9 @@ void Waiters::leave(const std::shared_ptr<Waiter>& waiter) {
   }
 }
 
-void Waiters::wake_one_locked(Channel& channel, const std::string& payload) {
+void Waiters::wake_one_locked(Channel& channel) {
   for (auto& w : channel.waiters) {
     if (!w->wake_for().empty()) continue;
-    if (!payload.empty() && w->ignore() == payload) continue;
     if (w->signal_if_idle()) return;
   }
 }
@@ -127,7 +203,7 @@ void Waiters::on_message(const std::string& channel, const std::string& payload)
   for (auto& w : it->second.waiters) {
     if (!w->wake_for().empty() && w->wake_for() == payload) w->signal();
   }
-  wake_one_locked(it->second, payload);
+  wake_one_locked(it->second);
 }
 
 }  // namespace dlock::lock

@@ -3,10 +3,49 @@
 
 #include <algorithm>
 
+#include "engine/thread_role.h"
+
 namespace dlock::lock {
 
 namespace {
 using Status = detail::LeaseState::Status;
+using Clock = std::chrono::steady_clock;
+using Lost = std::vector<std::pair<std::shared_ptr<detail::LeaseState>, Error>>;
+
+// Leases renewed and applied per round within a tick.
+constexpr std::size_t kApplyBatch = 4096;
+
+// Applies one lease's renewal result; `next` is lowered when the lease must be retried sooner.
+void apply(const std::shared_ptr<detail::LeaseState>& state, const Result<Clock::time_point>& r,
+           Clock::time_point start, Clock::duration period, Clock::time_point& next, Lost& lost) {
+  std::lock_guard lock(state->mu);
+  if (state->status != Status::held) return;  // released while we were renewing
+  // Validity that ended while this thread waited for the lease's mutex is final: in the
+  // meantime the same owner may have taken a new hold (an expired lease is not live), and
+  // reviving this one would make two holders.
+  const auto now = Clock::now();
+  const bool expired = now >= state->valid_until;
+  const bool gone = !r && r.error().is(errc::lock_lost);  // a quorum said it is not there
+  if (r && !expired) {
+    state->valid_until = std::max(state->valid_until, *r);
+    state->renewed_at = start;
+  } else if (gone || expired) {
+    state->status = Status::lost;
+    // A quorum saying "not there" loses the hold (its other leases too); this lease's own
+    // validity running out loses this lease only.
+    if (gone) state->hold->lost.store(true);
+    lost.emplace_back(
+        state,
+        gone ? r.error() : Error(errc::lock_lost, "lock '" + state->name() + "': validity ended"));
+  } else {
+    // Too few nodes answered, or the renewal was judged against a validity that a user's
+    // extend has since pushed further: the validity still stands, try again well before it
+    // ends.
+    const auto left = state->valid_until - Clock::now();
+    next = std::min(next, Clock::now() + std::clamp<Clock::duration>(
+                                             left / 4, std::chrono::milliseconds(10), period));
+  }
+}
 }  // namespace
 
 Watchdog::~Watchdog() {
@@ -51,6 +90,7 @@ std::size_t Watchdog::tracked() {
 }
 
 void Watchdog::run() {
+  engine::become_watchdog_thread();
   std::unique_lock lock(mu_);
   while (!stop_) {
     if (Clock::now() < next_tick_) {
@@ -79,52 +119,53 @@ Watchdog::Clock::time_point Watchdog::tick() {
     }
   }
 
-  std::vector<Renewal> renewals;
-  std::vector<std::shared_ptr<detail::LeaseState>> renewing;
-  std::vector<std::pair<std::shared_ptr<detail::LeaseState>, Error>> lost;
+  const auto tick_start = Clock::now();
   auto period = Clock::duration::max();
-  for (auto& state : due) {
-    std::lock_guard lock(state->mu);
-    if (state->status != Status::held) continue;
-    if (state->thread_alive && !state->thread_alive->load()) {
-      // Its thread exited without releasing it: stop renewing; the key ends within the ttl.
-      state->status = Status::lost;
-      continue;
+  auto next = Clock::time_point::max();
+  Lost lost;
+  // Renew and apply a bounded batch at a time: a result is applied right after its round, so a
+  // large round (100,000 leases on a busy server) neither shrinks every lease's new validity by
+  // the whole round's duration nor lets validities end while results wait to be applied. The
+  // requests (a copy of each hold's id) exist for one batch at a time, so a tick's memory does
+  // not grow with the number of leases.
+  std::vector<Renewal> batch;
+  std::vector<std::shared_ptr<detail::LeaseState>> renewing;
+  batch.reserve(std::min(due.size(), kApplyBatch));
+  renewing.reserve(std::min(due.size(), kApplyBatch));
+  for (std::size_t i = 0; i < due.size();) {
+    batch.clear();
+    renewing.clear();
+    for (; i < due.size() && batch.size() < kApplyBatch; ++i) {
+      const auto& state = due[i];
+      std::lock_guard lock(state->mu);
+      if (state->status != Status::held) continue;
+      if (state->thread_alive && !state->thread_alive->load()) {
+        // Its thread exited without releasing it: stop renewing; the key ends within the ttl.
+        state->status = Status::lost;
+        continue;
+      }
+      if (state->hold->lost.load()) {
+        // Another lease of the same hold found it gone.
+        state->status = Status::lost;
+        lost.emplace_back(
+            state, Error(errc::lock_lost, "lock '" + state->name() +
+                                              "' was lost (found gone by a reentrant lease of the "
+                                              "same hold)"));
+        continue;
+      }
+      batch.push_back(Renewal{state->hold->id, state->ttl, state->valid_until});
+      renewing.push_back(state);
+      period = std::min<Clock::duration>(period, state->renew_every);
     }
-    if (state->hold->lost.load()) {
-      // Another lease of the same hold found it gone.
-      state->status = Status::lost;
-      lost.emplace_back(state, Error(errc::lock_lost, "lock '" + state->name() +
-                                                          "' was lost (found gone by a reentrant "
-                                                          "lease of the same hold)"));
-      continue;
+    if (batch.empty()) continue;
+    const auto start = Clock::now();
+    const std::vector<Result<Clock::time_point>> results = lock_.renew(batch);
+    for (std::size_t k = 0; k < renewing.size(); ++k) {
+      apply(renewing[k], results[k], start, period, next, lost);
     }
-    renewals.push_back(Renewal{state->hold->id, state->ttl, state->valid_until});
-    renewing.push_back(state);
-    period = std::min<Clock::duration>(period, state->renew_every);
   }
-  const auto start = Clock::now();
-  std::vector<Result<Clock::time_point>> results = lock_.renew(renewals);
-  auto next = renewals.empty() ? Clock::time_point::max() : start + period;
-  for (std::size_t k = 0; k < renewing.size(); ++k) {
-    auto& state = renewing[k];
-    std::lock_guard lock(state->mu);
-    if (state->status != Status::held) continue;  // released while we were renewing
-    const auto& r = results[k];
-    if (r) {
-      state->valid_until = std::max(state->valid_until, *r);
-      state->renewed_at = start;
-    } else if (r.error().is(errc::lock_lost) || Clock::now() >= state->valid_until) {
-      state->status = Status::lost;
-      if (r.error().is(errc::lock_lost)) state->hold->lost.store(true);
-      lost.emplace_back(state, r.error());
-    } else {
-      // Too few nodes answered but the validity still stands: try again well before it ends.
-      const auto left = state->valid_until - Clock::now();
-      next = std::min(next, Clock::now() + std::clamp<Clock::duration>(
-                                               left / 4, std::chrono::milliseconds(10), period));
-    }
-  }
+  if (period != Clock::duration::max()) next = std::min(next, tick_start + period);
+  due.clear();
   for (auto& [state, error] : lost) {
     if (state->on_lost) state->on_lost(error);
   }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Watchdog: the client's table of held leases and the one thread that renews them.
 //
-// Every tick renews all auto-renewed leases at once: one pipelined round per node for all of
+// Every tick renews all auto-renewed leases: one pipelined round per node for up to 4,096 of
 // them (renew.lua, in chunks), not one round trip per lock. The tick period is the smallest
 // renew interval in use (ttl/3 by default); a lease whose renewal missed the quorum is retried
 // sooner while its validity lasts, and declared lost when it runs out: its status turns lost

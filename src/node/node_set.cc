@@ -5,23 +5,63 @@
 #include <mutex>
 #include <optional>
 
+#include "engine/thread_role.h"
 #include "node/borrowed_run.h"
 
 namespace dlock::node {
 namespace {
 
-// Where the io thread leaves each outcome for the waiting caller.
+// One round on the io thread: each outcome as it comes, until all or enough are in.
 struct Gathering {
-  Gathering(std::size_t calls, std::size_t nodes)
-      : outcomes(calls, std::vector<std::optional<Result<resp::Reply>>>(nodes)),
-        expected(calls * nodes) {}
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::vector<std::optional<Result<resp::Reply>>>> outcomes;  // guarded by mu
-  std::size_t answered = 0;                                               // guarded by mu
-  std::size_t yes = 0;       // answers that count towards Enough; guarded by mu
-  bool caller_gone = false;  // the caller returned: Enough's predicate may dangle; guarded by mu
+  Gathering(asio::io_context& io, std::size_t calls, std::size_t nodes, Enough stop_at,
+            Fanout::Done finished_with)
+      : guard(io),
+        outcomes(calls, std::vector<std::optional<Result<resp::Reply>>>(nodes)),
+        expected(calls * nodes),
+        single(calls == 1),
+        enough(std::move(stop_at)),
+        done(std::move(finished_with)) {}
+  // Each connection enforces the deadline itself; this timer, a second after it, only keeps a
+  // bug there from hanging the round (and every Task waiting behind it) for good.
+  asio::steady_timer guard;
+  std::vector<std::vector<std::optional<Result<resp::Reply>>>> outcomes;
+  std::size_t answered = 0;
+  std::size_t yes = 0;  // answers that count towards Enough
+  bool finished = false;
   const std::size_t expected;
+  const bool single;
+  Enough enough;
+  Fanout::Done done;
+
+  void add(std::size_t c, std::size_t i, Result<resp::Reply> r) {
+    // After a return at quorum the rest are read and dropped; `enough` may refer to the
+    // awaiting Task's frame, which is gone by now.
+    if (finished) return;
+    if (single && r && enough.needed > 0 && enough.counts(i, *r)) ++yes;
+    outcomes[c][i] = std::move(r);
+    if (++answered == expected || (single && enough.reached(yes))) finish(false);
+  }
+  // `guarded`: the guard timer ended the round; the missing answers timed out.
+  void finish(bool guarded) {
+    finished = true;
+    guard.cancel();
+    const bool quorum_return = !guarded && answered < expected;
+    std::vector<Outcomes> out(outcomes.size());
+    for (std::size_t c = 0; c < outcomes.size(); ++c) {
+      out[c].reserve(outcomes[c].size());
+      for (auto& o : outcomes[c]) {
+        if (o) {
+          out[c].push_back(std::move(*o));
+        } else if (quorum_return) {
+          out[c].push_back(Error(errc::cancelled, "not waited for: a quorum had answered"));
+        } else {
+          out[c].push_back(Error(errc::timeout, "no answer"));
+        }
+      }
+    }
+    auto d = std::move(done);
+    d(std::move(out));
+  }
 };
 
 }  // namespace
@@ -33,7 +73,10 @@ NodeSet::NodeSet(const std::vector<net::NodeAddress>& addresses, net::Connection
   for (const auto& a : addresses) {
     nodes_.push_back(std::make_unique<Node>(io_, a, options, on_message));
   }
-  thread_ = std::thread([this] { io_.run(); });
+  thread_ = std::thread([this] {
+    engine::become_io_thread();
+    io_.run();
+  });
 }
 
 NodeSet::~NodeSet() {
@@ -43,31 +86,53 @@ NodeSet::~NodeSet() {
   nodes_.clear();
 }
 
-std::vector<Outcomes> NodeSet::run(const std::vector<Call>& calls, const Enough& enough) {
-  if (auto done = run_borrowed(nodes_, calls, net::Clock::now() + node_timeout_, enough)) {
-    return std::move(*done);
+void NodeSet::start(std::vector<Call> calls, Enough enough, Done done) {
+  if (!engine::on_io_thread()) {
+    if (auto out = run_borrowed(nodes_, calls, net::Clock::now() + node_timeout_, enough)) {
+      return done(std::move(*out));
+    }
   }
-  // The calls are captured by value: the io thread may still be sending after a caller gave
-  // up waiting (which only a bug in a connection's deadline could cause).
-  return gather(
-      calls.size(),
-      [calls](Node& node, std::size_t c, net::Clock::time_point deadline,
-              net::Connection::Callback done) {
-        const Call& call = calls[c];
+  const std::size_t count = calls.size();
+  auto shared = std::make_shared<const std::vector<Call>>(std::move(calls));
+  gather(
+      count,
+      [shared](Node& node, std::size_t c, net::Clock::time_point deadline,
+               net::Connection::Callback sent) {
+        const Call& call = (*shared)[c];
         if (call.script != nullptr) {
-          node.eval(*call.script, call.keys, call.args, deadline, std::move(done));
+          node.eval(*call.script, call.keys, call.args, deadline, std::move(sent));
         } else {
-          node.command(call.keys, deadline, std::move(done));
+          node.command(call.keys, deadline, std::move(sent));
         }
       },
-      enough);
+      std::move(enough), std::move(done));
+}
+
+void NodeSet::subscribe(const std::string& channel, Done done) {
+  gather(
+      1,
+      [channel](Node& node, std::size_t, net::Clock::time_point deadline,
+                net::Connection::Callback sent) {
+        node.subscribe(channel, deadline, std::move(sent));
+      },
+      {}, std::move(done));
 }
 
 Outcomes NodeSet::subscribe(const std::string& channel) {
-  return std::move(gather(1, [channel](Node& node, std::size_t, net::Clock::time_point deadline,
-                                       net::Connection::Callback done) {
-    node.subscribe(channel, deadline, std::move(done));
-  })[0]);
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<Outcomes> out;
+  };
+  auto shared = std::make_shared<Shared>();
+  subscribe(channel, [shared](std::vector<Outcomes> o) {
+    std::lock_guard lock(shared->mu);
+    shared->out.emplace(std::move(o[0]));
+    shared->cv.notify_one();
+  });
+  std::unique_lock lock(shared->mu);
+  shared->cv.wait(lock, [&] { return shared->out.has_value(); });
+  return std::move(*shared->out);
 }
 
 void NodeSet::unsubscribe(const std::string& channel, std::function<bool()> keep) {
@@ -77,48 +142,28 @@ void NodeSet::unsubscribe(const std::string& channel, std::function<bool()> keep
   });
 }
 
-std::vector<Outcomes> NodeSet::gather(std::size_t calls, Sender send, const Enough& enough) {
-  auto g = std::make_shared<Gathering>(calls, nodes_.size());
-  const auto deadline = net::Clock::now() + node_timeout_;
-  const bool single = calls == 1;
-  asio::post(io_, [this, g, deadline, calls, single, &enough, send = std::move(send)] {
+void NodeSet::gather(std::size_t calls, Sender send, Enough enough, Done done) {
+  auto g =
+      std::make_shared<Gathering>(io_, calls, nodes_.size(), std::move(enough), std::move(done));
+  auto go = [this, g, calls, send = std::move(send)] {
+    // Each connection enforces the deadline itself and calls back exactly once.
+    const auto deadline = net::Clock::now() + node_timeout_;
+    g->guard.expires_at(deadline + std::chrono::seconds(1));
+    g->guard.async_wait([g](const asio::error_code& ec) {
+      if (!ec && !g->finished) g->finish(true);
+    });
     for (std::size_t c = 0; c < calls; ++c) {
       for (std::size_t i = 0; i < nodes_.size(); ++i) {
-        send(*nodes_[i], c, deadline, [g, c, i, single, &enough](Result<resp::Reply> r) {
-          std::lock_guard lock(g->mu);
-          if (g->caller_gone) return;  // returned at quorum: `enough` may be gone too
-          if (single && r && enough.needed > 0 && enough.counts(i, *r)) ++g->yes;
-          g->outcomes[c][i] = std::move(r);
-          if (++g->answered == g->expected || (single && enough.reached(g->yes))) {
-            g->cv.notify_all();
-          }
-        });
+        send(*nodes_[i], c, deadline,
+             [g, c, i](Result<resp::Reply> r) { g->add(c, i, std::move(r)); });
       }
     }
-  });
-
-  std::unique_lock lock(g->mu);
-  // Each connection enforces the deadline itself; the extra second only guards against a bug
-  // there turning into a hang of the caller.
-  g->cv.wait_until(lock, deadline + std::chrono::seconds(1), [&] {
-    return g->answered == g->expected || (single && enough.reached(g->yes));
-  });
-  g->caller_gone = true;
-  const bool quorum_return = single && enough.reached(g->yes) && g->answered < g->expected;
-  std::vector<Outcomes> out(calls);
-  for (std::size_t c = 0; c < calls; ++c) {
-    out[c].reserve(nodes_.size());
-    for (auto& o : g->outcomes[c]) {
-      if (o) {
-        out[c].push_back(std::move(*o));
-      } else if (quorum_return) {
-        out[c].push_back(Error(errc::cancelled, "not waited for: a quorum had answered"));
-      } else {
-        out[c].push_back(Error(errc::timeout, "no answer"));
-      }
-    }
+  };
+  if (io_.get_executor().running_in_this_thread()) {
+    go();
+  } else {
+    asio::post(io_, std::move(go));
   }
-  return out;
 }
 
 }  // namespace dlock::node

@@ -3,13 +3,15 @@
 // one outcome per node and request, each bounded by the node timeout, so an operation on N
 // nodes costs about one round trip of the slowest node that answers in time.
 //
-// When every node's connection is idle, run() does the round trip on the caller's thread (see
-// net::Connection's fast path): the io thread is not involved, which saves two thread
-// hand-offs per round trip. Otherwise the io thread sends and the caller waits.
+// One engine for both APIs: a round started on a thread that may block (a blocking call, the
+// watchdog), with every node's connection idle, is done on that thread (see net::Connection's
+// fast path): the io thread is not involved, which saves two thread hand-offs per round trip.
+// Otherwise (connections busy, or started on the io thread, as every asio operation is) the io
+// thread sends, pipelined behind what is in flight, and finishes the round when the replies
+// are in.
 //
-// Thread-safety: run() and its shorthands may be called from any thread except the io thread
-// itself; they block the caller until every node answered or timed out (or, with Enough,
-// until enough did).
+// Thread-safety: start() and post() may be called from any thread; run() and subscribe() from
+// any thread but the io thread (they wait).
 #pragma once
 
 #include <dlock/result.h>
@@ -38,8 +40,12 @@ class NodeSet final : public Fanout {
   NodeSet(const NodeSet&) = delete;
   NodeSet& operator=(const NodeSet&) = delete;
 
-  std::vector<Outcomes> run(const std::vector<Call>& calls, const Enough& enough = {}) override;
-  // Subscribes every node to `channel`; returns once each confirmed or timed out.
+  void start(std::vector<Call> calls, Enough enough, Done done) override;
+  void post(std::function<void()> f) override { asio::post(io_, std::move(f)); }
+  // Subscribes every node to `channel`; `done` gets each node's confirmation or failure (on
+  // the io thread).
+  void subscribe(const std::string& channel, Done done);
+  // subscribe() and wait. Not on the io thread.
   Outcomes subscribe(const std::string& channel);
   // Drops the subscription on every node (asynchronously), unless `keep` returns true on the io
   // thread just before: whoever asks can re-check there, in order with every subscribe(), that
@@ -50,6 +56,8 @@ class NodeSet final : public Fanout {
   const net::NodeAddress& address(std::size_t i) const override { return nodes_[i]->address(); }
   std::uint64_t epoch(std::size_t i) const override { return nodes_[i]->epoch(); }
   std::chrono::milliseconds node_timeout() const noexcept { return node_timeout_; }
+  // The io thread's context: timers of Tasks that run there.
+  asio::io_context& io() noexcept { return io_; }
 
  private:
   // Declared first so it is destroyed last: the nodes' sockets and timers belong to it.
@@ -57,7 +65,9 @@ class NodeSet final : public Fanout {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   using Sender = std::function<void(Node&, std::size_t call, net::Clock::time_point,
                                     net::Connection::Callback)>;
-  std::vector<Outcomes> gather(std::size_t calls, Sender send, const Enough& enough = {});
+  // Sends `calls` requests to every node on the io thread (now if called there, else posted)
+  // and calls `done` there with [call][node] once all answered or enough did.
+  void gather(std::size_t calls, Sender send, Enough enough, Done done);
 
   std::vector<std::unique_ptr<Node>> nodes_;
   const std::chrono::milliseconds node_timeout_;

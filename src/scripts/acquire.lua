@@ -12,6 +12,10 @@
 -- KEYS[3]  this node's fence floor: dlock:fence-floor, the largest token it ever handed out or
 --          was raised to, for any name; a counter that expired starts again from it, so the
 --          tokens of a name grow across its counter's lifetimes
+-- KEYS[4]  dlock:max-ttl, the largest ttl (ms) this node knows of (hello.lua): raised to ARGV[3]
+--          on a grant, so every node that holds a key knows its ttl, also when the greeting that
+--          announced it missed this node (a restart quarantine computed from it is then long
+--          enough)
 -- ARGV[1]  owner token
 -- ARGV[2]  hold id: unique per acquisition, "CLIENT.N" with N growing per client; release and
 --          renew act only when it matches
@@ -32,6 +36,9 @@ local function next_token()
   local token = counter() + 1
   redis.call('set', KEYS[2], token, 'px', ARGV[3])
   if token > tonumber(redis.call('get', KEYS[3]) or '0') then redis.call('set', KEYS[3], token) end
+  if tonumber(ARGV[3]) > tonumber(redis.call('get', KEYS[4]) or '0') then
+    redis.call('set', KEYS[4], ARGV[3])
+  end
   return token
 end
 -- EXISTS first: the common case (a free lock) needs no HGET.

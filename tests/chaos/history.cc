@@ -186,10 +186,14 @@ Report check(const History& history) {
                            std::to_string(r.accepted) + " writes were accepted");
   }
   // (c) Liveness: a wait that ended without the lock, though no fault was under way; or one
-  // that saw the lock change hands kStarvedHandOffs times, faults or not. Every release wakes
-  // a waiter of each client, so a waiter that loses that many races in a row has most likely
-  // stopped hearing releases (a lost subscription did exactly this). The skewed worker polls
-  // (see chaos_main.cc), so only the first rule applies to it.
+  // that saw the lock change hands kStarvedHandOffs times while no fault was under way. Every
+  // release wakes a waiter of each client, so a waiter that loses that many fault-free races
+  // in a row has most likely stopped hearing releases (a lost subscription did exactly this).
+  // Hand-offs during faults do not count: then the default mode's race is not even (a worker
+  // whose proxied node is slow, or a bare quorum that must be won on every live node), and a
+  // waiter may lose any number of them; the CI profile saw a wait lose 1,017 of them under
+  // ThreadSanitizer (docs/reliability.md). The skewed worker polls (see chaos_main.cc), so
+  // only the first rule applies to it.
   for (const auto& e : history.events) {
     if (e.outcome != "timeout") continue;
     if (!in_fault(history, e.wait_ns, e.release_ns)) {
@@ -200,12 +204,13 @@ Report check(const History& history) {
     if (e.skewed) continue;
     const auto hand_offs =
         std::count_if(by_name[e.name].begin(), by_name[e.name].end(), [&](const Event* o) {
-          return o->holder != e.holder && o->acquire_ns > e.wait_ns && o->acquire_ns < e.release_ns;
+          return o->holder != e.holder && o->acquire_ns > e.wait_ns &&
+                 o->acquire_ns < e.release_ns && !in_fault(history, o->acquire_ns, o->acquire_ns);
         });
     if (hand_offs >= kStarvedHandOffs) {
       r.violations.push_back("waiter got no lock within " + std::to_string(history.wait_bound_ms) +
                              " ms while others took it " + std::to_string(hand_offs) +
-                             " times: " + describe(e));
+                             " times while no fault ran: " + describe(e));
     }
   }
   return r;

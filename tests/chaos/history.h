@@ -80,8 +80,8 @@ struct Report {
   std::vector<std::string> violations;
 };
 
-// A wait that ended without the lock while others took it this many times is a violation even
-// during faults: see check (c).
+// A wait that ended without the lock while others took it this many times, while no fault ran,
+// is a violation even if faults ran at other times during the wait: see check (c).
 inline constexpr long kStarvedHandOffs = 200;
 
 Report check(const History& history);

@@ -167,9 +167,10 @@ TEST(HistoryCheckTest, TimeoutOutsideFaultsIsALivenessViolation) {
   EXPECT_TRUE(check(h).violations.empty()) << "a wait during a fault is excused";
 }
 
-TEST(HistoryCheckTest, WaiterPassedOverByManyHandOffsIsAViolationEvenDuringFaults) {
+TEST(HistoryCheckTest, WaiterPassedOverByManyHandOffsOutsideFaultsIsAViolation) {
   History h = clean();
-  h.faults.push_back(Fault{"kill", "node-1", 0, 20000 * kMs});
+  // A fault at the start of the wait excuses the timeout under the first rule.
+  h.faults.push_back(Fault{"kill", "node-1", 0, 150 * kMs});
   h.events.push_back(cycle("w", 0, 100, 10100, "timeout"));
   std::uint64_t token = 4;
   for (std::int64_t at = 200; at < 200 + (kStarvedHandOffs - 1) * 40; at += 40) {
@@ -183,6 +184,11 @@ TEST(HistoryCheckTest, WaiterPassedOverByManyHandOffsIsAViolationEvenDuringFault
   const Report r = check(h);
   ASSERT_EQ(r.violations.size(), 1u);
   EXPECT_NE(r.violations[0].find("others took it"), std::string::npos) << r.violations[0];
+  // A hand-off while a fault runs does not count: then a default-mode waiter may lose any
+  // number of races (docs/reliability.md).
+  h.faults.push_back(Fault{"delay-replies", "node-2", 8990 * kMs, 9010 * kMs});
+  EXPECT_TRUE(check(h).violations.empty());
+  h.faults.pop_back();
   h.events[3].skewed = true;  // the polling worker: only the no-fault rule applies
   EXPECT_TRUE(check(h).violations.empty());
 }

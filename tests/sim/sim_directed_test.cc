@@ -153,5 +153,46 @@ TEST(SimDirected, TtlNeverAnnouncedToAQuorumShortensTheQuarantine) {
       << "two owners hold 'x'";
 }
 
+// Finding 4 (an adversarial review of c9cc26b): a reentrant acquisition's extension comes back
+// after the validity it was judged against ended, while the watchdog renewed the outer lease
+// meanwhile. c9cc26b then started a new hold, which took the live outer hold over on the nodes:
+// two holds of one owner, and releasing either frees the lock under the other. Now, with a lease
+// of the hold live again, the acquisition is refused.
+TEST(SimDirected, ExpiredReentrantExtensionNeverTakesOverALiveHold) {
+  std::shared_ptr<detail::LeaseState> outer;
+  bool delayed = false;
+  World w(3, [&](std::size_t client, std::size_t node, const node::Call& call) {
+    if (client == 0 && node == 0 && is(call, "renew") && outer && !delayed) {
+      delayed = true;
+      // The reentrant extension is slow: its answers come after the outer lease's validity...
+      Clock::time_point until;
+      {
+        std::lock_guard lock(outer->mu);
+        until = outer->valid_until;
+      }
+      std::this_thread::sleep_until(until + 50ms);
+      // ...and meanwhile the watchdog's renewal of the outer lease was confirmed and applied.
+      std::lock_guard lock(outer->mu);
+      outer->valid_until = Clock::now() + 1000ms;
+    }
+    return std::optional<Fault>();
+  });
+  outer = w.take(0, "a", 2000ms);
+  ASSERT_NE(outer, nullptr);
+  {
+    // Its validity ends well before the keys do (as after a slow acquisition), so the delay
+    // above outlasts the validity while the nodes still hold the key.
+    std::lock_guard lock(outer->mu);
+    outer->valid_until = Clock::now() + 300ms;
+  }
+  const auto inner = w.take(0, "a", 2000ms);
+  // A machine that stalled 300 ms before the second take made it not reentrant: nothing to see.
+  if (!delayed) GTEST_SKIP() << "the second acquisition did not find the outer lease live";
+  ASSERT_TRUE(held_at(*outer, Clock::now())) << "the outer lease was renewed";
+  if (inner) {
+    EXPECT_EQ(inner->hold, outer->hold) << "a second hold of the owner took the live one over";
+  }
+}
+
 }  // namespace
 }  // namespace dlock::sim

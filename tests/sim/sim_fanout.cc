@@ -91,8 +91,12 @@ std::vector<Result<resp::Reply>> SimFanout::deliver(std::size_t i, Fault fault,
   return fail(errc::io_error, "?");
 }
 
-std::vector<node::Outcomes> SimFanout::run(const std::vector<node::Call>& calls,
-                                           const node::Enough& enough) {
+void SimFanout::start(std::vector<node::Call> calls, node::Enough enough, Done done) {
+  done(round(calls, enough));
+}
+
+std::vector<node::Outcomes> SimFanout::round(const std::vector<node::Call>& calls,
+                                             const node::Enough& enough) {
   if (calls.empty()) return {};
   cluster_.note(calls);
   for (const auto& c : calls) {

@@ -23,8 +23,9 @@ class SimFanout final : public node::Fanout {
  public:
   SimFanout(SimCluster& cluster, std::size_t client);
 
-  std::vector<node::Outcomes> run(const std::vector<node::Call>& calls,
-                                  const node::Enough& enough = {}) override;
+  // Every round finishes inline: the simulation is one thread.
+  void start(std::vector<node::Call> calls, node::Enough enough, Done done) override;
+  void post(std::function<void()> f) override { f(); }
   std::size_t size() const noexcept override { return addresses_.size(); }
   const net::NodeAddress& address(std::size_t i) const override { return addresses_[i]; }
   std::uint64_t epoch(std::size_t i) const override { return epochs_[i]; }
@@ -33,6 +34,8 @@ class SimFanout final : public node::Fanout {
   void drop(std::size_t i, bool reconnect_now);
 
  private:
+  std::vector<node::Outcomes> round(const std::vector<node::Call>& calls,
+                                    const node::Enough& enough);
   // What node i did with the round: one outcome per call.
   std::vector<Result<resp::Reply>> deliver(std::size_t i, Fault fault,
                                            const std::vector<node::Call>& calls);

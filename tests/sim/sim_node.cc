@@ -121,6 +121,10 @@ std::int64_t SimNode::next_token(const std::string& fence, const std::string& fl
   store_.set(fence, std::to_string(token), ttl, now);
   const auto f = store_.get(floor, now);
   if (token > (f ? number(*f) : 0)) store_.set(floor, std::to_string(token), std::nullopt, now);
+  // acquire.lua raises dlock:max-ttl (KEYS[4]) to the ttl on a grant.
+  const auto m = store_.get("dlock:max-ttl", now);
+  if (ttl > (m ? number(*m) : 0))
+    store_.set("dlock:max-ttl", std::to_string(ttl), std::nullopt, now);
   return token;
 }
 

@@ -119,7 +119,9 @@ void Schedule::extend() {
   ++counts_["extend failed: " + r.error().code().message()];
   if (r.error().is(errc::lock_lost)) {
     s.status = Status::lost;
-    s.hold->lost.store(true);  // the reentrant leases of the same hold are lost with it
+    s.hold->lost.store(true);  // a quorum said not there: the reentrant leases go with it
+  } else if (r.error().is(errc::timeout)) {
+    s.status = Status::lost;  // its validity ended first: this lease only
   }
   trace_.line("=> " + r.error().message());
 }

@@ -131,8 +131,11 @@ TEST(TallyTest, ExtensionJudgement) {
   // A quorum within the ttl.
   EXPECT_EQ(judge_extension(3, 0, 3, 1000ms, 0.01, start, start + 10ms, valid_until),
             Extension::extended);
-  // Validity ended before the answers came: lost, whatever they say.
+  // Validity ended before the answers came: expired, whatever they say...
   EXPECT_EQ(judge_extension(5, 0, 3, 1000ms, 0.01, start, valid_until, valid_until),
+            Extension::expired);
+  // ...unless a quorum said the hold is not there: that is lost, a quorum's word.
+  EXPECT_EQ(judge_extension(1, 1, 3, 1000ms, 0.01, start, valid_until, valid_until),
             Extension::lost);
   // Too few confirmed, but unanswered nodes may still hold it.
   EXPECT_EQ(judge_extension(2, 1, 3, 1000ms, 0.01, start, start + 10ms, valid_until),

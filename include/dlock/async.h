@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: MIT
+// dlock/async.h: the asio API. The same operations as Client and Lease, on the same engine,
+// without a thread per lock in flight: any number of them are pipelined over the client's one
+// command connection per node.
+//
+//   asio::awaitable<void> job(dlock::Client client) {
+//     auto lease = co_await dlock::async_try_lock(client, "reports", opts, asio::use_awaitable);
+//     if (!lease) co_return;  // lease.error(): lock_held, quorum_not_reached, ...
+//     co_await write_report(lease->fencing_token());
+//     (void)co_await dlock::async_unlock(*lease, asio::use_awaitable);
+//   }
+//
+// Every function takes any asio completion token: a callback, asio::use_awaitable,
+// asio::use_future, asio::experimental::deferred (asio 1.22, Debian 12), ... The completion
+// signatures are void(Result<Lease>) and void(Result<void>): errors are values, as in the blocking
+// API, never exceptions.
+//
+// Threads: the operation runs on the client's io thread (it never blocks there); the
+// completion handler runs on the handler's associated executor (a coroutine's own executor
+// with use_awaitable; for a plain callback without one, asio::system_executor, a thread of
+// asio's pool: bind_executor picks another). Nothing of the caller's runs on the io thread.
+//
+// Owners: a coroutine may resume on another thread, so the default owner of the async API is
+// not the thread's: without LockOptions::owner every acquisition is its own owner (nothing is
+// reentrant, and renewal does not depend on a thread). For reentrancy across a task's nested
+// calls, give the task an owner (LockOptions::owner, e.g. one OwnerToken per task).
+//
+// Cancellation (asio cancellation slots: a cancellation_signal bound with
+// bind_cancellation_slot, or awaitable_operators' ||):
+// the operation completes at once with errc::cancelled, and leaves nothing behind: a lock it
+// took meanwhile is released (from the io thread, without waiting for it), a wait leaves its
+// fair-queue place and its channel. Cancelling
+// async_extend does not undo a renewal the nodes already applied (the lease stays as valid as
+// the nodes say); cancelling async_unlock does not stop the release.
+#pragma once
+
+#include <dlock/client.h>
+#include <dlock/lease.h>
+#include <dlock/options.h>
+#include <dlock/result.h>
+
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/cancellation_type.hpp>
+#include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
+#include <asio/system_executor.hpp>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace dlock {
+
+namespace detail {
+
+// What an operation and its caller share: the caller's cancellation request, and the hook the
+// operation sets to hear of it (run on the requesting thread; it must only post or flag).
+class AsyncCancel {
+ public:
+  void request() {
+    std::function<void()> hook;
+    {
+      std::lock_guard lock(mu_);
+      requested_ = true;
+      hook = hook_;
+    }
+    if (hook) hook();
+  }
+  bool requested() const {
+    std::lock_guard lock(mu_);
+    return requested_;
+  }
+  // Runs `hook` on every request from now on (at once if one came already).
+  void on_request(std::function<void()> hook) {
+    bool now = false;
+    {
+      std::lock_guard lock(mu_);
+      hook_ = hook;
+      now = requested_;
+    }
+    if (now && hook) hook();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  bool requested_ = false;
+  std::function<void()> hook_;
+};
+
+// The library side (src/async.cc): starts the operation on the client's io thread; `done`
+// runs there exactly once, at once when cancelled.
+void start_try_lock(const Client& client, std::string name, LockOptions options,
+                    std::shared_ptr<AsyncCancel> cancel, std::function<void(Result<Lease>)> done);
+void start_lock(const Client& client, std::string name, std::chrono::milliseconds wait,
+                LockOptions options, std::shared_ptr<AsyncCancel> cancel,
+                std::function<void(Result<Lease>)> done);
+void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel,
+                  std::function<void(Result<void>)> done);
+void start_extend(Lease& lease, std::chrono::milliseconds ttl, std::shared_ptr<AsyncCancel> cancel,
+                  std::function<void(Result<void>)> done);
+std::chrono::milliseconds lease_ttl(const Lease& lease);
+
+// Adapts a completion handler: hooks its cancellation slot to an AsyncCancel, keeps its
+// executor busy while the operation runs, and completes on that executor.
+template <typename T, typename Handler, typename Start>
+void initiate(Handler handler, Start start) {
+  auto cancel = std::make_shared<AsyncCancel>();
+  auto slot = asio::get_associated_cancellation_slot(handler);
+  if (slot.is_connected()) {
+    slot.assign([cancel](asio::cancellation_type type) {
+      if (type != asio::cancellation_type::none) cancel->request();
+    });
+  }
+  auto executor = asio::get_associated_executor(handler, asio::system_executor());
+  using Work = asio::executor_work_guard<decltype(executor)>;
+  auto work = std::make_shared<Work>(executor);
+  auto shared = std::make_shared<Handler>(std::move(handler));
+  start(cancel, [shared, work, executor](Result<T> result) mutable {
+    asio::post(executor, [shared, result = std::move(result)]() mutable {
+      // The slot is left as it is: a late emit finds the operation over and does nothing,
+      // while clearing it here could race an emit on another thread.
+      // Taken out first: the user's handler (and what it captured) ends here, on its
+      // executor, not later on the io thread with the last copy of `shared`.
+      auto to_call = std::move(*shared);
+      std::move(to_call)(std::move(result));
+    });
+    // Only after post() returned: it still wakes one of the executor's threads after the
+    // handler can run there. Were the work released by the handler, its io_context could run
+    // out of work, return from run() and be destroyed by its owner while post() is still
+    // signalling it (ThreadSanitizer saw exactly that in AsyncTest.ManyInFlightFromOneThread).
+    work->reset();
+  });
+}
+
+}  // namespace detail
+
+// Client::try_lock: one attempt. Completes with Result<Lease>.
+template <typename Token>
+auto async_try_lock(Client& client, std::string_view name, LockOptions options, Token&& token) {
+  return asio::async_initiate<Token, void(Result<Lease>)>(
+      [client](auto handler, std::string n, LockOptions o) {
+        detail::initiate<Lease>(std::move(handler), [&](auto cancel, auto done) {
+          detail::start_try_lock(client, std::move(n), std::move(o), std::move(cancel),
+                                 std::move(done));
+        });
+      },
+      token, std::string(name), std::move(options));
+}
+
+// Client::lock: waits up to `wait` for a lock held by someone else (woken by release messages,
+// no polling; with options.fair, in arrival order). Completes with Result<Lease>; errors as
+// async_try_lock, with errc::wait_timeout instead of lock_held.
+template <typename Token>
+auto async_lock(Client& client, std::string_view name, std::chrono::milliseconds wait,
+                LockOptions options, Token&& token) {
+  return asio::async_initiate<Token, void(Result<Lease>)>(
+      [client, wait](auto handler, std::string n, LockOptions o) {
+        detail::initiate<Lease>(std::move(handler), [&](auto cancel, auto done) {
+          detail::start_lock(client, std::move(n), wait, std::move(o), std::move(cancel),
+                             std::move(done));
+        });
+      },
+      token, std::string(name), std::move(options));
+}
+
+// Lease::unlock. The lease must outlive the operation. Completes with Result<void>.
+template <typename Token>
+auto async_unlock(Lease& lease, Token&& token) {
+  return asio::async_initiate<Token, void(Result<void>)>(
+      [&lease](auto handler) {
+        detail::initiate<void>(std::move(handler), [&](auto cancel, auto done) {
+          detail::start_unlock(lease, std::move(cancel), std::move(done));
+        });
+      },
+      token);
+}
+
+// Lease::extend(ttl). The lease must outlive the operation. Completes with Result<void>.
+template <typename Token>
+auto async_extend(Lease& lease, std::chrono::milliseconds ttl, Token&& token) {
+  return asio::async_initiate<Token, void(Result<void>)>(
+      [&lease, ttl](auto handler) {
+        detail::initiate<void>(std::move(handler), [&](auto cancel, auto done) {
+          detail::start_extend(lease, ttl, std::move(cancel), std::move(done));
+        });
+      },
+      token);
+}
+
+// Lease::extend() with the lease's own ttl.
+template <typename Token>
+auto async_extend(Lease& lease, Token&& token) {
+  return async_extend(lease, detail::lease_ttl(lease), std::forward<Token>(token));
+}
+
+}  // namespace dlock

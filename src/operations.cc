@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: MIT
+#include "operations.h"
+
+#include <chrono>
+#include <random>
+
+#include "lock/keys.h"
+#include "lock/owner.h"
+
+namespace dlock::detail {
+namespace {
+
+using Status = LeaseState::Status;
+using SteadyClock = std::chrono::steady_clock;
+
+std::int64_t wall_clock_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::optional<Error> check_options(const ClientCore& core, std::string_view name,
+                                   const LockOptions& options) {
+  if (auto bad = core.check(name, options.ttl)) return bad;
+  if (options.owner && options.owner->empty()) {
+    return Error(errc::invalid_argument, "owner must not be empty");
+  }
+  if (options.renew_every.count() < 0 ||
+      (options.auto_renew && options.renew_every >= options.ttl)) {
+    return Error(errc::invalid_argument, "renew_every must be shorter than the ttl");
+  }
+  if (options.fair && options.fair_waiter_timeout.count() < 3) {
+    return Error(errc::invalid_argument, "fair_waiter_timeout must be at least 3 ms");
+  }
+  if (options.retry_delay.count() < 0) {
+    return Error(errc::invalid_argument, "retry_delay must not be negative");
+  }
+  return std::nullopt;
+}
+
+std::chrono::milliseconds jitter(std::chrono::milliseconds base) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const auto b = std::max<std::chrono::milliseconds::rep>(base.count(), 1);
+  std::uniform_int_distribution<std::chrono::milliseconds::rep> dist(0, b);
+  return std::chrono::milliseconds(dist(rng));
+}
+
+OwnerToken owner_for(const LockOptions& options) {
+  return options.owner ? *options.owner : lock::thread_owner();
+}
+
+std::optional<lock::FairTicket> fair_ticket(const LockOptions& options, bool enqueue) {
+  if (!options.fair) return std::nullopt;
+  return lock::FairTicket{wall_clock_ms(), options.fair_waiter_timeout, enqueue};
+}
+
+engine::Task<std::variant<Lease, lock::Refused>> attempt_task(std::shared_ptr<ClientCore> core,
+                                                              std::string name, LockOptions options,
+                                                              OwnerToken owner,
+                                                              std::optional<lock::FairTicket> fair,
+                                                              bool thread_bound) {
+  auto state = std::make_shared<LeaseState>();
+  state->ttl = options.ttl;
+  state->auto_renew = options.auto_renew;
+  state->renew_every = options.renew_every.count() > 0
+                           ? options.renew_every
+                           : std::max(std::chrono::milliseconds(1), options.ttl / 3);
+  state->on_lost = options.on_lost;
+  if (thread_bound) state->thread_alive = this_thread_alive();
+
+  auto acquiring = core->holds().acquire_task(state, std::move(name), owner, options.ttl, fair);
+  if (auto refused = co_await std::move(acquiring)) co_return std::move(*refused);
+  {
+    std::lock_guard lock(state->mu);
+    state->renewed_at = SteadyClock::now();
+  }
+  core->watchdog().track(state);
+  co_return Lease(core, std::move(state));
+}
+
+engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,
+                                       std::shared_ptr<LeaseState> state) {
+  bool expired = false;
+  {
+    // Only the status change is under the lease's mutex: it is never held across a round trip.
+    std::lock_guard lock(state->mu);
+    if (state->status == Status::released) co_return Result<void>{};
+    expired = state->status == Status::lost || state->hold->lost.load() ||
+              LeaseState::Clock::now() >= state->valid_until;
+    state->status = Status::released;
+  }
+  // The hold's last lease releases it on all nodes, even when expired: nodes that still know
+  // it must not keep the key. Reentrant leases before the last change nothing on the nodes.
+  const auto started = LeaseState::Clock::now();
+  auto ending = core->holds().end_task(state);
+  auto ended = co_await std::move(ending);
+  const auto& r = ended.released;
+  if (ended.last && r && !expired && ended.listeners > 0) {
+    // Someone else was listening (our own subscription, if any, is one of the listeners): let
+    // a waiter have it before this client takes it back (lock/hand_off.h).
+    const auto local = core->waiters().listening(lock::release_channel(state->name()));
+    if (ended.listeners > (local.subscribed ? 1u : 0u) || local.waiters > 0) {
+      core->hand_off().released(state->name(), LeaseState::Clock::now() - started);
+    }
+  }
+  if (expired || (!r && r.error().is(errc::not_owner))) {
+    co_return Error(errc::lock_lost, "lock '" + state->name() + "' had expired before release",
+                    r ? std::vector<NodeError>{} : r.error().nodes());
+  }
+  co_return r;
+}
+
+engine::Task<Result<void>> extend_task(std::shared_ptr<ClientCore> core,
+                                       std::shared_ptr<LeaseState> state,
+                                       std::chrono::milliseconds ttl) {
+  lock::HoldId id;
+  LeaseState::Clock::time_point valid_until;
+  {
+    std::lock_guard lock(state->mu);
+    if (state->status == Status::released) {
+      co_return Error(errc::not_owner, "lock '" + state->name() + "' was released");
+    }
+    if (state->status == Status::lost || state->hold->lost.load()) {
+      state->status = Status::lost;
+      co_return Error(errc::lock_lost, "lock '" + state->name() + "' was lost");
+    }
+    id = state->hold->id;
+    valid_until = state->valid_until;
+  }
+  // No lease mutex across the round trip: the watchdog and other callers go on meanwhile.
+  auto extending = core->algorithm().extend_task(std::move(id), ttl, valid_until);
+  auto r = co_await std::move(extending);
+  std::lock_guard lock(state->mu);
+  const auto now = LeaseState::Clock::now();  // under the mutex: validity can only end before
+  if (state->status == Status::released) {
+    co_return Error(errc::not_owner, "lock '" + state->name() + "' was released");
+  }
+  if (state->status == Status::lost || state->hold->lost.load()) {
+    // Lost meanwhile (the watchdog, or a lease of the same hold, found it gone).
+    state->status = Status::lost;
+    co_return Error(errc::lock_lost, "lock '" + state->name() + "' was lost");
+  }
+  // As in the watchdog: validity that ended meanwhile is final (the same owner may have taken
+  // a new hold since), whatever the nodes said.
+  const bool expired = now >= state->valid_until;
+  if (r && !expired) {
+    state->valid_until = std::max(state->valid_until, *r);
+    co_return Result<void>{};
+  }
+  if (!r && r.error().is(errc::lock_lost)) {
+    // A quorum said the hold is not there: it is lost, and with it every lease that shares it.
+    state->hold->lost.store(true);
+    state->status = Status::lost;
+    co_return std::move(r).error();
+  }
+  if (expired) {
+    state->status = Status::lost;  // this lease only: the hold may be there for the others
+    co_return Error(errc::lock_lost, "lock '" + state->name() + "': validity ended",
+                    r ? std::vector<NodeError>{} : r.error().nodes());
+  }
+  if (r.error().is(errc::timeout)) {
+    // Judged against a validity that ended, but a later one confirmed by a quorum (the
+    // watchdog's renewal meanwhile) still stands: the lease holds until then.
+    co_return Error(errc::quorum_not_reached,
+                    "lock '" + state->name() +
+                        "': extension judged against an earlier validity; the lease stands",
+                    r.error().nodes());
+  }
+  co_return std::move(r).error();
+}
+
+}  // namespace dlock::detail

@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: MIT
+// The lease operations as Tasks of the one engine (engine/task.h): the blocking API runs them
+// and waits (engine::run_sync), the asio API starts them on the io thread and completes on the
+// caller's executor (dlock/async.h). One code path for both.
+#pragma once
+
+#include <dlock/lease.h>
+#include <dlock/options.h>
+#include <dlock/result.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "client_core.h"
+#include "engine/task.h"
+#include "lock/lease_state.h"
+#include "lock/quorum_lock.h"
+
+namespace dlock::detail {
+
+// Checks a lock's options against the client's (name, ttl, owner, renewal, fair mode).
+std::optional<Error> check_options(const ClientCore& core, std::string_view name,
+                                   const LockOptions& options);
+
+// A random delay in [0, base]: spreads waiters that lost a race.
+std::chrono::milliseconds jitter(std::chrono::milliseconds base);
+
+// The owner a lock call uses: options.owner, or the calling thread's default owner.
+OwnerToken owner_for(const LockOptions& options);
+
+// A fair ticket for a call starting now (nullopt unless options.fair).
+std::optional<lock::FairTicket> fair_ticket(const LockOptions& options, bool enqueue);
+
+// One attempt; a held lock becomes a Lease tracked by the watchdog. `thread_bound`: the owner
+// is the calling thread's (renewal stops when that thread exits).
+engine::Task<std::variant<Lease, lock::Refused>> attempt_task(std::shared_ptr<ClientCore> core,
+                                                              std::string name, LockOptions options,
+                                                              OwnerToken owner,
+                                                              std::optional<lock::FairTicket> fair,
+                                                              bool thread_bound);
+
+// Lease::unlock and Lease::extend.
+engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,
+                                       std::shared_ptr<LeaseState> state);
+engine::Task<Result<void>> extend_task(std::shared_ptr<ClientCore> core,
+                                       std::shared_ptr<LeaseState> state,
+                                       std::chrono::milliseconds ttl);
+
+}  // namespace dlock::detail
