@@ -81,6 +81,12 @@ void Connection::send(std::string command, Clock::time_point deadline, Callback 
   auto now = Clock::now();
   {
     std::lock_guard lock(lend_mu_);
+    if (lent_ && lent_to_ == std::this_thread::get_id()) {
+      // The borrower's own request: its next borrowed_flush() writes it.
+      out_ += command;
+      in_flight_.push_back(Pending{{}, deadline, now, std::move(done)});
+      return;
+    }
     lendable_ = false;
     if (lent_) {
       // A caller has the socket: queue, and let give_back() bring us back to it.
@@ -90,7 +96,8 @@ void Connection::send(std::string command, Clock::time_point deadline, Callback 
       return;
     }
   }
-  if (state_ == State::ready && !reading_ && !reads_always() && owed_ == 0 && peer_closed()) {
+  if (state_ == State::ready && !reading_ && !reads_always() && in_flight_.empty() &&
+      peer_closed()) {
     // Idle plain connections do not read (see connection.h), so a server that went away is
     // noticed here (with nothing owed, the socket has nothing to read otherwise); fail() lets
     // the first reconnect happen at once.
@@ -107,7 +114,6 @@ void Connection::send(std::string command, Clock::time_point deadline, Callback 
   }
   Pending p{std::move(command), deadline, now, std::move(done)};
   if (state_ == State::ready) {
-    absorb_owed();
     out_ += p.command;
     p.command.clear();
     in_flight_.push_back(std::move(p));
@@ -235,7 +241,6 @@ void Connection::fail(errc code, const std::string& reason) {
   writable_ = false;
   write_busy_ = false;
   reading_ = false;
-  owed_ = 0;
   {
     std::lock_guard lock(lend_mu_);
     lendable_ = false;
@@ -315,26 +320,8 @@ void Connection::on_read(std::size_t n) {
     return fail(errc::protocol_error, "malformed reply: " + reader_->error());
   }
   const auto gen = generation_;
-  for (;;) {
-    std::optional<resp::Reply> reply = reader_->next();
-    if (!reply) {
-      if (!reader_->error().empty()) {
-        return fail(errc::protocol_error, "malformed reply: " + reader_->error());
-      }
-      break;
-    }
-    if (on_message_ && reply->is_array() && reply->elements.size() == 3 &&
-        reply->elements[0].str == "message") {
-      on_message_(*reply);  // a push, not the reply to a request
-      continue;
-    }
-    if (in_flight_.empty()) return fail(errc::protocol_error, "reply to no request");
-    Pending p = std::move(in_flight_.front());
-    in_flight_.pop_front();
-    if (!reply->is_error()) answered_ = true;
-    if (p.done) p.done(std::move(*reply));
-    if (gen != generation_) return;  // the callback reset the connection
-  }
+  if (auto failure = dispatch()) return fail(failure->code, failure->reason);
+  if (gen != generation_) return;  // a callback reset the connection
   // A command connection reads only while it waits for replies, so an idle one has nothing
   // outstanding on its socket and can be lent to a caller. A subscriber reads all the time.
   if (in_flight_.empty() && !reads_always()) {
@@ -345,16 +332,42 @@ void Connection::on_read(std::size_t n) {
   start_read();
 }
 
-void Connection::update_lendable() {
-  const bool idle = state_ == State::ready && !reads_always() && !reading_ && !write_busy_ &&
-                    out_.empty() && in_flight_.empty() && waiting_.empty();
-  std::lock_guard lock(lend_mu_);
-  lendable_ = idle && !lent_;
+std::optional<Connection::Failure> Connection::dispatch() {
+  const auto gen = generation_;
+  for (;;) {
+    std::optional<resp::Reply> reply = reader_->next();
+    if (!reply) {
+      if (!reader_->error().empty()) {
+        return Failure{errc::protocol_error, "malformed reply: " + reader_->error()};
+      }
+      return std::nullopt;
+    }
+    if (on_message_ && reply->is_array() && reply->elements.size() == 3 &&
+        reply->elements[0].str == "message") {
+      on_message_(*reply);  // a push, not the reply to a request
+      continue;
+    }
+    if (in_flight_.empty()) return Failure{errc::protocol_error, "reply to no request"};
+    Pending p = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    if (!reply->is_error()) answered_ = true;
+    if (p.done) p.done(std::move(*reply));
+    if (gen != generation_) return std::nullopt;  // the callback reset the connection
+  }
 }
 
-void Connection::absorb_owed() {
-  const auto now = Clock::now();
-  for (; owed_ > 0; --owed_) in_flight_.push_back(Pending{{}, Clock::time_point::max(), now, {}});
+bool Connection::live_in_flight() const {
+  return std::any_of(in_flight_.begin(), in_flight_.end(),
+                     [](const Pending& p) { return static_cast<bool>(p.done); });
+}
+
+void Connection::update_lendable() {
+  // Requests nobody waits for any more may still be in flight: their replies are dropped by
+  // whoever drives the socket next.
+  const bool idle = state_ == State::ready && !reads_always() && !reading_ && !write_busy_ &&
+                    out_.empty() && waiting_.empty() && !live_in_flight();
+  std::lock_guard lock(lend_mu_);
+  lendable_ = idle && !lent_;
 }
 
 bool Connection::try_borrow() {
@@ -362,6 +375,7 @@ bool Connection::try_borrow() {
     std::lock_guard lock(lend_mu_);
     if (!lendable_ || lent_) return false;
     lent_ = true;
+    lent_to_ = std::this_thread::get_id();
     lendable_ = false;
   }
   // Out of the reactor for the loan: asio keeps every socket in epoll, and each reply would
@@ -372,11 +386,13 @@ bool Connection::try_borrow() {
   lent_fd_ = ec ? -1 : stream_->tcp.release(ec);
   if (ec) {
     lent_fd_ = -1;
-    give_back(Failure{errc::io_error, "cannot lend the socket: " + ec.message()}, false);
-    return false;
+    loan_failure_ = Failure{errc::io_error, "cannot lend the socket: " + ec.message()};
+  } else if (in_flight_.empty() && peer_closed()) {
+    // With nothing in flight the socket has nothing to read: readable means closed.
+    loan_failure_ = Failure{errc::io_error, "connection closed by the server"};
   }
-  if (owed_ == 0 && peer_closed()) {
-    give_back(Failure{errc::io_error, "connection closed by the server"}, false);
+  if (loan_failure_) {
+    give_back(Error(errc::cancelled, "not sent"));
     return false;
   }
   return true;
@@ -386,14 +402,54 @@ int Connection::borrowed_fd() const {
   return lent_fd_;
 }
 
+bool Connection::borrowed_waiting() const {
+  return !loan_failure_ && live_in_flight();
+}
+
 bool Connection::peer_closed() const {
   const int fd = lent_fd_ >= 0 ? lent_fd_ : stream_->tcp.native_handle();
   pollfd p{fd, POLLIN | POLLRDHUP, 0};
   return ::poll(&p, 1, 0) != 0;
 }
 
-bool Connection::borrowed_write(std::string_view bytes, Clock::time_point deadline, Error& error) {
+void Connection::break_loan(Failure failure) {
+  if (!loan_failure_) loan_failure_ = std::move(failure);
+  out_.clear();
+  // Callbacks may send (and so grow in_flight_): take them out first.
+  std::vector<Callback> live;
+  for (auto& p : in_flight_) {
+    if (p.done) live.push_back(std::exchange(p.done, nullptr));
+  }
+  for (auto& done : live) done(error(loan_failure_->code, loan_failure_->reason));
+}
+
+bool Connection::borrowed_flush(Clock::time_point deadline) {
+  if (!loan_failure_ && !out_.empty()) borrowed_write(deadline);
+  if (!loan_failure_) {
+    // Replies that came while the write waited for room.
+    if (auto failure = dispatch()) loan_failure_ = std::move(failure);
+  }
+  if (loan_failure_) {
+    break_loan(*loan_failure_);
+    return false;
+  }
+  return true;
+}
+
+bool Connection::borrowed_read() {
+  if (!loan_failure_ && borrowed_receive()) {
+    if (auto failure = dispatch()) loan_failure_ = std::move(failure);
+  }
+  if (loan_failure_) {
+    break_loan(*loan_failure_);
+    return false;
+  }
+  return true;
+}
+
+bool Connection::borrowed_write(Clock::time_point deadline) {
   const int fd = borrowed_fd();
+  std::string_view bytes(out_);
   while (!bytes.empty()) {
     const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
@@ -405,62 +461,93 @@ bool Connection::borrowed_write(std::string_view bytes, Clock::time_point deadli
       const auto left =
           std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) {
-        error = Error(errc::timeout, "write did not complete in time");
+        // Part of a request may be on the wire: the connection cannot be used any more.
+        loan_failure_ = Failure{errc::timeout, "write did not complete in time"};
         return false;
       }
       // Keep reading while the socket is full: a server that cannot send its replies may stop
       // reading our requests, and then neither side would move.
       pollfd p{fd, POLLOUT | POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left)) > 0 && (p.revents & POLLIN) != 0 &&
-          !borrowed_read(error)) {
+          !borrowed_receive()) {
         return false;
       }
       continue;
     }
-    error = Error(errc::io_error, std::string("write failed: ") + std::strerror(errno));
+    loan_failure_ = Failure{errc::io_error, std::string("write failed: ") + std::strerror(errno)};
     return false;
   }
+  out_.clear();
   return true;
 }
 
-bool Connection::borrowed_read(Error& error) {
+bool Connection::borrowed_receive() {
   for (;;) {
     const ssize_t n = ::recv(borrowed_fd(), read_buf_.data(), read_buf_.size(), MSG_DONTWAIT);
     if (n > 0) {
+      last_read_ = Clock::now();
       if (!reader_->feed(std::string_view(read_buf_.data(), static_cast<std::size_t>(n)))) {
-        error = Error(errc::protocol_error, "malformed reply: " + reader_->error());
+        loan_failure_ = Failure{errc::protocol_error, "malformed reply: " + reader_->error()};
         return false;
       }
       if (static_cast<std::size_t>(n) < read_buf_.size()) return true;
       continue;  // the buffer was full: there may be more
     }
     if (n == 0) {
-      error = Error(errc::io_error, "connection closed by the server");
+      loan_failure_ = Failure{errc::io_error, "connection closed by the server"};
       return false;
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
-    error = Error(errc::io_error, std::string("read failed: ") + std::strerror(errno));
+    loan_failure_ = Failure{errc::io_error, std::string("read failed: ") + std::strerror(errno)};
     return false;
   }
 }
 
-void Connection::give_back(std::optional<Failure> failure, bool late) {
+Clock::time_point Connection::borrowed_expire(Clock::time_point now) {
+  std::vector<std::pair<Callback, Clock::duration>> expired;
+  auto next = Clock::time_point::max();
+  for (auto& p : in_flight_) {
+    if (!p.done) continue;
+    if (p.deadline <= now) {
+      expired.emplace_back(std::exchange(p.done, nullptr), p.deadline - p.sent);
+    } else {
+      next = std::min(next, p.deadline);
+    }
+  }
+  if (!expired.empty()) loan_late_ = true;
+  for (auto& [done, timeout] : expired) {
+    done(error(errc::timeout, "no reply within " + millis(timeout)));
+  }
+  return next;
+}
+
+void Connection::give_back(const Error& abandoned) {
+  std::vector<Callback> dropped;
+  for (auto& p : in_flight_) {
+    if (p.done) dropped.push_back(std::exchange(p.done, nullptr));
+  }
+  for (auto& done : dropped) done(abandoned);
   if (lent_fd_ >= 0) {
     asio::error_code ec;
     stream_->tcp.assign(lent_v6_ ? asio::ip::tcp::v6() : asio::ip::tcp::v4(), lent_fd_, ec);
     if (ec) {
       ::close(lent_fd_);  // the connection is failed below; the fd must not leak
-      if (!failure)
-        failure = Failure{errc::io_error, "cannot take the socket back: " + ec.message()};
+      if (!loan_failure_) {
+        loan_failure_ = Failure{errc::io_error, "cannot take the socket back: " + ec.message()};
+      }
     }
     lent_fd_ = -1;
   }
+  std::optional<Failure> failure = std::exchange(loan_failure_, std::nullopt);
+  const bool late = std::exchange(loan_late_, false);
   bool resume = false;
   {
     std::lock_guard lock(lend_mu_);
     lent_ = false;
-    resume = failure.has_value() || late || deferred_;
+    lent_to_ = std::thread::id();
+    // Unwritten requests (a callback sent after the last flush) are the io thread's to write.
+    resume = failure.has_value() || late || deferred_ || !out_.empty();
     deferred_ = false;
     lendable_ = !resume;
   }
@@ -477,8 +564,12 @@ void Connection::resume_after_loan(std::optional<Failure> failure) {
     lendable_ = false;
   }
   if (state_ != State::ready) return;
-  absorb_owed();
   drain_waiting();
+  if (!in_flight_.empty()) {
+    // Late replies: read them, so that a server that stopped answering is noticed.
+    ensure_reading();
+    arm_timer(std::max(last_read_, in_flight_.front().sent) + options_.stall_timeout);
+  }
   update_lendable();
 }
 
@@ -495,10 +586,21 @@ void Connection::arm_timer(Clock::time_point when) {
 
 void Connection::on_timer() {
   const auto now = Clock::now();
+  bool lent = false;
+  {
+    // Not lendable while this runs: it reads and changes in_flight_, the borrower's during a
+    // loan. During a loan only the requests queued behind it are looked at.
+    std::lock_guard lock(lend_mu_);
+    lent = lent_;
+    lendable_ = false;
+  }
+  if (lent) return expire_waiting(now);
   if (state_ == State::connecting && now >= connect_deadline_) {
     fail(errc::timeout, "no connection within " + millis(options_.connect_timeout));
   }
-  if (state_ == State::ready && !in_flight_.empty()) {
+  // Only a connection that reads can tell a stall: after a loan, replies nobody waits for may
+  // sit unread until the next request.
+  if (state_ == State::ready && reading_ && !in_flight_.empty()) {
     const auto quiet_since = std::max(last_read_, in_flight_.front().sent);
     if (now - quiet_since >= options_.stall_timeout) {
       fail(errc::timeout, "node stopped answering for " + millis(now - quiet_since));
@@ -531,8 +633,27 @@ void Connection::on_timer() {
     if (p.done) next = std::min(next, p.deadline);
   }
   for (const auto& p : waiting_) next = std::min(next, p.deadline);
-  if (state_ == State::ready && !in_flight_.empty()) {
+  if (state_ == State::ready && reading_ && !in_flight_.empty()) {
     next = std::min(next, std::max(last_read_, in_flight_.front().sent) + options_.stall_timeout);
+  }
+  if (next != Clock::time_point::max()) arm_timer(next);
+  update_lendable();
+}
+
+void Connection::expire_waiting(Clock::time_point now) {
+  std::vector<std::pair<Callback, Clock::duration>> expired;
+  auto next = Clock::time_point::max();
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->deadline <= now) {
+      if (it->done) expired.emplace_back(std::move(it->done), it->deadline - it->sent);
+      it = waiting_.erase(it);
+    } else {
+      next = std::min(next, it->deadline);
+      ++it;
+    }
+  }
+  for (auto& [done, timeout] : expired) {
+    done(error(errc::timeout, "no reply within " + millis(timeout)));
   }
   if (next != Clock::time_point::max()) arm_timer(next);
 }

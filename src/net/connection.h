@@ -10,17 +10,22 @@
 // reconnect by itself: set_keep_connected). A connection whose server stops answering for
 // stall_timeout is dropped.
 //
-// The fast path: a caller thread may borrow an idle connection (ready, plain TCP, nothing
-// queued, written or being read, not a subscriber) and do its requests on the socket itself,
-// which saves the two thread hand-offs per round trip that send() costs (caller -> io thread
-// -> caller). While the socket is lent the io thread does not touch it: requests sent then
-// wait in `waiting_` until it comes back. Replies the borrower did not wait for (it returned
-// at a quorum) are `owed`: the next borrower reads and drops them first, or, when the io
-// thread takes the socket back, they become in-flight requests nobody waits for.
+// One state machine, two drivers. Every request, whoever sends it, is a Pending entry in one
+// queue (waiting_ until the connection is ready, then in_flight_ until its reply), and replies
+// are matched to entries in order by one function (dispatch). Usually the io thread drives the
+// socket through asio. A caller thread may instead borrow an idle connection (ready, plain TCP,
+// nobody waiting for a reply, nothing queued or being written or read, not a subscriber) and
+// drive the socket itself with poll(), which saves the two thread hand-offs per round trip that
+// the io thread costs (caller -> io thread -> caller). While the socket is lent the io thread
+// does not touch the socket or in_flight_: send() from the io thread then queues in waiting_
+// until give_back(). A request the borrower stops waiting for (it returned at a quorum) stays
+// in in_flight_ with nobody to call back, as a timed-out request does on the io thread: the
+// next driver reads its reply and drops it.
 //
-// Thread-safety: try_borrow() may be called from any thread, and the borrowed_* functions and
-// give_back() from the borrowing thread while it holds the loan. Everything else must run on
-// the io_context's (single) thread, and callbacks run there too.
+// Thread-safety: try_borrow() may be called from any thread but the io thread, send() and the
+// borrowed_* functions and give_back() from the borrowing thread while it holds the loan.
+// Everything else (and send() otherwise) must run on the io_context's (single) thread.
+// Callbacks run on the thread that drives the socket when the reply (or failure) comes.
 #pragma once
 
 #include <dlock/result.h>
@@ -35,6 +40,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "net/node_address.h"
 #include "resp/reader.h"
@@ -62,8 +68,9 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   // Sends one RESP-encoded command and calls `done` exactly once: with the reply (which may be
-  // an error reply), or with an Error (io_error, timeout, auth_error, protocol_error). `done`
-  // never runs inside send() itself.
+  // an error reply), or with an Error (io_error, timeout, auth_error, protocol_error, or the
+  // borrower's `abandoned`). `done` never runs inside send() itself. On the io thread, or on
+  // the thread that holds the loan (then it is written by the next borrowed_flush()).
   void send(std::string command, Clock::time_point deadline, Callback done);
 
   // For a subscriber connection: `on_message` gets every pub/sub message pushed by the server
@@ -81,25 +88,27 @@ class Connection {
   void set_keep_connected(bool keep);
 
   // Takes the socket for the calling thread if the connection is idle; false otherwise (use
-  // send() then). Any thread but the io thread.
+  // the io thread then). Any thread but the io thread. While the loan lasts, send() from this
+  // thread queues the request on the loan: borrowed_flush() writes it.
   bool try_borrow();
-  // While borrowed: writes all of `bytes` (false on error or deadline, with `error` set).
-  bool borrowed_write(std::string_view bytes, Clock::time_point deadline, Error& error);
+  // While borrowed: writes what send() queued (false when the loan broke: the callbacks of every
+  // request still waiting have then run with the error), then runs the callbacks of replies
+  // already read.
+  bool borrowed_flush(Clock::time_point deadline);
+  // While borrowed: whether a request waits for its reply, and the socket to poll for it.
+  bool borrowed_waiting() const;
   int borrowed_fd() const;
-  resp::Reader& borrowed_reader() { return *reader_; }
-  std::size_t& borrowed_owed() { return owed_; }
-  // While borrowed: reads what the socket has into borrowed_reader(). False when the server
-  // closed the connection or the read failed, with `error` set.
-  bool borrowed_read(Error& error);
-  // Ends the loan. `failure`: the socket broke (I/O or protocol error); the io thread drops
-  // the connection with that reason. `late`: some owed replies passed their deadline; the io
-  // thread reads them from now on, so a server that stopped answering is noticed. Otherwise
-  // owed replies stay for the next borrower.
-  struct Failure {
-    errc code;
-    std::string reason;
-  };
-  void give_back(std::optional<Failure> failure, bool late);
+  // While borrowed: reads what the socket has and runs the callbacks of the replies it
+  // completes (false when the loan broke, as for borrowed_flush()).
+  bool borrowed_read();
+  // While borrowed: requests past their deadline get errc::timeout; returns the earliest
+  // deadline of those still waiting (time_point::max() if none).
+  Clock::time_point borrowed_expire(Clock::time_point now);
+  // Ends the loan. Requests still waiting get `abandoned` (the borrower stopped waiting: it
+  // had enough answers) and their replies are read and dropped later. After a broken loan or
+  // expired requests the io thread takes the connection back (it fails it, or reads the late
+  // replies so that a server that stopped answering is noticed); otherwise it stays lendable.
+  void give_back(const Error& abandoned);
 
   // For a command connection: runs after each (re)connection (Node loads its scripts there).
   void set_on_ready(std::function<void()> on_ready) { on_ready_ = std::move(on_ready); }
@@ -111,6 +120,10 @@ class Connection {
 
  private:
   enum class State { idle, connecting, ready };
+  struct Failure {
+    errc code;
+    std::string reason;
+  };
   struct Pending {
     std::string command;  // empty once written
     Clock::time_point deadline;
@@ -129,8 +142,15 @@ class Connection {
   void on_read(std::size_t n);
   void arm_timer(Clock::time_point when);
   void ensure_reading();
-  void absorb_owed();
   void resume_after_loan(std::optional<Failure> failure);
+  // Matches the replies the reader holds to in_flight_ and runs their callbacks. A failure
+  // (malformed reply, reply to no request) is returned, not acted on: each driver has its way.
+  std::optional<Failure> dispatch();
+  // While borrowed: writes out_ (reading meanwhile, so neither side can block the other).
+  bool borrowed_write(Clock::time_point deadline);
+  bool borrowed_receive();  // reads into the reader; false sets loan_failure_
+  void break_loan(Failure failure);
+  bool live_in_flight() const;  // somebody waits for a reply
   void drain_waiting();
   void update_lendable();
   // Plain command connections read only while replies are due; TLS and subscriber ones always.
@@ -138,6 +158,7 @@ class Connection {
   // An idle socket with something to read (or a hang-up) means the server closed it.
   bool peer_closed() const;
   void on_timer();
+  void expire_waiting(Clock::time_point now);  // during a loan: the requests queued behind it
   void post_error(Callback done, errc code, std::string reason);
   Error error(errc code, const std::string& reason) const;
 
@@ -164,15 +185,18 @@ class Connection {
   Clock::time_point last_read_{};
 
   bool reading_ = false;  // a read is outstanding on the stream
-  std::size_t owed_ = 0;  // replies to read and drop (see the fast path above)
 
   // The loan, guarded by lend_mu_. lendable_ is kept by the io thread; lent_ by the borrower.
   std::mutex lend_mu_;
   bool lendable_ = false;
   bool lent_ = false;
-  bool deferred_ = false;  // send() queued a request while the socket was lent
-  int lent_fd_ = -1;       // the socket, taken out of asio's reactor for the loan
+  std::thread::id lent_to_;  // the borrower
+  bool deferred_ = false;    // send() queued a request while the socket was lent
+  // The borrower's, during a loan only.
+  int lent_fd_ = -1;  // the socket, taken out of asio's reactor for the loan
   bool lent_v6_ = false;
+  std::optional<Failure> loan_failure_;
+  bool loan_late_ = false;  // requests expired during the loan: their replies are late
 
   std::atomic<std::uint64_t> epoch_{0};
   std::function<void(const resp::Reply&)> on_message_;

@@ -49,34 +49,25 @@ Node::Node(asio::io_context& io, net::NodeAddress address, net::ConnectionOption
       });
 }
 
-void Node::eval(const scripts::Script& script, const std::vector<std::string>& keys,
-                const std::vector<std::string>& args, net::Clock::time_point deadline,
-                net::Connection::Callback done) {
-  connection_.send(
-      encode_eval("EVALSHA", script.sha1, keys, args), deadline,
-      [this, &script, keys, args, deadline, done = std::move(done)](Result<resp::Reply> r) mutable {
-        if (r && r->is_error_code("NOSCRIPT")) {
-          connection_.send(encode_eval("EVAL", script.source, keys, args), deadline,
-                           std::move(done));
-          return;
-        }
-        done(std::move(r));
-      });
-}
-
-std::string Node::encode(const Call& call, bool full_source) {
+void Node::run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
+               net::Clock::time_point deadline, net::Connection::Callback done) {
+  const Call& call = (*calls)[c];
   if (call.script == nullptr) {
     std::vector<std::string_view> argv(call.keys.begin(), call.keys.end());
-    return resp::encode_command(argv);
+    return connection_.send(resp::encode_command(argv), deadline, std::move(done));
   }
-  return full_source ? encode_eval("EVAL", call.script->source, call.keys, call.args)
-                     : encode_eval("EVALSHA", call.script->sha1, call.keys, call.args);
-}
-
-void Node::command(const std::vector<std::string>& args, net::Clock::time_point deadline,
-                   net::Connection::Callback done) {
-  std::vector<std::string_view> argv(args.begin(), args.end());
-  connection_.send(resp::encode_command(argv), deadline, std::move(done));
+  connection_.send(encode_eval("EVALSHA", call.script->sha1, call.keys, call.args), deadline,
+                   [this, calls = std::move(calls), c, deadline,
+                    done = std::move(done)](Result<resp::Reply> r) mutable {
+                     if (r && r->is_error_code("NOSCRIPT")) {
+                       const Call& again = (*calls)[c];
+                       connection_.send(
+                           encode_eval("EVAL", again.script->source, again.keys, again.args),
+                           deadline, std::move(done));
+                       return;
+                     }
+                     done(std::move(r));
+                   });
 }
 
 void Node::subscribe(const std::string& channel, net::Clock::time_point deadline,

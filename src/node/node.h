@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,15 +22,12 @@ class Node {
   Node(asio::io_context& io, net::NodeAddress address, net::ConnectionOptions options,
        MessageHandler on_message);
 
-  // Runs `script` by EVALSHA; on NOSCRIPT (a restarted or flushed server has lost its script
-  // cache) sends the full source once by EVAL, within the same deadline. Io thread only.
-  void eval(const scripts::Script& script, const std::vector<std::string>& keys,
-            const std::vector<std::string>& args, net::Clock::time_point deadline,
-            net::Connection::Callback done);
-
-  // Sends any command (args[0] is its name). Io thread only.
-  void command(const std::vector<std::string>& args, net::Clock::time_point deadline,
-               net::Connection::Callback done);
+  // Sends (*calls)[c]: a script by EVALSHA, and on NOSCRIPT (a restarted or flushed server has
+  // lost its script cache) once more with the full source by EVAL, within the same deadline;
+  // or a plain command. On the io thread, or on a thread that borrowed the command connection
+  // (NodeSet's fast path). `calls` is shared: the NOSCRIPT retry may come after the round.
+  void run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
+           net::Clock::time_point deadline, net::Connection::Callback done);
 
   // Subscribes to `channel` (kept across reconnections until unsubscribe); `done` gets the
   // server's confirmation. Io thread only.
@@ -37,9 +35,7 @@ class Node {
                  net::Connection::Callback done);
   void unsubscribe(const std::string& channel);
 
-  // The encoded request for `call`: EVALSHA, or with full_source EVAL, or the plain command.
-  static std::string encode(const Call& call, bool full_source);
-  // The command connection, for the caller-driven fast path (NodeSet::run).
+  // The command connection, for the caller-driven fast path (node/borrowed_run.h).
   net::Connection& connection() noexcept { return connection_; }
 
   const net::NodeAddress& address() const noexcept { return connection_.address(); }

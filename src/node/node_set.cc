@@ -7,58 +7,31 @@
 
 #include "engine/thread_role.h"
 #include "node/borrowed_run.h"
+#include "node/round_outcomes.h"
 
 namespace dlock::node {
 namespace {
 
 // One round on the io thread: each outcome as it comes, until all or enough are in.
 struct Gathering {
-  Gathering(asio::io_context& io, std::size_t calls, std::size_t nodes, Enough stop_at,
+  Gathering(asio::io_context& io, std::size_t calls, std::size_t nodes, Enough enough,
             Fanout::Done finished_with)
-      : guard(io),
-        outcomes(calls, std::vector<std::optional<Result<resp::Reply>>>(nodes)),
-        expected(calls * nodes),
-        single(calls == 1),
-        enough(std::move(stop_at)),
-        done(std::move(finished_with)) {}
+      : guard(io), round(calls, nodes, std::move(enough)), done(std::move(finished_with)) {}
   // Each connection enforces the deadline itself; this timer, a second after it, only keeps a
   // bug there from hanging the round (and every Task waiting behind it) for good.
   asio::steady_timer guard;
-  std::vector<std::vector<std::optional<Result<resp::Reply>>>> outcomes;
-  std::size_t answered = 0;
-  std::size_t yes = 0;  // answers that count towards Enough
-  bool finished = false;
-  const std::size_t expected;
-  const bool single;
-  Enough enough;
+  RoundOutcomes round;
   Fanout::Done done;
 
   void add(std::size_t c, std::size_t i, Result<resp::Reply> r) {
-    // After a return at quorum the rest are read and dropped; `enough` may refer to the
-    // awaiting Task's frame, which is gone by now.
-    if (finished) return;
-    if (single && r && enough.needed > 0 && enough.counts(i, *r)) ++yes;
-    outcomes[c][i] = std::move(r);
-    if (++answered == expected || (single && enough.reached(yes))) finish(false);
+    if (round.taken()) return;  // after a return at quorum the rest are read and dropped
+    round.add(c, i, std::move(r));
+    if (round.complete()) finish(false);
   }
   // `guarded`: the guard timer ended the round; the missing answers timed out.
   void finish(bool guarded) {
-    finished = true;
     guard.cancel();
-    const bool quorum_return = !guarded && answered < expected;
-    std::vector<Outcomes> out(outcomes.size());
-    for (std::size_t c = 0; c < outcomes.size(); ++c) {
-      out[c].reserve(outcomes[c].size());
-      for (auto& o : outcomes[c]) {
-        if (o) {
-          out[c].push_back(std::move(*o));
-        } else if (quorum_return) {
-          out[c].push_back(Error(errc::cancelled, "not waited for: a quorum had answered"));
-        } else {
-          out[c].push_back(Error(errc::timeout, "no answer"));
-        }
-      }
-    }
+    auto out = round.take(!guarded);
     auto d = std::move(done);
     d(std::move(out));
   }
@@ -87,24 +60,16 @@ NodeSet::~NodeSet() {
 }
 
 void NodeSet::start(std::vector<Call> calls, Enough enough, Done done) {
+  auto shared = std::make_shared<const std::vector<Call>>(std::move(calls));
   if (!engine::on_io_thread()) {
-    if (auto out = run_borrowed(nodes_, calls, net::Clock::now() + node_timeout_, enough)) {
+    if (auto out = run_borrowed(nodes_, shared, net::Clock::now() + node_timeout_, enough)) {
       return done(std::move(*out));
     }
   }
-  const std::size_t count = calls.size();
-  auto shared = std::make_shared<const std::vector<Call>>(std::move(calls));
   gather(
-      count,
+      shared->size(),
       [shared](Node& node, std::size_t c, net::Clock::time_point deadline,
-               net::Connection::Callback sent) {
-        const Call& call = (*shared)[c];
-        if (call.script != nullptr) {
-          node.eval(*call.script, call.keys, call.args, deadline, std::move(sent));
-        } else {
-          node.command(call.keys, deadline, std::move(sent));
-        }
-      },
+               net::Connection::Callback sent) { node.run(shared, c, deadline, std::move(sent)); },
       std::move(enough), std::move(done));
 }
 
@@ -150,7 +115,7 @@ void NodeSet::gather(std::size_t calls, Sender send, Enough enough, Done done) {
     const auto deadline = net::Clock::now() + node_timeout_;
     g->guard.expires_at(deadline + std::chrono::seconds(1));
     g->guard.async_wait([g](const asio::error_code& ec) {
-      if (!ec && !g->finished) g->finish(true);
+      if (!ec && !g->round.taken()) g->finish(true);
     });
     for (std::size_t c = 0; c < calls; ++c) {
       for (std::size_t i = 0; i < nodes_.size(); ++i) {

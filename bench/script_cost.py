@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""Redis CPU per lock cycle, script by script (issue 13).
+
+Runs N pipelined calls of dlock's scripts, and of the raw floor (SET NX PX, then the
+compare-and-delete script), on a private redis-server, and reads INFO commandstats around each
+batch. `usec` there counts a command's execution only (not the socket reads and writes around
+it), so this isolates what the scripts cost; the inner calls per cycle show where it goes.
+
+    taskset -c 0 /usr/bin/python3 bench/script_cost.py [src/scripts] [N]
+
+Needs python3-redis (bench/run.sh installs it). Compare rows of one run only.
+"""
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import redis
+
+SRC = sys.argv[1] if len(sys.argv) > 1 else "src/scripts"
+N = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
+COMPARE_AND_DELETE = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
+                      "return redis.call('del', KEYS[1]) else return 0 end")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def start_server(port):
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                               "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            return server, client
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    raise RuntimeError("redis-server did not start")
+
+
+def measure(r, label, calls):
+    """Server µs per cycle over `calls` (N cycles), and the inner commands per cycle."""
+    r.config_resetstat()
+    pipe = r.pipeline(transaction=False)
+    for i, call in enumerate(calls):
+        pipe.execute_command(*call)
+        if i % 1000 == 999:
+            pipe.execute()
+    pipe.execute()
+    stats = r.info("commandstats")
+    top = ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_set")
+    total = sum(v["usec"] for k, v in stats.items() if k in top)
+    inner = {k[len("cmdstat_"):]: v["calls"] / N for k, v in stats.items()
+             if k not in ("cmdstat_evalsha", "cmdstat_config|resetstat", "cmdstat_info")}
+    print(f"{label:32s} {total / N:6.2f} µs   inner commands per cycle: " +
+          " ".join(f"{k}={v:.0f}" for k, v in sorted(inner.items())))
+
+
+def main():
+    server, r = start_server(free_port())
+    try:
+        sha = {name[:-4]: r.script_load(open(os.path.join(SRC, name)).read())
+               for name in os.listdir(SRC) if name.endswith(".lua")}
+        cad = r.script_load(COMPARE_AND_DELETE)
+
+        def acquire(name, hold="c.1"):
+            return ["EVALSHA", sha["acquire"], 4, name, "dlock:fence:{%s}" % name,
+                    "dlock:fence-floor", "dlock:max-ttl", "owner", hold, "30000"]
+
+        def release(name, hold="c.1"):
+            return ["EVALSHA", sha["release"], 3, name, "dlock:queue:{%s}" % name,
+                    "dlock:queue-alive:{%s}" % name, "owner", "dlock:release:{%s}" % name, hold]
+
+        def raw(name):
+            return [["SET", name, "v", "NX", "PX", "30000"], ["EVALSHA", cad, 1, name, "v"]]
+
+        measure(r, "raw floor, one name", [c for _ in range(N) for c in raw("raw")])
+        measure(r, "raw floor, a new name", [c for i in range(N) for c in raw(f"raw:{i}")])
+        measure(r, "dlock, one name", [c for i in range(N) for c in
+                                       (acquire("one", f"c.{i + 1}"), release("one", f"c.{i + 1}"))])
+        measure(r, "dlock, a new name", [c for i in range(N) for c in
+                                         (acquire(f"new:{i}"), release(f"new:{i}"))])
+        measure(r, "dlock acquire, a new name", [acquire(f"a:{i}") for i in range(N)])
+        measure(r, "dlock release", [release(f"a:{i}") for i in range(N)])
+    finally:
+        server.terminate()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()

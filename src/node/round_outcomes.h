@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: MIT
+// RoundOutcomes: the outcomes of one round ([call][node]) as they come in, and when the round
+// may end: every outcome is in, or, for a single call, `enough` nodes said yes. Both drivers
+// of a round use it (NodeSet on the io thread, run_borrowed on the calling thread).
+#pragma once
+
+#include <dlock/result.h>
+
+#include <optional>
+#include <vector>
+
+#include "node/call.h"
+#include "node/fanout.h"
+
+namespace dlock::node {
+
+class RoundOutcomes {
+ public:
+  RoundOutcomes(std::size_t calls, std::size_t nodes, Enough enough)
+      : outcomes_(calls, std::vector<std::optional<Result<resp::Reply>>>(nodes)),
+        expected_(calls * nodes),
+        single_(calls == 1),
+        enough_(std::move(enough)) {}
+
+  // Ignored once taken: a reply that comes after a return at quorum is dropped (and `enough`
+  // may refer to the frame of a Task that has moved on).
+  void add(std::size_t call, std::size_t node, Result<resp::Reply> r) {
+    if (taken_) return;
+    if (single_ && r && enough_.needed > 0 && enough_.counts(node, *r)) ++yes_;
+    outcomes_[call][node] = std::move(r);
+    ++answered_;
+  }
+  bool complete() const { return answered_ == expected_ || quorum_reached(); }
+
+  // The outcomes; a missing one is errc::cancelled after a return at quorum (`cut_short`
+  // false: the round's time ran out, and it is errc::timeout).
+  std::vector<Outcomes> take(bool cut_short) {
+    taken_ = true;
+    const bool quorum_return = cut_short && answered_ < expected_;
+    std::vector<Outcomes> out(outcomes_.size());
+    for (std::size_t c = 0; c < outcomes_.size(); ++c) {
+      out[c].reserve(outcomes_[c].size());
+      for (auto& o : outcomes_[c]) {
+        if (o) {
+          out[c].push_back(std::move(*o));
+        } else if (quorum_return) {
+          out[c].push_back(Error(errc::cancelled, "not waited for: a quorum had answered"));
+        } else {
+          out[c].push_back(Error(errc::timeout, "no answer"));
+        }
+      }
+    }
+    return out;
+  }
+  bool taken() const { return taken_; }
+
+ private:
+  bool quorum_reached() const { return single_ && enough_.reached(yes_); }
+
+  std::vector<std::vector<std::optional<Result<resp::Reply>>>> outcomes_;
+  std::size_t answered_ = 0;
+  std::size_t yes_ = 0;  // answers that count towards Enough
+  bool taken_ = false;
+  const std::size_t expected_;
+  const bool single_;
+  Enough enough_;
+};
+
+}  // namespace dlock::node

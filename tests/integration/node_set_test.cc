@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: MIT
+// NodeSet and net::Connection on real servers: one state machine whichever thread drives the
+// socket. A round started off the io thread on idle connections is driven by the calling
+// thread (the fast path), any other by the io thread; requests one driver stopped waiting for
+// (a return at quorum, a deadline) must have their replies dropped by the next driver, in
+// order, so that no reply is ever taken for another request's.
+#include "node/node_set.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "support/redis_server.h"
+#include "support/tcp_proxy.h"
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class NodeSetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DLOCK_REQUIRE_REDIS_OR_SKIP();
+    servers_ = std::make_unique<RedisCluster>(3);
+    // The last node is reached through a proxy that can delay its replies.
+    proxy_ = std::make_unique<TcpProxy>("127.0.0.1", (*servers_)[2].port());
+    std::vector<net::NodeAddress> addresses;
+    for (std::size_t i = 0; i < 2; ++i) {
+      addresses.push_back(net::parse_node_url((*servers_)[i].url()).value());
+    }
+    addresses.push_back(
+        net::parse_node_url("redis://127.0.0.1:" + std::to_string(proxy_->port())).value());
+    net::ConnectionOptions options;
+    options.backoff_min = 20ms;
+    nodes_ = std::make_unique<node::NodeSet>(addresses, options, 300ms);
+  }
+
+  // ECHO of a payload no other request carries: a reply taken for another request's shows.
+  static std::vector<node::Call> echo(const std::string& payload) {
+    return {node::Call{nullptr, {"ECHO", payload}, {}}};
+  }
+  // Every node answered `payload`.
+  static void expect_echoed(const std::vector<node::Outcomes>& out, const std::string& payload) {
+    ASSERT_EQ(out.size(), 1u);
+    for (std::size_t i = 0; i < out[0].size(); ++i) {
+      ASSERT_TRUE(out[0][i]) << "node " << i << ": " << out[0][i].error().message();
+      EXPECT_EQ(out[0][i]->str, payload) << "node " << i;
+    }
+  }
+  // Runs a round from this thread; `borrowed` tells whether this thread drove it (the round
+  // finished before start() returned).
+  std::vector<node::Outcomes> run_here(std::vector<node::Call> calls, node::Enough enough,
+                                       bool* borrowed) {
+    std::optional<std::vector<node::Outcomes>> inline_out;
+    std::promise<std::vector<node::Outcomes>> later;
+    auto future = later.get_future();
+    const auto caller = std::this_thread::get_id();
+    nodes_->start(std::move(calls), std::move(enough),
+                  [&, caller](std::vector<node::Outcomes> out) {
+                    if (std::this_thread::get_id() == caller) {
+                      inline_out = std::move(out);
+                    } else {
+                      later.set_value(std::move(out));
+                    }
+                  });
+    *borrowed = inline_out.has_value();
+    return inline_out ? std::move(*inline_out) : future.get();
+  }
+  // Runs a round started on the io thread (as every asio operation is).
+  std::vector<node::Outcomes> run_on_io_thread(std::vector<node::Call> calls) {
+    std::promise<std::vector<node::Outcomes>> done;
+    auto future = done.get_future();
+    nodes_->post([&] {
+      nodes_->start(std::move(calls), {},
+                    [&](std::vector<node::Outcomes> out) { done.set_value(std::move(out)); });
+    });
+    return future.get();
+  }
+  // Connects every node and waits until the connections are idle (lendable).
+  void warm_up() {
+    ASSERT_TRUE(eventually(
+        [&] {
+          bool borrowed = false;
+          auto out = run_here(echo("warm"), {}, &borrowed);
+          return borrowed && out[0][0] && out[0][1] && out[0][2];
+        },
+        5s));
+  }
+  static node::Enough any_two() {
+    return node::Enough{2, [](std::size_t, const resp::Reply&) { return true; }};
+  }
+
+  std::unique_ptr<RedisCluster> servers_;
+  std::unique_ptr<TcpProxy> proxy_;
+  std::unique_ptr<node::NodeSet> nodes_;
+};
+
+TEST_F(NodeSetTest, RepliesAbandonedAtAQuorumAreDroppedByTheNextBorrower) {
+  warm_up();
+  proxy_->delay_replies(100ms);
+  bool borrowed = false;
+  auto first = run_here(echo("first"), any_two(), &borrowed);
+  ASSERT_TRUE(borrowed);
+  ASSERT_TRUE(first[0][0] && first[0][1]);
+  ASSERT_FALSE(first[0][2]);
+  EXPECT_TRUE(first[0][2].error().is(errc::cancelled)) << first[0][2].error().message();
+  // The slow node's "first" is still on its way: the next round must skip it, not take it.
+  auto second = run_here(echo("second"), {}, &borrowed);
+  EXPECT_TRUE(borrowed);
+  expect_echoed(second, "second");
+  proxy_->forward();
+  expect_echoed(run_here(echo("third"), {}, &borrowed), "third");
+}
+
+TEST_F(NodeSetTest, RepliesAbandonedByABorrowerAreDroppedByTheIoThread) {
+  warm_up();
+  proxy_->delay_replies(100ms);
+  bool borrowed = false;
+  auto first = run_here(echo("first"), any_two(), &borrowed);
+  ASSERT_TRUE(borrowed);
+  ASSERT_FALSE(first[0][2]);
+  expect_echoed(run_on_io_thread(echo("second")), "second");
+  proxy_->forward();
+  expect_echoed(run_here(echo("third"), {}, &borrowed), "third");
+}
+
+TEST_F(NodeSetTest, LateRepliesAreReadByTheIoThreadAndTheConnectionServesAgain) {
+  warm_up();
+  proxy_->delay_replies(600ms);  // twice the node timeout
+  bool borrowed = false;
+  auto late = run_here(echo("late"), {}, &borrowed);
+  ASSERT_TRUE(borrowed);
+  ASSERT_FALSE(late[0][2]);
+  EXPECT_TRUE(late[0][2].error().is(errc::timeout)) << late[0][2].error().message();
+  proxy_->forward();
+  // The io thread reads the late reply and drops it; then the connection is lent again.
+  std::vector<node::Outcomes> next;
+  ASSERT_TRUE(eventually(
+      [&] {
+        next = run_here(echo("next"), {}, &borrowed);
+        return borrowed;
+      },
+      5s));
+  expect_echoed(next, "next");
+}
+
+TEST_F(NodeSetTest, NoScriptOnTheBorrowedPathIsAnsweredBySendingTheSource) {
+  // Never loaded by the client (nor after the flush): EVALSHA meets NOSCRIPT on every node.
+  static constexpr std::string_view kSource = "return ARGV[1] .. KEYS[1]";
+  static const scripts::Script kAnswer{"answer_test", kSource, scripts::sha1_hex(kSource)};
+  warm_up();
+  for (std::size_t i = 0; i < servers_->size(); ++i) (*servers_)[i].command({"SCRIPT", "FLUSH"});
+  bool borrowed = false;
+  std::vector<node::Call> calls{node::Call{&kAnswer, {"k"}, {"v-"}}};
+  auto out = run_here(std::move(calls), {}, &borrowed);
+  EXPECT_TRUE(borrowed);
+  expect_echoed(out, "v-k");
+}
+
+TEST_F(NodeSetTest, IoThreadRequestsSentDuringALoanWaitForItAndAreAnsweredInOrder) {
+  warm_up();
+  proxy_->delay_replies(150ms);
+  std::atomic<bool> started{false};
+  auto borrower = std::async(std::launch::async, [&] {
+    bool borrowed = false;
+    started = true;
+    auto out = run_here(echo("loan"), {}, &borrowed);
+    return std::make_pair(borrowed, out);
+  });
+  while (!started) std::this_thread::yield();
+  std::this_thread::sleep_for(20ms);  // most likely inside the loan (it lasts 150 ms)
+  auto io = run_on_io_thread(echo("io"));
+  auto [borrowed, loan] = borrower.get();
+  EXPECT_TRUE(borrowed);
+  expect_echoed(loan, "loan");
+  expect_echoed(io, "io");
+}
+
+}  // namespace
+}  // namespace dlock::test
