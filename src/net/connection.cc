@@ -367,7 +367,7 @@ void Connection::update_lendable() {
   const bool idle = state_ == State::ready && !reads_always() && !reading_ && !write_busy_ &&
                     out_.empty() && waiting_.empty() && !live_in_flight();
   std::lock_guard lock(lend_mu_);
-  lendable_ = idle && !lent_;
+  lendable_ = idle && !lent_ && !resume_pending_;
 }
 
 bool Connection::try_borrow() {
@@ -424,10 +424,15 @@ void Connection::break_loan(Failure failure) {
 }
 
 bool Connection::borrowed_flush(Clock::time_point deadline) {
-  if (!loan_failure_ && !out_.empty()) borrowed_write(deadline);
-  if (!loan_failure_) {
-    // Replies that came while the write waited for room.
-    if (auto failure = dispatch()) loan_failure_ = std::move(failure);
+  // Until nothing is left to write: replies read while a write waited for room are dispatched
+  // here, and their callbacks may send again (a NOSCRIPT retry).
+  while (!loan_failure_) {
+    if (!out_.empty() && !borrowed_write(deadline)) break;
+    if (auto failure = dispatch()) {
+      loan_failure_ = std::move(failure);
+      break;
+    }
+    if (out_.empty()) break;
   }
   if (loan_failure_) {
     break_loan(*loan_failure_);
@@ -549,6 +554,9 @@ void Connection::give_back(const Error& abandoned) {
     // Unwritten requests (a callback sent after the last flush) are the io thread's to write.
     resume = failure.has_value() || late || deferred_ || !out_.empty();
     deferred_ = false;
+    // Until the io thread has taken the connection back nothing may lend it again: it may be
+    // about to fail it (update_lendable() on the io thread, from on_timer, honours this too).
+    resume_pending_ = resume;
     lendable_ = !resume;
   }
   if (resume) {
@@ -557,18 +565,23 @@ void Connection::give_back(const Error& abandoned) {
 }
 
 void Connection::resume_after_loan(std::optional<Failure> failure) {
-  if (failure) return fail(failure->code, failure->reason);
   {
     std::lock_guard lock(lend_mu_);
-    if (lent_) return;  // lent again already (it was lendable): that loan's end resumes
+    resume_pending_ = false;  // not lendable since give_back(): nobody can hold a loan now
     lendable_ = false;
   }
+  if (failure) return fail(failure->code, failure->reason);
   if (state_ != State::ready) return;
   drain_waiting();
   if (!in_flight_.empty()) {
-    // Late replies: read them, so that a server that stopped answering is noticed.
+    // Late replies: read them, so that a server that stopped answering is noticed; requests
+    // the borrower sent after its last flush keep their deadlines.
     ensure_reading();
-    arm_timer(std::max(last_read_, in_flight_.front().sent) + options_.stall_timeout);
+    auto next = std::max(last_read_, in_flight_.front().sent) + options_.stall_timeout;
+    for (const auto& p : in_flight_) {
+      if (p.done) next = std::min(next, p.deadline);
+    }
+    arm_timer(next);
   }
   update_lendable();
 }
@@ -612,11 +625,12 @@ void Connection::on_timer() {
   // Collect expired callbacks before running any: they may send and so grow the queues.
   std::vector<std::pair<Callback, Clock::duration>> expired;
   for (auto& p : in_flight_) {
-    if (p.done && p.deadline <= now) expired.emplace_back(std::move(p.done), p.deadline - p.sent);
+    if (p.done && p.deadline <= now)
+      expired.emplace_back(std::exchange(p.done, nullptr), p.deadline - p.sent);
   }
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (it->deadline <= now) {
-      if (it->done) expired.emplace_back(std::move(it->done), it->deadline - it->sent);
+      if (it->done) expired.emplace_back(std::exchange(it->done, nullptr), it->deadline - it->sent);
       it = waiting_.erase(it);
     } else {
       ++it;
@@ -645,7 +659,7 @@ void Connection::expire_waiting(Clock::time_point now) {
   auto next = Clock::time_point::max();
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (it->deadline <= now) {
-      if (it->done) expired.emplace_back(std::move(it->done), it->deadline - it->sent);
+      if (it->done) expired.emplace_back(std::exchange(it->done, nullptr), it->deadline - it->sent);
       it = waiting_.erase(it);
     } else {
       next = std::min(next, it->deadline);

@@ -190,8 +190,9 @@ class Connection {
   std::mutex lend_mu_;
   bool lendable_ = false;
   bool lent_ = false;
-  std::thread::id lent_to_;  // the borrower
-  bool deferred_ = false;    // send() queued a request while the socket was lent
+  std::thread::id lent_to_;      // the borrower
+  bool deferred_ = false;        // send() queued a request while the socket was lent
+  bool resume_pending_ = false;  // give_back() posted resume_after_loan(), which has not run
   // The borrower's, during a loan only.
   int lent_fd_ = -1;  // the socket, taken out of asio's reactor for the loan
   bool lent_v6_ = false;
