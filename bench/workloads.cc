@@ -102,26 +102,39 @@ std::vector<std::int64_t> latency(Impl impl, const Ports& ports, int cycles, int
   return samples;
 }
 
+namespace {
+
+// The raw floor's cycles per second: `round` (one batch of `per_round` cycles) again and again
+// for `run`.
+template <typename Round>
+double raw_rate(std::chrono::milliseconds run, int per_round, Round round) {
+  std::int64_t cycles = 0;
+  const auto t0 = monotonic_ns();
+  const auto end = t0 + std::chrono::nanoseconds(run).count();
+  std::int64_t now = t0;
+  while (now < end) {
+    round();
+    cycles += per_round;
+    now = monotonic_ns();
+  }
+  return static_cast<double>(cycles) / (static_cast<double>(now - t0) / 1e9);
+}
+
+}  // namespace
+
 double throughput(Impl impl, const Ports& ports, int inflight, std::chrono::milliseconds run) {
   std::vector<std::string> names;
   for (int i = 0; i < inflight; ++i) names.push_back("bench:tp:" + std::to_string(i));
   if (impl == Impl::raw) {
     RawNodes raw(ports);
-    std::int64_t cycles = 0;
-    const auto t0 = monotonic_ns();
-    const auto end = t0 + std::chrono::nanoseconds(run).count();
-    std::int64_t now = t0;
-    while (now < end) {
+    return raw_rate(run, inflight, [&] {
       if (inflight == 1) {
         raw.acquire(names[0], kToken, 30000);
         raw.release(names[0], kToken);
       } else {
         raw.pipelined_cycles(names, kToken, 30000);
       }
-      cycles += inflight;
-      now = monotonic_ns();
-    }
-    return static_cast<double>(cycles) / (static_cast<double>(now - t0) / 1e9);
+    });
   }
   Client client = connect(ports);
   const LockOptions options = lock_options(impl);
@@ -153,16 +166,7 @@ double async_throughput(Impl impl, const Ports& ports, int inflight,
   for (int i = 0; i < inflight; ++i) names.push_back("bench:async:" + std::to_string(i));
   if (impl == Impl::raw) {
     RawNodes raw(ports);
-    std::int64_t cycles = 0;
-    const auto t0 = monotonic_ns();
-    const auto end = t0 + std::chrono::nanoseconds(run).count();
-    std::int64_t now = t0;
-    while (now < end) {
-      raw.pipelined_cycles_all(names, kToken, 30000);
-      cycles += inflight;
-      now = monotonic_ns();
-    }
-    return static_cast<double>(cycles) / (static_cast<double>(now - t0) / 1e9);
+    return raw_rate(run, inflight, [&] { raw.pipelined_cycles_all(names, kToken, 30000); });
   }
   Client client = connect(ports);
   const LockOptions options = lock_options(impl);
