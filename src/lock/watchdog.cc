@@ -40,10 +40,12 @@ void apply(const std::shared_ptr<detail::LeaseState>& state, const Result<Clock:
   } else {
     // Too few nodes answered, or the renewal was judged against a validity that a user's
     // extend has since pushed further: the validity still stands, try again well before it
-    // ends.
+    // ends: after a quarter of what is left, not sooner than 10 ms (no storm against a node
+    // that is down) unless the lease renews more often than that, and never later than its
+    // period. Not std::clamp: a period under 10 ms would make its range inverted.
     const auto left = state->valid_until - Clock::now();
-    next = std::min(next, Clock::now() + std::clamp<Clock::duration>(
-                                             left / 4, std::chrono::milliseconds(10), period));
+    const auto retry = std::max<Clock::duration>(left / 4, std::chrono::milliseconds(10));
+    next = std::min(next, Clock::now() + std::min<Clock::duration>(retry, period));
   }
 }
 }  // namespace

@@ -81,6 +81,22 @@ TEST_P(WatchdogTest, LostWhenNoQuorumCanBeRenewed) {
   EXPECT_NE(reason.find("job"), std::string::npos) << reason;
 }
 
+// A renewal period shorter than the watchdog's 10 ms retry floor: a failed round must still be
+// retried (and the lease reported lost) without an inverted std::clamp range, which is
+// undefined behaviour and aborts a build with _GLIBCXX_ASSERTIONS (the asan preset).
+TEST_P(WatchdogTest, FailedRenewalIsRetriedWhenRenewingMoreOftenThanTheRetryFloor) {
+  Client client = make_client(100ms);
+  std::atomic<int> calls{0};
+  LockOptions o = renewed(300ms);
+  o.renew_every = 5ms;
+  o.on_lost = [&](const Error&) { ++calls; };
+  auto lease = client.try_lock("job", o);
+  ASSERT_TRUE(lease) << lease.error().message();
+  kill_majority();
+  ASSERT_TRUE(eventually([&] { return calls.load() == 1; }, 5s));
+  EXPECT_TRUE(lease->lost());
+}
+
 TEST_P(WatchdogTest, LostWhenTheKeyIsTakenAway) {
   Client client = make_client();
   std::atomic<bool> lost{false};
