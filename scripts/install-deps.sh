@@ -18,6 +18,8 @@ packages=(
   clang-format
   clang libclang-rt-14-dev # the libFuzzer targets
   libfaketime              # the chaos runner's worker with a skewed clock
+  help2man                 # dlock(1), made from the tool's --help
+  dpkg-dev file            # cpack's Debian package (dpkg-shlibdeps) in scripts/check-install.sh
 )
 
 missing=()

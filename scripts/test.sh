@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command (README and CI): installs what it needs, checks formatting, then builds
-# and runs every test in three builds: -Werror (dev, then a smoke run of the benchmark),
+# and runs every test in three builds: -Werror (dev, then the install checks and a smoke run
+# of the benchmark),
 # AddressSanitizer+UBSan, ThreadSanitizer; then runs the libFuzzer targets (clang) for a
 # bounded time each.
 # Usage: bash scripts/test.sh [dev|asan|tsan|fuzz ...]   (default: all four)
@@ -45,6 +46,8 @@ for preset in "${presets[@]}"; do
   step "$preset: tests"
   timeout 1200 ctest --test-dir "build/$preset" -j "$jobs" --output-on-failure
   if [ "$preset" = dev ]; then
+    step "install: cmake --install, find_package, pkg-config, add_subdirectory, the .deb"
+    timeout 900 bash scripts/check-install.sh "build/$preset"
     # Only that it still works (a few iterations of everything, peers included); the numbers
     # of a smoke run mean nothing. The real run: bash bench/run.sh (docs/performance.md).
     step "benchmark smoke run"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// dlock/dlock.h: the whole public API in one include.
+// dlock/dlock.h: the whole public API in one include (but <dlock/async.h>, which needs asio).
 #pragma once
 
 #include <dlock/client.h>
@@ -11,3 +11,4 @@
 #include <dlock/result.h>
 #include <dlock/status.h>
 #include <dlock/types.h>
+#include <dlock/version.h>

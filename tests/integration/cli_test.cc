@@ -104,6 +104,63 @@ TEST_F(CliTest, HeldBySomeoneElseExits75) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, 450ms);
 }
 
+// flock's -E: a script picks the status that means "someone else has it".
+TEST_F(CliTest, ConflictExitCodeIsChosenWithE) {
+  Client c = client();
+  LockOptions o;
+  o.ttl = 30s;
+  o.owner = OwnerToken("someone-else");
+  auto lease = c.try_lock("job", o);
+  ASSERT_TRUE(lease);
+  Ran ran = dlock_tool(args({"run", "-E", "3", "job", "--", "echo", "never"}));
+  EXPECT_EQ(ran.status, 3) << ran.output;
+  EXPECT_EQ(ran.output.find("never"), std::string::npos);
+  Ran waited = dlock_tool(
+      args({"run", "--conflict-exit-code", "0", "-w", "200ms", "job", "--", "echo", "never"}));
+  EXPECT_EQ(waited.status, 0) << waited.output;
+  EXPECT_EQ(waited.output.find("never"), std::string::npos);
+  ASSERT_TRUE(lease->unlock());
+  // Only a conflict: the command's own status and other failures keep theirs.
+  EXPECT_EQ(dlock_tool(args({"run", "-E", "3", "job", "--", "sh", "-c", "exit 9"})).status, 9);
+  EXPECT_EQ(dlock_tool(args({"run", "-E", "256", "job", "--", "true"})).status, 64);
+  EXPECT_EQ(dlock_tool(args({"run", "-E", "x", "job", "--", "true"})).status, 64);
+}
+
+// flock's -c: one shell command line instead of a program and its arguments after '--'.
+TEST_F(CliTest, ShellCommandWithC) {
+  Ran ran = dlock_tool(args({"run", "job", "-c", "echo \"T=$DLOCK_TOKEN\"; exit 5"}));
+  EXPECT_EQ(ran.status, 5) << ran.output;
+  EXPECT_NE(ran.output.find("T=1"), std::string::npos) << ran.output;
+  EXPECT_FALSE(server_->exists("job")) << "released after the command";
+  // Both forms at once, or an empty one, is a usage error and takes no lock.
+  EXPECT_EQ(dlock_tool(args({"run", "job", "-c", "true", "--", "true"})).status, 64);
+  EXPECT_EQ(dlock_tool(args({"run", "job", "-c", ""})).status, 64);
+  EXPECT_EQ(server_->command({"GET", "dlock:fence:{job}"})->str, std::string("1"));
+}
+
+// --fair: waiters queue in arrival order (docs/features.md); from the shell it must take the
+// lock and wait like the default mode.
+TEST_F(CliTest, FairModeTakesAndWaits) {
+  Client c = client();
+  LockOptions o;
+  o.ttl = 30s;
+  o.owner = OwnerToken("someone-else");
+  auto lease = c.try_lock("job", o);
+  ASSERT_TRUE(lease);
+  auto ran = std::async(std::launch::async, [&] {
+    return dlock_tool(args({"run", "--fair", "-w", "20s", "job", "--", "true"}));
+  });
+  ASSERT_TRUE(test::eventually(
+      [&] {
+        return server_->command({"EXISTS", "dlock:queue:{job}"})->integer == 1;
+      },
+      10s))
+      << "the fair waiter must queue";
+  ASSERT_TRUE(lease->unlock());
+  EXPECT_EQ(ran.get().status, 0);
+  EXPECT_FALSE(server_->exists("job"));
+}
+
 TEST_F(CliTest, WaitsForTheLockWhenAllowedTo) {
   Client c = client();
   LockOptions o;
@@ -142,6 +199,15 @@ TEST_F(CliTest, UsageErrorsExit64) {
   EXPECT_EQ(dlock_tool({"frobnicate"}).status, 64);
   EXPECT_EQ(dlock_tool({}).status, 64);
   EXPECT_FALSE(server_->exists("job"));
+}
+
+// Options may follow the lock name, after -r too: -r takes one URL, not the name after it.
+TEST_F(CliTest, OptionsAfterTheNameFollowingR) {
+  Ran ran = dlock_tool({"run", "-r", server_->url(), "job", "-t", "5s", "--", "true"});
+  EXPECT_EQ(ran.status, 0) << ran.output;
+  Ran status = dlock_tool({"status", "-r", server_->url(), "job", "--json"});
+  EXPECT_EQ(status.status, 0) << status.output;
+  EXPECT_EQ(status.output.find("required"), std::string::npos) << status.output;
 }
 
 TEST_F(CliTest, MissingCommandExits127) {

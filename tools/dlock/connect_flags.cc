@@ -14,6 +14,9 @@ void add_connect_flags(CLI::App& app, ConnectFlags& flags) {
                  "for each node (default: $DLOCK_REDIS, comma-separated, else "
                  "redis://127.0.0.1:6379)")
       ->expected(1)
+      // One URL per -r: without this CLI11 lets a vector option take the words after it, so
+      // `-r URL NAME --json` took NAME as a second URL and failed with "name is required".
+      ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--tls-ca", flags.tls_ca, "CA certificate file (PEM) for rediss:// nodes")
       ->envname("DLOCK_TLS_CA");

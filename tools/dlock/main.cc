@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 // dlock: the command-line tool. One file per subcommand; this one only dispatches.
+#include <dlock/version.h>
+
 #include <algorithm>
 #include <csignal>
 #include <iostream>
@@ -14,9 +16,9 @@
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);  // a closed pipe is an error to report, not a reason to die
-  CLI::App app{"dlock: distributed locks on Redis (single node or Redlock over N nodes)"};
+  CLI::App app{"dlock: distributed locks on Redis (single node or Redlock over N nodes)", "dlock"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "dlock 0.1.0");
+  app.set_version_flag("--version", "dlock " DLOCK_VERSION_STRING);
   namespace cli = dlock::cli;
   cli::RunFlags run_flags;
   cli::StatusFlags status_flags;

@@ -128,9 +128,9 @@ class ChildWatch {
   std::thread thread_;
 };
 
-int exit_for(const Error& e) {
+int exit_for(const Error& e, int conflict_exit_code) {
   if (e.is(errc::invalid_argument)) return kExitUsage;
-  if (is_contention(e.code())) return kExitNotAcquired;
+  if (is_contention(e.code())) return conflict_exit_code;
   return kExitUnavailable;
 }
 
@@ -149,11 +149,19 @@ CLI::App* add_run_command(CLI::App& app, RunFlags& flags) {
   run->add_option("--kill-after", flags.kill_after,
                   "when the lock is lost: how long COMMAND has to exit after SIGTERM before it "
                   "gets SIGKILL (default 10s; 0: SIGKILL at once)");
+  run->add_option("-E,--conflict-exit-code", flags.conflict_exit_code,
+                  "exit status when the lock is held by someone else past --wait (default 75)")
+      ->check(CLI::Range(0, 255));
+  run->add_flag("--fair", flags.fair,
+                "wait in a FIFO queue: the longest waiter gets the lock next (default: unordered)");
+  run->add_option("-c,--command", flags.shell_command,
+                  "run this command line with /bin/sh -c (instead of COMMAND after '--')");
   run->add_option("name", flags.name, "lock name")->required();
   run->footer(
-      "COMMAND and its arguments follow a '--'.\n"
-      "Exit status: COMMAND's own if the lock was held throughout; 75 if the lock was held by "
-      "someone else past --wait; 69 if no quorum of nodes could be reached; 64 for a usage or "
+      "COMMAND and its arguments follow a '--' (or one shell command line is given with -c).\n"
+      "Exit status: COMMAND's own if the lock was held throughout; 75 (or -E's) if the lock was "
+      "held by someone else past --wait; 69 if no quorum of nodes could be reached; 64 for a "
+      "usage or "
       "configuration error; 76 if the lock was lost while COMMAND ran (COMMAND got SIGTERM, then "
       "SIGKILL if still running after --kill-after).\n"
       "COMMAND sees DLOCK_NAME, DLOCK_TOKEN (fencing token) and DLOCK_VALIDITY_MS.\n\n"
@@ -162,13 +170,20 @@ CLI::App* add_run_command(CLI::App& app, RunFlags& flags) {
       "  DLOCK_REDIS=redis://a:6379,redis://b:6379,redis://c:6379 dlock run -t 10s -w 1m "
       "db-migrate "
       "-- make migrate\n"
-      "  dlock run --kill-after 1m backup -- ./backup.sh");
+      "  dlock run --kill-after 1m backup -- ./backup.sh\n"
+      "  dlock run -E 0 -c 'pg_dump app > /backup/app.sql' nightly-dump   # skipped if running");
   return run;
 }
 
-int run_command(const RunFlags& flags) {
+int run_command(const RunFlags& given) {
+  RunFlags flags = given;
+  if (!flags.shell_command.empty() && !flags.command.empty()) {
+    std::cerr << "dlock: run takes -c or a COMMAND after '--', not both\n";
+    return kExitUsage;
+  }
+  if (!flags.shell_command.empty()) flags.command = {"/bin/sh", "-c", flags.shell_command};
   if (flags.command.empty()) {
-    std::cerr << "dlock: run needs a COMMAND after '--' (see dlock run --help)\n";
+    std::cerr << "dlock: run needs a COMMAND after '--' or -c (see dlock run --help)\n";
     return kExitUsage;
   }
   auto ttl = parse_duration(flags.ttl);
@@ -190,11 +205,12 @@ int run_command(const RunFlags& flags) {
   LockOptions options;
   options.ttl = *ttl;
   options.auto_renew = true;
+  options.fair = flags.fair;
   options.on_lost = [events](const Error& e) { events->lock_lost(e); };
   auto lease = client->lock(flags.name, *wait, options);
   if (!lease) {
     std::cerr << "dlock: " << lease.error().message() << "\n";
-    return exit_for(lease.error());
+    return exit_for(lease.error(), flags.conflict_exit_code);
   }
 
   std::vector<std::string> env_storage{

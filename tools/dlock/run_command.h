@@ -15,6 +15,9 @@ struct RunFlags {
   std::string ttl = "30s";
   std::string wait = "0";
   std::string kill_after = "10s";  // after a lost lock: from SIGTERM to SIGKILL
+  int conflict_exit_code = 75;     // -E: the status when someone else holds the lock
+  bool fair = false;
+  std::string shell_command;  // -c: run by /bin/sh -c instead of `command`
   std::string name;
   std::vector<std::string> command;
 };

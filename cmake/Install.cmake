@@ -1,0 +1,76 @@
+# Install rules and the Debian package (top-level builds only, DLOCK_INSTALL):
+#   include/dlock/*.h and the generated version.h    headers
+#   libdlock.a, or libdlock.so.X.Y with its links   the library (BUILD_SHARED_LIBS)
+#   lib/cmake/dlock/                                 find_package(dlock CONFIG) -> dlock::dlock
+#   lib/pkgconfig/dlock.pc                           pkg-config --cflags --libs dlock
+#   bin/dlock, its man page, its bash completion     with DLOCK_BUILD_TOOLS
+include(CMakePackageConfigHelpers)
+
+set(DLOCK_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/dlock")
+
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/dlock" "${PROJECT_BINARY_DIR}/include/dlock"
+        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" COMPONENT dev
+        FILES_MATCHING PATTERN "*.h")
+install(TARGETS dlock EXPORT dlockTargets
+        ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT dev
+        LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT lib NAMELINK_COMPONENT dev
+        INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+install(EXPORT dlockTargets NAMESPACE dlock:: DESTINATION "${DLOCK_CMAKE_DIR}" COMPONENT dev)
+
+# The static library's users link what it links; dlockConfig.cmake finds those first.
+get_target_property(dlock_type dlock TYPE)
+if(dlock_type STREQUAL "STATIC_LIBRARY")
+  set(DLOCK_STATIC ON)
+  # As -l flags, not Requires.private: `pkg-config --static` would then ask for the static
+  # archives of everything libcurl links (nghttp2, ldap, ...), which Debian's -dev packages do
+  # not pull in. Linking libdlock.a needs these libraries, shared or static.
+  set(DLOCK_PC_REQUIRES_PRIVATE "")
+  set(DLOCK_PC_LIBS_PRIVATE "-lhiredis -lssl -lcrypto -lcurl -pthread")
+else()
+  set(DLOCK_STATIC OFF)
+  set(DLOCK_PC_REQUIRES_PRIVATE "")
+  set(DLOCK_PC_LIBS_PRIVATE "")
+endif()
+configure_package_config_file(cmake/dlockConfig.cmake.in
+                              "${PROJECT_BINARY_DIR}/dlockConfig.cmake"
+                              INSTALL_DESTINATION "${DLOCK_CMAKE_DIR}")
+# 0.x: a new minor version may break the API, so only the same minor version is compatible.
+write_basic_package_version_file("${PROJECT_BINARY_DIR}/dlockConfigVersion.cmake"
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES "${PROJECT_BINARY_DIR}/dlockConfig.cmake"
+              "${PROJECT_BINARY_DIR}/dlockConfigVersion.cmake"
+        DESTINATION "${DLOCK_CMAKE_DIR}" COMPONENT dev)
+
+# dlock.pc finds its prefix from where it lies (${pcfiledir}), so `cmake --install --prefix`
+# and a relocated tree both work.
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  message(FATAL_ERROR "dlock.pc needs a relative CMAKE_INSTALL_LIBDIR")
+endif()
+file(RELATIVE_PATH DLOCK_PC_TO_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
+configure_file(cmake/dlock.pc.in "${PROJECT_BINARY_DIR}/dlock.pc" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/dlock.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig"
+        COMPONENT dev)
+
+install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" DESTINATION "${CMAKE_INSTALL_DOCDIR}"
+        COMPONENT lib)
+
+# One Debian package with everything (cpack -G DEB in the build directory). With a shared
+# library the package needs only what dpkg-shlibdeps finds; the static library's users need
+# the -dev packages of what it links. <dlock/async.h> needs asio's headers.
+set(CPACK_PACKAGE_NAME dlock)
+set(CPACK_PACKAGE_VENDOR "dlock")
+set(CPACK_PACKAGE_CONTACT "dlock maintainers <dlock@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
+set(CPACK_RESOURCE_FILE_LICENSE "${PROJECT_SOURCE_DIR}/LICENSE")
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS "${PROJECT_BINARY_DIR}/src")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libasio-dev, redis-server")
+if(DLOCK_STATIC)
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libhiredis-dev, libssl-dev, libcurl4-openssl-dev")
+endif()
+include(CPack)

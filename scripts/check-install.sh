@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Checks that dlock can be used the ways users take it (called by scripts/test.sh after the
+# dev build; the dev preset builds a shared libdlock):
+#   1. `cmake --install` into a prefix: headers, libdlock.so with its version links, the
+#      CMake package, dlock.pc, the tool, its man page and bash completion;
+#   2. a separate project (tests/consumer) built with find_package(dlock) and with
+#      pkg-config against that prefix, and run against a node the installed `dlock sandbox`
+#      starts;
+#   3. add_subdirectory: only the library is built (static here), and its install rules
+#      (DLOCK_INSTALL=ON) give a static prefix that find_package also builds against;
+#   4. the Debian package (cpack): as root, `dpkg -i`, the consumer built against /usr, then
+#      `dpkg -P` (skipped with a notice when not root or without dpkg).
+# Usage: bash scripts/check-install.sh [BUILD_DIR]      (default build/dev)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+build=$(realpath "${1:-build/dev}")
+work=$(mktemp -d)
+sandbox_pid=""
+cleanup() {
+  if [ -n "$sandbox_pid" ]; then kill "$sandbox_pid" 2>/dev/null || true; wait "$sandbox_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+step() { printf -- '-- %s\n' "$*"; }
+fail() { echo "check-install: $*" >&2; exit 1; }
+# Quiet unless it fails: then its output.
+quiet() {
+  if ! "$@" >"$work/step.log" 2>&1; then
+    cat "$work/step.log"
+    fail "failed: $*"
+  fi
+}
+
+step "cmake --install $build --prefix <tmp>"
+prefix=$work/prefix
+quiet cmake --install "$build" --prefix "$prefix"
+libdir=$prefix/lib
+for f in include/dlock/dlock.h include/dlock/async.h include/dlock/version.h \
+         lib/cmake/dlock/dlockConfig.cmake lib/cmake/dlock/dlockConfigVersion.cmake \
+         lib/pkgconfig/dlock.pc bin/dlock share/man/man1/dlock.1 \
+         share/bash-completion/completions/dlock share/doc/dlock/LICENSE; do
+  [ -e "$prefix/$f" ] || fail "not installed: $f"
+done
+ls "$libdir"/libdlock.so.*.*.* >/dev/null 2>&1 || fail "no versioned libdlock.so"
+[ -L "$libdir/libdlock.so" ] || fail "no libdlock.so link"
+# Only the public headers: nothing of src/ is installed.
+extra=$(find "$prefix/include" -type f ! -path "$prefix/include/dlock/*.h")
+[ -z "$extra" ] || fail "unexpected files under include/: $extra"
+version=$("$prefix/bin/dlock" --version)
+expected=$(sed -n 's/^project(dlock VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+[ "$version" = "dlock $expected" ] || fail "dlock --version says '$version', CMakeLists.txt $expected"
+grep -q '^\.SS run' "$prefix/share/man/man1/dlock.1" || fail "the man page has no 'run' section"
+grep -q -- '--kill-after' "$prefix/share/man/man1/dlock.1" || fail "the man page lacks run's options"
+
+step "bash completion"
+completions=$(PATH="$prefix/bin:$PATH" bash -c '
+  source "$1/share/bash-completion/completions/dlock"
+  COMP_WORDS=(dlock ru); COMP_CWORD=1; _dlock; echo "${COMPREPLY[*]}"
+  COMP_WORDS=(dlock run --ki); COMP_CWORD=2; _dlock; echo "${COMPREPLY[*]}"' _ "$prefix")
+[ "$completions" = $'run\n--kill-after' ] || fail "completion gave: $completions"
+
+step "a node from the installed dlock sandbox"
+"$prefix/bin/dlock" sandbox --nodes 1 >"$work/sandbox.out" 2>&1 &
+sandbox_pid=$!
+for _ in $(seq 100); do
+  grep -q '^DLOCK_REDIS=' "$work/sandbox.out" && break
+  sleep 0.1
+done
+node=$(sed -n 's/^DLOCK_REDIS=//p' "$work/sandbox.out" | head -n1)
+[ -n "$node" ] || { cat "$work/sandbox.out"; fail "the sandbox printed no DLOCK_REDIS"; }
+
+step "consumer: find_package(dlock) against the prefix"
+quiet cmake -S tests/consumer -B "$work/find" -G Ninja -DCMAKE_PREFIX_PATH="$prefix"
+quiet cmake --build "$work/find"
+LD_LIBRARY_PATH="$libdir" "$work/find/dlock_consumer" "$node"
+# The shared library keeps its dependencies to itself: the consumer links libdlock only.
+if readelf -d "$work/find/dlock_consumer" | grep -E 'NEEDED.*(hiredis|libssl|libcurl)'; then
+  fail "the consumer of a shared libdlock links dlock's dependencies"
+fi
+
+step "consumer: pkg-config --cflags --libs dlock"
+flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs dlock)
+# shellcheck disable=SC2086
+c++ -std=c++20 tests/consumer/consumer.cc -o "$work/pc_consumer" $flags -Wl,-rpath,"$libdir"
+"$work/pc_consumer" "$node"
+
+step "add_subdirectory: the library only, static; then its install and find_package"
+quiet cmake -S tests/consumer -B "$work/sub" -G Ninja -DDLOCK_SOURCE_DIR="$repo" -DDLOCK_INSTALL=ON
+targets=$(cmake --build "$work/sub" --target help)
+for t in dlock_tool unit_tests dlock_bench basic_lock; do
+  if grep -q "^$t:" <<<"$targets"; then fail "a subproject build defines $t"; fi
+done
+grep -q '^dlock:' <<<"$targets" || fail "a subproject build lacks the dlock library"
+quiet cmake --build "$work/sub" -j "$(nproc)"
+"$work/sub/dlock_consumer" "$node"
+quiet cmake --install "$work/sub/dlock" --prefix "$work/static"
+[ -e "$work/static/lib/libdlock.a" ] || fail "no libdlock.a in the static install"
+quiet cmake -S tests/consumer -B "$work/find_static" -G Ninja -DCMAKE_PREFIX_PATH="$work/static"
+quiet cmake --build "$work/find_static"
+"$work/find_static/dlock_consumer" "$node"
+flags=$(PKG_CONFIG_PATH="$work/static/lib/pkgconfig" pkg-config --static --cflags --libs dlock)
+# shellcheck disable=SC2086
+c++ -std=c++20 tests/consumer/consumer.cc -o "$work/pc_static" $flags
+"$work/pc_static" "$node"
+
+step "Debian package (cpack -G DEB)"
+(cd "$work" && quiet cpack -G DEB --config "$build/CPackConfig.cmake")
+deb=$(ls "$work"/dlock_*.deb)
+dpkg-deb --contents "$deb" | grep './usr/bin/dlock$' >/dev/null || fail "the package has no /usr/bin/dlock"
+if [ "$(id -u)" -eq 0 ] && command -v dpkg >/dev/null && ! dpkg-query -W dlock >/dev/null 2>&1; then
+  quiet dpkg -i "$deb"
+  trap 'dpkg -P dlock >/dev/null 2>&1 || true; cleanup' EXIT
+  [ "$(/usr/bin/dlock --version)" = "dlock $expected" ] || fail "the packaged dlock --version"
+  quiet cmake -S tests/consumer -B "$work/deb" -G Ninja
+  quiet cmake --build "$work/deb"
+  "$work/deb/dlock_consumer" "$node"
+  c++ -std=c++20 tests/consumer/consumer.cc -o "$work/deb_pc" $(pkg-config --cflags --libs dlock)
+  "$work/deb_pc" "$node"
+  quiet dpkg -P dlock
+  [ ! -e /usr/bin/dlock ] || fail "dpkg -P left /usr/bin/dlock"
+else
+  echo "   (not root, no dpkg, or a dlock package already installed: dpkg -i skipped)"
+fi
+step "install checks passed"

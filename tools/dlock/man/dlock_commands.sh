@@ -1,0 +1,18 @@
+#!/bin/sh
+# Prints help2man's include file for dlock(1): the help of each subcommand (`dlock CMD --help`,
+# the same text users see), then the fixed sections of man/dlock.h2m.
+#   dlock_commands.sh PATH/TO/dlock man/dlock.h2m OUT.h2m
+set -eu
+dlock=$1
+fixed=$2
+exec >"$3"
+# roff: a backslash is written \e; a line starting with . or ' would be a request.
+escape() { sed -e 's/\\/\\e/g' -e "s/^\([.']\)/\\\\\&\1/"; }
+echo "[COMMANDS]"
+for cmd in run status release watch sandbox demo; do
+  echo ".SS $cmd"
+  echo ".nf"
+  "$dlock" "$cmd" --help | escape
+  echo ".fi"
+done
+cat "$fixed"
