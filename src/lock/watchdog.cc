@@ -2,6 +2,7 @@
 #include "lock/watchdog.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "engine/thread_role.h"
 
@@ -41,8 +42,9 @@ void apply(const std::shared_ptr<detail::LeaseState>& state, const Result<Clock:
     // Too few nodes answered, or the renewal was judged against a validity that a user's
     // extend has since pushed further: the validity still stands, try again well before it
     // ends: after a quarter of what is left, not sooner than 10 ms (no storm against a node
-    // that is down) unless the lease renews more often than that, and never later than its
-    // period. Not std::clamp: a period under 10 ms would make its range inverted.
+    // that is down), but never later than the tick's period (the shortest renew_every among
+    // the leases due), even when that is under 10 ms. Not std::clamp: a period under 10 ms
+    // would make its range inverted.
     const auto left = state->valid_until - Clock::now();
     const auto retry = std::max<Clock::duration>(left / 4, std::chrono::milliseconds(10));
     next = std::min(next, Clock::now() + std::min<Clock::duration>(retry, period));
@@ -60,15 +62,14 @@ Watchdog::~Watchdog() {
 }
 
 void Watchdog::prune_locked() {
-  for (auto it = leases_.begin(); it != leases_.end();) {
-    auto state = it->lock();
-    bool gone = !state;
-    if (state) {
-      std::lock_guard lock(state->mu);
-      gone = state->status == Status::released;
-    }
-    it = gone ? leases_.erase(it) : std::next(it);
-  }
+  // One pass (erase-remove), not an erase per dead entry: that shifted the rest of the vector
+  // each time, quadratic in the leases tracked, under mu_, which track() waits for.
+  std::erase_if(leases_, [](const std::weak_ptr<detail::LeaseState>& weak) {
+    auto state = weak.lock();
+    if (!state) return true;
+    std::lock_guard lock(state->mu);
+    return state->status == Status::released;
+  });
   prune_at_ = std::max<std::size_t>(1024, leases_.size() * 2);
 }
 
