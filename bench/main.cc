@@ -422,7 +422,13 @@ int main(int argc, char** argv) {
     sub->add_option("--count", count)->required();
   }
   int inflight = 0;
+  bool async_api = false;
   cycles->add_option("--inflight", inflight, "Run throughput for 3 s with this many in flight");
+  // For profiling the asio API's client side: `valgrind --tool=callgrind dlock_bench cycles
+  // --impl dlock --port P --count 0 --inflight 64 --async` (bench/notes.md).
+  cycles->add_flag("--async", async_api,
+                   "With --inflight: the asio API (one thread), not a thread per lock; prints "
+                   "cycles per second and the cycles run");
   worker->add_option("--name", name)->required();
   worker->add_option("--hold-us", hold_us);
   worker->add_option("--start-at", start_at);
@@ -439,7 +445,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (cycles->parsed()) {
-      if (inflight > 0) {
+      if (inflight > 0 && async_api) {
+        const auto run = std::chrono::seconds(3);
+        const double per_s = async_throughput(impl_from(impl), ports, inflight, run);
+        std::cout << per_s << " per second, " << per_s * 3 << " cycles\n";
+      } else if (inflight > 0) {
         std::cout << throughput(impl_from(impl), ports, inflight, std::chrono::seconds(3)) << "\n";
       } else {
         latency(impl_from(impl), ports, count, 0);
