@@ -3,6 +3,7 @@
 // (operations.h), started on the client's io thread instead of waited for.
 #include <dlock/async.h>
 
+#include "access.h"
 #include "client_core.h"
 #include "engine/task.h"
 #include "lock/keys.h"
@@ -11,12 +12,6 @@
 #include "operations.h"
 
 namespace dlock::detail {
-
-struct Access {
-  static const std::shared_ptr<ClientCore>& core(const Client& c) { return c.core_; }
-  static const std::shared_ptr<ClientCore>& core(const Lease& l) { return l.core_; }
-  static const std::shared_ptr<LeaseState>& state(const Lease& l) { return l.state_; }
-};
 
 namespace {
 

@@ -3,8 +3,12 @@
 
 namespace dlock {
 
-Mutex::Mutex(Client client, std::string name, LockOptions options)
-    : client_(std::move(client)), name_(std::move(name)), options_(std::move(options)) {
+Mutex::Mutex(Client client, std::string name, LockOptions options,
+             std::function<void(const Error&)> on_unlock_error)
+    : client_(std::move(client)),
+      name_(std::move(name)),
+      options_(std::move(options)),
+      on_unlock_error_(std::move(on_unlock_error)) {
   options_.owner.reset();
 }
 
@@ -50,9 +54,9 @@ void Mutex::unlock() noexcept {
     if (it->second.empty()) held_.erase(it);
   }
   auto released = lease.unlock();
-  if (!released && on_unlock_error) {
+  if (!released && on_unlock_error_) {
     try {
-      on_unlock_error(released.error());
+      on_unlock_error_(released.error());
     } catch (...) {  // NOLINT(bugprone-empty-catch): unlock() must not throw
     }
   }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <random>
 
+#include "access.h"
 #include "lock/keys.h"
 #include "lock/owner.h"
 
@@ -77,7 +78,7 @@ engine::Task<std::variant<Lease, lock::Refused>> attempt_task(std::shared_ptr<Cl
     state->renewed_at = SteadyClock::now();
   }
   core->watchdog().track(state);
-  co_return Lease(core, std::move(state));
+  co_return Access::make_lease(core, std::move(state));
 }
 
 engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,

@@ -49,8 +49,6 @@ struct Access;
 class Lease {
  public:
   Lease() = default;  // an empty lease that holds nothing
-  Lease(std::shared_ptr<detail::ClientCore> core, std::shared_ptr<detail::LeaseState> state)
-      : core_(std::move(core)), state_(std::move(state)) {}
   Lease(Lease&&) noexcept = default;
   Lease& operator=(Lease&& other) noexcept;
   Lease(const Lease&) = delete;
@@ -85,7 +83,9 @@ class Lease {
   std::chrono::milliseconds ttl() const;
 
  private:
-  friend struct detail::Access;
+  friend struct detail::Access;  // the library makes leases (src/access.h)
+  Lease(std::shared_ptr<detail::ClientCore> core, std::shared_ptr<detail::LeaseState> state)
+      : core_(std::move(core)), state_(std::move(state)) {}
   std::shared_ptr<detail::ClientCore> core_;   // keeps the connections alive
   std::shared_ptr<detail::LeaseState> state_;  // shared with the client's watchdog
 };

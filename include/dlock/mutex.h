@@ -15,7 +15,7 @@
 // The standard interface has no error channel, so: lock() and the try_ functions throw
 // dlock::Exception for anything but contention (no quorum, bad name, ...), and return false /
 // keep waiting on contention; unlock() never throws (a failed release is reported to
-// on_unlock_error, if set; the keys expire within the ttl in any case).
+// the constructor's on_unlock_error, if given; the keys expire within the ttl in any case).
 //
 // Thread-safety: one Mutex may be shared by any number of threads.
 #pragma once
@@ -37,7 +37,10 @@ namespace dlock {
 class Mutex {
  public:
   // options.owner is ignored: a Mutex excludes threads from each other, so each thread owns.
-  Mutex(Client client, std::string name, LockOptions options = {});
+  // on_unlock_error, if given, is called (on the unlocking thread) with the error when unlock()
+  // could not release on a quorum; it is fixed here, so no thread can race to change it.
+  Mutex(Client client, std::string name, LockOptions options = {},
+        std::function<void(const Error&)> on_unlock_error = {});
   Mutex(const Mutex&) = delete;
   Mutex& operator=(const Mutex&) = delete;
 
@@ -57,8 +60,6 @@ class Mutex {
   // The calling thread's most recent hold (fencing token, validity), or nullptr.
   const Lease* lease() const;
   const std::string& name() const noexcept { return name_; }
-  // Called with the error when unlock() could not release on a quorum. Default: none.
-  std::function<void(const Error&)> on_unlock_error;
 
  private:
   bool lock_within(std::chrono::milliseconds wait);
@@ -67,6 +68,7 @@ class Mutex {
   Client client_;
   const std::string name_;
   LockOptions options_;
+  const std::function<void(const Error&)> on_unlock_error_;
   mutable std::mutex mu_;
   std::unordered_map<std::thread::id, std::vector<Lease>> held_;  // guarded by mu_
 };

@@ -13,10 +13,12 @@
 
 #include <dlock/errc.h>
 
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -52,10 +54,14 @@ class Error {
   std::vector<NodeError> nodes_;
 };
 
-// Thrown only by throw_if_error() and the std::Lockable adapters.
-class Exception : public std::runtime_error {
+// Thrown only by throw_if_error(), Result::value() on an error, and the std::Lockable
+// adapters. A std::system_error: code() is the Error's code (dlock's category, or the system's
+// for I/O), so `catch (const std::system_error& e)` and `e.code() == dlock::errc::lock_held`
+// work; error() has the message and the per-node details.
+class Exception : public std::system_error {
  public:
-  explicit Exception(Error error) : std::runtime_error(error.message()), error_(std::move(error)) {}
+  explicit Exception(Error error)
+      : std::system_error(error.code(), error.message()), error_(std::move(error)) {}
   const Error& error() const noexcept { return error_; }
 
  private:
@@ -92,7 +98,59 @@ class [[nodiscard]] Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
+  // As std::expected (C++23). value_or: the value, or `fallback` converted to T.
+  template <typename U>
+  T value_or(U&& fallback) const& {
+    return has_value() ? std::get<0>(v_) : static_cast<T>(std::forward<U>(fallback));
+  }
+  template <typename U>
+  T value_or(U&& fallback) && {
+    return has_value() ? std::get<0>(std::move(v_)) : static_cast<T>(std::forward<U>(fallback));
+  }
+  // and_then: f(value) -> Result<U>, or this error. transform: Result<f(value)>, or this error.
+  // or_else: this value, or f(error) -> Result<T>. Each runs f only on its own branch.
+  template <typename F>
+  auto and_then(F&& f) const& {
+    using R = std::invoke_result_t<F, const T&>;
+    return has_value() ? std::invoke(std::forward<F>(f), std::get<0>(v_)) : R(std::get<1>(v_));
+  }
+  template <typename F>
+  auto and_then(F&& f) && {
+    using R = std::invoke_result_t<F, T&&>;
+    return has_value() ? std::invoke(std::forward<F>(f), std::get<0>(std::move(v_)))
+                       : R(std::get<1>(std::move(v_)));
+  }
+  template <typename F>
+  auto transform(F&& f) const& {
+    return transform_impl(*this, std::forward<F>(f));
+  }
+  template <typename F>
+  auto transform(F&& f) && {
+    return transform_impl(std::move(*this), std::forward<F>(f));
+  }
+  template <typename F>
+  Result or_else(F&& f) const& {
+    return has_value() ? Result(std::get<0>(v_)) : std::invoke(std::forward<F>(f), std::get<1>(v_));
+  }
+  template <typename F>
+  Result or_else(F&& f) && {
+    return has_value() ? Result(std::get<0>(std::move(v_)))
+                       : std::invoke(std::forward<F>(f), std::get<1>(std::move(v_)));
+  }
+
  private:
+  template <typename Self, typename F>
+  static auto transform_impl(Self&& self, F&& f) {
+    using V = decltype(std::get<0>(std::forward<Self>(self).v_));
+    using U = std::remove_cvref_t<std::invoke_result_t<F, V>>;
+    if (!self.has_value()) return Result<U>(std::get<1>(std::forward<Self>(self).v_));
+    if constexpr (std::is_void_v<U>) {
+      std::invoke(std::forward<F>(f), std::get<0>(std::forward<Self>(self).v_));
+      return Result<U>();
+    } else {
+      return Result<U>(std::invoke(std::forward<F>(f), std::get<0>(std::forward<Self>(self).v_)));
+    }
+  }
   void check() const {
     if (!has_value()) throw Exception(std::get<1>(v_));
   }
@@ -112,6 +170,33 @@ class [[nodiscard]] Result<void> {
   }
   const Error& error() const& { return *error_; }
   Error&& error() && { return std::move(*error_); }
+
+  // As std::expected<void, E>: and_then: f() -> Result<U>, or this error; transform:
+  // Result<f()>, or this error; or_else: success, or f(error) -> Result<void>.
+  template <typename F>
+  auto and_then(F&& f) const {
+    using R = std::invoke_result_t<F>;
+    return has_value() ? std::invoke(std::forward<F>(f)) : R(*error_);
+  }
+  template <typename F>
+  auto transform(F&& f) const {
+    using U = std::remove_cvref_t<std::invoke_result_t<F>>;
+    if (!has_value()) return Result<U>(*error_);
+    if constexpr (std::is_void_v<U>) {
+      std::invoke(std::forward<F>(f));
+      return Result<U>();
+    } else {
+      return Result<U>(std::invoke(std::forward<F>(f)));
+    }
+  }
+  template <typename F>
+  Result or_else(F&& f) const& {
+    return has_value() ? Result() : std::invoke(std::forward<F>(f), *error_);
+  }
+  template <typename F>
+  Result or_else(F&& f) && {
+    return has_value() ? Result() : std::invoke(std::forward<F>(f), std::move(*error_));
+  }
 
  private:
   std::optional<Error> error_;

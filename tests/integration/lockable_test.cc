@@ -5,6 +5,7 @@
 #include <atomic>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "support/cluster_fixture.h"
 
@@ -100,6 +101,28 @@ TEST_P(LockableTest, InfrastructureErrorsThrowInsteadOfLookingLikeContention) {
     EXPECT_TRUE(e.error().is(errc::quorum_not_reached)) << e.what();
   }
   EXPECT_THROW((void)m.try_lock_for(200ms), Exception);
+}
+
+// unlock() cannot throw: a release that finds the lock gone goes to the handler given at
+// construction, once, on the unlocking thread.
+TEST_P(LockableTest, FailedUnlockIsReportedToTheConstructorsHandler) {
+  std::vector<Error> errors;
+  std::thread::id called_on;
+  Mutex m(make_client(), "job", fixed(30s), [&](const Error& e) {
+    errors.push_back(e);
+    called_on = std::this_thread::get_id();
+  });
+  m.lock();
+  for (std::size_t i = 0; i < size(); ++i) (*nodes_)[i].command({"DEL", "job"});
+  m.unlock();
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_TRUE(errors[0].is(errc::lock_lost)) << errors[0].message();
+  EXPECT_EQ(called_on, std::this_thread::get_id());
+  // A release that works calls nothing.
+  m.lock();
+  m.unlock();
+  EXPECT_EQ(errors.size(), 1u);
+  expect_released_everywhere("job");
 }
 
 INSTANTIATE_TEST_SUITE_P(Nodes, LockableTest, ::testing::Values(1, 5), test::node_count_name);
