@@ -9,13 +9,12 @@ include(CMakePackageConfigHelpers)
 set(DLOCK_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/dlock")
 
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/dlock" "${PROJECT_BINARY_DIR}/include/dlock"
-        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" COMPONENT dev
+        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" COMPONENT dlock_dev
         FILES_MATCHING PATTERN "*.h")
 install(TARGETS dlock EXPORT dlockTargets
-        ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT dev
-        LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT lib NAMELINK_COMPONENT dev
-        INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
-install(EXPORT dlockTargets NAMESPACE dlock:: DESTINATION "${DLOCK_CMAKE_DIR}" COMPONENT dev)
+        ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT dlock_dev
+        LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT dlock_lib NAMELINK_COMPONENT dlock_dev)
+install(EXPORT dlockTargets NAMESPACE dlock:: DESTINATION "${DLOCK_CMAKE_DIR}" COMPONENT dlock_dev)
 
 # The static library's users link what it links; dlockConfig.cmake finds those first.
 get_target_property(dlock_type dlock TYPE)
@@ -31,7 +30,7 @@ else()
   set(DLOCK_PC_REQUIRES_PRIVATE "")
   set(DLOCK_PC_LIBS_PRIVATE "")
 endif()
-configure_package_config_file(cmake/dlockConfig.cmake.in
+configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/dlockConfig.cmake.in"
                               "${PROJECT_BINARY_DIR}/dlockConfig.cmake"
                               INSTALL_DESTINATION "${DLOCK_CMAKE_DIR}")
 # 0.x: a new minor version may break the API, so only the same minor version is compatible.
@@ -39,21 +38,25 @@ write_basic_package_version_file("${PROJECT_BINARY_DIR}/dlockConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)
 install(FILES "${PROJECT_BINARY_DIR}/dlockConfig.cmake"
               "${PROJECT_BINARY_DIR}/dlockConfigVersion.cmake"
-        DESTINATION "${DLOCK_CMAKE_DIR}" COMPONENT dev)
+        DESTINATION "${DLOCK_CMAKE_DIR}" COMPONENT dlock_dev)
 
-# dlock.pc finds its prefix from where it lies (${pcfiledir}), so `cmake --install --prefix`
-# and a relocated tree both work.
-if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
-  message(FATAL_ERROR "dlock.pc needs a relative CMAKE_INSTALL_LIBDIR")
-endif()
-file(RELATIVE_PATH DLOCK_PC_TO_PREFIX "/prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/prefix")
-configure_file(cmake/dlock.pc.in "${PROJECT_BINARY_DIR}/dlock.pc" @ONLY)
+# dlock.pc names the prefix it is installed into (`cmake --install --prefix`, or /usr in the
+# Debian package), which it learns only at install time: configured twice, the prefix last.
+set(DLOCK_PC_PREFIX "@DLOCK_PC_PREFIX@")
+configure_file("${PROJECT_SOURCE_DIR}/cmake/dlock.pc.in" "${PROJECT_BINARY_DIR}/dlock.pc.in" @ONLY)
+install(CODE "
+  set(DLOCK_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
+  configure_file(\"${PROJECT_BINARY_DIR}/dlock.pc.in\" \"${PROJECT_BINARY_DIR}/dlock.pc\" @ONLY)
+  " COMPONENT dlock_dev)
 install(FILES "${PROJECT_BINARY_DIR}/dlock.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig"
-        COMPONENT dev)
+        COMPONENT dlock_dev)
 
 install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" DESTINATION "${CMAKE_INSTALL_DOCDIR}"
-        COMPONENT lib)
+        COMPONENT dlock_lib)
 
+if(NOT PROJECT_IS_TOP_LEVEL)
+  return()  # a parent project's CPack configuration is its own
+endif()
 # One Debian package with everything (cpack -G DEB in the build directory). With a shared
 # library the package needs only what dpkg-shlibdeps finds; the static library's users need
 # the -dev packages of what it links. <dlock/async.h> needs asio's headers.

@@ -3,7 +3,9 @@
 // of long commands, lost locks, status output, and processes sharing a counter.
 #include <dlock/dlock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
@@ -20,6 +22,7 @@ namespace {
 using namespace std::chrono_literals;
 using test::RedisCluster;
 using test::RedisServer;
+using test::ServerOptions;
 
 struct Ran {
   int status = -1;
@@ -135,6 +138,7 @@ TEST_F(CliTest, ShellCommandWithC) {
   // Both forms at once, or an empty one, is a usage error and takes no lock.
   EXPECT_EQ(dlock_tool(args({"run", "job", "-c", "true", "--", "true"})).status, 64);
   EXPECT_EQ(dlock_tool(args({"run", "job", "-c", ""})).status, 64);
+  EXPECT_EQ(dlock_tool(args({"run", "job", "-c", "", "--", "true"})).status, 64);
   EXPECT_EQ(server_->command({"GET", "dlock:fence:{job}"})->str, std::string("1"));
 }
 
@@ -208,6 +212,74 @@ TEST_F(CliTest, OptionsAfterTheNameFollowingR) {
   Ran status = dlock_tool({"status", "-r", server_->url(), "job", "--json"});
   EXPECT_EQ(status.status, 0) << status.output;
   EXPECT_EQ(status.output.find("required"), std::string::npos) << status.output;
+}
+
+// A file in the test's temp dir with `text`, mode `mode`; removed with the test.
+class TempFile {
+ public:
+  TempFile(const std::string& text, mode_t mode) {
+    char tmpl[] = "/tmp/dlock-nodes-XXXXXX";
+    const int fd = mkstemp(tmpl);
+    path_ = tmpl;
+    if (fd >= 0) {
+      (void)!write(fd, text.data(), text.size());
+      fchmod(fd, mode);
+      close(fd);
+    }
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// issue 15: no password in ps. The URLs come from --redis-file (or DLOCK_REDIS_FILE); the
+// command line dlock runs with, as the command sees it in /proc, holds no password.
+TEST(CliRedisFileTest, KeepsThePasswordOutOfTheCommandLine) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  ServerOptions o;
+  o.extra_args = {"--requirepass", "sesame"};
+  o.password = "sesame";
+  RedisServer server(o);
+  const std::string url = "redis://:sesame@127.0.0.1:" + std::to_string(server.port());
+  TempFile nodes("# the lock's node\n" + url + "\n", 0600);
+  Ran ran = dlock_tool({"run", "--redis-file", nodes.path(), "job", "--", "sh", "-c",
+                        "tr '\\0' ' ' < /proc/$PPID/cmdline; echo; echo T=$DLOCK_TOKEN"});
+  ASSERT_EQ(ran.status, 0) << ran.output;
+  EXPECT_NE(ran.output.find("dlock run --redis-file"), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("T=1"), std::string::npos) << ran.output;
+  EXPECT_EQ(ran.output.find("sesame"), std::string::npos) << ran.output;
+  EXPECT_EQ(ran.output.find("warning"), std::string::npos) << ran.output;
+  Ran from_env = dlock_tool({"run", "job", "--", "true"}, "DLOCK_REDIS_FILE=" + nodes.path());
+  EXPECT_EQ(from_env.status, 0) << from_env.output;
+  Ran status = dlock_tool({"status", "--redis-file", nodes.path(), "job"});
+  EXPECT_EQ(status.status, 0) << status.output;
+
+  // A password on the command line works, with a warning; so does a file others can read.
+  Ran visible = dlock_tool({"run", "-r", url, "job", "--", "true"});
+  EXPECT_EQ(visible.status, 0) << visible.output;
+  EXPECT_NE(visible.output.find("warning: a password given with -r"), std::string::npos)
+      << visible.output;
+  TempFile readable(url + "\n", 0644);
+  Ran open_file = dlock_tool({"run", "--redis-file", readable.path(), "job", "--", "true"});
+  EXPECT_EQ(open_file.status, 0) << open_file.output;
+  EXPECT_NE(open_file.output.find("chmod 600"), std::string::npos) << open_file.output;
+  EXPECT_EQ(server.command({"GET", "dlock:fence:{job}"})->str, std::string("4"));
+}
+
+TEST(CliRedisFileTest, BadFilesAreUsageErrors) {
+  TempFile empty("# nothing here\n\n", 0600);
+  EXPECT_EQ(dlock_tool({"run", "--redis-file", empty.path(), "job", "--", "true"}).status, 64);
+  Ran missing = dlock_tool({"run", "--redis-file", "/nonexistent/nodes", "job", "--", "true"});
+  EXPECT_EQ(missing.status, 64);
+  EXPECT_NE(missing.output.find("/nonexistent/nodes"), std::string::npos) << missing.output;
+  TempFile one("redis://127.0.0.1:1\n", 0600);
+  EXPECT_EQ(dlock_tool({"run", "-r", "redis://127.0.0.1:1", "--redis-file", one.path(), "job", "--",
+                        "true"})
+                .status,
+            64)
+      << "-r and --redis-file together";
 }
 
 TEST_F(CliTest, MissingCommandExits127) {

@@ -1,7 +1,14 @@
 // SPDX-License-Identifier: MIT
 #include "connect_flags.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include "duration.h"
@@ -18,6 +25,11 @@ void add_connect_flags(CLI::App& app, ConnectFlags& flags) {
       // `-r URL NAME --json` took NAME as a second URL and failed with "name is required".
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--redis-file", flags.redis_file,
+                 "read the node URLs from this file (comma-separated or one per line; # "
+                 "comments): keeps passwords out of ps, unlike -r")
+      ->envname("DLOCK_REDIS_FILE")
+      ->excludes("--redis");
   app.add_option("--tls-ca", flags.tls_ca, "CA certificate file (PEM) for rediss:// nodes")
       ->envname("DLOCK_TLS_CA");
   app.add_option("--tls-cert", flags.tls_cert, "client certificate file (PEM)")
@@ -29,22 +41,73 @@ void add_connect_flags(CLI::App& app, ConnectFlags& flags) {
       ->envname("DLOCK_NODE_TIMEOUT");
 }
 
-std::vector<std::string> node_urls(const ConnectFlags& flags) {
-  if (!flags.redis.empty()) return flags.redis;
-  std::vector<std::string> urls;
-  if (const char* env = std::getenv("DLOCK_REDIS"); env != nullptr && *env != '\0') {
-    std::stringstream in(env);
-    for (std::string url; std::getline(in, url, ',');) {
-      if (!url.empty()) urls.push_back(url);
-    }
+namespace {
+
+// Appends the comma-separated URLs of `text` (spaces around them ignored).
+void split_urls(const std::string& text, std::vector<std::string>& urls) {
+  std::stringstream in(text);
+  for (std::string url; std::getline(in, url, ',');) {
+    const auto first = url.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    const auto last = url.find_last_not_of(" \t\r");
+    urls.push_back(url.substr(first, last - first + 1));
   }
+}
+
+// scheme://user:password@host... : a password is what stands between the first ':' and the '@'
+// of the authority.
+bool has_password(const std::string& url) {
+  const auto start = url.find("://");
+  if (start == std::string::npos) return false;
+  const auto authority_end = url.find('/', start + 3);
+  const auto at = url.rfind('@', authority_end);
+  if (at == std::string::npos || at < start + 3) return false;
+  return url.find(':', start + 3) < at;
+}
+
+Result<std::vector<std::string>> urls_from_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return Error(errc::invalid_argument,
+                 "cannot read --redis-file " + path + ": " + std::strerror(errno));
+  }
+  std::vector<std::string> urls;
+  for (std::string line; std::getline(in, line);) {
+    if (const auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    split_urls(line, urls);
+  }
+  if (urls.empty()) return Error(errc::invalid_argument, "--redis-file " + path + " names no node");
+  struct stat st {};
+  const bool secret = std::any_of(urls.begin(), urls.end(), has_password);
+  if (secret && ::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    std::cerr << "dlock: warning: " << path
+              << " holds a password and other users may read it (chmod 600 it)\n";
+  }
+  return urls;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> node_urls(const ConnectFlags& flags) {
+  if (!flags.redis.empty()) {
+    if (std::any_of(flags.redis.begin(), flags.redis.end(), has_password)) {
+      std::cerr << "dlock: warning: a password given with -r is visible to other users (ps); "
+                   "use DLOCK_REDIS or --redis-file\n";
+    }
+    return flags.redis;
+  }
+  if (!flags.redis_file.empty()) return urls_from_file(flags.redis_file);
+  std::vector<std::string> urls;
+  if (const char* env = std::getenv("DLOCK_REDIS"); env != nullptr) split_urls(env, urls);
   if (urls.empty()) urls.emplace_back("redis://127.0.0.1:6379");
   return urls;
 }
 
 Result<Client> make_client(const ConnectFlags& flags) {
   ClientOptions options;
-  options.nodes = node_urls(flags);
+  auto urls = node_urls(flags);
+  if (!urls) return std::move(urls).error();
+  options.nodes = std::move(*urls);
   options.tls.ca_file = flags.tls_ca;
   options.tls.cert_file = flags.tls_cert;
   options.tls.key_file = flags.tls_key;

@@ -11,7 +11,8 @@
 namespace dlock::cli {
 
 struct ConnectFlags {
-  std::vector<std::string> redis;  // -r, repeated; else DLOCK_REDIS; else the local default
+  std::vector<std::string> redis;  // -r, repeated; else --redis-file; else DLOCK_REDIS; else local
+  std::string redis_file;          // node URLs from a file, so no password shows in ps
   std::string tls_ca;
   std::string tls_cert;
   std::string tls_key;
@@ -20,8 +21,11 @@ struct ConnectFlags {
 
 void add_connect_flags(CLI::App& app, ConnectFlags& flags);
 
-// The node URLs: -r flags, else DLOCK_REDIS (comma-separated), else redis://127.0.0.1:6379.
-std::vector<std::string> node_urls(const ConnectFlags& flags);
+// The node URLs: -r flags, else --redis-file (one or more per line, comma-separated, # starts
+// a comment), else DLOCK_REDIS (comma-separated), else redis://127.0.0.1:6379. Errors: an
+// unreadable or empty file (errc::invalid_argument). Warns on stderr when a password is on the
+// command line (-r) or in a file other users can read.
+Result<std::vector<std::string>> node_urls(const ConnectFlags& flags);
 
 // Errors are configuration errors (exit 64).
 Result<Client> make_client(const ConnectFlags& flags);

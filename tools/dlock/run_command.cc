@@ -177,11 +177,17 @@ CLI::App* add_run_command(CLI::App& app, RunFlags& flags) {
 
 int run_command(const RunFlags& given) {
   RunFlags flags = given;
-  if (!flags.shell_command.empty() && !flags.command.empty()) {
-    std::cerr << "dlock: run takes -c or a COMMAND after '--', not both\n";
-    return kExitUsage;
+  if (flags.shell_command) {
+    if (!flags.command.empty()) {
+      std::cerr << "dlock: run takes -c or a COMMAND after '--', not both\n";
+      return kExitUsage;
+    }
+    if (flags.shell_command->empty()) {
+      std::cerr << "dlock: -c needs a command line\n";
+      return kExitUsage;
+    }
+    flags.command = {"/bin/sh", "-c", *flags.shell_command};
   }
-  if (!flags.shell_command.empty()) flags.command = {"/bin/sh", "-c", flags.shell_command};
   if (flags.command.empty()) {
     std::cerr << "dlock: run needs a COMMAND after '--' or -c (see dlock run --help)\n";
     return kExitUsage;
