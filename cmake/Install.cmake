@@ -41,15 +41,21 @@ install(FILES "${PROJECT_BINARY_DIR}/dlockConfig.cmake"
         DESTINATION "${DLOCK_CMAKE_DIR}" COMPONENT dlock_dev)
 
 # dlock.pc names the prefix it is installed into (`cmake --install --prefix`, or /usr in the
-# Debian package), which it learns only at install time: configured twice, the prefix last.
+# Debian package), which is known only at install time: configured now but for the prefix,
+# then written by the install step itself into DESTDIR + prefix (nothing written into the
+# build tree at install time, so an install as root leaves it as it was).
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}" OR IS_ABSOLUTE "${CMAKE_INSTALL_INCLUDEDIR}")
+  message(FATAL_ERROR "dlock.pc needs a relative CMAKE_INSTALL_LIBDIR and CMAKE_INSTALL_INCLUDEDIR")
+endif()
 set(DLOCK_PC_PREFIX "@DLOCK_PC_PREFIX@")
 configure_file("${PROJECT_SOURCE_DIR}/cmake/dlock.pc.in" "${PROJECT_BINARY_DIR}/dlock.pc.in" @ONLY)
 install(CODE "
   set(DLOCK_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\")
-  configure_file(\"${PROJECT_BINARY_DIR}/dlock.pc.in\" \"${PROJECT_BINARY_DIR}/dlock.pc\" @ONLY)
+  set(dlock_pc \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig/dlock.pc\")
+  message(STATUS \"Installing: \${dlock_pc}\")
+  configure_file([[${PROJECT_BINARY_DIR}/dlock.pc.in]] \"\${dlock_pc}\" @ONLY)
+  list(APPEND CMAKE_INSTALL_MANIFEST_FILES \"\${dlock_pc}\")
   " COMPONENT dlock_dev)
-install(FILES "${PROJECT_BINARY_DIR}/dlock.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig"
-        COMPONENT dlock_dev)
 
 install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" DESTINATION "${CMAKE_INSTALL_DOCDIR}"
         COMPONENT dlock_lib)

@@ -57,16 +57,33 @@ class Error {
 // Thrown only by throw_if_error(), Result::value() on an error, and the std::Lockable
 // adapters. A std::system_error: code() is the Error's code (dlock's category, or the system's
 // for I/O), so `catch (const std::system_error& e)` and `e.code() == dlock::errc::lock_held`
-// work; error() has the message and the per-node details.
+// work; what() is Error::message() (as before: no category text appended), error() has the
+// per-node details.
 class Exception : public std::system_error {
  public:
   explicit Exception(Error error)
-      : std::system_error(error.code(), error.message()), error_(std::move(error)) {}
+      : std::system_error(error.code()), what_(error.message()), error_(std::move(error)) {}
   const Error& error() const noexcept { return error_; }
+  const char* what() const noexcept override { return what_.c_str(); }
 
  private:
+  std::string what_;
   Error error_;
 };
+
+template <typename T>
+class Result;
+
+namespace detail {
+template <typename R>
+struct is_result : std::false_type {};
+template <typename T>
+struct is_result<Result<T>> : std::true_type {};
+// and_then's and or_else's function must return a Result (std::expected requires the same): a
+// void function would otherwise compile and drop the error.
+template <typename R>
+inline constexpr bool returns_result = is_result<std::remove_cvref_t<R>>::value;
+}  // namespace detail
 
 template <typename T>
 class [[nodiscard]] Result {
@@ -98,27 +115,37 @@ class [[nodiscard]] Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  // As std::expected (C++23). value_or: the value, or `fallback` converted to T.
+  // As std::expected (C++23). value_or: the value, or `fallback` implicitly converted to T.
   template <typename U>
   T value_or(U&& fallback) const& {
-    return has_value() ? std::get<0>(v_) : static_cast<T>(std::forward<U>(fallback));
+    static_assert(std::is_convertible_v<U&&, T>, "value_or: the fallback must convert to T");
+    if (has_value()) return std::get<0>(v_);
+    return std::forward<U>(fallback);
   }
   template <typename U>
   T value_or(U&& fallback) && {
-    return has_value() ? std::get<0>(std::move(v_)) : static_cast<T>(std::forward<U>(fallback));
+    static_assert(std::is_convertible_v<U&&, T>, "value_or: the fallback must convert to T");
+    if (has_value()) return std::get<0>(std::move(v_));
+    return std::forward<U>(fallback);
   }
   // and_then: f(value) -> Result<U>, or this error. transform: Result<f(value)>, or this error.
-  // or_else: this value, or f(error) -> Result<T>. Each runs f only on its own branch.
+  // or_else: this value, or f(error) -> Result<T>. Each runs f only on its own branch, and
+  // passes the value as this Result is held (T&, const T&, T&&), as std::expected does.
+  template <typename F>
+  auto and_then(F&& f) & {
+    return and_then_impl(*this, std::forward<F>(f));
+  }
   template <typename F>
   auto and_then(F&& f) const& {
-    using R = std::invoke_result_t<F, const T&>;
-    return has_value() ? std::invoke(std::forward<F>(f), std::get<0>(v_)) : R(std::get<1>(v_));
+    return and_then_impl(*this, std::forward<F>(f));
   }
   template <typename F>
   auto and_then(F&& f) && {
-    using R = std::invoke_result_t<F, T&&>;
-    return has_value() ? std::invoke(std::forward<F>(f), std::get<0>(std::move(v_)))
-                       : R(std::get<1>(std::move(v_)));
+    return and_then_impl(std::move(*this), std::forward<F>(f));
+  }
+  template <typename F>
+  auto transform(F&& f) & {
+    return transform_impl(*this, std::forward<F>(f));
   }
   template <typename F>
   auto transform(F&& f) const& {
@@ -130,15 +157,29 @@ class [[nodiscard]] Result {
   }
   template <typename F>
   Result or_else(F&& f) const& {
+    using R = std::invoke_result_t<F, const Error&>;
+    static_assert(std::is_same_v<std::remove_cvref_t<R>, Result>,
+                  "or_else: the function must return this Result type");
     return has_value() ? Result(std::get<0>(v_)) : std::invoke(std::forward<F>(f), std::get<1>(v_));
   }
   template <typename F>
   Result or_else(F&& f) && {
+    using R = std::invoke_result_t<F, Error&&>;
+    static_assert(std::is_same_v<std::remove_cvref_t<R>, Result>,
+                  "or_else: the function must return this Result type");
     return has_value() ? Result(std::get<0>(std::move(v_)))
                        : std::invoke(std::forward<F>(f), std::get<1>(std::move(v_)));
   }
 
  private:
+  template <typename Self, typename F>
+  static auto and_then_impl(Self&& self, F&& f) {
+    using V = decltype(std::get<0>(std::forward<Self>(self).v_));
+    using R = std::remove_cvref_t<std::invoke_result_t<F, V>>;
+    static_assert(detail::returns_result<R>, "and_then: the function must return a dlock::Result");
+    if (!self.has_value()) return R(std::get<1>(std::forward<Self>(self).v_));
+    return R(std::invoke(std::forward<F>(f), std::get<0>(std::forward<Self>(self).v_)));
+  }
   template <typename Self, typename F>
   static auto transform_impl(Self&& self, F&& f) {
     using V = decltype(std::get<0>(std::forward<Self>(self).v_));
@@ -175,8 +216,9 @@ class [[nodiscard]] Result<void> {
   // Result<f()>, or this error; or_else: success, or f(error) -> Result<void>.
   template <typename F>
   auto and_then(F&& f) const {
-    using R = std::invoke_result_t<F>;
-    return has_value() ? std::invoke(std::forward<F>(f)) : R(*error_);
+    using R = std::remove_cvref_t<std::invoke_result_t<F>>;
+    static_assert(detail::returns_result<R>, "and_then: the function must return a dlock::Result");
+    return has_value() ? R(std::invoke(std::forward<F>(f))) : R(*error_);
   }
   template <typename F>
   auto transform(F&& f) const {
@@ -191,10 +233,15 @@ class [[nodiscard]] Result<void> {
   }
   template <typename F>
   Result or_else(F&& f) const& {
+    static_assert(
+        std::is_same_v<std::remove_cvref_t<std::invoke_result_t<F, const Error&>>, Result>,
+        "or_else: the function must return Result<void>");
     return has_value() ? Result() : std::invoke(std::forward<F>(f), *error_);
   }
   template <typename F>
   Result or_else(F&& f) && {
+    static_assert(std::is_same_v<std::remove_cvref_t<std::invoke_result_t<F, Error&&>>, Result>,
+                  "or_else: the function must return Result<void>");
     return has_value() ? Result() : std::invoke(std::forward<F>(f), std::move(*error_));
   }
 

@@ -253,6 +253,11 @@ TEST(CliRedisFileTest, KeepsThePasswordOutOfTheCommandLine) {
   EXPECT_EQ(ran.output.find("warning"), std::string::npos) << ran.output;
   Ran from_env = dlock_tool({"run", "job", "--", "true"}, "DLOCK_REDIS_FILE=" + nodes.path());
   EXPECT_EQ(from_env.status, 0) << from_env.output;
+  // -r wins over an exported DLOCK_REDIS_FILE (docs/cli.md's order), it is no conflict.
+  Ran over_env = dlock_tool({"run", "-r", "redis://127.0.0.1:1", "job", "--", "true"},
+                            "DLOCK_REDIS_FILE=" + nodes.path());
+  EXPECT_EQ(over_env.status, 69) << over_env.output;
+  EXPECT_NE(over_env.output.find("127.0.0.1:1"), std::string::npos) << over_env.output;
   Ran status = dlock_tool({"status", "--redis-file", nodes.path(), "job"});
   EXPECT_EQ(status.status, 0) << status.output;
 
@@ -266,6 +271,21 @@ TEST(CliRedisFileTest, KeepsThePasswordOutOfTheCommandLine) {
   EXPECT_EQ(open_file.status, 0) << open_file.output;
   EXPECT_NE(open_file.output.find("chmod 600"), std::string::npos) << open_file.output;
   EXPECT_EQ(server.command({"GET", "dlock:fence:{job}"})->str, std::string("4"));
+}
+
+// '#' starts a comment at the start of a line or after a blank (a URL may hold one); a
+// password with '#' is written URL-encoded, as in any URL.
+TEST(CliRedisFileTest, CommentsAfterABlankAndAnEncodedPassword) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  ServerOptions o;
+  o.extra_args = {"--requirepass", "se#cret"};
+  o.password = "se#cret";
+  RedisServer server(o);
+  TempFile nodes("redis://:se%23cret@127.0.0.1:" + std::to_string(server.port()) +
+                     "  # the password is URL-encoded\n",
+                 0600);
+  Ran ran = dlock_tool({"run", "--redis-file", nodes.path(), "job", "--", "true"});
+  EXPECT_EQ(ran.status, 0) << ran.output;
 }
 
 TEST(CliRedisFileTest, BadFilesAreUsageErrors) {

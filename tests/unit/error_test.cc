@@ -90,6 +90,29 @@ TEST(ResultTest, AndThenRunsOnlyOnAValue) {
                   .is(errc::timeout));
 }
 
+// A named Result passes its value by reference (std::expected does): the function may change
+// it in place, and a move-only value is not moved out of the Result.
+TEST(ResultTest, AndThenOnANamedResultPassesAReference) {
+  Result<std::unique_ptr<int>> owned = std::make_unique<int>(1);
+  auto r = owned.and_then([](std::unique_ptr<int>& p) -> Result<int> {
+    *p += 1;
+    return *p;
+  });
+  EXPECT_EQ(*r, 2);
+  ASSERT_NE(owned->get(), nullptr) << "still owned by the Result";
+  EXPECT_EQ(**owned, 2);
+  auto t = owned.transform([](std::unique_ptr<int>& p) { return *p * 10; });
+  EXPECT_EQ(*t, 20);
+  EXPECT_NE(owned->get(), nullptr);
+}
+
+TEST(ResultTest, ExceptionWhatIsTheErrorMessage) {
+  Error e(errc::quorum_not_reached, "no quorum",
+          {{"redis://a:1", make_error_code(errc::io_error), "connection refused"}});
+  Exception x(e);
+  EXPECT_EQ(std::string(x.what()), e.message());
+}
+
 TEST(ResultTest, TransformMapsTheValue) {
   Result<int> ok = 4;
   Result<std::string> s = ok.transform([](int v) { return std::to_string(v * 10); });

@@ -4,9 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -27,8 +25,9 @@ void add_connect_flags(CLI::App& app, ConnectFlags& flags) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--redis-file", flags.redis_file,
                  "read the node URLs from this file (comma-separated or one per line; # "
-                 "comments): keeps passwords out of ps, unlike -r")
-      ->envname("DLOCK_REDIS_FILE")
+                 "comments): keeps passwords out of ps, unlike -r (default: $DLOCK_REDIS_FILE)")
+      // Not CLI11's envname: that would make an exported DLOCK_REDIS_FILE conflict with -r,
+      // which must win over it (node_urls reads the variable).
       ->excludes("--redis");
   app.add_option("--tls-ca", flags.tls_ca, "CA certificate file (PEM) for rediss:// nodes")
       ->envname("DLOCK_TLS_CA");
@@ -68,18 +67,26 @@ bool has_password(const std::string& url) {
 Result<std::vector<std::string>> urls_from_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
-    return Error(errc::invalid_argument,
-                 "cannot read --redis-file " + path + ": " + std::strerror(errno));
+    return Error(errc::invalid_argument, "cannot read the node file " + path);
   }
   std::vector<std::string> urls;
   for (std::string line; std::getline(in, line);) {
-    if (const auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    // A comment starts with '#' at the start of a line or after a blank: a '#' inside a URL
+    // (a password may hold one) is kept.
+    for (std::size_t hash = line.find('#'); hash != std::string::npos;
+         hash = line.find('#', hash + 1)) {
+      if (hash == 0 || line[hash - 1] == ' ' || line[hash - 1] == '\t') {
+        line.erase(hash);
+        break;
+      }
+    }
     split_urls(line, urls);
   }
-  if (urls.empty()) return Error(errc::invalid_argument, "--redis-file " + path + " names no node");
+  if (urls.empty())
+    return Error(errc::invalid_argument, "the node file " + path + " names no node");
   struct stat st {};
   const bool secret = std::any_of(urls.begin(), urls.end(), has_password);
-  if (secret && ::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+  if (secret && ::stat(path.c_str(), &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH)) != 0) {
     std::cerr << "dlock: warning: " << path
               << " holds a password and other users may read it (chmod 600 it)\n";
   }
@@ -97,6 +104,9 @@ Result<std::vector<std::string>> node_urls(const ConnectFlags& flags) {
     return flags.redis;
   }
   if (!flags.redis_file.empty()) return urls_from_file(flags.redis_file);
+  if (const char* file = std::getenv("DLOCK_REDIS_FILE"); file != nullptr && *file != '\0') {
+    return urls_from_file(file);
+  }
   std::vector<std::string> urls;
   if (const char* env = std::getenv("DLOCK_REDIS"); env != nullptr) split_urls(env, urls);
   if (urls.empty()) urls.emplace_back("redis://127.0.0.1:6379");
