@@ -70,6 +70,13 @@ class CliTest : public ::testing::Test {
     o.nodes = {server_->url()};
     return std::move(Client::create(o)).value();
   }
+  // `name` held for 30 s by an owner other than the tool's (the lease keeps its client alive).
+  Result<Lease> held_by_someone_else(const std::string& name) {
+    LockOptions o;
+    o.ttl = 30s;
+    o.owner = OwnerToken("someone-else");
+    return client().try_lock(name, o);
+  }
   std::unique_ptr<RedisServer> server_;
 };
 
@@ -92,11 +99,7 @@ TEST_F(CliTest, CommandSeesNameTokenAndValidity) {
 }
 
 TEST_F(CliTest, HeldBySomeoneElseExits75) {
-  Client c = client();
-  LockOptions o;
-  o.ttl = 30s;
-  o.owner = OwnerToken("someone-else");
-  auto lease = c.try_lock("job", o);
+  auto lease = held_by_someone_else("job");
   ASSERT_TRUE(lease);
   Ran ran = dlock_tool(args({"run", "job", "--", "echo", "never"}));
   EXPECT_EQ(ran.status, 75) << ran.output;
@@ -109,11 +112,7 @@ TEST_F(CliTest, HeldBySomeoneElseExits75) {
 
 // flock's -E: a script picks the status that means "someone else has it".
 TEST_F(CliTest, ConflictExitCodeIsChosenWithE) {
-  Client c = client();
-  LockOptions o;
-  o.ttl = 30s;
-  o.owner = OwnerToken("someone-else");
-  auto lease = c.try_lock("job", o);
+  auto lease = held_by_someone_else("job");
   ASSERT_TRUE(lease);
   Ran ran = dlock_tool(args({"run", "-E", "3", "job", "--", "echo", "never"}));
   EXPECT_EQ(ran.status, 3) << ran.output;
@@ -145,11 +144,7 @@ TEST_F(CliTest, ShellCommandWithC) {
 // --fair: waiters queue in arrival order (docs/features.md); from the shell it must take the
 // lock and wait like the default mode.
 TEST_F(CliTest, FairModeTakesAndWaits) {
-  Client c = client();
-  LockOptions o;
-  o.ttl = 30s;
-  o.owner = OwnerToken("someone-else");
-  auto lease = c.try_lock("job", o);
+  auto lease = held_by_someone_else("job");
   ASSERT_TRUE(lease);
   auto ran = std::async(std::launch::async, [&] {
     return dlock_tool(args({"run", "--fair", "-w", "20s", "job", "--", "true"}));
@@ -166,11 +161,7 @@ TEST_F(CliTest, FairModeTakesAndWaits) {
 }
 
 TEST_F(CliTest, WaitsForTheLockWhenAllowedTo) {
-  Client c = client();
-  LockOptions o;
-  o.ttl = 30s;
-  o.owner = OwnerToken("someone-else");
-  auto lease = c.try_lock("job", o);
+  auto lease = held_by_someone_else("job");
   ASSERT_TRUE(lease);
   auto ran = std::async(std::launch::async, [&] {
     return dlock_tool(args({"run", "-w", "20s", "job", "--", "true"}));
