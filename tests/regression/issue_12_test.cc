@@ -3,6 +3,7 @@
 // twice, on real servers. Each test failed on cb1033c.
 #include <thread>
 
+#include "scripts/script.h"
 #include "support/cluster_fixture.h"
 
 namespace dlock {
@@ -261,6 +262,39 @@ TEST_P(Issue12NamingTest, NodeUsedAloneBeforeDoesNotQuarantineItsNewPeers) {
   Client five = client_with(urls);
   auto lease = five.try_lock("job", fixed(10s));
   EXPECT_TRUE(lease) << lease.error().message();
+}
+
+// Found later by the simulation (seed 2300480, docs/simulation.md finding 8; failed on 71b16f5):
+// a client that identifies only a bare quorum (one node's INFO failed) names a restarted node's
+// new boot beside too few known ones. A node counted only the run_ids named now, so every node
+// that remembered stayed silent and the restarted node voted at once. hello.lua on real
+// servers: every node of the set is greeted, then node 1 is greeted with node 0's new boot and
+// two known ones (3 of 5).
+TEST_P(Issue12NamingTest, GreetingThatNamesABareQuorumStillReportsARestart) {
+  auto hello = [&](std::size_t node, const std::vector<std::string>& run_ids) {
+    std::vector<std::string> args{"EVAL",
+                                  std::string(scripts::hello().source),
+                                  "2",
+                                  "dlock:boots",
+                                  "dlock:max-ttl",
+                                  "10000",
+                                  std::to_string(size())};
+    for (const auto& id : run_ids) args.insert(args.end(), {id, "0"});
+    return (*nodes_)[node].command(args);
+  };
+  const std::vector<std::string> boots{"boot-0", "boot-1", "boot-2", "boot-3", "boot-4"};
+  for (std::size_t i = 0; i < size(); ++i) {
+    auto r = hello(i, boots);
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == boots.size() + 1)
+        << (r && r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
+    for (std::size_t k = 1; k < r->elements; ++k) EXPECT_EQ(r->element[k]->integer, -1);
+  }
+  auto r = hello(1, {"boot-0-restarted", "boot-1", "boot-2"});
+  ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 4)
+      << (r && r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
+  EXPECT_GE(r->element[1]->integer, 0) << "node 1 did not report node 0's new boot";
+  EXPECT_EQ(r->element[2]->integer, -1);
+  EXPECT_EQ(r->element[3]->integer, -1);
 }
 
 TEST_P(Issue12NamingTest, OneServerNamedTwiceVotesOnce) {

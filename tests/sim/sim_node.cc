@@ -223,13 +223,10 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
     if (!seen || *seen < now - keep) store_.hdel(boots, run_id, now);
   }
 
-  // It vouches only if it knows the boots of a quorum of the set (ARGV[2] nodes).
-  std::size_t known = 0;
-  for (std::size_t i = 2; i + 1 < call.args.size(); i += 2) {
-    known += store_.hget(boots, call.args[i], now).kind == HGet::Kind::value ? 1 : 0;
-  }
-  const bool vouches =
-      in_use && known >= static_cast<std::size_t>(number(at(call.args, 1)) / 2 + 1);
+  // It vouches only if it holds the boot records of a quorum of the set's size (ARGV[2]),
+  // named now or not.
+  const bool vouches = in_use && store_.hgetall(boots, now).size() >=
+                                     static_cast<std::size_t>(number(at(call.args, 1)) / 2 + 1);
   std::vector<std::int64_t> result{max_ttl};
   // for i = 3, #ARGV - 1, 2: the pairs (run_id, uptime) after ARGV[1] and ARGV[2].
   for (std::size_t i = 2; i + 1 < call.args.size(); i += 2) {
