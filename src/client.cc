@@ -155,8 +155,8 @@ Result<Lease> Client::try_lock(std::string_view name, const LockOptions& options
   return std::move(std::get<Lease>(result));
 }
 
-Result<Lease> Client::lock(std::string_view name, std::chrono::milliseconds wait,
-                           const LockOptions& options, std::stop_token stop) {
+Result<Lease> Client::lock(std::string_view name, Millis wait, const LockOptions& options,
+                           std::stop_token stop) {
   if (wait.count() < 0) return Error(errc::invalid_argument, "wait must not be negative");
   if (auto bad = detail::check_options(*core_, name, options)) return std::move(*bad);
   const auto deadline = SteadyClock::now() + wait;
@@ -214,9 +214,9 @@ Result<Lease> Client::lock(std::string_view name, std::chrono::milliseconds wait
     } else {
       // Sleep until a release wakes us, or the holder's key has expired; after a lost race
       // add jitter so competing waiters spread out.
-      auto nap = refused.error.is(errc::lock_held) && refused.holder_ttl
-                     ? *refused.holder_ttl + std::chrono::milliseconds(1)
-                     : options.retry_delay;
+      std::chrono::milliseconds nap = refused.error.is(errc::lock_held) && refused.holder_ttl
+                                          ? *refused.holder_ttl + std::chrono::milliseconds(1)
+                                          : std::chrono::milliseconds(options.retry_delay);
       if (lost_race || !refused.holder_ttl) nap += detail::jitter(options.retry_delay);
       if (fair) nap = std::min(nap, options.fair_waiter_timeout / 3);  // check in with the queue
       const bool woken = waiter->wait_until(std::min(deadline, SteadyClock::now() + nap));

@@ -51,7 +51,7 @@ Result<void> Lease::extend() {
   return extend(state_->ttl);
 }
 
-Result<void> Lease::extend(std::chrono::milliseconds ttl) {
+Result<void> Lease::extend(Millis ttl) {
   if (!state_) return moved_from();
   if (auto bad = core_->check(state_->name(), ttl)) return std::move(*bad);
   return engine::run_sync(detail::extend_task(core_, state_, ttl));

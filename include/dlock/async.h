@@ -157,8 +157,8 @@ auto async_try_lock(Client& client, std::string_view name, LockOptions options, 
 // no polling; with options.fair, in arrival order). Completes with Result<Lease>; errors as
 // async_try_lock, with errc::wait_timeout instead of lock_held.
 template <typename Token>
-auto async_lock(Client& client, std::string_view name, std::chrono::milliseconds wait,
-                LockOptions options, Token&& token) {
+auto async_lock(Client& client, std::string_view name, Millis wait, LockOptions options,
+                Token&& token) {
   return asio::async_initiate<Token, void(Result<Lease>)>(
       [client, wait](auto handler, std::string n, LockOptions o) {
         detail::initiate<Lease>(std::move(handler), [&](auto cancel, auto done) {
@@ -183,7 +183,7 @@ auto async_unlock(Lease& lease, Token&& token) {
 
 // Lease::extend(ttl). The lease must outlive the operation. Completes with Result<void>.
 template <typename Token>
-auto async_extend(Lease& lease, std::chrono::milliseconds ttl, Token&& token) {
+auto async_extend(Lease& lease, Millis ttl, Token&& token) {
   return asio::async_initiate<Token, void(Result<void>)>(
       [&lease, ttl](auto handler) {
         detail::initiate<void>(std::move(handler), [&](auto cancel, auto done) {

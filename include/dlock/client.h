@@ -13,6 +13,15 @@
 // Thread-safety: a Client may be shared by any number of threads. Copies share the same
 // connections (a Client is a handle). Connections are made lazily on first use and remade
 // with backoff after a node restarts.
+//
+// Owners: who holds a lock is an OwnerToken. By default it is this process plus the calling
+// thread, so a thread that locks again is reentrant, and the watchdog stops renewing when that
+// thread exits. That default suits one thread per job. It does not suit a thread pool or
+// coroutines: two tasks that run on one pool thread are one owner, and the second task's
+// acquisition would be "reentrant" while the first task holds the lock. There, give every task
+// its own LockOptions::owner (a job id, a UUID), or use the asio API (dlock/async.h), whose
+// acquisitions are each their own owner unless named. A Lease may move between threads; its
+// owner goes with it.
 #pragma once
 
 #include <dlock/lease.h>
@@ -50,8 +59,8 @@ class Client {
   // message never strands it); no polling. With options.fair, in arrival order. Requesting a
   // stop on `stop` ends the wait with errc::cancelled. Errors: as try_lock, with
   // errc::wait_timeout instead of lock_held, and errc::cancelled.
-  Result<Lease> lock(std::string_view name, std::chrono::milliseconds wait,
-                     const LockOptions& options = {}, std::stop_token stop = {});
+  Result<Lease> lock(std::string_view name, Millis wait, const LockOptions& options = {},
+                     std::stop_token stop = {});
 
   // Releases one hold of `name` by `owner` (a lock handed over across threads or processes).
   // Errors: errc::not_owner when no quorum knew `owner` (nothing was deleted).

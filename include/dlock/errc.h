@@ -4,6 +4,12 @@
 // Codes live in their own std::error_category ("dlock"), so they sit beside system codes in a
 // std::error_code. Contention (`lock_held`, `wait_timeout`) is an expected outcome, not a fault:
 // use is_contention() to tell it from infrastructure trouble.
+//
+//   auto lease = client.try_lock("jobs/nightly");
+//   if (!lease && dlock::is_contention(lease.error().code())) return;  // someone else runs it
+//   if (!lease && lease.error().is(dlock::errc::quorum_not_reached)) alert(lease.error());
+//
+// Thread-safety: codes and the category are constants, usable from any thread.
 #pragma once
 
 #include <string>

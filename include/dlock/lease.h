@@ -29,6 +29,9 @@
 // (by its id) is released, never a newer hold of the same owner.
 //
 // Thread-safety: a Lease may be used from several threads; calls are serialized internally.
+// It may be moved to another thread or task and unlocked there: the owner is in the lease, not
+// in the thread that calls. With the default owner and auto_renew, renewal still follows the
+// thread that took it (see client.h, "Owners").
 #pragma once
 
 #include <dlock/result.h>
@@ -63,7 +66,7 @@ class Lease {
   // Re-arms the lock's ttl on all nodes; succeeds when a quorum did so before the current
   // validity ended. Errors: errc::lock_lost (no longer ours), errc::quorum_not_reached (too few
   // nodes answered; the old validity still stands), errc::invalid_argument (bad ttl).
-  Result<void> extend(std::chrono::milliseconds ttl);
+  Result<void> extend(Millis ttl);
   // Same, with the ttl the lock was taken with.
   Result<void> extend();
 

@@ -17,7 +17,11 @@
 // keep waiting on contention; unlock() never throws (a failed release is reported to
 // the constructor's on_unlock_error, if given; the keys expire within the ttl in any case).
 //
-// Thread-safety: one Mutex may be shared by any number of threads.
+// Thread-safety: one Mutex may be shared by any number of threads. Its owners are threads, so it
+// is for code that runs on its own threads: a task on a thread pool or a coroutine that may
+// resume elsewhere must not hold it across a suspension (unlock() on another thread finds no
+// hold of that thread), and two tasks on one pool thread are one owner. Use Client with a
+// named owner, or dlock/async.h, there.
 #pragma once
 
 #include <dlock/client.h>
@@ -48,11 +52,11 @@ class Mutex {
   bool try_lock();
   template <typename Rep, typename Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& wait) {
-    return lock_within(std::chrono::ceil<std::chrono::milliseconds>(wait));
+    return lock_within(Millis(wait));
   }
   template <typename Clock, typename Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& until) {
-    return lock_within(std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()));
+    return lock_within(Millis(until - Clock::now()));
   }
   // Gives back the calling thread's most recent hold. Never throws.
   void unlock() noexcept;

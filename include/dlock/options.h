@@ -36,13 +36,13 @@ struct ClientOptions {
   std::vector<std::string> nodes;
   // Deadline for one command on one node, small compared to the ttl so a dead or stalled node
   // costs little. Default: 200 ms.
-  std::chrono::milliseconds node_timeout{200};
+  Millis node_timeout{200};
   // Deadline for establishing a connection (TCP, TLS, AUTH, SELECT). Default: 1 s.
-  std::chrono::milliseconds connect_timeout{1000};
+  Millis connect_timeout{1000};
   // After a failed connection attempt a node is not retried before this delay, which doubles
   // on each further failure up to reconnect_backoff_max. Defaults: 50 ms, 2 s.
-  std::chrono::milliseconds reconnect_backoff_min{50};
-  std::chrono::milliseconds reconnect_backoff_max{2000};
+  Millis reconnect_backoff_min{50};
+  Millis reconnect_backoff_max{2000};
   // Clock drift allowance as a fraction of the ttl: drift = ttl * drift_factor + 2 ms.
   // Default: 0.01.
   double drift_factor = 0.01;
@@ -52,7 +52,7 @@ struct ClientOptions {
 struct LockOptions {
   // Time to live of the lock on each node. Must exceed the drift (ttl * drift_factor + 2 ms).
   // Default: 30 s.
-  std::chrono::milliseconds ttl{30000};
+  Millis ttl{30000};
   // Watchdog renewal. true: the client re-arms the ttl every renew_every for as long as the
   // lease is held and, for the default owner, its thread lives; the lock then outlives any
   // pause of the holder shorter than the ttl, and ends at most one ttl after the holder dies.
@@ -60,26 +60,27 @@ struct LockOptions {
   // Default: true.
   bool auto_renew = true;
   // Renewal period with auto_renew. Zero: ttl / 3. Default: zero.
-  std::chrono::milliseconds renew_every{0};
+  Millis renew_every{0};
   // Called once if the watchdog could not renew the lock on a quorum before its validity
   // ended: the lock is lost and is_held() is false. Runs on the client's watchdog thread; it
   // must not block for long (unlocking the lease from it is fine). Default: none.
   std::function<void(const Error&)> on_lost;
   // The owner. Default: this process (a 128-bit random id) plus the calling thread, so the same
   // thread can take the lock again (reentrancy). Name one to hand a lock to another thread or
-  // process; it must then be unique among all contenders.
+  // process, and for each task of a thread pool or coroutine (tasks sharing a thread would
+  // otherwise share an owner); it must then be unique among all contenders.
   std::optional<OwnerToken> owner;
   // While waiting, a release message wakes the waiter at once; without one it retries when
   // the holder's ttl has run out. retry_delay is the base of the random delay (jitter) added
   // after a lost race, and the retry period when nodes are unreachable. Default: 50 ms.
-  std::chrono::milliseconds retry_delay{50};
+  Millis retry_delay{50};
   // Fair mode: waiters get the lock in arrival order (a queue in Redis, ordered the same on
   // every node) and a release wakes only the first in line (no thundering herd). All clients
   // of one name must use the same mode. Default: false.
   bool fair = false;
   // Fair mode: a waiter not heard of for this long is dropped from the queue (it died), so the
   // queue never stalls; live waiters check in every third of it. Default: 5 s.
-  std::chrono::milliseconds fair_waiter_timeout{5000};
+  Millis fair_waiter_timeout{5000};
 };
 
 }  // namespace dlock

@@ -7,6 +7,10 @@
 //
 //   dlock::Result<dlock::Lease> lease = client.try_lock("jobs/nightly", opts);
 //   if (!lease) std::cerr << lease.error().message() << "\n";
+//   auto token = client.lock("jobs/nightly", 5s).and_then([](dlock::Lease l) {
+//     auto t = l.fencing_token();
+//     return l.unlock().transform([t] { return t; });
+//   });  // the first error of either step, or the token
 //
 // Thread-safety: plain values; no sharing.
 #pragma once

@@ -1,14 +1,49 @@
 // SPDX-License-Identifier: MIT
 // dlock/status.h: what each node knows about one lock name (for `dlock status` and operators).
+//
+//   auto s = client.status("inventory");
+//   if (s) {
+//     for (const dlock::NodeLockState& n : s->nodes) {
+//       if (n.error) std::cout << n.node << ": " << *n.error << "\n";
+//       else std::cout << n.node << ": " << dlock::to_string(n.kind)
+//                      << (n.ttl ? " for " + std::to_string(n.ttl->count()) + " ms" : "") << "\n";
+//     }
+//   }
+//
+// Plain values: copy them, keep them, read them from any thread.
 #pragma once
 
+#include <dlock/types.h>
+
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 namespace dlock {
+
+// What a node holds under a lock's name.
+enum class KeyKind {
+  free,     // nothing
+  dlock,    // a dlock lock: `owners` says whose
+  foreign,  // a key of another kind (another library's SET NX lock, say): treated as held and
+            // never touched by dlock, except force_release with include_foreign
+};
+
+constexpr std::string_view to_string(KeyKind k) noexcept {
+  switch (k) {
+    case KeyKind::free:
+      return "free";
+    case KeyKind::dlock:
+      return "dlock";
+    case KeyKind::foreign:
+      return "foreign";
+  }
+  return "?";
+}
 
 // One owner's hold of a lock on one node.
 struct NodeHolder {
@@ -21,18 +56,17 @@ struct NodeHolder {
 struct NodeLockState {
   std::string node;                  // the node's address (password elided)
   std::optional<std::string> error;  // set when the node could not be asked; the rest is empty
-  // "free", "dlock" (held by a dlock owner) or "foreign" (a key of another kind, e.g. a plain
-  // SET NX lock of another library, which dlock treats as held and never touches).
-  std::string kind = "free";
-  std::vector<NodeHolder> owners;  // for "dlock" keys: who holds it (one owner)
-  std::int64_t ttl_ms = -1;        // remaining ttl, -1 when free
+  KeyKind kind = KeyKind::free;
+  std::vector<NodeHolder> owners;  // for KeyKind::dlock: who holds it (one owner)
+  // Remaining ttl. Empty when free, or for a foreign key that never expires.
+  std::optional<std::chrono::milliseconds> ttl;
   // The node's fencing counter this name draws from (shared by the names of one hash slot;
-  // 0: never taken).
-  std::int64_t fence = 0;
-  std::int64_t queued = 0;  // waiters in the name's fair queue on this node
-  // > 0: the node restarted recently and stays out of quorums for this many ms (it may have
+  // zero: never taken). The next holder's token is larger.
+  FencingToken fence;
+  std::size_t queued = 0;  // waiters in the name's fair queue on this node
+  // Non-zero: the node restarted recently and stays out of quorums for this long (it may have
   // lost the keys of live locks). See docs/features.md, restarted-node protection.
-  std::int64_t quarantined_ms = 0;
+  std::chrono::milliseconds quarantine{0};
 };
 
 struct LockStatus {
@@ -43,11 +77,30 @@ struct LockStatus {
 };
 
 // What Client::force_release did on one node.
+enum class ForceOutcome {
+  deleted,          // a dlock lock was deleted, its waiters woken
+  deleted_foreign,  // another library's key was deleted (include_foreign)
+  kept_foreign,     // another library's key was kept (include_foreign was false)
+  free,             // nothing was there
+};
+
+constexpr std::string_view to_string(ForceOutcome o) noexcept {
+  switch (o) {
+    case ForceOutcome::deleted:
+      return "deleted";
+    case ForceOutcome::deleted_foreign:
+      return "deleted-foreign";
+    case ForceOutcome::kept_foreign:
+      return "kept-foreign";
+    case ForceOutcome::free:
+      return "free";
+  }
+  return "?";
+}
+
 struct ForcedRelease {
   std::string node;
-  // "deleted", "deleted-foreign", "kept-foreign" (not a dlock lock; see include_foreign),
-  // "free" (nothing there), or empty when `error` is set.
-  std::string outcome;
+  std::optional<ForceOutcome> outcome;  // empty exactly when `error` is set
   std::optional<std::string> error;
 };
 

@@ -40,6 +40,23 @@ std::string why_held(std::int64_t holder_ttl) {
   return why;
 }
 
+// inspect.lua's and force_release.lua's words (src/scripts/); anything else is a reply this
+// version does not understand.
+std::optional<KeyKind> key_kind(std::string_view word) {
+  for (const KeyKind k : {KeyKind::free, KeyKind::dlock, KeyKind::foreign}) {
+    if (word == to_string(k)) return k;
+  }
+  return std::nullopt;
+}
+
+std::optional<ForceOutcome> force_outcome(std::string_view word) {
+  for (const ForceOutcome o : {ForceOutcome::deleted, ForceOutcome::deleted_foreign,
+                               ForceOutcome::kept_foreign, ForceOutcome::free}) {
+    if (word == to_string(o)) return o;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::chrono::milliseconds QuorumLock::drift(std::chrono::milliseconds ttl) const {
@@ -367,25 +384,29 @@ LockStatus QuorumLock::inspect(const std::string& name) {
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     NodeLockState n;
     n.node = nodes_.address(i).display();
-    n.quarantined_ms = quarantine[i].count();
+    n.quarantine = quarantine[i];
     const auto& o = outcomes[i];
     if (!o) {
       n.error = o.error().summary();
     } else if (o->is_error()) {
       n.error = o->str;
-    } else if (!o->is_array() || o->elements.size() < 4 || !o->elements[1].is_integer() ||
-               !o->elements[2].is_integer() || !o->elements[3].is_integer() ||
+    } else if (const auto kind = o->is_array() && !o->elements.empty()
+                                     ? key_kind(o->elements[0].str)
+                                     : std::nullopt;
+               !kind || o->elements.size() < 4 || !o->elements[1].is_integer() ||
+               !o->elements[2].is_integer() || o->elements[2].integer < 0 ||
+               !o->elements[3].is_integer() || o->elements[3].integer < 0 ||
                o->elements.size() % 2 != 0) {
       n.error = "unexpected reply to inspect";
     } else {
-      n.kind = o->elements[0].str;
-      n.ttl_ms = o->elements[1].integer;
-      n.fence = o->elements[2].integer;
-      n.queued = o->elements[3].integer;
+      n.kind = *kind;
+      if (o->elements[1].integer >= 0) n.ttl = std::chrono::milliseconds(o->elements[1].integer);
+      n.fence = FencingToken(static_cast<std::uint64_t>(o->elements[2].integer));
+      n.queued = static_cast<std::size_t>(o->elements[3].integer);
       for (std::size_t k = 4; k + 1 < o->elements.size(); k += 2) {
         n.owners.push_back(NodeHolder{o->elements[k].str, o->elements[k + 1].str});
       }
-      if (n.kind != "free") ++present;
+      if (n.kind != KeyKind::free) ++present;
     }
     status.nodes.push_back(std::move(n));
   }
@@ -405,8 +426,11 @@ std::vector<ForcedRelease> QuorumLock::force_release(const std::string& name,
       r.error = o.error().summary();
     } else if (o->is_error()) {
       r.error = o->str;
+    } else if (const auto outcome = force_outcome(o->str);
+               outcome && o->type == resp::Reply::Type::string) {
+      r.outcome = outcome;
     } else {
-      r.outcome = o->str;
+      r.error = "unexpected reply to force_release";
     }
     report.push_back(std::move(r));
   }

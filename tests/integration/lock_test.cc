@@ -189,7 +189,54 @@ TEST_F(LockTest, PlainSetNxLockOfAnotherLibraryCountsAsHeldAndIsNeverTouched) {
   auto status = client.status("job");
   ASSERT_TRUE(status);
   EXPECT_TRUE(status->held);
-  EXPECT_EQ(status->nodes[0].kind, "foreign");
+  EXPECT_EQ(status->nodes[0].kind, KeyKind::foreign);
+}
+
+// status() and force_release() report typed values: kinds and outcomes as enums, a ttl only
+// when there is one, the fence as a FencingToken.
+TEST_F(LockTest, StatusAndForcedReleaseReportTypedValues) {
+  Client client = make_client();
+  auto free = client.status("job");
+  ASSERT_TRUE(free) << free.error().message();
+  EXPECT_FALSE(free->held);
+  EXPECT_EQ(free->nodes[0].kind, KeyKind::free);
+  EXPECT_FALSE(free->nodes[0].ttl);
+  EXPECT_EQ(free->nodes[0].fence, FencingToken(0));
+  EXPECT_EQ(free->nodes[0].queued, 0u);
+  EXPECT_EQ(free->nodes[0].quarantine, 0ms);
+
+  auto lease = client.try_lock("job", ttl(10s, "typed-owner"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  auto held = client.status("job");
+  ASSERT_TRUE(held);
+  EXPECT_TRUE(held->held);
+  const NodeLockState& n = held->nodes[0];
+  EXPECT_EQ(n.kind, KeyKind::dlock);
+  ASSERT_TRUE(n.ttl);
+  EXPECT_GT(*n.ttl, 0ms);
+  EXPECT_LE(*n.ttl, 10s);
+  EXPECT_EQ(n.fence, lease->fencing_token());
+  ASSERT_EQ(n.owners.size(), 1u);
+  EXPECT_EQ(n.owners[0].owner, "typed-owner");
+  EXPECT_EQ(to_string(n.kind), "dlock");
+
+  auto forced = client.force_release("job");
+  ASSERT_TRUE(forced);
+  ASSERT_EQ(forced->size(), 1u);
+  EXPECT_FALSE((*forced)[0].error);
+  EXPECT_EQ((*forced)[0].outcome, ForceOutcome::deleted);
+  EXPECT_EQ(client.force_release("job")->at(0).outcome, ForceOutcome::free);
+
+  // Another library's key that never expires: no ttl; kept unless asked, then deleted.
+  server_->command({"SET", "job", "other-lib-token"});
+  auto foreign = client.status("job");
+  ASSERT_TRUE(foreign);
+  EXPECT_EQ(foreign->nodes[0].kind, KeyKind::foreign);
+  EXPECT_FALSE(foreign->nodes[0].ttl);
+  EXPECT_EQ(client.force_release("job")->at(0).outcome, ForceOutcome::kept_foreign);
+  EXPECT_EQ(client.force_release("job", true)->at(0).outcome, ForceOutcome::deleted_foreign);
+  EXPECT_EQ(to_string(ForceOutcome::deleted_foreign), "deleted-foreign");
+  EXPECT_FALSE(server_->exists("job"));
 }
 
 TEST_F(LockTest, RunsScriptsAgainAfterTheScriptCacheIsFlushed) {

@@ -318,7 +318,7 @@ int demo_command(const DemoFlags& flags) {
     const auto until = Clock::now() + std::chrono::seconds(2);
     while (q == 0 && Clock::now() < until) {
       auto status = client->status(kLockName);
-      if (status && !status->nodes[i].error) q = status->nodes[i].quarantined_ms;
+      if (status && !status->nodes[i].error) q = status->nodes[i].quarantine.count();
       if (q == 0) std::this_thread::sleep_for(milliseconds(20));
     }
     return q;

@@ -45,8 +45,8 @@ int release_command(const ReleaseFlags& flags) {
   std::size_t present = 0;
   for (const auto& n : status->nodes) {
     if (n.error) continue;
-    if (n.kind != "free") ++present;
-    std::cout << n.node << ": " << n.kind;
+    if (n.kind != KeyKind::free) ++present;
+    std::cout << n.node << ": " << to_string(n.kind);
     for (const auto& holder : n.owners) std::cout << " " << holder.owner;
     std::cout << "\n";
   }
@@ -66,7 +66,8 @@ int release_command(const ReleaseFlags& flags) {
   }
   std::size_t answered = 0;
   for (const auto& r : *report) {
-    std::cout << r.node << ": " << (r.error ? "error: " + *r.error : r.outcome) << "\n";
+    std::cout << r.node << ": "
+              << (r.error ? "error: " + *r.error : std::string(to_string(*r.outcome))) << "\n";
     if (!r.error) ++answered;
   }
   if (answered < client->quorum()) {

@@ -15,13 +15,13 @@ nlohmann::json to_json(const LockStatus& s) {
   nlohmann::json nodes = nlohmann::json::array();
   for (const auto& n : s.nodes) {
     nlohmann::json j{{"node", n.node}, {"ok", !n.error.has_value()}};
-    j["quarantined_ms"] = n.quarantined_ms;
+    j["quarantined_ms"] = n.quarantine.count();
     if (n.error) {
       j["error"] = *n.error;
     } else {
-      j["kind"] = n.kind;
-      j["ttl_ms"] = n.ttl_ms;
-      j["fence"] = n.fence;
+      j["kind"] = to_string(n.kind);
+      j["ttl_ms"] = n.ttl ? n.ttl->count() : -1;  // -1: none (free, or a foreign key's no expiry)
+      j["fence"] = n.fence.value();
       j["queued"] = n.queued;
       nlohmann::json owners = nlohmann::json::array();
       for (const auto& [owner, hold] : n.owners) {
@@ -35,7 +35,7 @@ nlohmann::json to_json(const LockStatus& s) {
 }
 
 std::string holder_of(const NodeLockState& n) {
-  if (n.kind == "foreign") return "(another library's key)";
+  if (n.kind == KeyKind::foreign) return "(another library's key)";
   std::string out;
   for (const auto& holder : n.owners) {
     if (!out.empty()) out += ", ";
@@ -46,7 +46,7 @@ std::string holder_of(const NodeLockState& n) {
 
 void print_table(const LockStatus& s) {
   std::size_t present = 0;
-  for (const auto& n : s.nodes) present += (!n.error && n.kind != "free") ? 1 : 0;
+  for (const auto& n : s.nodes) present += (!n.error && n.kind != KeyKind::free) ? 1 : 0;
   std::cout << "lock " << s.name << ": " << (s.held ? "HELD" : "free") << " (present on " << present
             << " of " << s.nodes.size() << " nodes, quorum " << s.quorum << ")\n";
   std::cout << std::left << std::setw(28) << "NODE" << std::setw(9) << "STATE" << std::setw(10)
@@ -59,12 +59,13 @@ void print_table(const LockStatus& s) {
                 << std::setw(7) << "-" << *n.error << "\n";
       continue;
     }
-    const std::string ttl = n.ttl_ms >= 0 ? std::to_string(n.ttl_ms) + "ms" : "-";
-    const std::string note = n.quarantined_ms > 0 ? "  [restarted: out of quorums for " +
-                                                        std::to_string(n.quarantined_ms) + " ms]"
-                                                  : "";
-    std::cout << std::setw(9) << (n.kind == "free" ? "free" : "held") << std::setw(10) << ttl
-              << std::setw(8) << n.fence << std::setw(7) << n.queued << holder_of(n) << note
+    const std::string ttl = n.ttl ? std::to_string(n.ttl->count()) + "ms" : "-";
+    const std::string note =
+        n.quarantine.count() > 0
+            ? "  [restarted: out of quorums for " + std::to_string(n.quarantine.count()) + " ms]"
+            : "";
+    std::cout << std::setw(9) << (n.kind == KeyKind::free ? "free" : "held") << std::setw(10) << ttl
+              << std::setw(8) << n.fence.value() << std::setw(7) << n.queued << holder_of(n) << note
               << "\n";
   }
 }

@@ -20,17 +20,18 @@ namespace {
 std::string holder_line(const LockStatus& s) {
   std::size_t answered = 0;
   std::map<std::string, std::size_t> votes;  // holder -> nodes that say so
-  std::int64_t fence = 0;
+  FencingToken fence;
   for (const auto& n : s.nodes) {
     if (n.error) continue;
     ++answered;
     fence = std::max(fence, n.fence);
-    if (n.kind == "foreign") ++votes["(another library's key)"];
+    if (n.kind == KeyKind::foreign) ++votes["(another library's key)"];
     for (const auto& holder : n.owners) ++votes[holder.owner];
   }
   if (answered < s.quorum) return "unknown: fewer than a quorum of nodes answer";
   for (const auto& [holder, count] : votes) {
-    if (count >= s.quorum) return "held by " + holder + " (fence " + std::to_string(fence) + ")";
+    if (count >= s.quorum)
+      return "held by " + holder + " (fence " + std::to_string(fence.value()) + ")";
   }
   return votes.empty() ? "free" : "free (stale keys on a minority of nodes)";
 }
