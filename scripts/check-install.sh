@@ -55,6 +55,7 @@ expected=$(sed -n 's/^project(dlock VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 [ "$version" = "dlock $expected" ] || fail "dlock --version says '$version', CMakeLists.txt $expected"
 grep -q '^\.SS run' "$prefix/share/man/man1/dlock.1" || fail "the man page has no 'run' section"
 grep -q -- '--kill-after' "$prefix/share/man/man1/dlock.1" || fail "the man page lacks run's options"
+grep -q '^\.SS acquire' "$prefix/share/man/man1/dlock.1" || fail "the man page has no 'acquire' section"
 
 step "bash completion"
 completions=$(PATH="$prefix/bin:$PATH" bash -c '

@@ -57,6 +57,31 @@ Result<void> Lease::extend(Millis ttl) {
   return engine::run_sync(detail::extend_task(core_, state_, ttl));
 }
 
+Result<OwnerToken> Lease::detach() {
+  if (!state_) return moved_from();
+  {
+    std::lock_guard lock(state_->mu);
+    if (state_->status == Status::released) {
+      return Error(errc::not_owner, "lock '" + state_->name() + "' was released");
+    }
+    if (state_->status == Status::lost || state_->hold->lost.load()) {
+      return Error(errc::lock_lost, "lock '" + state_->name() + "' was lost");
+    }
+    // The watchdog renews only held leases: from here on nothing renews it.
+    state_->status = Status::released;
+  }
+  OwnerToken owner = state_->owner();
+  auto ending = core_->holds().end_task(state_, /*release=*/false);
+  if (engine::on_io_thread()) {
+    engine::start(std::move(ending), [](lock::Holds::Ended) {});
+  } else {
+    (void)engine::run_sync(std::move(ending));
+  }
+  core_.reset();
+  state_.reset();
+  return owner;
+}
+
 std::chrono::milliseconds Lease::validity() const {
   if (!state_) return std::chrono::milliseconds(0);
   std::lock_guard lock(state_->mu);

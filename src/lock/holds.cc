@@ -135,11 +135,12 @@ engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail:
   co_return refused;
 }
 
-Holds::Ended Holds::end(const std::shared_ptr<detail::LeaseState>& lease) {
-  return engine::run_sync(end_task(lease));
+Holds::Ended Holds::end(const std::shared_ptr<detail::LeaseState>& lease, bool release) {
+  return engine::run_sync(end_task(lease, release));
 }
 
-engine::Task<Holds::Ended> Holds::end_task(std::shared_ptr<detail::LeaseState> lease) {
+engine::Task<Holds::Ended> Holds::end_task(std::shared_ptr<detail::LeaseState> lease,
+                                           bool release) {
   const Hold& hold = *lease->hold;
   const auto entry = enter(hold.id.name, hold.id.owner);
   Ended ended;
@@ -155,6 +156,8 @@ engine::Task<Holds::Ended> Holds::end_task(std::shared_ptr<detail::LeaseState> l
     if (leases.empty()) {
       ended.last = true;
       if (entry->current == lease->hold) entry->current = nullptr;
+    }
+    if (leases.empty() && release) {
       // Even when the hold expired or was lost: nodes that still have it must not keep it.
       // The hold id makes sure nothing but this hold is released.
       auto releasing = lock_.release_task(hold.id, &ended.listeners);

@@ -54,9 +54,11 @@ class Holds {
     Result<void> released;  // the outcome of that release (ok when not last)
     std::size_t listeners = 0;
   };
-  // Ends `lease` (already marked released by the caller).
-  Ended end(const std::shared_ptr<detail::LeaseState>& lease);
-  engine::Task<Ended> end_task(std::shared_ptr<detail::LeaseState> lease);
+  // Ends `lease` (already marked released by the caller). With `release` false (a detached
+  // lease) the last lease of a hold forgets it here without touching the nodes: the lock stays
+  // there until its ttl ends or its owner releases it by name.
+  Ended end(const std::shared_ptr<detail::LeaseState>& lease, bool release = true);
+  engine::Task<Ended> end_task(std::shared_ptr<detail::LeaseState> lease, bool release = true);
 
   // The owner's hold of `name` was released by owner name (Client::unlock): this client's
   // leases of it are lost.

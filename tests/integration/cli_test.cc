@@ -445,6 +445,72 @@ TEST_F(CliTest, StatusReportsUnreachableNodes) {
   EXPECT_NE(j["nodes"][1]["error"].get<std::string>().find("refused"), std::string::npos);
 }
 
+// Hold mode: `dlock acquire` keeps the lock after it exits and prints the owner token that
+// releases it; nothing else can take or release it meanwhile.
+TEST_F(CliTest, AcquirePrintsAnOwnerTokenThatReleasesTheLockLater) {
+  Ran acquired = dlock_tool(args({"acquire", "-t", "30s", "deploy"}));
+  ASSERT_EQ(acquired.status, 0) << acquired.output;
+  ASSERT_FALSE(acquired.output.empty());
+  EXPECT_EQ(acquired.output.back(), '\n');
+  const std::string owner = acquired.output.substr(0, acquired.output.size() - 1);
+  EXPECT_EQ(owner.find_first_of(" \n"), std::string::npos) << "one token, one line";
+  ASSERT_TRUE(server_->exists("deploy")) << "held after dlock exited";
+  auto pttl = server_->command({"PTTL", "deploy"});
+  EXPECT_GT(pttl->integer, 20000);
+
+  EXPECT_EQ(dlock_tool(args({"acquire", "deploy"})).status, 75);
+  EXPECT_EQ(dlock_tool(args({"acquire", "-E", "3", "deploy"})).status, 3);
+  EXPECT_EQ(dlock_tool(args({"run", "deploy", "--", "true"})).status, 75);
+  Ran wrong = dlock_tool(args({"release", "deploy", "--owner", "someone-else"}));
+  EXPECT_EQ(wrong.status, 1) << wrong.output;
+  EXPECT_TRUE(server_->exists("deploy"));
+
+  Ran released = dlock_tool(args({"release", "deploy", "--owner", owner}));
+  EXPECT_EQ(released.status, 0) << released.output;
+  EXPECT_FALSE(server_->exists("deploy"));
+  EXPECT_EQ(dlock_tool(args({"release", "deploy", "--owner", owner})).status, 1)
+      << "released already";
+  EXPECT_EQ(dlock_tool(args({"run", "deploy", "--", "true"})).status, 0);
+}
+
+TEST_F(CliTest, AcquireJsonAndAnOwnerFromTheEnvironment) {
+  Ran acquired = dlock_tool(args({"acquire", "--json", "--owner", "job-42", "-t", "1m", "deploy"}));
+  ASSERT_EQ(acquired.status, 0) << acquired.output;
+  auto j = nlohmann::json::parse(acquired.output);
+  EXPECT_EQ(j["name"], "deploy");
+  EXPECT_EQ(j["owner"], "job-42");
+  EXPECT_EQ(j["fence"], 1);
+  EXPECT_GT(j["validity_ms"].get<long>(), 50000);
+  Ran released = dlock_tool(args({"release", "deploy"}), "DLOCK_OWNER=job-42");
+  EXPECT_EQ(released.status, 0) << released.output;
+  EXPECT_FALSE(server_->exists("deploy"));
+}
+
+TEST_F(CliTest, AcquiredLockEndsWithItsTtlWhenNeverReleased) {
+  Ran acquired = dlock_tool(args({"acquire", "-t", "300ms", "deploy"}));
+  ASSERT_EQ(acquired.status, 0) << acquired.output;
+  EXPECT_TRUE(test::eventually([&] { return !server_->exists("deploy"); }, 5s))
+      << "nothing renews a lock taken by dlock acquire";
+}
+
+TEST_F(CliTest, AcquireReleasesWhenTheTokenCannotBePrinted) {
+  const std::string cmd = quote(DLOCK_TOOL_PATH) + " acquire -r " + quote(server_->url()) +
+                          " deploy > /dev/full 2> /dev/null";
+  const int status = std::system(cmd.c_str());  // NOLINT(cert-env33-c)
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 69);
+  EXPECT_FALSE(server_->exists("deploy")) << "held by an owner nobody knows";
+}
+
+TEST_F(CliTest, ReleaseNeedsAnOwnerOrForceButNotBoth) {
+  auto held = held_by_someone_else("deploy");
+  ASSERT_TRUE(held);
+  EXPECT_EQ(dlock_tool(args({"release", "deploy"})).status, 64);
+  EXPECT_EQ(dlock_tool(args({"release", "--force", "--yes", "--owner", "x", "deploy"})).status, 64);
+  EXPECT_EQ(dlock_tool(args({"release", "--owner", "", "deploy"})).status, 64);
+  EXPECT_TRUE(server_->exists("deploy"));
+}
+
 // Six processes, each running `dlock run` around a read-modify-write of a file, against five
 // nodes of which two are killed midway: the counter must come out exact.
 TEST(CliProcessesTest, SixProcessesKeepAFileCounterExactWithTwoNodesKilled) {

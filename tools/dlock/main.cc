@@ -6,6 +6,7 @@
 #include <csignal>
 #include <iostream>
 
+#include "acquire_command.h"
 #include "demo_command.h"
 #include "exit_codes.h"
 #include "release_command.h"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "dlock " DLOCK_VERSION_STRING);
   namespace cli = dlock::cli;
   cli::RunFlags run_flags;
+  cli::AcquireFlags acquire_flags;
   cli::StatusFlags status_flags;
   cli::ReleaseFlags release_flags;
   cli::WatchFlags watch_flags;
@@ -28,6 +30,7 @@ int main(int argc, char** argv) {
   cli::DemoFlags demo_flags;
   cli::DemoWorkerFlags worker_flags;
   CLI::App* run = cli::add_run_command(app, run_flags);
+  CLI::App* acquire = cli::add_acquire_command(app, acquire_flags);
   CLI::App* status = cli::add_status_command(app, status_flags);
   CLI::App* release = cli::add_release_command(app, release_flags);
   CLI::App* watch = cli::add_watch_command(app, watch_flags);
@@ -51,6 +54,7 @@ int main(int argc, char** argv) {
     return dlock::cli::kExitUsage;
   }
   if (run->parsed()) return cli::run_command(run_flags);
+  if (acquire->parsed()) return cli::acquire_command(acquire_flags);
   if (status->parsed()) return cli::status_command(status_flags);
   if (release->parsed()) return cli::release_command(release_flags);
   if (watch->parsed()) return cli::watch_command(watch_flags);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "release_command.h"
 
+#include <cstdlib>
 #include <iostream>
 
 #include "exit_codes.h"
@@ -9,27 +10,66 @@ namespace dlock::cli {
 
 CLI::App* add_release_command(CLI::App& app, ReleaseFlags& flags) {
   CLI::App* release = app.add_subcommand(
-      "release", "Clear a stuck lock on all nodes, whoever holds it (for operators)");
+      "release",
+      "Give back a lock by its owner token (--owner), or clear it whoever holds it (--force)");
   add_connect_flags(*release, flags.connect);
-  release->add_flag("--force", flags.force, "required: the lock is removed whoever holds it");
+  release->add_option("--owner", flags.owner,
+                      "release the hold of this owner token (as printed by dlock acquire); "
+                      "default: $DLOCK_OWNER");
+  release->add_flag("--force", flags.force, "remove the lock whoever holds it (for operators)");
   release->add_flag("-y,--yes", flags.yes, "do not ask for confirmation");
   release->add_flag("--foreign", flags.foreign,
                     "also delete a key that is not a dlock lock (another library's)");
   release->add_option("name", flags.name, "lock name")->required();
   release->footer(
-      "The holder is not told: its renewals fail and it loses the lock (dlock run then stops "
-      "its command with exit 76). Waiters are woken.\n"
-      "Exit status: 0 released (or nothing to release) on a quorum of nodes, 1 not confirmed, "
-      "69 fewer than a quorum of nodes answered, 64 usage error.\n\n"
+      "With --owner (or DLOCK_OWNER): releases that owner's hold only, and wakes the waiters. "
+      "Exit status: 0 released on a quorum of nodes, 1 not held by that owner (its ttl ended, "
+      "or it was released already), 69 fewer than a quorum of nodes answered, 64 usage error.\n"
+      "With --force: the holder is not told: its renewals fail and it loses the lock (dlock run "
+      "then stops its command with exit 76). Waiters are woken. Exit status: 0 released (or "
+      "nothing to release) on a quorum of nodes, 1 not confirmed, 69 fewer than a quorum of "
+      "nodes answered, 64 usage error.\n\n"
       "Examples:\n"
+      "  dlock release deploy --owner \"$owner\"    # owner=$(dlock acquire deploy)\n"
       "  dlock release --force nightly-report\n"
       "  dlock release --force --yes -r redis://10.0.0.1:6379 nightly-report");
   return release;
 }
 
+namespace {
+
+int release_by_owner(const ReleaseFlags& flags, const std::string& owner) {
+  if (owner.empty()) {
+    std::cerr << "dlock: the owner token is empty\n";
+    return kExitUsage;
+  }
+  auto client = make_client(flags.connect);
+  if (!client) {
+    std::cerr << "dlock: " << client.error().message() << "\n";
+    return kExitUsage;
+  }
+  auto released = client->unlock(flags.name, OwnerToken(owner));
+  if (released) return kExitOk;
+  std::cerr << "dlock: " << released.error().message() << "\n";
+  if (released.error().is(errc::not_owner)) return 1;
+  return released.error().is(errc::invalid_argument) ? kExitUsage : kExitUnavailable;
+}
+
+}  // namespace
+
 int release_command(const ReleaseFlags& flags) {
+  if (flags.force && flags.owner) {
+    std::cerr << "dlock: release takes --owner (one holder) or --force (whoever holds it), not "
+                 "both\n";
+    return kExitUsage;
+  }
+  if (flags.owner) return release_by_owner(flags, *flags.owner);
   if (!flags.force) {
-    std::cerr << "dlock: release removes the lock whoever holds it; say --force to do that\n";
+    if (const char* env = std::getenv("DLOCK_OWNER"); env != nullptr) {
+      return release_by_owner(flags, env);
+    }
+    std::cerr << "dlock: release needs --owner TOKEN (the holder's, from dlock acquire) or "
+                 "--force (removes the lock whoever holds it)\n";
     return kExitUsage;
   }
   auto client = make_client(flags.connect);

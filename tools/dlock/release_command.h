@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
-// `dlock release --force NAME`: an operator clears a stuck lock on all nodes.
+// `dlock release NAME --owner T`: gives back a lock taken by `dlock acquire` (or any holder
+// that names its owner). `dlock release --force NAME`: an operator clears a stuck lock on all
+// nodes, whoever holds it.
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 
 #include "connect_flags.h"
@@ -14,6 +17,7 @@ struct ReleaseFlags {
   bool force = false;
   bool yes = false;
   bool foreign = false;
+  std::optional<std::string> owner;  // --owner, else $DLOCK_OWNER
   std::string name;
 };
 

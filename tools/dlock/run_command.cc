@@ -128,12 +128,6 @@ class ChildWatch {
   std::thread thread_;
 };
 
-int exit_for(const Error& e, int conflict_exit_code) {
-  if (e.is(errc::invalid_argument)) return kExitUsage;
-  if (is_contention(e.code())) return conflict_exit_code;
-  return kExitUnavailable;
-}
-
 }  // namespace
 
 CLI::App* add_run_command(CLI::App& app, RunFlags& flags) {

@@ -9,7 +9,7 @@ exec >"$3"
 # roff: a backslash is written \e; a line starting with . or ' would be a request.
 escape() { sed -e 's/\\/\\e/g' -e "s/^\([.']\)/\\\\\&\1/"; }
 echo "[COMMANDS]"
-for cmd in run status release watch sandbox demo; do
+for cmd in run acquire release status watch sandbox demo; do
   echo ".SS $cmd"
   echo ".nf"
   "$dlock" "$cmd" --help | escape
