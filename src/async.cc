@@ -94,7 +94,7 @@ engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::str
                                       std::chrono::milliseconds wait, LockOptions options,
                                       std::shared_ptr<CurrentWaiter> current) {
   using SteadyClock = std::chrono::steady_clock;
-  const auto deadline = SteadyClock::now() + wait;
+  const auto deadline = SteadyClock::now() + std::min<std::chrono::milliseconds>(wait, kMaxWait);
   const OwnerToken owner = options.owner ? *options.owner : lock::task_owner();
   const bool can_wait = wait.count() > 0;
   const std::optional<lock::FairTicket> fair = fair_ticket(options, can_wait);

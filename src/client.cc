@@ -48,6 +48,14 @@ Result<std::unique_ptr<asio::ssl::context>> make_tls_context(const TlsOptions& t
 
 Result<std::shared_ptr<ClientCore>> ClientCore::create(const ClientOptions& options) {
   if (options.nodes.empty()) return Error(errc::invalid_argument, "no Redis nodes given");
+  for (const auto& [d, what] : {std::pair{options.node_timeout, "node_timeout"},
+                                {options.connect_timeout, "connect_timeout"},
+                                {options.reconnect_backoff_max, "reconnect_backoff_max"}}) {
+    if (d > kMaxTimeout) {
+      return Error(errc::invalid_argument,
+                   std::string(what) + " must be at most 1 h, got " + ms(d));
+    }
+  }
   if (options.node_timeout.count() <= 0) {
     return Error(errc::invalid_argument, "node_timeout must be positive");
   }
@@ -117,6 +125,11 @@ std::optional<Error> ClientCore::check(std::string_view name, std::chrono::milli
   if (ttl.count() <= 0) {
     return Error(errc::invalid_argument, "ttl must be positive, got " + ms(ttl));
   }
+  if (ttl > kMaxTtl) {
+    // Also keeps every deadline computed from it (and the quarantines it sets on the nodes)
+    // far from overflowing.
+    return Error(errc::invalid_argument, "ttl must be at most 365 days, got " + ms(ttl));
+  }
   if (auto d = lock_.drift(ttl); ttl <= d) {
     return Error(errc::invalid_argument,
                  "ttl of " + ms(ttl) + " is not larger than the clock drift allowance of " + ms(d));
@@ -159,7 +172,8 @@ Result<Lease> Client::lock(std::string_view name, Millis wait, const LockOptions
                            std::stop_token stop) {
   if (wait.count() < 0) return Error(errc::invalid_argument, "wait must not be negative");
   if (auto bad = detail::check_options(*core_, name, options)) return std::move(*bad);
-  const auto deadline = SteadyClock::now() + wait;
+  const auto deadline =
+      SteadyClock::now() + std::min<std::chrono::milliseconds>(wait, detail::kMaxWait);
   const OwnerToken owner = detail::owner_for(options);
   const bool can_wait = wait.count() > 0;
   const std::optional<lock::FairTicket> fair = detail::fair_ticket(options, can_wait);

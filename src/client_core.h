@@ -21,6 +21,12 @@
 
 namespace dlock::detail {
 
+// Bounds that keep every deadline (steady_clock, nanoseconds) far from overflowing.
+inline constexpr std::chrono::milliseconds kMaxTtl = std::chrono::hours(24 * 365);
+inline constexpr std::chrono::milliseconds kMaxTimeout = std::chrono::hours(1);
+// A longer wait is this one: ten years is "forever" for a lock.
+inline constexpr std::chrono::milliseconds kMaxWait = std::chrono::hours(24 * 365 * 10);
+
 class ClientCore {
  public:
   static Result<std::shared_ptr<ClientCore>> create(const ClientOptions& options);

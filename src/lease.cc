@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <dlock/lease.h>
 
+#include "access.h"
 #include "client_core.h"
 #include "engine/run.h"
 #include "lock/lease_state.h"
@@ -57,31 +58,6 @@ Result<void> Lease::extend(Millis ttl) {
   return engine::run_sync(detail::extend_task(core_, state_, ttl));
 }
 
-Result<OwnerToken> Lease::detach() {
-  if (!state_) return moved_from();
-  {
-    std::lock_guard lock(state_->mu);
-    if (state_->status == Status::released) {
-      return Error(errc::not_owner, "lock '" + state_->name() + "' was released");
-    }
-    if (state_->status == Status::lost || state_->hold->lost.load()) {
-      return Error(errc::lock_lost, "lock '" + state_->name() + "' was lost");
-    }
-    // The watchdog renews only held leases: from here on nothing renews it.
-    state_->status = Status::released;
-  }
-  OwnerToken owner = state_->owner();
-  auto ending = core_->holds().end_task(state_, /*release=*/false);
-  if (engine::on_io_thread()) {
-    engine::start(std::move(ending), [](lock::Holds::Ended) {});
-  } else {
-    (void)engine::run_sync(std::move(ending));
-  }
-  core_.reset();
-  state_.reset();
-  return owner;
-}
-
 std::chrono::milliseconds Lease::validity() const {
   if (!state_) return std::chrono::milliseconds(0);
   std::lock_guard lock(state_->mu);
@@ -123,3 +99,29 @@ std::chrono::milliseconds Lease::ttl() const {
 }
 
 }  // namespace dlock
+
+namespace dlock::detail {
+
+Result<OwnerToken> detach(Lease& lease) {
+  const auto core = Access::core(lease);
+  const auto state = Access::state(lease);
+  if (!state) return Error(errc::invalid_argument, "lease is empty (moved from)");
+  {
+    std::lock_guard lock(state->mu);
+    if (state->status == Status::released) {
+      return Error(errc::not_owner, "lock '" + state->name() + "' was released");
+    }
+    if (state->status == Status::lost || state->hold->lost.load() ||
+        LeaseState::Clock::now() >= state->valid_until) {
+      return Error(errc::lock_lost, "lock '" + state->name() + "' was lost or has expired");
+    }
+    // The watchdog renews only held leases: from here on nothing renews it.
+    state->status = Status::released;
+  }
+  OwnerToken owner = state->owner();
+  (void)engine::run_sync(core->holds().end_task(state, /*release=*/false));
+  Access::empty(lease);
+  return owner;
+}
+
+}  // namespace dlock::detail

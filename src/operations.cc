@@ -35,8 +35,11 @@ std::optional<Error> check_options(const ClientCore& core, std::string_view name
   if (options.fair && options.fair_waiter_timeout.count() < 3) {
     return Error(errc::invalid_argument, "fair_waiter_timeout must be at least 3 ms");
   }
-  if (options.retry_delay.count() < 0) {
-    return Error(errc::invalid_argument, "retry_delay must not be negative");
+  if (options.retry_delay.count() < 0 || options.retry_delay > kMaxTimeout) {
+    return Error(errc::invalid_argument, "retry_delay must be between 0 and 1 h");
+  }
+  if (options.fair && options.fair_waiter_timeout > kMaxTtl) {
+    return Error(errc::invalid_argument, "fair_waiter_timeout must be at most 365 days");
   }
   return std::nullopt;
 }

@@ -70,14 +70,6 @@ class Lease {
   // Same, with the ttl the lock was taken with.
   Result<void> extend();
 
-  // Lets go of the lease without releasing the lock: the lock stays held on the nodes until its
-  // ttl ends, or until Client::unlock(name(), owner()) (in this process or another; `dlock
-  // release --owner`). Nothing renews it any more; this Lease becomes empty, like a moved-from
-  // one. For handing a lock to another process, or to a shell script (`dlock acquire`). Reentrant
-  // leases of the same hold in this client still count: the last of them to end releases the
-  // lock as usual. Returns the owner to release it with. Errors: errc::invalid_argument for an
-  // empty lease, errc::not_owner for a released one, errc::lock_lost for a lost one.
-  Result<OwnerToken> detach();
 
   // Time left before the lock may be taken by someone else, by our own monotonic clock, with
   // the drift already subtracted. Zero once it has passed or the lease is not held.

@@ -73,7 +73,11 @@ class Millis : public std::chrono::milliseconds {
     if (wide != wide) return milliseconds::zero();  // NaN
     if (wide >= static_cast<long double>(milliseconds::max().count())) return milliseconds::max();
     if (wide <= static_cast<long double>(milliseconds::min().count())) return milliseconds::min();
-    return std::chrono::ceil<milliseconds>(d);
+    // Rounded up in long double (its 64-bit mantissa holds any in-range count exactly enough):
+    // std::chrono::ceil would multiply the count by the period's numerator first, which can
+    // overflow for periods such as 1/3 s although the result fits.
+    const auto whole = static_cast<milliseconds::rep>(wide);  // toward zero
+    return milliseconds(static_cast<long double>(whole) < wide ? whole + 1 : whole);
   }
 };
 

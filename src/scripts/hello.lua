@@ -37,14 +37,16 @@ local in_use = recorded ~= false
 local max_ttl = math.max(tonumber(recorded or '0'), tonumber(ARGV[1]))
 redis.call('set', KEYS[2], max_ttl)
 
+-- Counted before old records are dropped: clients that stayed connected for over a day greet no
+-- more, so every record may be old when a restart finally makes one greet.
+local vouches = in_use and redis.call('hlen', KEYS[1]) >= math.floor(tonumber(ARGV[2]) / 2) + 1
+
 local keep = math.max(2 * max_ttl, 86400000)
 local all = redis.call('hgetall', KEYS[1])
 for i = 1, #all, 2 do
   local seen = tonumber(string.match(all[i + 1], '^(%d+)'))
   if not seen or seen < now - keep then redis.call('hdel', KEYS[1], all[i]) end
 end
-
-local vouches = in_use and redis.call('hlen', KEYS[1]) >= math.floor(tonumber(ARGV[2]) / 2) + 1
 
 local result = {max_ttl}
 for i = 3, #ARGV - 1, 2 do

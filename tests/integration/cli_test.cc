@@ -502,6 +502,18 @@ TEST_F(CliTest, AcquireReleasesWhenTheTokenCannotBePrinted) {
   EXPECT_FALSE(server_->exists("deploy")) << "held by an owner nobody knows";
 }
 
+TEST_F(CliTest, AcquireInterruptedWhileWaitingLeavesNothingBehind) {
+  auto held = held_by_someone_else("deploy");
+  ASSERT_TRUE(held);
+  const std::string script = quote(DLOCK_TOOL_PATH) + " acquire -r " + quote(server_->url()) +
+                             " -w 30s deploy & p=$!; sleep 1; kill -TERM $p; wait $p; echo rc=$?";
+  // dlock_tool runs "ENV TOOL ARGS": here ENV is the script and a "#" that comments the rest out.
+  Ran ran = dlock_tool({}, "sh -c " + quote(script) + " #");
+  EXPECT_NE(ran.output.find("rc=143"), std::string::npos) << ran.output;
+  ASSERT_TRUE(held->unlock());
+  EXPECT_FALSE(server_->exists("deploy")) << "the interrupted acquire left a hold";
+}
+
 TEST_F(CliTest, ReleaseNeedsAnOwnerOrForceButNotBoth) {
   auto held = held_by_someone_else("deploy");
   ASSERT_TRUE(held);

@@ -285,6 +285,21 @@ TEST_F(LockTest, RejectsBadNamesAndTtls) {
   }
   auto neg_wait = client.lock("job", -1ms, ttl(10s));
   EXPECT_TRUE(!neg_wait && neg_wait.error().is(errc::invalid_argument));
+  // A ttl beyond a year is refused before anything reaches a node (it would be recorded as the
+  // set's largest ttl, and deadlines computed from it overflow).
+  for (Millis huge : {Millis(std::chrono::hours(24 * 366)), Millis(std::chrono::hours::max())}) {
+    auto r = client.try_lock("job", ttl(huge));
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(r.error().is(errc::invalid_argument)) << r.error().message();
+  }
+  EXPECT_FALSE(server_->exists("dlock:max-ttl")) << "a refused ttl was announced";
+  // A wait "forever" is a wait, not an overflow.
+  auto forever = client.lock("job", std::chrono::hours::max(), ttl(10s));
+  ASSERT_TRUE(forever) << forever.error().message();
+  EXPECT_TRUE(forever->unlock());
+  LockOptions slow_retry = ttl(10s);
+  slow_retry.retry_delay = std::chrono::hours(2);
+  EXPECT_TRUE(client.try_lock("job", slow_retry).error().is(errc::invalid_argument));
   LockOptions o;
   o.owner = OwnerToken("");
   auto r = client.try_lock("job", o);
@@ -314,6 +329,12 @@ TEST_F(LockTest, RejectsBadClientOptions) {
   zero_timeout.nodes = {server_->url()};
   zero_timeout.node_timeout = 0ms;
   EXPECT_FALSE(Client::create(zero_timeout));
+  ClientOptions huge_timeout;
+  huge_timeout.nodes = {server_->url()};
+  huge_timeout.node_timeout = std::chrono::hours::max();
+  auto huge = Client::create(huge_timeout);
+  ASSERT_FALSE(huge);
+  EXPECT_NE(huge.error().message().find("node_timeout"), std::string::npos);
   ClientOptions bad_drift;
   bad_drift.nodes = {server_->url()};
   bad_drift.drift_factor = 1.5;

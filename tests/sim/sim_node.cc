@@ -216,17 +216,17 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
   const std::int64_t max_ttl = std::max(recorded ? number(*recorded) : 0, number(at(call.args, 0)));
   store_.set(max_ttl_key, std::to_string(max_ttl), std::nullopt, now);
 
+  // It vouches only if it holds the boot records of a quorum of the set's size (ARGV[2]),
+  // named now or not, counted before old records are dropped.
+  const bool vouches = in_use && store_.hgetall(boots, now).size() >=
+                                     static_cast<std::size_t>(number(at(call.args, 1)) / 2 + 1);
+
   // Records not seen for a day (or twice the largest ttl) are dropped.
   const std::int64_t keep = std::max<std::int64_t>(2 * max_ttl, 86400000);
   for (const auto& [run_id, record] : store_.hgetall(boots, now)) {
     const auto seen = leading_number(record);
     if (!seen || *seen < now - keep) store_.hdel(boots, run_id, now);
   }
-
-  // It vouches only if it holds the boot records of a quorum of the set's size (ARGV[2]),
-  // named now or not.
-  const bool vouches = in_use && store_.hgetall(boots, now).size() >=
-                                     static_cast<std::size_t>(number(at(call.args, 1)) / 2 + 1);
   std::vector<std::int64_t> result{max_ttl};
   // for i = 3, #ARGV - 1, 2: the pairs (run_id, uptime) after ARGV[1] and ARGV[2].
   for (std::size_t i = 2; i + 1 < call.args.size(); i += 2) {

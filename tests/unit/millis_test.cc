@@ -42,6 +42,12 @@ TEST(MillisTest, HugeValuesSaturateAndNanIsZero) {
   EXPECT_EQ(Millis(std::chrono::duration<double>(std::numeric_limits<double>::infinity())),
             milliseconds::max());
   EXPECT_EQ(Millis(std::chrono::duration<double>(std::nan(""))), 0ms);
+  // A period whose numerator and denominator are both above 1: no overflowing multiply.
+  using Thirds = std::chrono::duration<long long, std::ratio<1, 3>>;
+  EXPECT_EQ(Millis(Thirds(2)), 667ms);
+  const Millis big(Thirds(20'000'000'000'000'000LL));  // about 6.67e18 ms: fits
+  EXPECT_GT(big.count(), 6'666'666'666'666'000'000LL);
+  EXPECT_LE(big.count(), 6'666'666'666'666'668'000LL);
 }
 
 TEST(MillisTest, IsAMillisecondsDurationEverywhere) {

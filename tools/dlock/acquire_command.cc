@@ -1,11 +1,17 @@
 // SPDX-License-Identifier: MIT
 #include "acquire_command.h"
 
+#include <atomic>
+#include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <stop_token>
+#include <thread>
 
+#include "access.h"
 #include "duration.h"
 #include "exit_codes.h"
+#include "stop_signals.h"
 
 namespace dlock::cli {
 
@@ -50,6 +56,23 @@ CLI::App* add_acquire_command(CLI::App& app, AcquireFlags& flags) {
 }
 
 int acquire_command(const AcquireFlags& flags) {
+  // Before the client starts its threads (they inherit the blocked mask): SIGINT, SIGTERM and
+  // SIGHUP become a stop request, so an interrupted dlock never leaves a lock held by an owner
+  // nobody was told of.
+  StopSignals signals;
+  std::stop_source stop;
+  std::atomic<int> signal_number{0};
+  std::jthread watcher([&](std::stop_token done) {
+    while (!done.stop_requested()) {
+      if (const int sig = signals.wait_for(std::chrono::milliseconds(50)); sig != 0) {
+        signal_number = sig;
+        stop.request_stop();
+        return;
+      }
+    }
+  });
+  auto interrupted = [&] { return 128 + signal_number.load(); };
+
   auto ttl = parse_duration(flags.ttl);
   auto wait = parse_duration(flags.wait);
   for (const auto* d : {&ttl, &wait}) {
@@ -70,33 +93,45 @@ int acquire_command(const AcquireFlags& flags) {
   // The default owner is this process and thread: unique (a 128-bit random id), and it means
   // nothing once dlock has exited, so it is a fine token to hand out.
   options.owner = flags.owner.empty() ? Client::default_owner() : OwnerToken(flags.owner);
-  auto lease = client->lock(flags.name, *wait, options);
+  auto lease = client->lock(flags.name, *wait, options, stop.get_token());
   if (!lease) {
+    if (lease.error().is(errc::cancelled) && signal_number != 0) return interrupted();
     std::cerr << "dlock: " << lease.error().message() << "\n";
     return exit_for(lease.error(), flags.conflict_exit_code);
   }
-  // The token goes out first: if nobody can read it (a closed pipe, a full disk), the lock is
-  // released here instead of staying held by an owner nobody knows.
+  // Anything that keeps the token from reaching the caller releases the lock here instead of
+  // leaving it held by an owner nobody knows: a signal, a closed or full stdout.
   const std::string owner = lease->owner().str();
+  auto give_back = [&](const std::string& why, int status) {
+    std::cerr << "dlock: " << why << "; releasing the lock\n";
+    if (auto r = lease->unlock(); !r && !r.error().is(errc::lock_lost)) {
+      std::cerr << "dlock: release failed (" << r.error().message()
+                << "); the lock ends with its ttl, or: dlock release " << flags.name << " --owner "
+                << owner << "\n";
+    }
+    return status;
+  };
+  if (stop.stop_requested()) return give_back("interrupted", interrupted());
   if (flags.json) {
+    // Names and owners are bytes; JSON wants UTF-8: invalid bytes print as U+FFFD instead of
+    // failing after the lock was taken.
     std::cout << nlohmann::json{{"name", flags.name},
                                 {"owner", owner},
                                 {"fence", lease->fencing_token().value()},
                                 {"validity_ms", lease->validity().count()}}
-                     .dump()
+                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
               << "\n";
   } else {
     std::cout << owner << "\n";
   }
   std::cout.flush();
-  if (!std::cout.good()) {
-    std::cerr << "dlock: could not print the owner token; releasing the lock\n";
-    (void)lease->unlock();
-    return kExitUnavailable;
+  if (!std::cout.good()) return give_back("could not print the owner token", kExitUnavailable);
+  if (stop.stop_requested()) return give_back("interrupted", interrupted());
+  if (!lease->is_held()) {
+    return give_back("the lock expired before its token was printed", kExitUnavailable);
   }
-  if (auto detached = lease->detach(); !detached) {  // lost already: a ttl below a round trip
-    std::cerr << "dlock: " << detached.error().message() << "\n";
-    return exit_for(detached.error(), flags.conflict_exit_code);
+  if (auto detached = detail::detach(*lease); !detached) {
+    return give_back(detached.error().message(), kExitUnavailable);
   }
   return kExitOk;
 }
