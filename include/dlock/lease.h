@@ -70,7 +70,6 @@ class Lease {
   // Same, with the ttl the lock was taken with.
   Result<void> extend();
 
-
   // Time left before the lock may be taken by someone else, by our own monotonic clock, with
   // the drift already subtracted. Zero once it has passed or the lease is not held.
   std::chrono::milliseconds validity() const;
