@@ -56,7 +56,8 @@ class Mutex {
   }
   template <typename Clock, typename Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& until) {
-    return lock_within(Millis(until - Clock::now()));
+    const auto now = Clock::now();
+    return lock_within(until <= now ? Millis() : Millis(until - now));  // no min() - now overflow
   }
   // Gives back the calling thread's most recent hold. Never throws.
   void unlock() noexcept;

@@ -20,6 +20,13 @@ Error failure(const Result<resp::Reply>& outcome, const char* what) {
   return Error(errc::protocol_error, std::string("unexpected reply to ") + what);
 }
 
+// Durations a node reports are capped at ten years before any deadline is computed from them:
+// a value left by an older client (which accepted any ttl) must not overflow a time_point.
+std::chrono::milliseconds node_duration(std::int64_t ms) {
+  constexpr std::int64_t kTenYears = std::int64_t{10} * 365 * 24 * 3600 * 1000;
+  return std::chrono::milliseconds(std::min(ms, kTenYears));
+}
+
 }  // namespace
 
 AcquireReply parse_acquire(const Result<resp::Reply>& outcome) {
@@ -55,7 +62,7 @@ AcquireTally tally_acquire(const std::vector<AcquireReply>& replies, const std::
       ++t.held;
       if (r.holder_ttl >= 0) {
         t.holder_ttl = std::max(t.holder_ttl.value_or(std::chrono::milliseconds(0)),
-                                std::chrono::milliseconds(r.holder_ttl));
+                                node_duration(r.holder_ttl));
       }
     }
   }
@@ -103,7 +110,7 @@ BootReport tally_hello(const std::vector<Result<resp::Reply>>& replies, std::siz
     const auto max_ttl = int_at(*r, 0);
     if (!max_ttl) continue;
     ++report.told;
-    report.max_ttl = std::max(report.max_ttl, std::chrono::milliseconds(*max_ttl));
+    report.max_ttl = std::max(report.max_ttl, node_duration(*max_ttl));
     for (std::size_t k = 0; k < greeted; ++k) {
       const auto age = int_at(*r, k + 1);
       if (!age || *age < 0) continue;

@@ -54,6 +54,13 @@ TEST_P(LockableTest, TryLockForAndUntilTimeOutWhileAnotherThreadHoldsIt) {
     std::unique_lock mine(m, std::defer_lock);
     EXPECT_TRUE(mine.try_lock_for(2s));
   }).join();
+  std::thread([&] {  // deadlines at the ends of the clock: one attempt, and a wait, no overflow
+    std::unique_lock mine(m, std::defer_lock);
+    EXPECT_TRUE(mine.try_lock_until(std::chrono::steady_clock::time_point::min()));
+    mine.unlock();
+    EXPECT_TRUE(mine.try_lock_until(std::chrono::steady_clock::time_point::max()));
+  })
+      .join();
 }
 
 TEST_P(LockableTest, SameThreadMayLockAgain) {

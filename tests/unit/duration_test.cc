@@ -23,11 +23,12 @@ TEST(DurationTest, PlainNumberIsSeconds) {
 TEST(DurationTest, Fractions) {
   EXPECT_EQ(*parse_duration("1.5s"), 1500ms);
   EXPECT_EQ(*parse_duration("0.25"), 250ms);
+  EXPECT_EQ(*parse_duration("87600h"), std::chrono::hours(87600));  // ten years: the largest
 }
 
 TEST(DurationTest, RejectsBadInput) {
   for (const char* bad : {"", "s", "-1s", "-5", "1x", "1 s", "abc", "1.2.3s", "ms5", "1e3",
-                          "99999999999999h", "nan", "inf"}) {
+                          "99999999999999h", "87601h", "nan", "inf"}) {
     auto d = parse_duration(bad);
     EXPECT_FALSE(d) << bad;
     if (!d) {

@@ -160,5 +160,13 @@ TEST(TallyTest, HelloTakesTheYoungestBootAndTheLargestTtl) {
   EXPECT_EQ(*r.boot_age[1], 2000ms) << "the shortest age gives the longest quarantine";
 }
 
+// A largest ttl or a holder's ttl that an older client left on a node (it accepted any ttl) is
+// capped before deadlines are computed from it: no time_point overflow.
+TEST(TallyTest, NodeDurationsAreCappedAtTenYears) {
+  constexpr std::int64_t kHuge = 1'000'000'000'000'000;  // ms: about 31,700 years
+  const BootReport r = tally_hello({array({kHuge, -1})}, 1);
+  EXPECT_EQ(r.max_ttl, std::chrono::hours(24 * 365 * 10));
+}
+
 }  // namespace
 }  // namespace dlock::lock

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <stop_token>
@@ -81,6 +82,7 @@ int acquire_command(const AcquireFlags& flags) {
       return kExitUsage;
     }
   }
+  if (stop.stop_requested()) return interrupted();
   auto client = make_client(flags.connect);
   if (!client) {
     std::cerr << "dlock: " << client.error().message() << "\n";
@@ -93,6 +95,7 @@ int acquire_command(const AcquireFlags& flags) {
   // The default owner is this process and thread: unique (a 128-bit random id), and it means
   // nothing once dlock has exited, so it is a fine token to hand out.
   options.owner = flags.owner.empty() ? Client::default_owner() : OwnerToken(flags.owner);
+  if (stop.stop_requested()) return interrupted();
   auto lease = client->lock(flags.name, *wait, options, stop.get_token());
   if (!lease) {
     if (lease.error().is(errc::cancelled) && signal_number != 0) return interrupted();
@@ -133,6 +136,10 @@ int acquire_command(const AcquireFlags& flags) {
   if (auto detached = detail::detach(*lease); !detached) {
     return give_back(detached.error().message(), kExitUnavailable);
   }
+  // The token is out and the lock is the caller's: a signal from here on (pending, or a second
+  // Ctrl-C) must not turn this into a failure the caller would read as "not acquired" once
+  // StopSignals restores the mask.
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_IGN);
   return kExitOk;
 }
 

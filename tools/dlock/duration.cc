@@ -41,7 +41,8 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view text) {
     return bad("not a number");
   }
   const double millis = value * scale;
-  if (millis > 1e15) return bad("too large");
+  // Ten years: every flag's deadline (now + duration, in nanoseconds) stays far from overflow.
+  if (millis > 10.0 * 365 * 24 * 3600 * 1000) return bad("too large (at most 10 years)");
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(millis)));
 }
 
