@@ -224,6 +224,19 @@ class Issue12NamingTest : public test::ClusterTest {
   std::string url(std::size_t i, const std::string& host) {
     return "redis://" + host + ":" + std::to_string((*nodes_)[i].port());
   }
+  // hello.lua run by hand on node `node`, naming `run_ids` (each with uptime 0) in a set of
+  // size() nodes, with a largest ttl of 10 s.
+  test::ReplyPtr hello(std::size_t node, const std::vector<std::string>& run_ids) {
+    std::vector<std::string> args{"EVAL",
+                                  std::string(scripts::hello().source),
+                                  "2",
+                                  "dlock:boots",
+                                  "dlock:max-ttl",
+                                  "10000",
+                                  std::to_string(size())};
+    for (const auto& id : run_ids) args.insert(args.end(), {id, "0"});
+    return (*nodes_)[node].command(args);
+  }
 };
 
 TEST_P(Issue12NamingTest, RestartedNodesAreKeptOutWhateverNameAClientUses) {
@@ -271,17 +284,6 @@ TEST_P(Issue12NamingTest, NodeUsedAloneBeforeDoesNotQuarantineItsNewPeers) {
 // servers: every node of the set is greeted, then node 1 is greeted with node 0's new boot and
 // two known ones (3 of 5).
 TEST_P(Issue12NamingTest, GreetingThatNamesABareQuorumStillReportsARestart) {
-  auto hello = [&](std::size_t node, const std::vector<std::string>& run_ids) {
-    std::vector<std::string> args{"EVAL",
-                                  std::string(scripts::hello().source),
-                                  "2",
-                                  "dlock:boots",
-                                  "dlock:max-ttl",
-                                  "10000",
-                                  std::to_string(size())};
-    for (const auto& id : run_ids) args.insert(args.end(), {id, "0"});
-    return (*nodes_)[node].command(args);
-  };
   const std::vector<std::string> boots{"boot-0", "boot-1", "boot-2", "boot-3", "boot-4"};
   for (std::size_t i = 0; i < size(); ++i) {
     auto r = hello(i, boots);
@@ -302,21 +304,10 @@ TEST_P(Issue12NamingTest, GreetingThatNamesABareQuorumStillReportsARestart) {
 // count, and nobody vouched for the restarted node. hello.lua on a real server, with the records
 // aged by hand.
 TEST_P(Issue12NamingTest, RecordsOlderThanADayStillMakeANodeVouch) {
-  auto hello = [&](const std::vector<std::string>& run_ids) {
-    std::vector<std::string> args{"EVAL",
-                                  std::string(scripts::hello().source),
-                                  "2",
-                                  "dlock:boots",
-                                  "dlock:max-ttl",
-                                  "10000",
-                                  std::to_string(size())};
-    for (const auto& id : run_ids) args.insert(args.end(), {id, "0"});
-    return (*nodes_)[0].command(args);
-  };
   const std::vector<std::string> boots{"boot-0", "boot-1", "boot-2", "boot-3", "boot-4"};
-  ASSERT_TRUE(hello(boots));
+  ASSERT_TRUE(hello(0, boots));
   for (const auto& id : boots) (*nodes_)[0].command({"HSET", "dlock:boots", id, "1 0"});
-  auto r = hello({"boot-0", "boot-1-restarted", "boot-2", "boot-3", "boot-4"});
+  auto r = hello(0, {"boot-0", "boot-1-restarted", "boot-2", "boot-3", "boot-4"});
   ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 6)
       << (r && r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
   EXPECT_GE(r->element[2]->integer, 0) << "node 0 did not report node 1's new boot";
