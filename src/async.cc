@@ -81,6 +81,9 @@ class CurrentWaiter {
     std::lock_guard lock(mu_);
     return cancelled_;
   }
+  // Rounds sent so far, for the observer (written on the io thread, read at completion, which
+  // may come first from a cancelling thread).
+  std::atomic<std::size_t> attempts{0};
 
  private:
   std::mutex mu_;
@@ -118,6 +121,7 @@ engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::str
   // Cancelled before anything was sent: do not take the lock at all.
   if (current->cancelled()) co_return Error(errc::cancelled, "wait cancelled");
   std::shared_ptr<lock::Waiter> waiter;
+  current->attempts.fetch_add(1);
   auto first = attempt_task(core, name, options, owner, fair, false);
   auto result = co_await std::move(first);
   bool lost_race = false;
@@ -166,6 +170,7 @@ engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::str
       }
     }
     waiter->reset();
+    current->attempts.fetch_add(1);
     auto again = attempt_task(core, name, options, owner, fair, false);
     result = co_await std::move(again);
   }
@@ -185,10 +190,17 @@ void start_lock(const Client& client, std::string name, std::chrono::millisecond
                 LockOptions options, std::shared_ptr<AsyncCancel> cancel,
                 std::function<void(Result<Lease>)> done) {
   const auto& core = Access::core(client);
+  auto current = std::make_shared<CurrentWaiter>();
+  if (core->observer() != nullptr) {
+    done = [core, name, current, started = std::chrono::steady_clock::now(),
+            done = std::move(done)](Result<Lease> r) {
+      report_acquire(*core, name, r, started, current->attempts.load());
+      done(std::move(r));
+    };
+  }
   if (wait.count() < 0) return done(Error(errc::invalid_argument, "wait must not be negative"));
   if (auto bad = check_options(*core, name, options)) return done(std::move(*bad));
   auto once = std::make_shared<Once<Lease>>(std::move(done));
-  auto current = std::make_shared<CurrentWaiter>();
   // Cancelling completes at once and wakes the wait, which then leaves its queue place and
   // its channel; a lock got meanwhile is released as the Task ends (Once drops it).
   cancel->on_request([weak = std::weak_ptr<Once<Lease>>(once), current] {
@@ -205,6 +217,16 @@ void start_lock(const Client& client, std::string name, std::chrono::millisecond
 void start_try_lock(const Client& client, std::string name, LockOptions options,
                     std::shared_ptr<AsyncCancel> cancel, std::function<void(Result<Lease>)> done) {
   const auto& core = Access::core(client);
+  if (core->observer() != nullptr) {
+    done = [core, name, started = std::chrono::steady_clock::now(),
+            done = std::move(done)](Result<Lease> r) {
+      // One round, unless it was refused before sending (bad input) or cancelled first.
+      const std::size_t attempts =
+          r || !(r.error().is(errc::invalid_argument) || r.error().is(errc::cancelled)) ? 1 : 0;
+      report_acquire(*core, name, r, started, attempts);
+      done(std::move(r));
+    };
+  }
   if (auto bad = check_options(*core, name, options)) return done(std::move(*bad));
   auto once = once_cancellable<Lease>(cancel, std::move(done));
   core->nodes().post([core, name = std::move(name), options = std::move(options), cancel, once] {

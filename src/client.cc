@@ -115,10 +115,11 @@ ClientCore::ClientCore(const ClientOptions& options, std::unique_ptr<asio::ssl::
           options.node_timeout,
           [this](const std::string& channel, const std::string& payload) {
             waiters_.on_message(channel, payload);
-          }),
-      lock_(nodes_, options.drift_factor),
+          },
+          options.observer.get()),
+      lock_(nodes_, options.drift_factor, options.observer.get()),
       holds_(lock_),
-      watchdog_(lock_) {}
+      watchdog_(lock_, options.observer.get()) {}
 
 std::optional<Error> ClientCore::check(std::string_view name, std::chrono::milliseconds ttl) const {
   if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
@@ -152,26 +153,12 @@ std::variant<Lease, lock::Refused> attempt(const std::shared_ptr<detail::ClientC
       detail::attempt_task(core, std::string(name), options, owner, fair, !options.owner));
 }
 
-}  // namespace
-
-Result<Client> Client::create(ClientOptions options) {
-  auto core = detail::ClientCore::create(options);
-  if (!core) return std::move(core).error();
-  return Client(std::move(*core));
-}
-
-Result<Lease> Client::try_lock(std::string_view name, const LockOptions& options) {
-  if (auto bad = detail::check_options(*core_, name, options)) return std::move(*bad);
-  auto result = attempt(core_, name, options, detail::owner_for(options),
-                        detail::fair_ticket(options, false));
-  if (auto* refused = std::get_if<lock::Refused>(&result)) return std::move(refused->error);
-  return std::move(std::get<Lease>(result));
-}
-
-Result<Lease> Client::lock(std::string_view name, Millis wait, const LockOptions& options,
-                           std::stop_token stop) {
+// Client::lock's wait: attempts until acquired, refused for good, cancelled or out of time.
+Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std::string_view name,
+                           std::chrono::milliseconds wait, const LockOptions& options,
+                           std::stop_token stop, std::size_t& attempts) {
   if (wait.count() < 0) return Error(errc::invalid_argument, "wait must not be negative");
-  if (auto bad = detail::check_options(*core_, name, options)) return std::move(*bad);
+  if (auto bad = detail::check_options(*core, name, options)) return std::move(*bad);
   const auto deadline =
       SteadyClock::now() + std::min<std::chrono::milliseconds>(wait, detail::kMaxWait);
   const OwnerToken owner = detail::owner_for(options);
@@ -181,12 +168,12 @@ Result<Lease> Client::lock(std::string_view name, Millis wait, const LockOptions
   std::shared_ptr<lock::Waiter> waiter;
   std::optional<std::stop_callback<std::function<void()>>> on_stop;
   auto give_up = [&](Error e) -> Result<Lease> {
-    if (fair) core_->algorithm().leave_queue(std::string(name), owner);
-    if (waiter) core_->waiters().leave(waiter);
+    if (fair) core->algorithm().leave_queue(std::string(name), owner);
+    if (waiter) core->waiters().leave(waiter);
     return e;
   };
   if (!fair && can_wait) {
-    if (auto until = core_->hand_off().hold_back_until(std::string(name))) {
+    if (auto until = core->hand_off().hold_back_until(std::string(name))) {
       // This client just freed `name` while others waited: let one of them have it first. The
       // whole grace, whatever releases come meanwhile (lock/hand_off.h says why); the waiter is
       // not registered anywhere: only the stop token or the time ends the wait.
@@ -200,7 +187,8 @@ Result<Lease> Client::lock(std::string_view name, Millis wait, const LockOptions
   }
 
   // Uncontended: one attempt, no subscription.
-  auto result = attempt(core_, name, options, owner, fair);
+  ++attempts;
+  auto result = attempt(core, name, options, owner, fair);
   if (auto* lease = std::get_if<Lease>(&result)) return std::move(*lease);
 
   auto retryable = [](const Error& e) {
@@ -223,7 +211,7 @@ Result<Lease> Client::lock(std::string_view name, Millis wait, const LockOptions
     }
     if (!waiter) {
       // Listen before trying again, so a release in between is not missed.
-      waiter = core_->waiters().enter(lock::release_channel(name), fair ? owner.str() : "");
+      waiter = core->waiters().enter(lock::release_channel(name), fair ? owner.str() : "");
       on_stop.emplace(stop, [w = waiter] { w->cancel(); });
     } else {
       // Sleep until a release wakes us, or the holder's key has expired; after a lost race
@@ -238,12 +226,45 @@ Result<Lease> Client::lock(std::string_view name, Millis wait, const LockOptions
       lost_race = woken;
     }
     waiter->reset();
-    result = attempt(core_, name, options, owner, fair);
+    ++attempts;
+    result = attempt(core, name, options, owner, fair);
     if (auto* lease = std::get_if<Lease>(&result)) {
-      core_->waiters().leave(waiter);
+      core->waiters().leave(waiter);
       return std::move(*lease);
     }
   }
+}
+
+}  // namespace
+
+Result<Client> Client::create(ClientOptions options) {
+  auto core = detail::ClientCore::create(options);
+  if (!core) return std::move(core).error();
+  return Client(std::move(*core));
+}
+
+Result<Lease> Client::try_lock(std::string_view name, const LockOptions& options) {
+  const auto started = SteadyClock::now();
+  std::size_t attempts = 0;
+  auto result = [&]() -> Result<Lease> {
+    if (auto bad = detail::check_options(*core_, name, options)) return std::move(*bad);
+    ++attempts;
+    auto r = attempt(core_, name, options, detail::owner_for(options),
+                     detail::fair_ticket(options, false));
+    if (auto* refused = std::get_if<lock::Refused>(&r)) return std::move(refused->error);
+    return std::move(std::get<Lease>(r));
+  }();
+  detail::report_acquire(*core_, name, result, started, attempts);
+  return result;
+}
+
+Result<Lease> Client::lock(std::string_view name, Millis wait, const LockOptions& options,
+                           std::stop_token stop) {
+  const auto started = SteadyClock::now();
+  std::size_t attempts = 0;
+  auto result = lock_waiting(core_, name, wait, options, std::move(stop), attempts);
+  detail::report_acquire(*core_, name, result, started, attempts);
+  return result;
 }
 
 Result<void> Client::unlock(std::string_view name, const OwnerToken& owner) {

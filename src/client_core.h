@@ -37,6 +37,8 @@ class ClientCore {
   std::optional<Error> check(std::string_view name, std::chrono::milliseconds ttl) const;
 
   const ClientOptions& options() const noexcept { return options_; }
+  // ClientOptions::observer, or null: every event checks it first.
+  Observer* observer() const noexcept { return options_.observer.get(); }
   lock::QuorumLock& algorithm() noexcept { return lock_; }
   lock::Holds& holds() noexcept { return holds_; }
   lock::Watchdog& watchdog() noexcept { return watchdog_; }

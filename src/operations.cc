@@ -51,6 +51,21 @@ std::chrono::milliseconds jitter(std::chrono::milliseconds base) {
   return std::chrono::milliseconds(dist(rng));
 }
 
+void report_acquire(const ClientCore& core, std::string_view name, const Result<Lease>& result,
+                    SteadyClock::time_point started, std::size_t attempts) {
+  Observer* observer = core.observer();
+  if (observer == nullptr) return;
+  AcquireOutcome outcome = AcquireOutcome::acquired;
+  if (!result) {
+    const Error& e = result.error();
+    outcome = e.is(errc::invalid_argument) ? AcquireOutcome::invalid
+              : e.is(errc::cancelled)      ? AcquireOutcome::cancelled
+              : is_contention(e.code())    ? AcquireOutcome::contention
+                                           : AcquireOutcome::unavailable;
+  }
+  observer->acquired(AcquireEvent{name, outcome, SteadyClock::now() - started, attempts});
+}
+
 OwnerToken owner_for(const LockOptions& options) {
   return options.owner ? *options.owner : lock::thread_owner();
 }
@@ -79,6 +94,7 @@ engine::Task<std::variant<Lease, lock::Refused>> attempt_task(std::shared_ptr<Cl
   {
     std::lock_guard lock(state->mu);
     state->renewed_at = SteadyClock::now();
+    state->acquired_at = state->renewed_at;
   }
   core->watchdog().track(state);
   co_return Access::make_lease(core, std::move(state));
@@ -109,14 +125,21 @@ engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,
       core->hand_off().released(state->name(), LeaseState::Clock::now() - started);
     }
   }
+  Result<void> out = r;
   if (expired || (!r && r.error().is(errc::not_owner))) {
-    co_return Error(errc::lock_lost, "lock '" + state->name() + "' had expired before release",
-                    r ? std::vector<NodeError>{} : r.error().nodes());
+    out = Error(errc::lock_lost, "lock '" + state->name() + "' had expired before release",
+                r ? std::vector<NodeError>{} : r.error().nodes());
   }
-  co_return r;
+  if (Observer* observer = core->observer()) {
+    observer->released(
+        ReleaseEvent{state->name(), LeaseState::Clock::now() - state->acquired_at, out.has_value()});
+  }
+  co_return out;
 }
 
-engine::Task<Result<void>> extend_task(std::shared_ptr<ClientCore> core,
+namespace {
+
+engine::Task<Result<void>> extend_held(std::shared_ptr<ClientCore> core,
                                        std::shared_ptr<LeaseState> state,
                                        std::chrono::milliseconds ttl) {
   lock::HoldId id;
@@ -173,6 +196,26 @@ engine::Task<Result<void>> extend_task(std::shared_ptr<ClientCore> core,
                     r.error().nodes());
   }
   co_return std::move(r).error();
+}
+
+}  // namespace
+
+engine::Task<Result<void>> extend_task(std::shared_ptr<ClientCore> core,
+                                       std::shared_ptr<LeaseState> state,
+                                       std::chrono::milliseconds ttl) {
+  Observer* observer = core->observer();
+  bool was_held = false;
+  if (observer != nullptr) {
+    std::lock_guard lock(state->mu);
+    was_held = state->status == Status::held && !state->hold->lost.load();
+  }
+  auto extending = extend_held(core, state, ttl);
+  auto r = co_await std::move(extending);
+  if (observer != nullptr && was_held) {
+    observer->renewed(RenewEvent{state->name(), r.has_value(), /*by_watchdog=*/false});
+    if (!r && r.error().is(errc::lock_lost)) observer->lost(LostEvent{state->name()});
+  }
+  co_return r;
 }
 
 }  // namespace dlock::detail

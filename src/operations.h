@@ -33,6 +33,10 @@ OwnerToken owner_for(const LockOptions& options);
 // A fair ticket for a call starting now (nullopt unless options.fair).
 std::optional<lock::FairTicket> fair_ticket(const LockOptions& options, bool enqueue);
 
+// Tells the client's observer, if any, how an acquisition that started at `started` ended.
+void report_acquire(const ClientCore& core, std::string_view name, const Result<Lease>& result,
+                    std::chrono::steady_clock::time_point started, std::size_t attempts);
+
 // One attempt; a held lock becomes a Lease tracked by the watchdog. `thread_bound`: the owner
 // is the calling thread's (renewal stops when that thread exits).
 engine::Task<std::variant<Lease, lock::Refused>> attempt_task(std::shared_ptr<ClientCore> core,

@@ -9,11 +9,13 @@
 //   lock_opts.ttl = std::chrono::seconds(10);
 #pragma once
 
+#include <dlock/observer.h>
 #include <dlock/result.h>
 #include <dlock/types.h>
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +49,9 @@ struct ClientOptions {
   // Default: 0.01.
   double drift_factor = 0.01;
   TlsOptions tls;
+  // Metrics and tracing hooks (dlock/observer.h; dlock::PrometheusObserver is a ready one).
+  // Shared: one observer may serve several clients. Default: none (nothing is measured).
+  std::shared_ptr<Observer> observer;
 };
 
 struct LockOptions {

@@ -23,6 +23,7 @@ struct LeaseState {
   // Immutable after construction.
   std::shared_ptr<lock::Hold> hold;  // shared with the reentrant leases of the same owner
   std::chrono::milliseconds ttl{0};
+  Clock::time_point acquired_at;  // set before the lease is shared: for the observer
   bool auto_renew = false;
   std::chrono::milliseconds renew_every{0};
   std::function<void(const Error&)> on_lost;

@@ -35,9 +35,10 @@ std::optional<BootIdentity> parse_info(const Result<resp::Reply>& r) {
 
 }  // namespace
 
-Membership::Membership(node::Fanout& nodes, double drift_factor)
+Membership::Membership(node::Fanout& nodes, double drift_factor, Observer* observer)
     : nodes_(nodes),
       drift_factor_(drift_factor),
+      observer_(observer),
       mu_([&nodes](std::function<void()> f) { nodes.post(std::move(f)); }),
       checked_epoch_(nodes.size(), kUnchecked),
       attempted_epoch_(nodes.size(), kUnchecked),
@@ -128,8 +129,13 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
     if (const auto age = report.boot_age[k]; age && *age < largest) {
       // Booted `age` ago by the reporting node's clock; allow for its drift against ours.
       const auto wait = largest - *age;
-      quarantine_until_[i] =
-          std::max(quarantine_until_[i], asked + wait + drift(wait, drift_factor_));
+      const auto until = asked + wait + drift(wait, drift_factor_);
+      if (observer_ != nullptr && until > quarantine_until_[i]) {
+        observer_->quarantined(QuarantineEvent{
+            i, nodes_.address(i).display(),
+            std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now())});
+      }
+      quarantine_until_[i] = std::max(quarantine_until_[i], until);
     }
     checked_epoch_[i] = epochs[i];
   }

@@ -27,6 +27,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <dlock/observer.h>
+
 #include "engine/async_mutex.h"
 #include "engine/task.h"
 #include "node/fanout.h"
@@ -37,7 +39,8 @@ class Membership {
  public:
   using Clock = std::chrono::steady_clock;
 
-  Membership(node::Fanout& nodes, double drift_factor);
+  // `observer` (may be null) hears of every quarantine that starts or grows.
+  Membership(node::Fanout& nodes, double drift_factor, Observer* observer = nullptr);
 
   // Which nodes may vote now. Valid for the connection epochs it names: a vote from a node
   // whose connection changed since is not counted (it may be a new process).
@@ -71,6 +74,7 @@ class Membership {
 
   node::Fanout& nodes_;
   const double drift_factor_;
+  Observer* const observer_;
   engine::AsyncMutex mu_;
   // Per node, all guarded by mu_: the connection epoch last greeted (kUnchecked: never), the
   // epoch of the last attempt and when a failed attempt may be retried, and the quarantine.

@@ -68,8 +68,9 @@ struct Renewal {
 
 class QuorumLock {
  public:
-  QuorumLock(node::Fanout& nodes, double drift_factor)
-      : nodes_(nodes), drift_factor_(drift_factor), membership_(nodes, drift_factor) {}
+  // `observer` (may be null) hears of quarantines.
+  QuorumLock(node::Fanout& nodes, double drift_factor, Observer* observer = nullptr)
+      : nodes_(nodes), drift_factor_(drift_factor), membership_(nodes, drift_factor, observer) {}
 
   // One attempt at a new hold. Errors: lock_held, quorum_not_reached, timeout (quorum came
   // after the ttl). With `fair`, in arrival order through the name's queue.

@@ -2,6 +2,7 @@
 #include "lock/watchdog.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "engine/thread_role.h"
@@ -17,10 +18,12 @@ using Lost = std::vector<std::pair<std::shared_ptr<detail::LeaseState>, Error>>;
 constexpr std::size_t kApplyBatch = 4096;
 
 // Applies one lease's renewal result; `next` is lowered when the lease must be retried sooner.
-void apply(const std::shared_ptr<detail::LeaseState>& state, const Result<Clock::time_point>& r,
-           Clock::time_point start, Clock::duration period, Clock::time_point& next, Lost& lost) {
+// Returns whether the lease was renewed (nullopt: released meanwhile, nothing to report).
+std::optional<bool> apply(const std::shared_ptr<detail::LeaseState>& state,
+                          const Result<Clock::time_point>& r, Clock::time_point start,
+                          Clock::duration period, Clock::time_point& next, Lost& lost) {
   std::lock_guard lock(state->mu);
-  if (state->status != Status::held) return;  // released while we were renewing
+  if (state->status != Status::held) return std::nullopt;  // released while we were renewing
   // Validity that ended while this thread waited for the lease's mutex is final: in the
   // meantime the same owner may have taken a new hold (an expired lease is not live), and
   // reviving this one would make two holders.
@@ -30,7 +33,9 @@ void apply(const std::shared_ptr<detail::LeaseState>& state, const Result<Clock:
   if (r && !expired) {
     state->valid_until = std::max(state->valid_until, *r);
     state->renewed_at = start;
-  } else if (gone || expired) {
+    return true;
+  }
+  if (gone || expired) {
     state->status = Status::lost;
     // A quorum saying "not there" loses the hold (its other leases too); this lease's own
     // validity running out loses this lease only.
@@ -49,6 +54,7 @@ void apply(const std::shared_ptr<detail::LeaseState>& state, const Result<Clock:
     const auto retry = std::max<Clock::duration>(left / 4, std::chrono::milliseconds(10));
     next = std::min(next, Clock::now() + std::min<Clock::duration>(retry, period));
   }
+  return false;
 }
 }  // namespace
 
@@ -164,12 +170,16 @@ Watchdog::Clock::time_point Watchdog::tick() {
     const auto start = Clock::now();
     const std::vector<Result<Clock::time_point>> results = lock_.renew(batch);
     for (std::size_t k = 0; k < renewing.size(); ++k) {
-      apply(renewing[k], results[k], start, period, next, lost);
+      const auto renewed = apply(renewing[k], results[k], start, period, next, lost);
+      if (observer_ != nullptr && renewed) {
+        observer_->renewed(RenewEvent{renewing[k]->name(), *renewed, /*by_watchdog=*/true});
+      }
     }
   }
   if (period != Clock::duration::max()) next = std::min(next, tick_start + period);
   due.clear();
   for (auto& [state, error] : lost) {
+    if (observer_ != nullptr) observer_->lost(LostEvent{state->name()});
     if (state->on_lost) state->on_lost(error);
   }
   return next;

@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include <dlock/observer.h>
+
 #include "lock/lease_state.h"
 #include "lock/quorum_lock.h"
 
@@ -28,7 +30,9 @@ namespace dlock::lock {
 
 class Watchdog {
  public:
-  explicit Watchdog(QuorumLock& lock) : lock_(lock) {}
+  // `observer` (may be null) hears of every renewal and lost lock.
+  explicit Watchdog(QuorumLock& lock, Observer* observer = nullptr)
+      : lock_(lock), observer_(observer) {}
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -47,6 +51,7 @@ class Watchdog {
   void prune_locked();
 
   QuorumLock& lock_;
+  Observer* const observer_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::weak_ptr<detail::LeaseState>> leases_;   // guarded by mu_

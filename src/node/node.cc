@@ -19,10 +19,13 @@ std::string encode_eval(std::string_view verb, std::string_view body,
 }  // namespace
 
 Node::Node(asio::io_context& io, net::NodeAddress address, net::ConnectionOptions options,
-           MessageHandler on_message)
+           MessageHandler on_message, std::size_t index, Observer* observer)
     : connection_(io, address, options),
       subscriber_(io, address, options),
-      resubscribe_timeout_(options.connect_timeout) {
+      resubscribe_timeout_(options.connect_timeout),
+      index_(index),
+      observer_(observer),
+      display_(observer != nullptr ? address.display() : std::string()) {
   // Load every script on each new connection, before the fast path can take it: a request the
   // fast path stops waiting for (it returned at a quorum) could otherwise meet NOSCRIPT with
   // nobody left to send the source. Only SCRIPT FLUSH on a live server can still cause that,
@@ -51,6 +54,14 @@ Node::Node(asio::io_context& io, net::NodeAddress address, net::ConnectionOption
 
 void Node::run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
                net::Clock::time_point deadline, net::Connection::Callback done) {
+  if (observer_ != nullptr) {
+    // Timed from here to the reply (a NOSCRIPT retry included), whoever still waits for it.
+    done = [this, start = net::Clock::now(), done = std::move(done)](Result<resp::Reply> r) {
+      observer_->node_request(
+          NodeRequestEvent{index_, display_, net::Clock::now() - start, r && !r->is_error()});
+      done(std::move(r));
+    };
+  }
   const Call& call = (*calls)[c];
   if (call.script == nullptr) {
     std::vector<std::string_view> argv(call.keys.begin(), call.keys.end());

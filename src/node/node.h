@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <dlock/observer.h>
+
 #include "net/connection.h"
 #include "node/call.h"
 #include "scripts/script.h"
@@ -19,8 +21,9 @@ using MessageHandler = std::function<void(const std::string& channel, const std:
 
 class Node {
  public:
+  // `observer` (may be null) hears of every request run() makes, as node `index`.
   Node(asio::io_context& io, net::NodeAddress address, net::ConnectionOptions options,
-       MessageHandler on_message);
+       MessageHandler on_message, std::size_t index = 0, Observer* observer = nullptr);
 
   // Sends (*calls)[c]: a script by EVALSHA, and on NOSCRIPT (a restarted or flushed server has
   // lost its script cache) once more with the full source by EVAL, within the same deadline;
@@ -46,6 +49,9 @@ class Node {
   net::Connection subscriber_;
   std::set<std::string> channels_;  // io thread only
   const std::chrono::milliseconds resubscribe_timeout_;
+  const std::size_t index_;
+  Observer* const observer_;
+  const std::string display_;  // the address for the observer (password elided)
 };
 
 }  // namespace dlock::node

@@ -40,11 +40,13 @@ struct Gathering {
 }  // namespace
 
 NodeSet::NodeSet(const std::vector<net::NodeAddress>& addresses, net::ConnectionOptions options,
-                 std::chrono::milliseconds node_timeout, MessageHandler on_message)
+                 std::chrono::milliseconds node_timeout, MessageHandler on_message,
+                 Observer* observer)
     : work_(asio::make_work_guard(io_)), node_timeout_(node_timeout) {
   nodes_.reserve(addresses.size());
-  for (const auto& a : addresses) {
-    nodes_.push_back(std::make_unique<Node>(io_, a, options, on_message));
+  for (std::size_t i = 0; i < addresses.size(); ++i) {
+    nodes_.push_back(
+        std::make_unique<Node>(io_, addresses[i], options, on_message, i, observer));
   }
   thread_ = std::thread([this] {
     engine::become_io_thread();

@@ -34,8 +34,10 @@ namespace dlock::node {
 class NodeSet final : public Fanout {
  public:
   // `on_message` runs on the io thread for every pub/sub message from any node.
+  // `observer` (may be null) hears of every request to every node.
   NodeSet(const std::vector<net::NodeAddress>& addresses, net::ConnectionOptions options,
-          std::chrono::milliseconds node_timeout, MessageHandler on_message = {});
+          std::chrono::milliseconds node_timeout, MessageHandler on_message = {},
+          Observer* observer = nullptr);
   ~NodeSet() override;
   NodeSet(const NodeSet&) = delete;
   NodeSet& operator=(const NodeSet&) = delete;
