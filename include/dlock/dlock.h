@@ -7,7 +7,9 @@
 #include <dlock/fenced_store.h>
 #include <dlock/lease.h>
 #include <dlock/mutex.h>
+#include <dlock/observer.h>
 #include <dlock/options.h>
+#include <dlock/prometheus.h>
 #include <dlock/result.h>
 #include <dlock/status.h>
 #include <dlock/types.h>

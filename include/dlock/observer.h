@@ -51,8 +51,8 @@ struct ReleaseEvent {
 
 struct RenewEvent {
   std::string_view name;
-  bool ok;            // re-armed on a quorum within the validity
-  bool by_watchdog;   // false: an explicit Lease::extend / async_extend
+  bool ok;           // re-armed on a quorum within the validity
+  bool by_watchdog;  // false: an explicit Lease::extend / async_extend
 };
 
 struct LostEvent {
@@ -60,8 +60,8 @@ struct LostEvent {
 };
 
 struct NodeRequestEvent {
-  std::size_t node;              // index in ClientOptions::nodes
-  std::string_view address;      // the node's URL, password elided
+  std::size_t node;          // index in ClientOptions::nodes
+  std::string_view address;  // the node's URL, password elided
   std::chrono::nanoseconds latency;
   // false: no reply in time, a broken connection, or an error reply (BUSY, NOPERM, ...).
   bool ok;

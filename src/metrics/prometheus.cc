@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: MIT
+#include <dlock/prometheus.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace dlock {
+namespace {
+
+// Cumulative buckets are what Prometheus reads; counts are kept per bucket and summed when
+// rendered, so an event costs one increment.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  void observe(double seconds) {
+    std::size_t i = 0;
+    while (i < bounds_.size() && seconds > bounds_[i]) ++i;
+    ++counts_[i];
+    sum_ += seconds;
+    ++count_;
+  }
+  void render(std::ostream& out, const std::string& name, const std::string& labels) const {
+    std::uint64_t cumulative = 0;
+    const std::string sep = labels.empty() ? "" : ",";
+    for (std::size_t i = 0; i < bounds_.size(); ++i) {
+      cumulative += counts_[i];
+      out << name << "_bucket{" << labels << sep << "le=\"" << bounds_[i] << "\"} " << cumulative
+          << "\n";
+    }
+    cumulative += counts_.back();
+    out << name << "_bucket{" << labels << sep << "le=\"+Inf\"} " << cumulative << "\n";
+    const std::string braces = labels.empty() ? "" : "{" + labels + "}";
+    out << name << "_sum" << braces << " " << sum_ << "\n";
+    out << name << "_count" << braces << " " << count_ << "\n";
+  }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<std::uint64_t> counts_;
+  double sum_ = 0;
+  std::uint64_t count_ = 0;
+};
+
+// Waits and holds: a millisecond to a minute and more.
+std::vector<double> lock_buckets() {
+  return {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
+}
+// One request to one node: from 100 µs (loopback) to the node timeout.
+std::vector<double> node_buckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1};
+}
+
+double seconds(std::chrono::nanoseconds d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+// A label value: backslash, double quote and newline escaped, as the format requires.
+std::string label_value(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (const char c : v) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+constexpr std::array<std::string_view, 5> kOutcomes{"acquired", "contention", "unavailable",
+                                                    "cancelled", "invalid"};
+
+struct NodeStats {
+  std::uint64_t ok = 0;
+  std::uint64_t errors = 0;
+  std::uint64_t quarantines = 0;
+  Histogram latency{node_buckets()};
+};
+
+}  // namespace
+
+struct PrometheusObserver::State {
+  mutable std::mutex mu;
+  std::array<std::uint64_t, kOutcomes.size()> acquisitions{};
+  std::uint64_t attempts = 0;
+  std::uint64_t contended_attempts = 0;
+  Histogram wait{lock_buckets()};
+  Histogram hold{lock_buckets()};
+  std::uint64_t releases_ok = 0;
+  std::uint64_t releases_lost = 0;
+  // [by watchdog][ok]
+  std::uint64_t renewals[2][2] = {{0, 0}, {0, 0}};
+  std::uint64_t lost = 0;
+  std::map<std::string, NodeStats, std::less<>> nodes;  // by address: sorted output
+
+  NodeStats& node(std::string_view address) {
+    auto it = nodes.find(address);
+    if (it == nodes.end()) it = nodes.emplace(std::string(address), NodeStats{}).first;
+    return it->second;
+  }
+};
+
+PrometheusObserver::PrometheusObserver() : state_(std::make_unique<State>()) {}
+PrometheusObserver::~PrometheusObserver() = default;
+
+void PrometheusObserver::acquired(const AcquireEvent& e) {
+  std::lock_guard lock(state_->mu);
+  ++state_->acquisitions[static_cast<std::size_t>(e.outcome)];
+  state_->attempts += e.attempts;
+  if (e.attempts > 1) state_->contended_attempts += e.attempts - 1;
+  if (e.outcome == AcquireOutcome::acquired) state_->wait.observe(seconds(e.waited));
+}
+
+void PrometheusObserver::released(const ReleaseEvent& e) {
+  std::lock_guard lock(state_->mu);
+  ++(e.ok ? state_->releases_ok : state_->releases_lost);
+  state_->hold.observe(seconds(e.held));
+}
+
+void PrometheusObserver::renewed(const RenewEvent& e) {
+  std::lock_guard lock(state_->mu);
+  ++state_->renewals[e.by_watchdog ? 1 : 0][e.ok ? 1 : 0];
+}
+
+void PrometheusObserver::lost(const LostEvent&) {
+  std::lock_guard lock(state_->mu);
+  ++state_->lost;
+}
+
+void PrometheusObserver::node_request(const NodeRequestEvent& e) {
+  std::lock_guard lock(state_->mu);
+  NodeStats& n = state_->node(e.address);
+  ++(e.ok ? n.ok : n.errors);
+  n.latency.observe(seconds(e.latency));
+}
+
+void PrometheusObserver::quarantined(const QuarantineEvent& e) {
+  std::lock_guard lock(state_->mu);
+  ++state_->node(e.address).quarantines;
+}
+
+std::string PrometheusObserver::text() const {
+  std::ostringstream out;
+  out.precision(17);  // bucket bounds and sums without losing digits
+  auto header = [&](const char* name, const char* type, const char* help) {
+    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+  };
+  std::lock_guard lock(state_->mu);
+  const State& s = *state_;
+
+  header("dlock_acquisitions_total", "counter",
+         "Lock acquisitions (try_lock, lock, async) by how they ended.");
+  for (std::size_t i = 0; i < kOutcomes.size(); ++i) {
+    out << "dlock_acquisitions_total{outcome=\"" << kOutcomes[i] << "\"} " << s.acquisitions[i]
+        << "\n";
+  }
+  header("dlock_acquire_attempts_total", "counter", "Acquisition rounds sent to the nodes.");
+  out << "dlock_acquire_attempts_total " << s.attempts << "\n";
+  header("dlock_contended_attempts_total", "counter",
+         "Rounds that found the lock held and were followed by a wait and another round.");
+  out << "dlock_contended_attempts_total " << s.contended_attempts << "\n";
+  header("dlock_acquire_wait_seconds", "histogram",
+         "Time from an acquisition call to the lock, for acquisitions that got it.");
+  s.wait.render(out, "dlock_acquire_wait_seconds", "");
+  header("dlock_hold_seconds", "histogram", "Time from the grant of a lease to its release.");
+  s.hold.render(out, "dlock_hold_seconds", "");
+  header(
+      "dlock_releases_total", "counter",
+      "Releases; result=\"lost\": the lock had been lost or had expired, or no quorum confirmed.");
+  out << "dlock_releases_total{result=\"ok\"} " << s.releases_ok << "\n";
+  out << "dlock_releases_total{result=\"lost\"} " << s.releases_lost << "\n";
+  header("dlock_renewals_total", "counter",
+         "Renewals by the watchdog and by explicit extends, by result.");
+  for (int by = 0; by < 2; ++by) {
+    for (int ok = 0; ok < 2; ++ok) {
+      out << "dlock_renewals_total{by=\"" << (by ? "watchdog" : "extend") << "\",result=\""
+          << (ok ? "ok" : "failed") << "\"} " << s.renewals[by][ok] << "\n";
+    }
+  }
+  header("dlock_locks_lost_total", "counter",
+         "Leases found lost or expired by the watchdog or an extend.");
+  out << "dlock_locks_lost_total " << s.lost << "\n";
+  header("dlock_node_requests_total", "counter",
+         "Requests to each node; result=\"error\": no reply in time, a broken connection, or an "
+         "error reply.");
+  for (const auto& [address, n] : s.nodes) {
+    const std::string node = "node=\"" + label_value(address) + "\"";
+    out << "dlock_node_requests_total{" << node << ",result=\"ok\"} " << n.ok << "\n";
+    out << "dlock_node_requests_total{" << node << ",result=\"error\"} " << n.errors << "\n";
+  }
+  header("dlock_node_request_seconds", "histogram", "Latency of each request to each node.");
+  for (const auto& [address, n] : s.nodes) {
+    n.latency.render(out, "dlock_node_request_seconds", "node=\"" + label_value(address) + "\"");
+  }
+  header("dlock_node_quarantines_total", "counter",
+         "Times a node was kept out of quorums after a restart (restarted-node protection).");
+  for (const auto& [address, n] : s.nodes) {
+    out << "dlock_node_quarantines_total{node=\"" << label_value(address) << "\"} " << n.quarantines
+        << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace dlock
