@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: MIT
+// PrometheusObserver: events in, the text exposition format out (pure logic, no server).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+#include "dlock/prometheus.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool has(const std::string& text, const std::string& line) {
+  return text.find(line + "\n") != std::string::npos;
+}
+
+TEST(PrometheusTest, CountsAcquisitionsByOutcomeAndContendedRounds) {
+  PrometheusObserver m;
+  m.acquired({"job", AcquireOutcome::acquired, 2ms, 1});
+  m.acquired({"job", AcquireOutcome::acquired, 300ms, 4});
+  m.acquired({"job", AcquireOutcome::contention, 1s, 2});
+  m.acquired({"", AcquireOutcome::invalid, 0ns, 0});
+  const std::string t = m.text();
+  EXPECT_TRUE(has(t, "dlock_acquisitions_total{outcome=\"acquired\"} 2")) << t;
+  EXPECT_TRUE(has(t, "dlock_acquisitions_total{outcome=\"contention\"} 1")) << t;
+  EXPECT_TRUE(has(t, "dlock_acquisitions_total{outcome=\"invalid\"} 1")) << t;
+  EXPECT_TRUE(has(t, "dlock_acquisitions_total{outcome=\"unavailable\"} 0")) << t;
+  EXPECT_TRUE(has(t, "dlock_acquire_attempts_total 7")) << t;
+  EXPECT_TRUE(has(t, "dlock_contended_attempts_total 4")) << t;
+  // Only acquisitions that got the lock are in the wait histogram; buckets are cumulative.
+  EXPECT_TRUE(has(t, "dlock_acquire_wait_seconds_bucket{le=\"0.001\"} 0")) << t;
+  EXPECT_TRUE(has(t, "dlock_acquire_wait_seconds_bucket{le=\"0.005\"} 1")) << t;
+  EXPECT_TRUE(has(t, "dlock_acquire_wait_seconds_bucket{le=\"0.5\"} 2")) << t;
+  EXPECT_TRUE(has(t, "dlock_acquire_wait_seconds_bucket{le=\"+Inf\"} 2")) << t;
+  EXPECT_TRUE(has(t, "dlock_acquire_wait_seconds_count 2")) << t;
+  EXPECT_TRUE(has(t, "dlock_acquire_wait_seconds_sum 0.30199999999999999")) << t;
+}
+
+TEST(PrometheusTest, ReleasesRenewalsAndLostLocks) {
+  PrometheusObserver m;
+  m.released({"job", 90s, true});
+  m.released({"job", 10ms, false});
+  m.renewed({"job", true, true});
+  m.renewed({"job", false, true});
+  m.renewed({"job", false, false});
+  m.lost({"job"});
+  const std::string t = m.text();
+  EXPECT_TRUE(has(t, "dlock_releases_total{result=\"ok\"} 1")) << t;
+  EXPECT_TRUE(has(t, "dlock_releases_total{result=\"lost\"} 1")) << t;
+  EXPECT_TRUE(has(t, "dlock_hold_seconds_bucket{le=\"60\"} 1")) << t;
+  EXPECT_TRUE(has(t, "dlock_hold_seconds_bucket{le=\"300\"} 2")) << t;
+  EXPECT_TRUE(has(t, "dlock_renewals_total{by=\"watchdog\",result=\"ok\"} 1")) << t;
+  EXPECT_TRUE(has(t, "dlock_renewals_total{by=\"watchdog\",result=\"failed\"} 1")) << t;
+  EXPECT_TRUE(has(t, "dlock_renewals_total{by=\"extend\",result=\"failed\"} 1")) << t;
+  EXPECT_TRUE(has(t, "dlock_renewals_total{by=\"extend\",result=\"ok\"} 0")) << t;
+  EXPECT_TRUE(has(t, "dlock_locks_lost_total 1")) << t;
+}
+
+TEST(PrometheusTest, NodesAreLabelledByAddressWithValuesEscaped) {
+  PrometheusObserver m;
+  m.node_request({0, "redis://a:6379", 300us, true});
+  m.node_request({0, "redis://a:6379", 2s, false});
+  m.node_request({1, "redis://we\"ird\\:1", 1ms, true});
+  m.quarantined({0, "redis://a:6379", 5000ms});
+  const std::string t = m.text();
+  EXPECT_TRUE(has(t, "dlock_node_requests_total{node=\"redis://a:6379\",result=\"ok\"} 1")) << t;
+  EXPECT_TRUE(has(t, "dlock_node_requests_total{node=\"redis://a:6379\",result=\"error\"} 1"))
+      << t;
+  EXPECT_TRUE(has(t, "dlock_node_request_seconds_bucket{node=\"redis://a:6379\",le=\"0.0005\"} 1"))
+      << t;
+  EXPECT_TRUE(has(t, "dlock_node_request_seconds_count{node=\"redis://a:6379\"} 2")) << t;
+  EXPECT_TRUE(has(t, "dlock_node_quarantines_total{node=\"redis://a:6379\"} 1")) << t;
+  EXPECT_TRUE(has(t, "dlock_node_requests_total{node=\"redis://we\\\"ird\\\\:1\",result=\"ok\"} 1"))
+      << t;
+  // Every metric is announced once, with its type.
+  for (const char* name : {"dlock_acquisitions_total", "dlock_node_request_seconds",
+                           "dlock_hold_seconds", "dlock_node_quarantines_total"}) {
+    const std::string type = std::string("# TYPE ") + name + " ";
+    EXPECT_EQ(t.find(type), t.rfind(type)) << name;
+    EXPECT_NE(t.find(type), std::string::npos) << name;
+  }
+}
+
+}  // namespace
+}  // namespace dlock
