@@ -194,6 +194,8 @@ Impl impl_from(const std::string& s) {
   if (s == "naive") return Impl::naive;
   if (s == "dlock") return Impl::dlock;
   if (s == "dlock-fair") return Impl::dlock_fair;
+  if (s == "dlock-noop-observer") return Impl::dlock_noop_observer;
+  if (s == "dlock-prometheus") return Impl::dlock_prometheus;
   throw std::invalid_argument("unknown impl " + s);
 }
 
@@ -353,6 +355,32 @@ int run_all(const std::string& out_dir, bool smoke, const std::string& client_cp
     r.memory_per_name[kDlock] = memory_per_name(Impl::dlock, s.one, mem_locks, 300ms);
   }
 
+  // 5b. What an observer costs: dlock without one, with a no-op one, with PrometheusObserver,
+  // in interleaved rounds on one node so that the machine's drift hits all three alike.
+  if (wanted("observer")) {
+    say("observer cost");
+    const std::vector<std::pair<std::string, Impl>> variants{
+        {kObserverUnset, Impl::dlock},
+        {kObserverNoop, Impl::dlock_noop_observer},
+        {kObserverPrometheus, Impl::dlock_prometheus}};
+    std::map<std::string, std::vector<std::int64_t>> samples;
+    const int rounds = 5;
+    for (int round = 0; round < rounds; ++round) {
+      for (const auto& [key, impl] : variants) {
+        auto got = latency(impl, s.one, cycles / rounds, warmup / rounds);
+        samples[key].insert(samples[key].end(), got.begin(), got.end());
+      }
+    }
+    for (auto& [key, v] : samples) r.latency[key][1] = summarize(std::move(v));
+    if (callgrind) {
+      const int n1 = smoke ? 20 : 200;
+      const int n2 = smoke ? 60 : 1200;
+      r.instructions[kObserverUnset] = instructions_per_cycle(s, "dlock", n1, n2);
+      r.instructions[kObserverNoop] = instructions_per_cycle(s, "dlock-noop-observer", n1, n2);
+      r.instructions[kObserverPrometheus] = instructions_per_cycle(s, "dlock-prometheus", n1, n2);
+    }
+  }
+
   // 6. Instructions per cycle in the client.
   if (callgrind && wanted("callgrind")) {
     say("callgrind");
@@ -398,7 +426,7 @@ int main(int argc, char** argv) {
   app.add_flag("--no-callgrind", no_callgrind, "Skip the instruction counts");
   app.add_option("--only", sections,
                  "Run only these sections: uncontended throughput async contention watchdog memory "
-                 "callgrind (the report then has gaps)")
+                 "observer callgrind (the report then has gaps)")
       ->delimiter(',');
   app.add_option("--workers", workers, "Processes contending for one name")
       ->capture_default_str()

@@ -360,6 +360,29 @@ void write_report(const Results& r, const std::filesystem::path& dir, const std:
        << (d ? ratio(c->wait.p99 / d->wait.p99) : "–") << " |\n";
   }
 
+  if (const auto* unset = find(r.latency, kObserverUnset)) {
+    md << "\n## Observer cost\n\n"
+       << "Uncontended cycles on one node, as above, in five interleaved rounds: without an "
+          "observer (the default), with an Observer that does nothing (every hook called), and "
+          "with PrometheusObserver (docs/metrics.md). Instructions: callgrind, client side.\n\n"
+       << "| client | p50 | p99 | p50 ÷ unset | instructions per cycle | more than unset |\n"
+       << "|---|---|---|---|---|---|\n";
+    const auto* base = find(*unset, 1);
+    const auto* base_instructions = find(r.instructions, kObserverUnset);
+    for (const auto& impl : {kObserverUnset, kObserverNoop, kObserverPrometheus}) {
+      const auto* by = find(r.latency, impl);
+      const auto* l = by ? find(*by, 1) : nullptr;
+      const auto* ins = find(r.instructions, impl);
+      md << "| " << impl << " | " << (l ? fixed(l->p50) : "–") << " | " << (l ? fixed(l->p99) : "–")
+         << " | " << (l && base ? ratio(l->p50 / base->p50) : "–") << " | "
+         << (ins ? thousands(*ins) : "–") << " | "
+         << (ins && base_instructions ? fixed(*ins - *base_instructions, 0) + " (" +
+                                            fixed(100 * (*ins / *base_instructions - 1), 2) + "%)"
+                                      : "–")
+         << " |\n";
+    }
+  }
+
   md << "\n## Watchdog, memory, instructions\n\n"
      << "- Watchdog: " << thousands(r.watchdog_locks) << " locks held by one client with ttl "
      << r.watchdog_ttl_ms << " ms, renewed every " << r.watchdog_ttl_ms / 3
@@ -379,6 +402,7 @@ void write_report(const Results& r, const std::filesystem::path& dir, const std:
        << " keys per name.\n";
   }
   for (const auto& [impl, v] : r.instructions) {
+    if (impl == kObserverUnset || impl == kObserverNoop || impl == kObserverPrometheus) continue;
     md << "- Client instructions per uncontended cycle (callgrind, 1 node), " << impl << ": "
        << thousands(v) << ".\n";
   }

@@ -24,6 +24,10 @@ inline const std::string kDlockFair = "dlock fair";
 inline const std::string kDlockAsync = "dlock async";
 inline const std::string kRawNew = "raw floor, new name per cycle";
 inline const std::string kDlockNew = "dlock, new name per cycle";
+// The observer section: dlock without an observer, with one that does nothing, with Prometheus.
+inline const std::string kObserverUnset = "dlock, observer unset";
+inline const std::string kObserverNoop = "dlock, no-op observer";
+inline const std::string kObserverPrometheus = "dlock, PrometheusObserver";
 
 struct Results {
   std::map<std::string, std::map<int, Summary>> latency;    // [impl][nodes]

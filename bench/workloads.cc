@@ -23,8 +23,21 @@ using namespace std::chrono_literals;
 // A token as long as the peers' (redis-py: uuid1().hex, 32 characters).
 const std::string kToken = "0123456789abcdef0123456789abcdef";
 
-Client connect(const Ports& ports) {
+bool is_dlock(Impl impl) {
+  return impl == Impl::dlock || impl == Impl::dlock_fair || impl == Impl::dlock_noop_observer ||
+         impl == Impl::dlock_prometheus;
+}
+
+// The observer an Impl runs with (none for plain dlock).
+std::shared_ptr<Observer> observer_for(Impl impl) {
+  if (impl == Impl::dlock_noop_observer) return std::make_shared<Observer>();
+  if (impl == Impl::dlock_prometheus) return std::make_shared<PrometheusObserver>();
+  return nullptr;
+}
+
+Client connect(const Ports& ports, Impl impl = Impl::dlock) {
   ClientOptions options;
+  options.observer = observer_for(impl);
   for (auto p : ports) options.nodes.push_back("redis://127.0.0.1:" + std::to_string(p));
   auto client = Client::create(options);
   if (!client) throw std::runtime_error("dlock: " + client.error().message());
@@ -58,6 +71,10 @@ const char* impl_name(Impl impl) {
       return "dlock";
     case Impl::dlock_fair:
       return "dlock fair";
+    case Impl::dlock_noop_observer:
+      return "dlock, no-op observer";
+    case Impl::dlock_prometheus:
+      return "dlock, PrometheusObserver";
   }
   return "?";
 }
@@ -73,8 +90,8 @@ std::vector<std::int64_t> latency(Impl impl, const Ports& ports, int cycles, int
     return new_names ? base + std::to_string(i + warmup) + ":" + std::to_string(monotonic_ns())
                      : base;
   };
-  if (impl == Impl::dlock || impl == Impl::dlock_fair) {
-    Client client = connect(ports);
+  if (is_dlock(impl)) {
+    Client client = connect(ports, impl);
     const LockOptions options = lock_options(impl);
     for (int i = -warmup; i < cycles; ++i) {
       const std::string name = name_of(i);

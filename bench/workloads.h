@@ -15,7 +15,17 @@ using Ports = std::vector<std::uint16_t>;
 
 // raw_acquire_all: the raw floor with dlock's waiting rule on N nodes: the acquire waits for
 // every node (what keeps fencing tokens growing, docs/design.md), the release for a quorum.
-enum class Impl { raw, raw_acquire_all, naive, dlock, dlock_fair };
+// dlock_noop_observer, dlock_prometheus: dlock with ClientOptions::observer set to an Observer
+// that does nothing, or to a PrometheusObserver (what an observer costs; Impl::dlock has none).
+enum class Impl {
+  raw,
+  raw_acquire_all,
+  naive,
+  dlock,
+  dlock_fair,
+  dlock_noop_observer,
+  dlock_prometheus
+};
 const char* impl_name(Impl impl);
 
 // Acquire+release cycles, one after another: one sample (ns) per cycle. On one name, or with

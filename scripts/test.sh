@@ -15,7 +15,8 @@ bash scripts/install-deps.sh
 export DLOCK_REQUIRE_REDIS=1
 jobs=$(nproc 2>/dev/null || echo 2)
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step with the time it starts, so a CI log shows where the minutes go.
+step() { printf '\n== [%s] %s\n' "$(date +%T)" "$*"; }
 
 step "clang-format"
 git ls-files '*.h' '*.cc' | xargs clang-format --dry-run -Werror

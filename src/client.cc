@@ -244,7 +244,7 @@ Result<Client> Client::create(ClientOptions options) {
 }
 
 Result<Lease> Client::try_lock(std::string_view name, const LockOptions& options) {
-  const auto started = SteadyClock::now();
+  const auto started = detail::observe_start(*core_);
   std::size_t attempts = 0;
   auto result = [&]() -> Result<Lease> {
     if (auto bad = detail::check_options(*core_, name, options)) return std::move(*bad);
@@ -260,7 +260,7 @@ Result<Lease> Client::try_lock(std::string_view name, const LockOptions& options
 
 Result<Lease> Client::lock(std::string_view name, Millis wait, const LockOptions& options,
                            std::stop_token stop) {
-  const auto started = SteadyClock::now();
+  const auto started = detail::observe_start(*core_);
   std::size_t attempts = 0;
   auto result = lock_waiting(core_, name, wait, options, std::move(stop), attempts);
   detail::report_acquire(*core_, name, result, started, attempts);

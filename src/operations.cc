@@ -131,8 +131,8 @@ engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,
                 r ? std::vector<NodeError>{} : r.error().nodes());
   }
   if (Observer* observer = core->observer()) {
-    observer->released(
-        ReleaseEvent{state->name(), LeaseState::Clock::now() - state->acquired_at, out.has_value()});
+    observer->released(ReleaseEvent{state->name(), LeaseState::Clock::now() - state->acquired_at,
+                                    out.has_value()});
   }
   co_return out;
 }
@@ -198,24 +198,33 @@ engine::Task<Result<void>> extend_held(std::shared_ptr<ClientCore> core,
   co_return std::move(r).error();
 }
 
-}  // namespace
-
-engine::Task<Result<void>> extend_task(std::shared_ptr<ClientCore> core,
-                                       std::shared_ptr<LeaseState> state,
-                                       std::chrono::milliseconds ttl) {
+// extend_held, reported to the observer (which is set).
+engine::Task<Result<void>> extend_observed(std::shared_ptr<ClientCore> core,
+                                           std::shared_ptr<LeaseState> state,
+                                           std::chrono::milliseconds ttl) {
   Observer* observer = core->observer();
   bool was_held = false;
-  if (observer != nullptr) {
+  {
     std::lock_guard lock(state->mu);
     was_held = state->status == Status::held && !state->hold->lost.load();
   }
   auto extending = extend_held(core, state, ttl);
   auto r = co_await std::move(extending);
-  if (observer != nullptr && was_held) {
+  if (was_held) {
     observer->renewed(RenewEvent{state->name(), r.has_value(), /*by_watchdog=*/false});
     if (!r && r.error().is(errc::lock_lost)) observer->lost(LostEvent{state->name()});
   }
   co_return r;
+}
+
+}  // namespace
+
+engine::Task<Result<void>> extend_task(std::shared_ptr<ClientCore> core,
+                                       std::shared_ptr<LeaseState> state,
+                                       std::chrono::milliseconds ttl) {
+  // Without an observer, no second coroutine frame.
+  if (core->observer() == nullptr) return extend_held(std::move(core), std::move(state), ttl);
+  return extend_observed(std::move(core), std::move(state), ttl);
 }
 
 }  // namespace dlock::detail

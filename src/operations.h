@@ -33,6 +33,12 @@ OwnerToken owner_for(const LockOptions& options);
 // A fair ticket for a call starting now (nullopt unless options.fair).
 std::optional<lock::FairTicket> fair_ticket(const LockOptions& options, bool enqueue);
 
+// When an acquisition starts, for report_acquire: the clock is read only for an observer.
+inline std::chrono::steady_clock::time_point observe_start(const ClientCore& core) {
+  return core.observer() != nullptr ? std::chrono::steady_clock::now()
+                                    : std::chrono::steady_clock::time_point{};
+}
+
 // Tells the client's observer, if any, how an acquisition that started at `started` ended.
 void report_acquire(const ClientCore& core, std::string_view name, const Result<Lease>& result,
                     std::chrono::steady_clock::time_point started, std::size_t attempts);

@@ -59,12 +59,19 @@ struct LostEvent {
   std::string_view name;  // the watchdog or an extend found the lock gone or expired
 };
 
+enum class NodeResult {
+  ok,     // a reply (the lock may still have been refused: that is the reply's content)
+  error,  // no reply in time, no connection, a broken connection, or an error reply (BUSY, ...)
+  // The round already had its quorum and stopped waiting for this node (its reply is read and
+  // dropped later): latency is only how long it was waited for. Often a slow node.
+  not_waited_for,
+};
+
 struct NodeRequestEvent {
   std::size_t node;          // index in ClientOptions::nodes
   std::string_view address;  // the node's URL, password elided
   std::chrono::nanoseconds latency;
-  // false: no reply in time, a broken connection, or an error reply (BUSY, NOPERM, ...).
-  bool ok;
+  NodeResult result;
 };
 
 struct QuarantineEvent {

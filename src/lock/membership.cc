@@ -131,9 +131,9 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
       const auto wait = largest - *age;
       const auto until = asked + wait + drift(wait, drift_factor_);
       if (observer_ != nullptr && until > quarantine_until_[i]) {
-        observer_->quarantined(QuarantineEvent{
-            i, nodes_.address(i).display(),
-            std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now())});
+        observer_->quarantined(
+            QuarantineEvent{i, nodes_.address(i).display(),
+                            std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now())});
       }
       quarantine_until_[i] = std::max(quarantine_until_[i], until);
     }

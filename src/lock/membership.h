@@ -23,11 +23,11 @@
 // refresh_task() is a Task (engine/task.h), serialized with the others by an AsyncMutex.
 #pragma once
 
+#include <dlock/observer.h>
+
 #include <chrono>
 #include <cstdint>
 #include <vector>
-
-#include <dlock/observer.h>
 
 #include "engine/async_mutex.h"
 #include "engine/task.h"

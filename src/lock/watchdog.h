@@ -14,14 +14,14 @@
 // mutex before a lease's mutex; never call in here while holding a lease's mutex.
 #pragma once
 
+#include <dlock/observer.h>
+
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <dlock/observer.h>
 
 #include "lock/lease_state.h"
 #include "lock/quorum_lock.h"

@@ -2,8 +2,10 @@
 #include <dlock/prometheus.h>
 
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <locale>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -12,6 +14,14 @@
 
 namespace dlock {
 namespace {
+
+// The shortest text that reads back as the same double (0.005, not 0.0050000000000000001).
+// Bucket bounds are written `fixed` (0.0005, not 5e-04): queries match `le` as text.
+std::string number(double v, std::chars_format format = std::chars_format::general) {
+  char buf[400];  // the longest fixed double
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, format);
+  return ec == std::errc() ? std::string(buf, end) : std::string("NaN");
+}
 
 // Cumulative buckets are what Prometheus reads; counts are kept per bucket and summed when
 // rendered, so an event costs one increment.
@@ -31,13 +41,13 @@ class Histogram {
     const std::string sep = labels.empty() ? "" : ",";
     for (std::size_t i = 0; i < bounds_.size(); ++i) {
       cumulative += counts_[i];
-      out << name << "_bucket{" << labels << sep << "le=\"" << bounds_[i] << "\"} " << cumulative
-          << "\n";
+      out << name << "_bucket{" << labels << sep << "le=\""
+          << number(bounds_[i], std::chars_format::fixed) << "\"} " << cumulative << "\n";
     }
     cumulative += counts_.back();
     out << name << "_bucket{" << labels << sep << "le=\"+Inf\"} " << cumulative << "\n";
     const std::string braces = labels.empty() ? "" : "{" + labels + "}";
-    out << name << "_sum" << braces << " " << sum_ << "\n";
+    out << name << "_sum" << braces << " " << number(sum_) << "\n";
     out << name << "_count" << braces << " " << count_ << "\n";
   }
 
@@ -85,6 +95,7 @@ constexpr std::array<std::string_view, 5> kOutcomes{"acquired", "contention", "u
 struct NodeStats {
   std::uint64_t ok = 0;
   std::uint64_t errors = 0;
+  std::uint64_t not_waited_for = 0;
   std::uint64_t quarantines = 0;
   Histogram latency{node_buckets()};
 };
@@ -142,7 +153,18 @@ void PrometheusObserver::lost(const LostEvent&) {
 void PrometheusObserver::node_request(const NodeRequestEvent& e) {
   std::lock_guard lock(state_->mu);
   NodeStats& n = state_->node(e.address);
-  ++(e.ok ? n.ok : n.errors);
+  switch (e.result) {
+    case NodeResult::ok:
+      ++n.ok;
+      break;
+    case NodeResult::error:
+      ++n.errors;
+      break;
+    case NodeResult::not_waited_for:
+      // Its latency is only a lower bound: kept out of the histogram.
+      ++n.not_waited_for;
+      return;
+  }
   n.latency.observe(seconds(e.latency));
 }
 
@@ -153,7 +175,7 @@ void PrometheusObserver::quarantined(const QuarantineEvent& e) {
 
 std::string PrometheusObserver::text() const {
   std::ostringstream out;
-  out.precision(17);  // bucket bounds and sums without losing digits
+  out.imbue(std::locale::classic());  // no digit grouping, whatever the global locale
   auto header = [&](const char* name, const char* type, const char* help) {
     out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
   };
@@ -194,13 +216,16 @@ std::string PrometheusObserver::text() const {
   out << "dlock_locks_lost_total " << s.lost << "\n";
   header("dlock_node_requests_total", "counter",
          "Requests to each node; result=\"error\": no reply in time, a broken connection, or an "
-         "error reply.");
+         "error reply; \"not_waited_for\": the round had its quorum first.");
   for (const auto& [address, n] : s.nodes) {
     const std::string node = "node=\"" + label_value(address) + "\"";
     out << "dlock_node_requests_total{" << node << ",result=\"ok\"} " << n.ok << "\n";
     out << "dlock_node_requests_total{" << node << ",result=\"error\"} " << n.errors << "\n";
+    out << "dlock_node_requests_total{" << node << ",result=\"not_waited_for\"} "
+        << n.not_waited_for << "\n";
   }
-  header("dlock_node_request_seconds", "histogram", "Latency of each request to each node.");
+  header("dlock_node_request_seconds", "histogram",
+         "Latency of each request to each node that was waited for (result ok or error).");
   for (const auto& [address, n] : s.nodes) {
     n.latency.render(out, "dlock_node_request_seconds", "node=\"" + label_value(address) + "\"");
   }

@@ -16,16 +16,21 @@ std::string encode_eval(std::string_view verb, std::string_view body,
   return resp::encode_command(argv);
 }
 
+NodeResult result_of(const Result<resp::Reply>& r) {
+  if (r) return r->is_error() ? NodeResult::error : NodeResult::ok;
+  return r.error().is(errc::cancelled) ? NodeResult::not_waited_for : NodeResult::error;
+}
+
 }  // namespace
 
 Node::Node(asio::io_context& io, net::NodeAddress address, net::ConnectionOptions options,
            MessageHandler on_message, std::size_t index, Observer* observer)
-    : connection_(io, address, options),
-      subscriber_(io, address, options),
-      resubscribe_timeout_(options.connect_timeout),
-      index_(index),
+    : index_(index),
       observer_(observer),
-      display_(observer != nullptr ? address.display() : std::string()) {
+      display_(observer != nullptr ? address.display() : std::string()),
+      connection_(io, address, options),
+      subscriber_(io, address, options),
+      resubscribe_timeout_(options.connect_timeout) {
   // Load every script on each new connection, before the fast path can take it: a request the
   // fast path stops waiting for (it returned at a quorum) could otherwise meet NOSCRIPT with
   // nobody left to send the source. Only SCRIPT FLUSH on a live server can still cause that,
@@ -55,10 +60,11 @@ Node::Node(asio::io_context& io, net::NodeAddress address, net::ConnectionOption
 void Node::run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
                net::Clock::time_point deadline, net::Connection::Callback done) {
   if (observer_ != nullptr) {
-    // Timed from here to the reply (a NOSCRIPT retry included), whoever still waits for it.
+    // Timed from here to the reply (a NOSCRIPT retry included). A round that had its quorum
+    // stops waiting for the rest (errc::cancelled): reported as such, not as a node failure.
     done = [this, start = net::Clock::now(), done = std::move(done)](Result<resp::Reply> r) {
       observer_->node_request(
-          NodeRequestEvent{index_, display_, net::Clock::now() - start, r && !r->is_error()});
+          NodeRequestEvent{index_, display_, net::Clock::now() - start, result_of(r)});
       done(std::move(r));
     };
   }

@@ -3,13 +3,13 @@
 // listen on pub/sub channels (on a second connection of its own, as RESP2 requires).
 #pragma once
 
+#include <dlock/observer.h>
+
 #include <functional>
 #include <memory>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <dlock/observer.h>
 
 #include "net/connection.h"
 #include "node/call.h"
@@ -45,13 +45,14 @@ class Node {
   std::uint64_t epoch() const noexcept { return connection_.epoch(); }
 
  private:
+  // Declared before the connections, so they outlive any callback a connection runs as it goes.
+  const std::size_t index_;
+  Observer* const observer_;
+  const std::string display_;  // the address for the observer (password elided)
   net::Connection connection_;
   net::Connection subscriber_;
   std::set<std::string> channels_;  // io thread only
   const std::chrono::milliseconds resubscribe_timeout_;
-  const std::size_t index_;
-  Observer* const observer_;
-  const std::string display_;  // the address for the observer (password elided)
 };
 
 }  // namespace dlock::node

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -219,6 +220,44 @@ TEST_F(OpsTest, WatchPrintsHolderChanges) {
   ASSERT_TRUE(lease->unlock());
   EXPECT_NE(watch.line().find("job: free"), std::string::npos);
   EXPECT_EQ(watch.wait(), 0);
+}
+
+TEST_F(OpsTest, WatchStatsCountGrantsTooShortToBeSeenAndEachNodesRequests) {
+  RedisServer server;
+  Tool watch({"watch", "--stats", "--stats-every", "100ms", "--interval", "50ms", "-r",
+              server.url(), "job"});
+  EXPECT_NE(watch.line().find("job: free"), std::string::npos);
+  ClientOptions options;
+  options.nodes = {server.url()};
+  Client client = std::move(Client::create(options)).value();
+  // Three holds far shorter than the poll interval: the fencing counter still counts them.
+  for (int i = 0; i < 3; ++i) {
+    auto lease = client.try_lock("job");
+    ASSERT_TRUE(lease);
+    ASSERT_TRUE(lease->unlock());
+  }
+  std::this_thread::sleep_for(300ms);
+  kill(watch.pid(), SIGINT);
+  const std::string out = watch.rest();
+  EXPECT_EQ(watch.wait(), 0) << out;
+  // The last line is the final stats line, for the period cut short by Ctrl-C.
+  const auto last_start = out.rfind('\n', out.size() - 2);
+  const std::string last = out.substr(last_start == std::string::npos ? 0 : last_start + 1);
+  EXPECT_NE(last.find("job: stats"), std::string::npos) << out;
+  EXPECT_NE(last.find("fence 3 ("), std::string::npos) << out;
+  EXPECT_NE(last.find("+3 since start"), std::string::npos) << out;
+  EXPECT_NE(last.find(server.url() + " ok "), std::string::npos) << out;
+  EXPECT_NE(last.find(" err 0"), std::string::npos) << out;
+  // Every period had its line: at least one before the last.
+  EXPECT_GE(std::count(out.begin(), out.end(), '\n'), 3) << out;
+}
+
+TEST_F(OpsTest, WatchStatsRejectABadPeriod) {
+  RedisServer server;
+  Tool watch({"watch", "--stats", "--stats-every", "0s", "-r", server.url(), "job"});
+  const std::string out = watch.rest();
+  EXPECT_EQ(watch.wait(), 64) << out;
+  EXPECT_NE(out.find("--stats-every"), std::string::npos) << out;
 }
 
 TEST_F(OpsTest, SigtermToRunReachesTheCommandThenTheLockIsReleased) {

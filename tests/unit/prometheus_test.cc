@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 // PrometheusObserver: events in, the text exposition format out (pure logic, no server).
+#include "dlock/prometheus.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
-
-#include "dlock/prometheus.h"
 
 namespace dlock {
 namespace {
@@ -35,7 +35,7 @@ TEST(PrometheusTest, CountsAcquisitionsByOutcomeAndContendedRounds) {
   EXPECT_TRUE(has(t, "dlock_acquire_wait_seconds_bucket{le=\"0.5\"} 2")) << t;
   EXPECT_TRUE(has(t, "dlock_acquire_wait_seconds_bucket{le=\"+Inf\"} 2")) << t;
   EXPECT_TRUE(has(t, "dlock_acquire_wait_seconds_count 2")) << t;
-  EXPECT_TRUE(has(t, "dlock_acquire_wait_seconds_sum 0.30199999999999999")) << t;
+  EXPECT_TRUE(has(t, "dlock_acquire_wait_seconds_sum 0.302")) << t;
 }
 
 TEST(PrometheusTest, ReleasesRenewalsAndLostLocks) {
@@ -60,17 +60,23 @@ TEST(PrometheusTest, ReleasesRenewalsAndLostLocks) {
 
 TEST(PrometheusTest, NodesAreLabelledByAddressWithValuesEscaped) {
   PrometheusObserver m;
-  m.node_request({0, "redis://a:6379", 300us, true});
-  m.node_request({0, "redis://a:6379", 2s, false});
-  m.node_request({1, "redis://we\"ird\\:1", 1ms, true});
+  m.node_request({0, "redis://a:6379", 300us, NodeResult::ok});
+  m.node_request({0, "redis://a:6379", 2s, NodeResult::error});
+  m.node_request({0, "redis://a:6379", 1us, NodeResult::not_waited_for});
+  m.node_request({1, "redis://we\"ird\\:1", 1ms, NodeResult::ok});
   m.quarantined({0, "redis://a:6379", 5000ms});
   const std::string t = m.text();
   EXPECT_TRUE(has(t, "dlock_node_requests_total{node=\"redis://a:6379\",result=\"ok\"} 1")) << t;
-  EXPECT_TRUE(has(t, "dlock_node_requests_total{node=\"redis://a:6379\",result=\"error\"} 1"))
-      << t;
+  EXPECT_TRUE(has(t, "dlock_node_requests_total{node=\"redis://a:6379\",result=\"error\"} 1")) << t;
   EXPECT_TRUE(has(t, "dlock_node_request_seconds_bucket{node=\"redis://a:6379\",le=\"0.0005\"} 1"))
       << t;
+  EXPECT_TRUE(
+      has(t, "dlock_node_requests_total{node=\"redis://a:6379\",result=\"not_waited_for\"} 1"))
+      << t;
+  // A request not waited for has no latency to speak of: not in the histogram.
   EXPECT_TRUE(has(t, "dlock_node_request_seconds_count{node=\"redis://a:6379\"} 2")) << t;
+  EXPECT_TRUE(has(t, "dlock_node_request_seconds_bucket{node=\"redis://a:6379\",le=\"0.0001\"} 0"))
+      << t;
   EXPECT_TRUE(has(t, "dlock_node_quarantines_total{node=\"redis://a:6379\"} 1")) << t;
   EXPECT_TRUE(has(t, "dlock_node_requests_total{node=\"redis://we\\\"ird\\\\:1\",result=\"ok\"} 1"))
       << t;

@@ -113,8 +113,9 @@ Result<std::vector<std::string>> node_urls(const ConnectFlags& flags) {
   return urls;
 }
 
-Result<Client> make_client(const ConnectFlags& flags) {
+Result<Client> make_client(const ConnectFlags& flags, std::shared_ptr<Observer> observer) {
   ClientOptions options;
+  options.observer = std::move(observer);
   auto urls = node_urls(flags);
   if (!urls) return std::move(urls).error();
   options.nodes = std::move(*urls);

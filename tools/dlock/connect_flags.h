@@ -3,8 +3,10 @@
 #pragma once
 
 #include <dlock/client.h>
+#include <dlock/observer.h>
 
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,7 +29,7 @@ void add_connect_flags(CLI::App& app, ConnectFlags& flags);
 // command line (-r) or in a file other users can read.
 Result<std::vector<std::string>> node_urls(const ConnectFlags& flags);
 
-// Errors are configuration errors (exit 64).
-Result<Client> make_client(const ConnectFlags& flags);
+// Errors are configuration errors (exit 64). `observer` (may be null) sees the client's work.
+Result<Client> make_client(const ConnectFlags& flags, std::shared_ptr<Observer> observer = {});
 
 }  // namespace dlock::cli

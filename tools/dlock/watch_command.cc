@@ -12,6 +12,7 @@
 #include "duration.h"
 #include "exit_codes.h"
 #include "stop_signals.h"
+#include "watch_stats.h"
 
 namespace dlock::cli {
 namespace {
@@ -55,12 +56,18 @@ CLI::App* add_watch_command(CLI::App& app, WatchFlags& flags) {
   add_connect_flags(*watch, flags.connect);
   watch->add_option("--interval", flags.interval, "how often to look (default 200ms)");
   watch->add_option("--changes", flags.changes, "stop after this many changes (default: never)");
+  watch->add_flag("--stats", flags.stats,
+                  "also print a line of counts every --stats-every: fencing counter (grants by "
+                  "all clients), polls that found it held, queued waiters, and per node this "
+                  "watch's requests (ok, errors, latency, quarantines)");
+  watch->add_option("--stats-every", flags.stats_every, "period of --stats lines (default 1s)");
   watch->add_option("name", flags.name, "lock name")->required();
   watch->footer(
       "Stops on Ctrl-C (exit 0).\n\n"
       "Examples:\n"
       "  dlock watch nightly-report\n"
-      "  dlock watch --interval 1s -r redis://10.0.0.1:6379 nightly-report");
+      "  dlock watch --interval 1s -r redis://10.0.0.1:6379 nightly-report\n"
+      "  dlock watch --stats --stats-every 10s nightly-report");
   return watch;
 }
 
@@ -70,12 +77,29 @@ int watch_command(const WatchFlags& flags) {
     std::cerr << "dlock: --interval must be a positive duration\n";
     return kExitUsage;
   }
+  auto stats_every = parse_duration(flags.stats_every);
+  if (!stats_every || stats_every->count() <= 0) {
+    std::cerr << "dlock: --stats-every must be a positive duration\n";
+    return kExitUsage;
+  }
+  std::shared_ptr<WatchStats> stats;
+  if (flags.stats) stats = std::make_shared<WatchStats>();
   StopSignals stop;  // before the client starts its threads
-  auto client = make_client(flags.connect);
+  auto client = make_client(flags.connect, stats);
   if (!client) {
     std::cerr << "dlock: " << client.error().message() << "\n";
     return kExitUsage;
   }
+  using Clock = std::chrono::steady_clock;
+  auto period_start = Clock::now();
+  // A last stats line for the period cut short, whichever way the watch ends.
+  auto finish = [&] {
+    if (stats) {
+      std::cout << wall_time() << "  " << flags.name << ": "
+                << stats->take_line(Clock::now() - period_start) << std::endl;
+    }
+    return kExitOk;
+  };
   std::string last;
   int changes = -1;  // the first line is the initial state, not a change
   for (;;) {
@@ -84,13 +108,20 @@ int watch_command(const WatchFlags& flags) {
       std::cerr << "dlock: " << status.error().message() << "\n";
       return kExitUsage;
     }
+    if (stats) stats->poll(*status);
     const std::string line = holder_line(*status);
     if (line != last) {
       std::cout << wall_time() << "  " << flags.name << ": " << line << std::endl;
       last = line;
-      if (++changes == flags.changes && flags.changes > 0) return kExitOk;
+      if (++changes == flags.changes && flags.changes > 0) return finish();
     }
-    if (stop.wait_for(*interval) != 0) return kExitOk;
+    if (stats && Clock::now() - period_start >= *stats_every) {
+      const auto now = Clock::now();
+      std::cout << wall_time() << "  " << flags.name << ": " << stats->take_line(now - period_start)
+                << std::endl;
+      period_start = now;
+    }
+    if (stop.wait_for(*interval) != 0) return finish();
   }
 }
 

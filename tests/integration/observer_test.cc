@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: MIT
+// ClientOptions::observer on real servers: every acquisition with its outcome, wait and
+// rounds, every release with its hold time, renewals by the watchdog and by extend, lost
+// locks, per-node requests and errors with a killed node, and the quarantine of a restarted
+// node; PrometheusObserver fed by a real client.
+#include <dlock/async.h>
+#include <dlock/prometheus.h>
+
+#include <asio.hpp>
+#include <future>
+#include <mutex>
+#include <stop_token>
+#include <thread>
+#include <vector>
+
+#include "support/cluster_fixture.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::eventually;
+
+// Keeps a copy of every event (names copied: the views are valid during the call only).
+class Recorder final : public Observer {
+ public:
+  struct Acquire {
+    std::string name;
+    AcquireOutcome outcome;
+    std::chrono::nanoseconds waited;
+    std::size_t attempts;
+  };
+  struct Release {
+    std::string name;
+    std::chrono::nanoseconds held;
+    bool ok;
+  };
+  struct Renew {
+    std::string name;
+    bool ok;
+    bool by_watchdog;
+  };
+  struct Request {
+    std::size_t node;
+    std::string address;
+    NodeResult result;
+  };
+  struct Quarantine {
+    std::size_t node;
+    std::chrono::milliseconds duration;
+  };
+
+  void acquired(const AcquireEvent& e) override {
+    std::lock_guard lock(mu_);
+    acquires_.push_back({std::string(e.name), e.outcome, e.waited, e.attempts});
+  }
+  void released(const ReleaseEvent& e) override {
+    std::lock_guard lock(mu_);
+    releases_.push_back({std::string(e.name), e.held, e.ok});
+  }
+  void renewed(const RenewEvent& e) override {
+    std::lock_guard lock(mu_);
+    renewals_.push_back({std::string(e.name), e.ok, e.by_watchdog});
+  }
+  void lost(const LostEvent& e) override {
+    std::lock_guard lock(mu_);
+    lost_.emplace_back(e.name);
+  }
+  void node_request(const NodeRequestEvent& e) override {
+    std::lock_guard lock(mu_);
+    requests_.push_back({e.node, std::string(e.address), e.result});
+  }
+  void quarantined(const QuarantineEvent& e) override {
+    std::lock_guard lock(mu_);
+    quarantines_.push_back({e.node, e.duration});
+  }
+
+  std::vector<Acquire> acquires() const { return copy(acquires_); }
+  std::vector<Release> releases() const { return copy(releases_); }
+  std::vector<Renew> renewals() const { return copy(renewals_); }
+  std::vector<std::string> lost() const { return copy(lost_); }
+  std::vector<Request> requests() const { return copy(requests_); }
+  std::vector<Quarantine> quarantines() const { return copy(quarantines_); }
+  std::size_t requests_to(std::size_t node, NodeResult result) const {
+    std::lock_guard lock(mu_);
+    std::size_t n = 0;
+    for (const auto& r : requests_) n += r.node == node && r.result == result ? 1 : 0;
+    return n;
+  }
+
+ private:
+  template <typename T>
+  T copy(const T& v) const {
+    std::lock_guard lock(mu_);
+    return v;
+  }
+  mutable std::mutex mu_;
+  std::vector<Acquire> acquires_;
+  std::vector<Release> releases_;
+  std::vector<Renew> renewals_;
+  std::vector<std::string> lost_;
+  std::vector<Request> requests_;
+  std::vector<Quarantine> quarantines_;
+};
+
+class ObserverTest : public test::ClusterTest {
+ protected:
+  Client observed_client(std::shared_ptr<Observer> observer) {
+    ClientOptions options;
+    options.nodes = nodes_->urls();
+    options.node_timeout = 500ms;
+    options.reconnect_backoff_min = 20ms;
+    options.reconnect_backoff_max = 200ms;
+    options.observer = std::move(observer);
+    auto c = Client::create(options);
+    EXPECT_TRUE(c) << c.error().message();
+    return std::move(c).value();
+  }
+  std::shared_ptr<Recorder> recorder_ = std::make_shared<Recorder>();
+};
+
+TEST_P(ObserverTest, EveryAcquisitionIsReportedWithItsOutcome) {
+  Client client = observed_client(recorder_);
+  Client other = make_client();
+
+  auto first = client.try_lock("job", fixed(10s, "a"));
+  ASSERT_TRUE(first) << first.error().message();
+  EXPECT_FALSE(client.try_lock("job", fixed(10s, "b")));     // held by "a"
+  EXPECT_FALSE(client.try_lock("", fixed(10s, "a")));        // bad input: nothing sent
+  EXPECT_FALSE(client.lock("job", 300ms, fixed(10s, "b")));  // still held when the wait ends
+  std::stop_source stop;
+  std::jthread canceller([&] {
+    std::this_thread::sleep_for(200ms);
+    stop.request_stop();
+  });
+  auto cancelled = client.lock("job", 30s, fixed(10s, "c"), stop.get_token());
+  EXPECT_FALSE(cancelled);
+  canceller.join();
+  ASSERT_TRUE(first->unlock());
+
+  const auto a = recorder_->acquires();
+  ASSERT_EQ(a.size(), 5u);
+  EXPECT_EQ(a[0].outcome, AcquireOutcome::acquired);
+  EXPECT_EQ(a[0].attempts, 1u);
+  EXPECT_EQ(a[0].name, "job");
+  EXPECT_EQ(a[1].outcome, AcquireOutcome::contention);
+  EXPECT_EQ(a[1].attempts, 1u);
+  EXPECT_EQ(a[2].outcome, AcquireOutcome::invalid);
+  EXPECT_EQ(a[2].attempts, 0u);
+  EXPECT_EQ(a[3].outcome, AcquireOutcome::contention);
+  EXPECT_GE(a[3].attempts, 1u);
+  EXPECT_GE(a[3].waited, 300ms);
+  EXPECT_EQ(a[4].outcome, AcquireOutcome::cancelled);
+  EXPECT_GE(a[4].waited, 150ms);
+  // The other client is not observed: its own calls report nothing here.
+  EXPECT_TRUE(other.try_lock("job", fixed(10s, "z")));
+  EXPECT_EQ(recorder_->acquires().size(), 5u);
+}
+
+TEST_P(ObserverTest, AWaitReportsItsRoundsAndTimeAndTheReleaseItsHoldTime) {
+  Client holder_client = make_client();
+  Client client = observed_client(recorder_);
+  auto holder = holder_client.try_lock("job", fixed(10s, "holder"));
+  ASSERT_TRUE(holder);
+  std::jthread releaser([&] {
+    std::this_thread::sleep_for(300ms);
+    EXPECT_TRUE(holder->unlock());
+  });
+  auto waited = client.lock("job", 20s, fixed(10s, "waiter"));
+  ASSERT_TRUE(waited) << waited.error().message();
+  releaser.join();
+  std::this_thread::sleep_for(200ms);
+  ASSERT_TRUE(waited->unlock());
+
+  const auto a = recorder_->acquires();
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].outcome, AcquireOutcome::acquired);
+  EXPECT_GE(a[0].attempts, 2u) << "the first round found the lock held";
+  EXPECT_GE(a[0].waited, 250ms);
+  const auto r = recorder_->releases();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].ok);
+  EXPECT_GE(r[0].held, 200ms);
+  EXPECT_LT(r[0].held, 10s);
+}
+
+TEST_P(ObserverTest, RenewalsByTheWatchdogAndByExtendAndALostLock) {
+  Client client = observed_client(recorder_);
+  auto lease = client.try_lock("job", renewed(600ms, "a"));
+  ASSERT_TRUE(lease);
+  // The watchdog renews every ttl/3.
+  ASSERT_TRUE(eventually([&] { return recorder_->renewals().size() >= 2; }, 10s));
+  ASSERT_TRUE(lease->extend(5s));
+  bool by_extend = false;
+  for (const auto& r : recorder_->renewals()) {
+    EXPECT_TRUE(r.ok);
+    EXPECT_EQ(r.name, "job");
+    if (!r.by_watchdog) by_extend = true;
+  }
+  EXPECT_TRUE(by_extend);
+  EXPECT_TRUE(recorder_->lost().empty());
+
+  // Somebody deletes the key everywhere: the next renewal finds it gone.
+  for (std::size_t i = 0; i < size(); ++i) (*nodes_)[i].command({"DEL", "job"});
+  ASSERT_TRUE(eventually([&] { return !recorder_->lost().empty(); }, 15s));
+  EXPECT_EQ(recorder_->lost().front(), "job");
+  bool failed = false;
+  for (const auto& r : recorder_->renewals()) failed = failed || (!r.ok && r.by_watchdog);
+  EXPECT_TRUE(failed);
+  // Its release then reports the lock as lost.
+  EXPECT_FALSE(lease->unlock());
+  const auto rel = recorder_->releases();
+  ASSERT_EQ(rel.size(), 1u);
+  EXPECT_FALSE(rel[0].ok);
+}
+
+TEST_P(ObserverTest, AnExtendOfALockThatIsGoneReportsItLost) {
+  Client client = observed_client(recorder_);
+  auto lease = client.try_lock("job", fixed(10s, "a"));
+  ASSERT_TRUE(lease);
+  for (std::size_t i = 0; i < size(); ++i) (*nodes_)[i].command({"DEL", "job"});
+  EXPECT_FALSE(lease->extend(10s));
+  const auto r = recorder_->renewals();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_FALSE(r[0].ok);
+  EXPECT_FALSE(r[0].by_watchdog);
+  EXPECT_EQ(recorder_->lost().size(), 1u);
+}
+
+TEST_P(ObserverTest, NodeRequestsAndErrorsArePerNode) {
+  Client client = observed_client(recorder_);
+  ASSERT_TRUE(client.try_lock("warm", fixed(10s, "a")));
+  // Every node answers (a reply a round had its quorum without is "not waited for", no error).
+  for (std::size_t i = 0; i < size(); ++i) {
+    EXPECT_GT(recorder_->requests_to(i, NodeResult::ok), 0u) << "node " << i;
+    EXPECT_EQ(recorder_->requests_to(i, NodeResult::error), 0u) << "node " << i;
+  }
+  for (const auto& r : recorder_->requests()) {
+    EXPECT_EQ(r.address, nodes_->urls()[r.node]);
+  }
+  // The last node dies: requests to it fail, the others still answer.
+  const std::size_t dead = size() - 1;
+  (*nodes_)[dead].kill9();
+  (void)client.try_lock("after", fixed(10s, "a"));
+  EXPECT_TRUE(eventually(
+      [&] {
+        (void)client.try_lock("again", fixed(10s, "a"));
+        return recorder_->requests_to(dead, NodeResult::error) > 0;
+      },
+      10s));
+  for (std::size_t i = 0; i < dead; ++i) {
+    EXPECT_EQ(recorder_->requests_to(i, NodeResult::error), 0u) << "node " << i;
+  }
+}
+
+TEST_P(ObserverTest, ARestartedNodeIsReportedQuarantined) {
+  if (size() < 3) GTEST_SKIP() << "a lone node that restarted empty has nobody to vouch";
+  Client holder_client = make_client();
+  auto held = holder_client.try_lock("job", fixed(5s, "holder"));
+  ASSERT_TRUE(held);
+  (*nodes_)[1].restart(/*keep_data=*/false);
+  Client client = observed_client(recorder_);  // greets the restarted node first
+  (void)client.try_lock("other", fixed(1s, "b"));
+  const auto q = recorder_->quarantines();
+  ASSERT_FALSE(q.empty());
+  EXPECT_EQ(q[0].node, 1u);
+  EXPECT_GT(q[0].duration, 0ms);
+  EXPECT_LE(q[0].duration, 6s);
+}
+
+TEST_P(ObserverTest, AsyncAcquisitionsAreReportedToo) {
+  Client client = observed_client(recorder_);
+  std::promise<Result<Lease>> got;
+  dlock::async_try_lock(client, "job", fixed(10s, "a"),
+                        [&](Result<Lease> lease) { got.set_value(std::move(lease)); });
+  auto lease = got.get_future().get();
+  ASSERT_TRUE(lease);
+  std::promise<Result<Lease>> timed_out;
+  dlock::async_lock(client, "job", 200ms, fixed(10s, "b"),
+                    [&](Result<Lease> l) { timed_out.set_value(std::move(l)); });
+  EXPECT_FALSE(timed_out.get_future().get());
+  ASSERT_TRUE(lease->unlock());
+  const auto a = recorder_->acquires();
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].outcome, AcquireOutcome::acquired);
+  EXPECT_EQ(a[0].attempts, 1u);
+  EXPECT_EQ(a[1].outcome, AcquireOutcome::contention);
+  EXPECT_GE(a[1].attempts, 1u);
+  EXPECT_GE(a[1].waited, 200ms);
+  EXPECT_TRUE(eventually([&] { return recorder_->releases().size() == 1; }));
+}
+
+TEST_P(ObserverTest, PrometheusObserverCountsARealClient) {
+  auto metrics = std::make_shared<PrometheusObserver>();
+  Client client = observed_client(metrics);
+  auto lease = client.try_lock("job", fixed(10s, "a"));
+  ASSERT_TRUE(lease);
+  EXPECT_FALSE(client.try_lock("job", fixed(10s, "b")));
+  ASSERT_TRUE(lease->unlock());
+  const std::string text = metrics->text();
+  auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };
+  EXPECT_TRUE(has("dlock_acquisitions_total{outcome=\"acquired\"} 1")) << text;
+  EXPECT_TRUE(has("dlock_acquisitions_total{outcome=\"contention\"} 1")) << text;
+  EXPECT_TRUE(has("dlock_releases_total{result=\"ok\"} 1")) << text;
+  EXPECT_TRUE(has("dlock_hold_seconds_count 1")) << text;
+  for (const auto& url : nodes_->urls()) {
+    EXPECT_NE(text.find("dlock_node_requests_total{node=\"" + url + "\",result=\"ok\"}"),
+              std::string::npos)
+        << url << "\n"
+        << text;
+  }
+  EXPECT_EQ(text.find("job"), std::string::npos) << "lock names are never labels";
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, ObserverTest, ::testing::Values(1, 3), test::node_count_name);
+
+}  // namespace
+}  // namespace dlock

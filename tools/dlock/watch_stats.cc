@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+#include "watch_stats.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
+
+namespace dlock::cli {
+namespace {
+
+std::string millis(std::chrono::nanoseconds d) {
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(2) << std::chrono::duration<double, std::milli>(d).count()
+      << "ms";
+  return out.str();
+}
+
+}  // namespace
+
+WatchStats::NodeWindow& WatchStats::node(std::size_t index, std::string_view address) {
+  if (index >= nodes_.size()) nodes_.resize(index + 1);
+  NodeWindow& n = nodes_[index];
+  if (n.address.empty()) n.address = address;
+  return n;
+}
+
+void WatchStats::node_request(const NodeRequestEvent& e) {
+  std::lock_guard lock(mu_);
+  NodeWindow& n = node(e.node, e.address);
+  switch (e.result) {
+    case NodeResult::ok:
+      ++n.ok;
+      break;
+    case NodeResult::error:
+      ++n.errors;
+      break;
+    case NodeResult::not_waited_for:
+      ++n.not_waited_for;
+      return;  // how long it took is unknown
+  }
+  n.total += e.latency;
+  n.max = std::max(n.max, e.latency);
+}
+
+void WatchStats::quarantined(const QuarantineEvent& e) {
+  std::lock_guard lock(mu_);
+  ++node(e.node, e.address).quarantines;
+}
+
+void WatchStats::poll(const LockStatus& status) {
+  ++polls_;
+  std::size_t answered = 0;
+  std::uint64_t fence = 0;
+  std::size_t queued = 0;
+  for (const auto& n : status.nodes) {
+    if (n.error) continue;
+    ++answered;
+    fence = std::max(fence, n.fence.value());
+    queued = std::max(queued, n.queued);
+  }
+  if (answered < status.quorum) {
+    ++unknown_polls_;
+    return;
+  }
+  if (status.held) ++held_polls_;
+  queued_ = queued;
+  fence_ = fence;
+  if (!first_fence_) first_fence_ = fence;
+  if (!period_fence_) period_fence_ = fence;
+}
+
+std::string WatchStats::take_line(std::chrono::nanoseconds period) {
+  std::ostringstream out;
+  out << "stats " << std::fixed << std::setprecision(1)
+      << std::chrono::duration<double>(period).count() << "s:";
+  if (fence_) {
+    // The counter only grows; a restarted node's floor can make it jump (docs/metrics.md).
+    out << " fence " << *fence_ << " (+" << (*fence_ - *period_fence_) << ", +"
+        << (*fence_ - *first_fence_) << " since start)";
+  } else {
+    out << " fence unknown";
+  }
+  const std::uint64_t known = polls_ - unknown_polls_;
+  out << ", held in " << held_polls_ << "/" << known << " polls";
+  if (unknown_polls_ > 0) out << " (" << unknown_polls_ << " without a quorum)";
+  out << ", " << queued_ << " queued";
+  period_fence_ = fence_;
+  polls_ = held_polls_ = unknown_polls_ = 0;
+
+  std::lock_guard lock(mu_);
+  for (auto& n : nodes_) {
+    const std::uint64_t timed = n.ok + n.errors;
+    out << " | " << n.address << " ok " << n.ok << " err " << n.errors;
+    if (n.not_waited_for > 0) out << " not-waited-for " << n.not_waited_for;
+    if (timed > 0) {
+      out << " avg " << millis(n.total / static_cast<std::int64_t>(timed)) << " max "
+          << millis(n.max);
+    }
+    if (n.quarantines > 0) out << " quarantined " << n.quarantines;
+    n = NodeWindow{std::move(n.address)};
+  }
+  return out.str();
+}
+
+}  // namespace dlock::cli
