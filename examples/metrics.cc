@@ -15,7 +15,7 @@
 // code). Callbacks run on the client's threads: thread-safe, fast, no calls back into the client.
 class LostLocks final : public dlock::Observer {
  public:
-  void lost(const dlock::LostEvent&) override { ++count; }
+  void lost(const dlock::LostEvent&) noexcept override { ++count; }
   std::atomic<int> count{0};
 };
 
@@ -24,27 +24,27 @@ class Both final : public dlock::Observer {
  public:
   Both(std::shared_ptr<dlock::Observer> a, std::shared_ptr<dlock::Observer> b)
       : a_(std::move(a)), b_(std::move(b)) {}
-  void acquired(const dlock::AcquireEvent& e) override {
+  void acquired(const dlock::AcquireEvent& e) noexcept override {
     a_->acquired(e);
     b_->acquired(e);
   }
-  void released(const dlock::ReleaseEvent& e) override {
+  void released(const dlock::ReleaseEvent& e) noexcept override {
     a_->released(e);
     b_->released(e);
   }
-  void renewed(const dlock::RenewEvent& e) override {
+  void renewed(const dlock::RenewEvent& e) noexcept override {
     a_->renewed(e);
     b_->renewed(e);
   }
-  void lost(const dlock::LostEvent& e) override {
+  void lost(const dlock::LostEvent& e) noexcept override {
     a_->lost(e);
     b_->lost(e);
   }
-  void node_request(const dlock::NodeRequestEvent& e) override {
+  void node_request(const dlock::NodeRequestEvent& e) noexcept override {
     a_->node_request(e);
     b_->node_request(e);
   }
-  void quarantined(const dlock::QuarantineEvent& e) override {
+  void quarantined(const dlock::QuarantineEvent& e) noexcept override {
     a_->quarantined(e);
     b_->quarantined(e);
   }

@@ -52,14 +52,17 @@ std::shared_ptr<Once<T>> once_cancellable(const std::shared_ptr<AsyncCancel>& ca
 
 engine::Task<bool> try_lock_task(std::shared_ptr<ClientCore> core, std::string name,
                                  LockOptions options, std::shared_ptr<AsyncCancel> cancel,
-                                 std::shared_ptr<Once<Lease>> once) {
+                                 std::shared_ptr<Once<Lease>> once,
+                                 std::shared_ptr<Rounds> rounds) {
   if (cancel->requested()) co_return once->complete(cancelled());  // before anything was sent
   const OwnerToken owner = options.owner ? *options.owner : lock::task_owner();
   auto fair = fair_ticket(options, false);
+  ++rounds->sent;
   auto attempt =
       attempt_task(core, std::move(name), std::move(options), owner, std::move(fair), false);
   auto result = co_await std::move(attempt);
   if (auto* lease = std::get_if<Lease>(&result)) co_return once->complete(std::move(*lease));
+  rounds->refused(std::get<lock::Refused>(result).error);
   co_return once->complete(std::move(std::get<lock::Refused>(result).error));
 }
 
@@ -81,9 +84,7 @@ class CurrentWaiter {
     std::lock_guard lock(mu_);
     return cancelled_;
   }
-  // Rounds sent so far, for the observer (written on the io thread, read at completion, which
-  // may come first from a cancelling thread).
-  std::atomic<std::size_t> attempts{0};
+  Rounds rounds;  // for the observer
 
  private:
   std::mutex mu_;
@@ -121,7 +122,7 @@ engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::str
   // Cancelled before anything was sent: do not take the lock at all.
   if (current->cancelled()) co_return Error(errc::cancelled, "wait cancelled");
   std::shared_ptr<lock::Waiter> waiter;
-  current->attempts.fetch_add(1);
+  ++current->rounds.sent;
   auto first = attempt_task(core, name, options, owner, fair, false);
   auto result = co_await std::move(first);
   bool lost_race = false;
@@ -132,6 +133,7 @@ engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::str
       co_return std::move(*lease);
     }
     auto& refused = std::get<lock::Refused>(result);
+    current->rounds.refused(refused.error);
     const bool retryable = refused.error.is(errc::lock_held) ||
                            refused.error.is(errc::quorum_not_reached) ||
                            refused.error.is(errc::timeout);
@@ -170,7 +172,7 @@ engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::str
       }
     }
     waiter->reset();
-    current->attempts.fetch_add(1);
+    ++current->rounds.sent;
     auto again = attempt_task(core, name, options, owner, fair, false);
     result = co_await std::move(again);
   }
@@ -194,7 +196,7 @@ void start_lock(const Client& client, std::string name, std::chrono::millisecond
   if (core->observer() != nullptr) {
     done = [core, name, current, started = std::chrono::steady_clock::now(),
             done = std::move(done)](Result<Lease> r) {
-      report_acquire(*core, name, r, started, current->attempts.load());
+      report_acquire(*core, name, r, started, current->rounds);
       done(std::move(r));
     };
   }
@@ -217,21 +219,20 @@ void start_lock(const Client& client, std::string name, std::chrono::millisecond
 void start_try_lock(const Client& client, std::string name, LockOptions options,
                     std::shared_ptr<AsyncCancel> cancel, std::function<void(Result<Lease>)> done) {
   const auto& core = Access::core(client);
+  auto rounds = std::make_shared<Rounds>();
   if (core->observer() != nullptr) {
-    done = [core, name, started = std::chrono::steady_clock::now(),
+    done = [core, name, rounds, started = std::chrono::steady_clock::now(),
             done = std::move(done)](Result<Lease> r) {
-      // One round, unless it was refused before sending (bad input) or cancelled first.
-      const std::size_t attempts =
-          r || !(r.error().is(errc::invalid_argument) || r.error().is(errc::cancelled)) ? 1 : 0;
-      report_acquire(*core, name, r, started, attempts);
+      report_acquire(*core, name, r, started, *rounds);
       done(std::move(r));
     };
   }
   if (auto bad = check_options(*core, name, options)) return done(std::move(*bad));
   auto once = once_cancellable<Lease>(cancel, std::move(done));
-  core->nodes().post([core, name = std::move(name), options = std::move(options), cancel, once] {
-    engine::start(try_lock_task(core, name, options, cancel, once), [](bool) {});
-  });
+  core->nodes().post(
+      [core, name = std::move(name), options = std::move(options), cancel, once, rounds] {
+        engine::start(try_lock_task(core, name, options, cancel, once, rounds), [](bool) {});
+      });
 }
 
 void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel,

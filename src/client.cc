@@ -156,7 +156,7 @@ std::variant<Lease, lock::Refused> attempt(const std::shared_ptr<detail::ClientC
 // Client::lock's wait: attempts until acquired, refused for good, cancelled or out of time.
 Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std::string_view name,
                            std::chrono::milliseconds wait, const LockOptions& options,
-                           std::stop_token stop, std::size_t& attempts) {
+                           std::stop_token stop, detail::Rounds& rounds) {
   if (wait.count() < 0) return Error(errc::invalid_argument, "wait must not be negative");
   if (auto bad = detail::check_options(*core, name, options)) return std::move(*bad);
   const auto deadline =
@@ -187,7 +187,7 @@ Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std:
   }
 
   // Uncontended: one attempt, no subscription.
-  ++attempts;
+  ++rounds.sent;
   auto result = attempt(core, name, options, owner, fair);
   if (auto* lease = std::get_if<Lease>(&result)) return std::move(*lease);
 
@@ -197,6 +197,7 @@ Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std:
   bool lost_race = false;
   for (;;) {
     auto& refused = std::get<lock::Refused>(result);
+    rounds.refused(refused.error);
     if (!retryable(refused.error)) return give_up(std::move(refused.error));
     if (stop.stop_requested()) return give_up(Error(errc::cancelled, "wait cancelled"));
     const auto now = SteadyClock::now();
@@ -226,7 +227,7 @@ Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std:
       lost_race = woken;
     }
     waiter->reset();
-    ++attempts;
+    ++rounds.sent;
     result = attempt(core, name, options, owner, fair);
     if (auto* lease = std::get_if<Lease>(&result)) {
       core->waiters().leave(waiter);
@@ -245,25 +246,28 @@ Result<Client> Client::create(ClientOptions options) {
 
 Result<Lease> Client::try_lock(std::string_view name, const LockOptions& options) {
   const auto started = detail::observe_start(*core_);
-  std::size_t attempts = 0;
+  detail::Rounds rounds;
   auto result = [&]() -> Result<Lease> {
     if (auto bad = detail::check_options(*core_, name, options)) return std::move(*bad);
-    ++attempts;
+    ++rounds.sent;
     auto r = attempt(core_, name, options, detail::owner_for(options),
                      detail::fair_ticket(options, false));
-    if (auto* refused = std::get_if<lock::Refused>(&r)) return std::move(refused->error);
+    if (auto* refused = std::get_if<lock::Refused>(&r)) {
+      rounds.refused(refused->error);
+      return std::move(refused->error);
+    }
     return std::move(std::get<Lease>(r));
   }();
-  detail::report_acquire(*core_, name, result, started, attempts);
+  detail::report_acquire(*core_, name, result, started, rounds);
   return result;
 }
 
 Result<Lease> Client::lock(std::string_view name, Millis wait, const LockOptions& options,
                            std::stop_token stop) {
   const auto started = detail::observe_start(*core_);
-  std::size_t attempts = 0;
-  auto result = lock_waiting(core_, name, wait, options, std::move(stop), attempts);
-  detail::report_acquire(*core_, name, result, started, attempts);
+  detail::Rounds rounds;
+  auto result = lock_waiting(core_, name, wait, options, std::move(stop), rounds);
+  detail::report_acquire(*core_, name, result, started, rounds);
   return result;
 }
 

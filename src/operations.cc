@@ -52,7 +52,7 @@ std::chrono::milliseconds jitter(std::chrono::milliseconds base) {
 }
 
 void report_acquire(const ClientCore& core, std::string_view name, const Result<Lease>& result,
-                    SteadyClock::time_point started, std::size_t attempts) {
+                    SteadyClock::time_point started, const Rounds& rounds) {
   Observer* observer = core.observer();
   if (observer == nullptr) return;
   AcquireOutcome outcome = AcquireOutcome::acquired;
@@ -63,7 +63,8 @@ void report_acquire(const ClientCore& core, std::string_view name, const Result<
               : is_contention(e.code())    ? AcquireOutcome::contention
                                            : AcquireOutcome::unavailable;
   }
-  observer->acquired(AcquireEvent{name, outcome, SteadyClock::now() - started, attempts});
+  observer->acquired(AcquireEvent{name, outcome, SteadyClock::now() - started, rounds.sent.load(),
+                                  rounds.contended.load()});
 }
 
 OwnerToken owner_for(const LockOptions& options) {
@@ -139,9 +140,16 @@ engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,
 
 namespace {
 
+// `made_lost` (may be null) is set when this call is what found the lease lost (its status went
+// from held to lost here): only that is reported as a lost lock, once.
 engine::Task<Result<void>> extend_held(std::shared_ptr<ClientCore> core,
                                        std::shared_ptr<LeaseState> state,
-                                       std::chrono::milliseconds ttl) {
+                                       std::chrono::milliseconds ttl, bool* made_lost) {
+  // Under state->mu.
+  auto mark_lost = [&] {
+    if (made_lost != nullptr && state->status == Status::held) *made_lost = true;
+    state->status = Status::lost;
+  };
   lock::HoldId id;
   LeaseState::Clock::time_point valid_until;
   {
@@ -150,7 +158,7 @@ engine::Task<Result<void>> extend_held(std::shared_ptr<ClientCore> core,
       co_return Error(errc::not_owner, "lock '" + state->name() + "' was released");
     }
     if (state->status == Status::lost || state->hold->lost.load()) {
-      state->status = Status::lost;
+      mark_lost();
       co_return Error(errc::lock_lost, "lock '" + state->name() + "' was lost");
     }
     id = state->hold->id;
@@ -166,7 +174,7 @@ engine::Task<Result<void>> extend_held(std::shared_ptr<ClientCore> core,
   }
   if (state->status == Status::lost || state->hold->lost.load()) {
     // Lost meanwhile (the watchdog, or a lease of the same hold, found it gone).
-    state->status = Status::lost;
+    mark_lost();
     co_return Error(errc::lock_lost, "lock '" + state->name() + "' was lost");
   }
   // As in the watchdog: validity that ended meanwhile is final (the same owner may have taken
@@ -179,11 +187,11 @@ engine::Task<Result<void>> extend_held(std::shared_ptr<ClientCore> core,
   if (!r && r.error().is(errc::lock_lost)) {
     // A quorum said the hold is not there: it is lost, and with it every lease that shares it.
     state->hold->lost.store(true);
-    state->status = Status::lost;
+    mark_lost();
     co_return std::move(r).error();
   }
   if (expired) {
-    state->status = Status::lost;  // this lease only: the hold may be there for the others
+    mark_lost();  // this lease only: the hold may be there for the others
     co_return Error(errc::lock_lost, "lock '" + state->name() + "': validity ended",
                     r ? std::vector<NodeError>{} : r.error().nodes());
   }
@@ -208,12 +216,13 @@ engine::Task<Result<void>> extend_observed(std::shared_ptr<ClientCore> core,
     std::lock_guard lock(state->mu);
     was_held = state->status == Status::held && !state->hold->lost.load();
   }
-  auto extending = extend_held(core, state, ttl);
+  bool made_lost = false;
+  auto extending = extend_held(core, state, ttl, &made_lost);
   auto r = co_await std::move(extending);
   if (was_held) {
     observer->renewed(RenewEvent{state->name(), r.has_value(), /*by_watchdog=*/false});
-    if (!r && r.error().is(errc::lock_lost)) observer->lost(LostEvent{state->name()});
   }
+  if (made_lost) observer->lost(LostEvent{state->name()});
   co_return r;
 }
 
@@ -223,7 +232,9 @@ engine::Task<Result<void>> extend_task(std::shared_ptr<ClientCore> core,
                                        std::shared_ptr<LeaseState> state,
                                        std::chrono::milliseconds ttl) {
   // Without an observer, no second coroutine frame.
-  if (core->observer() == nullptr) return extend_held(std::move(core), std::move(state), ttl);
+  if (core->observer() == nullptr) {
+    return extend_held(std::move(core), std::move(state), ttl, nullptr);
+  }
   return extend_observed(std::move(core), std::move(state), ttl);
 }
 

@@ -8,6 +8,7 @@
 #include <dlock/options.h>
 #include <dlock/result.h>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,9 +40,20 @@ inline std::chrono::steady_clock::time_point observe_start(const ClientCore& cor
                                     : std::chrono::steady_clock::time_point{};
 }
 
+// The rounds an acquisition sent, and how many of them found the lock held by another owner,
+// for the observer. Atomic: an asio completion may read them on a cancelling thread while the
+// io thread still counts.
+struct Rounds {
+  std::atomic<std::size_t> sent{0};
+  std::atomic<std::size_t> contended{0};
+  void refused(const Error& e) {
+    if (e.is(errc::lock_held)) contended.fetch_add(1, std::memory_order_relaxed);
+  }
+};
+
 // Tells the client's observer, if any, how an acquisition that started at `started` ended.
 void report_acquire(const ClientCore& core, std::string_view name, const Result<Lease>& result,
-                    std::chrono::steady_clock::time_point started, std::size_t attempts);
+                    std::chrono::steady_clock::time_point started, const Rounds& rounds);
 
 // One attempt; a held lock becomes a Lease tracked by the watchdog. `thread_bound`: the owner
 // is the calling thread's (renewal stops when that thread exits).

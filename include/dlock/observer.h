@@ -8,7 +8,7 @@
 // event. dlock::PrometheusObserver (dlock/prometheus.h) is a ready one.
 //
 //   class Log : public dlock::Observer {
-//     void lost(const dlock::LostEvent& e) override { log("lost " + std::string(e.name)); }
+//     void lost(const dlock::LostEvent& e) noexcept override { log("lost", e.name); }
 //   };
 //   options.observer = std::make_shared<Log>();
 //
@@ -37,9 +37,10 @@ struct AcquireEvent {
   std::string_view name;
   AcquireOutcome outcome;
   std::chrono::nanoseconds waited;  // from the call to its outcome
-  // Rounds sent to the nodes; more than one when lock() waited. Those before the last found
-  // the lock held: attempts - 1 is how contended this acquisition was.
-  std::size_t attempts;
+  std::size_t attempts;             // rounds sent to the nodes; more than one when lock() waited
+  // Of those, the rounds refused because another owner held the lock (rounds refused for want
+  // of a quorum are not counted here: that is the nodes, not contention).
+  std::size_t contended;
 };
 
 struct ReleaseEvent {
@@ -63,7 +64,9 @@ enum class NodeResult {
   ok,     // a reply (the lock may still have been refused: that is the reply's content)
   error,  // no reply in time, no connection, a broken connection, or an error reply (BUSY, ...)
   // The round already had its quorum and stopped waiting for this node (its reply is read and
-  // dropped later): latency is only how long it was waited for. Often a slow node.
+  // dropped later): latency is only how long it was waited for. Often a slow node. Only the
+  // blocking calls stop waiting; the io thread (asio API) waits for every reply until its
+  // deadline and reports it as ok or error.
   not_waited_for,
 };
 
@@ -77,18 +80,23 @@ struct NodeRequestEvent {
 struct QuarantineEvent {
   std::size_t node;
   std::string_view address;
-  std::chrono::milliseconds duration;  // how long it stays out of quorums from now
+  // How long it stays out of quorums from now. Once per quarantine: a greeting that lengthens
+  // a running one reports nothing.
+  std::chrono::milliseconds duration;
 };
 
+// noexcept: a callback runs in the middle of the client's work (inside a round, on the io or
+// watchdog thread); an exception there would leave connections or rounds half done, so an
+// observer that throws terminates the process instead. Overrides must be noexcept too.
 class Observer {
  public:
   virtual ~Observer() = default;
-  virtual void acquired(const AcquireEvent&) {}
-  virtual void released(const ReleaseEvent&) {}
-  virtual void renewed(const RenewEvent&) {}
-  virtual void lost(const LostEvent&) {}
-  virtual void node_request(const NodeRequestEvent&) {}
-  virtual void quarantined(const QuarantineEvent&) {}
+  virtual void acquired(const AcquireEvent&) noexcept {}
+  virtual void released(const ReleaseEvent&) noexcept {}
+  virtual void renewed(const RenewEvent&) noexcept {}
+  virtual void lost(const LostEvent&) noexcept {}
+  virtual void node_request(const NodeRequestEvent&) noexcept {}
+  virtual void quarantined(const QuarantineEvent&) noexcept {}
 };
 
 }  // namespace dlock

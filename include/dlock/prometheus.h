@@ -35,12 +35,12 @@ class PrometheusObserver final : public Observer {
   // Everything counted so far, in the text exposition format.
   std::string text() const;
 
-  void acquired(const AcquireEvent& e) override;
-  void released(const ReleaseEvent& e) override;
-  void renewed(const RenewEvent& e) override;
-  void lost(const LostEvent& e) override;
-  void node_request(const NodeRequestEvent& e) override;
-  void quarantined(const QuarantineEvent& e) override;
+  void acquired(const AcquireEvent& e) noexcept override;
+  void released(const ReleaseEvent& e) noexcept override;
+  void renewed(const RenewEvent& e) noexcept override;
+  void lost(const LostEvent& e) noexcept override;
+  void node_request(const NodeRequestEvent& e) noexcept override;
+  void quarantined(const QuarantineEvent& e) noexcept override;
 
  private:
   struct State;

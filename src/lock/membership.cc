@@ -130,10 +130,14 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
       // Booted `age` ago by the reporting node's clock; allow for its drift against ours.
       const auto wait = largest - *age;
       const auto until = asked + wait + drift(wait, drift_factor_);
-      if (observer_ != nullptr && until > quarantine_until_[i]) {
-        observer_->quarantined(
-            QuarantineEvent{i, nodes_.address(i).display(),
-                            std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now())});
+      if (observer_ != nullptr) {
+        // Once per quarantine: one that starts now, not one a later greeting lengthens.
+        const auto now = Clock::now();
+        if (until > now && quarantine_until_[i] <= now) {
+          observer_->quarantined(
+              QuarantineEvent{i, nodes_.address(i).display(),
+                              std::chrono::ceil<std::chrono::milliseconds>(until - now)});
+        }
       }
       quarantine_until_[i] = std::max(quarantine_until_[i], until);
     }

@@ -126,31 +126,31 @@ struct PrometheusObserver::State {
 PrometheusObserver::PrometheusObserver() : state_(std::make_unique<State>()) {}
 PrometheusObserver::~PrometheusObserver() = default;
 
-void PrometheusObserver::acquired(const AcquireEvent& e) {
+void PrometheusObserver::acquired(const AcquireEvent& e) noexcept {
   std::lock_guard lock(state_->mu);
   ++state_->acquisitions[static_cast<std::size_t>(e.outcome)];
   state_->attempts += e.attempts;
-  if (e.attempts > 1) state_->contended_attempts += e.attempts - 1;
+  state_->contended_attempts += e.contended;
   if (e.outcome == AcquireOutcome::acquired) state_->wait.observe(seconds(e.waited));
 }
 
-void PrometheusObserver::released(const ReleaseEvent& e) {
+void PrometheusObserver::released(const ReleaseEvent& e) noexcept {
   std::lock_guard lock(state_->mu);
   ++(e.ok ? state_->releases_ok : state_->releases_lost);
   state_->hold.observe(seconds(e.held));
 }
 
-void PrometheusObserver::renewed(const RenewEvent& e) {
+void PrometheusObserver::renewed(const RenewEvent& e) noexcept {
   std::lock_guard lock(state_->mu);
   ++state_->renewals[e.by_watchdog ? 1 : 0][e.ok ? 1 : 0];
 }
 
-void PrometheusObserver::lost(const LostEvent&) {
+void PrometheusObserver::lost(const LostEvent&) noexcept {
   std::lock_guard lock(state_->mu);
   ++state_->lost;
 }
 
-void PrometheusObserver::node_request(const NodeRequestEvent& e) {
+void PrometheusObserver::node_request(const NodeRequestEvent& e) noexcept {
   std::lock_guard lock(state_->mu);
   NodeStats& n = state_->node(e.address);
   switch (e.result) {
@@ -168,7 +168,7 @@ void PrometheusObserver::node_request(const NodeRequestEvent& e) {
   n.latency.observe(seconds(e.latency));
 }
 
-void PrometheusObserver::quarantined(const QuarantineEvent& e) {
+void PrometheusObserver::quarantined(const QuarantineEvent& e) noexcept {
   std::lock_guard lock(state_->mu);
   ++state_->node(e.address).quarantines;
 }
@@ -191,7 +191,7 @@ std::string PrometheusObserver::text() const {
   header("dlock_acquire_attempts_total", "counter", "Acquisition rounds sent to the nodes.");
   out << "dlock_acquire_attempts_total " << s.attempts << "\n";
   header("dlock_contended_attempts_total", "counter",
-         "Rounds that found the lock held and were followed by a wait and another round.");
+         "Acquisition rounds refused because another owner held the lock.");
   out << "dlock_contended_attempts_total " << s.contended_attempts << "\n";
   header("dlock_acquire_wait_seconds", "histogram",
          "Time from an acquisition call to the lock, for acquisitions that got it.");

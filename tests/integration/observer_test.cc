@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "lock/keys.h"
 #include "support/cluster_fixture.h"
 
 namespace dlock {
@@ -29,6 +30,7 @@ class Recorder final : public Observer {
     AcquireOutcome outcome;
     std::chrono::nanoseconds waited;
     std::size_t attempts;
+    std::size_t contended;
   };
   struct Release {
     std::string name;
@@ -50,27 +52,27 @@ class Recorder final : public Observer {
     std::chrono::milliseconds duration;
   };
 
-  void acquired(const AcquireEvent& e) override {
+  void acquired(const AcquireEvent& e) noexcept override {
     std::lock_guard lock(mu_);
-    acquires_.push_back({std::string(e.name), e.outcome, e.waited, e.attempts});
+    acquires_.push_back({std::string(e.name), e.outcome, e.waited, e.attempts, e.contended});
   }
-  void released(const ReleaseEvent& e) override {
+  void released(const ReleaseEvent& e) noexcept override {
     std::lock_guard lock(mu_);
     releases_.push_back({std::string(e.name), e.held, e.ok});
   }
-  void renewed(const RenewEvent& e) override {
+  void renewed(const RenewEvent& e) noexcept override {
     std::lock_guard lock(mu_);
     renewals_.push_back({std::string(e.name), e.ok, e.by_watchdog});
   }
-  void lost(const LostEvent& e) override {
+  void lost(const LostEvent& e) noexcept override {
     std::lock_guard lock(mu_);
     lost_.emplace_back(e.name);
   }
-  void node_request(const NodeRequestEvent& e) override {
+  void node_request(const NodeRequestEvent& e) noexcept override {
     std::lock_guard lock(mu_);
     requests_.push_back({e.node, std::string(e.address), e.result});
   }
-  void quarantined(const QuarantineEvent& e) override {
+  void quarantined(const QuarantineEvent& e) noexcept override {
     std::lock_guard lock(mu_);
     quarantines_.push_back({e.node, e.duration});
   }
@@ -105,16 +107,26 @@ class Recorder final : public Observer {
 
 class ObserverTest : public test::ClusterTest {
  protected:
-  Client observed_client(std::shared_ptr<Observer> observer) {
+  Client observed_client(std::shared_ptr<Observer> observer,
+                         std::chrono::milliseconds node_timeout = 500ms) {
     ClientOptions options;
     options.nodes = nodes_->urls();
-    options.node_timeout = 500ms;
+    options.node_timeout = node_timeout;
     options.reconnect_backoff_min = 20ms;
     options.reconnect_backoff_max = 200ms;
     options.observer = std::move(observer);
     auto c = Client::create(options);
     EXPECT_TRUE(c) << c.error().message();
     return std::move(c).value();
+  }
+  // Whether some client listens for releases of `name` on every node: a lock() that found it
+  // held is then waiting.
+  bool someone_waits_for(const std::string& name) {
+    for (std::size_t i = 0; i < size(); ++i) {
+      auto r = (*nodes_)[i].command({"PUBSUB", "NUMSUB", lock::release_channel(name)});
+      if (!r || r->elements < 2 || r->element[1]->integer < 1) return false;
+    }
+    return true;
   }
   std::shared_ptr<Recorder> recorder_ = std::make_shared<Recorder>();
 };
@@ -133,7 +145,9 @@ TEST_P(ObserverTest, EveryAcquisitionIsReportedWithItsOutcome) {
     std::this_thread::sleep_for(200ms);
     stop.request_stop();
   });
+  const auto before_cancelled = std::chrono::steady_clock::now();
   auto cancelled = client.lock("job", 30s, fixed(10s, "c"), stop.get_token());
+  const auto cancelled_took = std::chrono::steady_clock::now() - before_cancelled;
   EXPECT_FALSE(cancelled);
   canceller.join();
   ASSERT_TRUE(first->unlock());
@@ -142,16 +156,19 @@ TEST_P(ObserverTest, EveryAcquisitionIsReportedWithItsOutcome) {
   ASSERT_EQ(a.size(), 5u);
   EXPECT_EQ(a[0].outcome, AcquireOutcome::acquired);
   EXPECT_EQ(a[0].attempts, 1u);
+  EXPECT_EQ(a[0].contended, 0u);
   EXPECT_EQ(a[0].name, "job");
   EXPECT_EQ(a[1].outcome, AcquireOutcome::contention);
   EXPECT_EQ(a[1].attempts, 1u);
+  EXPECT_EQ(a[1].contended, 1u);
   EXPECT_EQ(a[2].outcome, AcquireOutcome::invalid);
   EXPECT_EQ(a[2].attempts, 0u);
   EXPECT_EQ(a[3].outcome, AcquireOutcome::contention);
   EXPECT_GE(a[3].attempts, 1u);
+  EXPECT_EQ(a[3].contended, a[3].attempts) << "every round found it held";
   EXPECT_GE(a[3].waited, 300ms);
   EXPECT_EQ(a[4].outcome, AcquireOutcome::cancelled);
-  EXPECT_GE(a[4].waited, 150ms);
+  EXPECT_LE(a[4].waited, cancelled_took);
   // The other client is not observed: its own calls report nothing here.
   EXPECT_TRUE(other.try_lock("job", fixed(10s, "z")));
   EXPECT_EQ(recorder_->acquires().size(), 5u);
@@ -162,11 +179,16 @@ TEST_P(ObserverTest, AWaitReportsItsRoundsAndTimeAndTheReleaseItsHoldTime) {
   Client client = observed_client(recorder_);
   auto holder = holder_client.try_lock("job", fixed(10s, "holder"));
   ASSERT_TRUE(holder);
+  std::chrono::steady_clock::time_point released_at;
   std::jthread releaser([&] {
-    std::this_thread::sleep_for(300ms);
+    // Once the waiter has found it held and listens for the release.
+    EXPECT_TRUE(eventually([&] { return someone_waits_for("job"); }, 20s));
+    std::this_thread::sleep_for(100ms);
+    released_at = std::chrono::steady_clock::now();
     EXPECT_TRUE(holder->unlock());
   });
-  auto waited = client.lock("job", 20s, fixed(10s, "waiter"));
+  const auto called_at = std::chrono::steady_clock::now();
+  auto waited = client.lock("job", 30s, fixed(10s, "waiter"));
   ASSERT_TRUE(waited) << waited.error().message();
   releaser.join();
   std::this_thread::sleep_for(200ms);
@@ -176,7 +198,10 @@ TEST_P(ObserverTest, AWaitReportsItsRoundsAndTimeAndTheReleaseItsHoldTime) {
   ASSERT_EQ(a.size(), 1u);
   EXPECT_EQ(a[0].outcome, AcquireOutcome::acquired);
   EXPECT_GE(a[0].attempts, 2u) << "the first round found the lock held";
-  EXPECT_GE(a[0].waited, 250ms);
+  EXPECT_GE(a[0].contended, 1u);
+  EXPECT_EQ(a[0].contended, a[0].attempts - 1);
+  // The wait began inside lock(), after called_at: at least until the release.
+  EXPECT_GE(a[0].waited, released_at - called_at - 50ms);
   const auto r = recorder_->releases();
   ASSERT_EQ(r.size(), 1u);
   EXPECT_TRUE(r[0].ok);
@@ -188,14 +213,18 @@ TEST_P(ObserverTest, RenewalsByTheWatchdogAndByExtendAndALostLock) {
   Client client = observed_client(recorder_);
   auto lease = client.try_lock("job", renewed(600ms, "a"));
   ASSERT_TRUE(lease);
-  // The watchdog renews every ttl/3.
-  ASSERT_TRUE(eventually([&] { return recorder_->renewals().size() >= 2; }, 10s));
+  // The watchdog renews every ttl/3 (one may fail on a busy machine without losing the lock).
+  const auto watchdog_ok = [&] {
+    std::size_t n = 0;
+    for (const auto& r : recorder_->renewals()) n += r.ok && r.by_watchdog ? 1 : 0;
+    return n;
+  };
+  ASSERT_TRUE(eventually([&] { return watchdog_ok() >= 2; }, 20s));
   ASSERT_TRUE(lease->extend(5s));
   bool by_extend = false;
   for (const auto& r : recorder_->renewals()) {
-    EXPECT_TRUE(r.ok);
     EXPECT_EQ(r.name, "job");
-    if (!r.by_watchdog) by_extend = true;
+    if (!r.by_watchdog && r.ok) by_extend = true;
   }
   EXPECT_TRUE(by_extend);
   EXPECT_TRUE(recorder_->lost().empty());
@@ -204,6 +233,8 @@ TEST_P(ObserverTest, RenewalsByTheWatchdogAndByExtendAndALostLock) {
   for (std::size_t i = 0; i < size(); ++i) (*nodes_)[i].command({"DEL", "job"});
   ASSERT_TRUE(eventually([&] { return !recorder_->lost().empty(); }, 15s));
   EXPECT_EQ(recorder_->lost().front(), "job");
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(recorder_->lost().size(), 1u) << "one lease, lost once";
   bool failed = false;
   for (const auto& r : recorder_->renewals()) failed = failed || (!r.ok && r.by_watchdog);
   EXPECT_TRUE(failed);
@@ -228,7 +259,8 @@ TEST_P(ObserverTest, AnExtendOfALockThatIsGoneReportsItLost) {
 }
 
 TEST_P(ObserverTest, NodeRequestsAndErrorsArePerNode) {
-  Client client = observed_client(recorder_);
+  // A generous timeout: no request to a live node may time out, however busy the machine.
+  Client client = observed_client(recorder_, 5s);
   ASSERT_TRUE(client.try_lock("warm", fixed(10s, "a")));
   // Every node answers (a reply a round had its quorum without is "not waited for", no error).
   for (std::size_t i = 0; i < size(); ++i) {
@@ -266,6 +298,9 @@ TEST_P(ObserverTest, ARestartedNodeIsReportedQuarantined) {
   EXPECT_EQ(q[0].node, 1u);
   EXPECT_GT(q[0].duration, 0ms);
   EXPECT_LE(q[0].duration, 6s);
+  // Further work while it lasts is not another quarantine.
+  for (int i = 0; i < 5; ++i) (void)client.try_lock("other", fixed(1s, "b"));
+  EXPECT_EQ(recorder_->quarantines().size(), 1u);
 }
 
 TEST_P(ObserverTest, AsyncAcquisitionsAreReportedToo) {
@@ -287,7 +322,57 @@ TEST_P(ObserverTest, AsyncAcquisitionsAreReportedToo) {
   EXPECT_EQ(a[1].outcome, AcquireOutcome::contention);
   EXPECT_GE(a[1].attempts, 1u);
   EXPECT_GE(a[1].waited, 200ms);
-  EXPECT_TRUE(eventually([&] { return recorder_->releases().size() == 1; }));
+}
+
+TEST_P(ObserverTest, RoundsWithoutAQuorumAreNotContention) {
+  Client client = observed_client(recorder_);
+  kill_majority();
+  EXPECT_FALSE(client.lock("job", 1s, fixed(10s, "a")));
+  const auto a = recorder_->acquires();
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].outcome, AcquireOutcome::unavailable);
+  EXPECT_GE(a[0].attempts, 1u);
+  EXPECT_EQ(a[0].contended, 0u) << "the nodes were down; nobody held the lock";
+}
+
+TEST_P(ObserverTest, ReentrantLeasesAreEachAcquiredAndReleased) {
+  Client client = observed_client(recorder_);
+  auto outer = client.try_lock("job", fixed(10s, "a"));
+  ASSERT_TRUE(outer);
+  auto inner = client.try_lock("job", fixed(10s, "a"));
+  ASSERT_TRUE(inner);
+  ASSERT_TRUE(inner->unlock());
+  ASSERT_TRUE(outer->unlock());
+  EXPECT_TRUE(inner->unlock()) << "a repeated unlock is a no-op";
+  const auto a = recorder_->acquires();
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[1].outcome, AcquireOutcome::acquired);
+  const auto r = recorder_->releases();
+  ASSERT_EQ(r.size(), 2u) << "one per lease, the reentrant one included, none for a repeat";
+  EXPECT_TRUE(r[0].ok);
+  EXPECT_TRUE(r[1].ok);
+}
+
+TEST_P(ObserverTest, AsyncUnlockAndALeaseDroppedInItsHandlerAreReleases) {
+  Client client = observed_client(recorder_);
+  std::promise<Result<Lease>> got;
+  dlock::async_try_lock(client, "job", fixed(10s, "a"),
+                        [&](Result<Lease> lease) { got.set_value(std::move(lease)); });
+  auto lease = got.get_future().get();
+  ASSERT_TRUE(lease);
+  std::promise<Result<void>> unlocked;
+  dlock::async_unlock(*lease, [&](Result<void> r) { unlocked.set_value(std::move(r)); });
+  ASSERT_TRUE(unlocked.get_future().get());
+  ASSERT_EQ(recorder_->releases().size(), 1u);
+  // A lease that ends inside its completion handler is released by its destructor.
+  std::promise<void> dropped;
+  dlock::async_try_lock(client, "job", fixed(10s, "a"), [&](Result<Lease> l) {
+    EXPECT_TRUE(l);
+    dropped.set_value();
+  });
+  dropped.get_future().get();
+  EXPECT_TRUE(eventually([&] { return recorder_->releases().size() == 2; }));
+  EXPECT_TRUE(eventually([&] { return nodes_with("job") == 0; }));
 }
 
 TEST_P(ObserverTest, PrometheusObserverCountsARealClient) {

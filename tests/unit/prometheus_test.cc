@@ -18,17 +18,18 @@ bool has(const std::string& text, const std::string& line) {
 
 TEST(PrometheusTest, CountsAcquisitionsByOutcomeAndContendedRounds) {
   PrometheusObserver m;
-  m.acquired({"job", AcquireOutcome::acquired, 2ms, 1});
-  m.acquired({"job", AcquireOutcome::acquired, 300ms, 4});
-  m.acquired({"job", AcquireOutcome::contention, 1s, 2});
-  m.acquired({"", AcquireOutcome::invalid, 0ns, 0});
+  m.acquired({"job", AcquireOutcome::acquired, 2ms, 1, 0});
+  m.acquired({"job", AcquireOutcome::acquired, 300ms, 4, 3});
+  m.acquired({"job", AcquireOutcome::contention, 1s, 2, 2});
+  m.acquired({"job", AcquireOutcome::unavailable, 1s, 5, 0});  // nodes down: not contention
+  m.acquired({"", AcquireOutcome::invalid, 0ns, 0, 0});
   const std::string t = m.text();
   EXPECT_TRUE(has(t, "dlock_acquisitions_total{outcome=\"acquired\"} 2")) << t;
   EXPECT_TRUE(has(t, "dlock_acquisitions_total{outcome=\"contention\"} 1")) << t;
   EXPECT_TRUE(has(t, "dlock_acquisitions_total{outcome=\"invalid\"} 1")) << t;
-  EXPECT_TRUE(has(t, "dlock_acquisitions_total{outcome=\"unavailable\"} 0")) << t;
-  EXPECT_TRUE(has(t, "dlock_acquire_attempts_total 7")) << t;
-  EXPECT_TRUE(has(t, "dlock_contended_attempts_total 4")) << t;
+  EXPECT_TRUE(has(t, "dlock_acquisitions_total{outcome=\"unavailable\"} 1")) << t;
+  EXPECT_TRUE(has(t, "dlock_acquire_attempts_total 12")) << t;
+  EXPECT_TRUE(has(t, "dlock_contended_attempts_total 5")) << t;
   // Only acquisitions that got the lock are in the wait histogram; buckets are cumulative.
   EXPECT_TRUE(has(t, "dlock_acquire_wait_seconds_bucket{le=\"0.001\"} 0")) << t;
   EXPECT_TRUE(has(t, "dlock_acquire_wait_seconds_bucket{le=\"0.005\"} 1")) << t;

@@ -50,6 +50,16 @@ TEST(WatchStatsTest, FenceRiseCountsGrantsPerPeriodAndSinceStart) {
   EXPECT_NE(line.find("3 queued"), std::string::npos) << line;
 }
 
+TEST(WatchStatsTest, FenceNeverGoesDownWhenOtherNodesAnswer) {
+  WatchStats stats;
+  stats.poll(status({answered(500, false), answered(120, false), answered(120, false)}, false));
+  (void)stats.take_line(1s);
+  // The node with the larger counter does not answer: the others' smaller one is no fall.
+  stats.poll(status({unreachable(), answered(120, false), answered(121, false)}, false));
+  const std::string line = stats.take_line(1s);
+  EXPECT_NE(line.find("fence 500 (+0, +0 since start)"), std::string::npos) << line;
+}
+
 TEST(WatchStatsTest, NoQuorumYetMeansFenceUnknown) {
   WatchStats stats;
   stats.poll(status({unreachable()}, false));

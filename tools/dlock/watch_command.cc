@@ -105,6 +105,7 @@ int watch_command(const WatchFlags& flags) {
   for (;;) {
     auto status = client->status(flags.name);
     if (!status) {
+      finish();
       std::cerr << "dlock: " << status.error().message() << "\n";
       return kExitUsage;
     }

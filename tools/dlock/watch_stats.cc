@@ -24,7 +24,7 @@ WatchStats::NodeWindow& WatchStats::node(std::size_t index, std::string_view add
   return n;
 }
 
-void WatchStats::node_request(const NodeRequestEvent& e) {
+void WatchStats::node_request(const NodeRequestEvent& e) noexcept {
   std::lock_guard lock(mu_);
   NodeWindow& n = node(e.node, e.address);
   switch (e.result) {
@@ -42,7 +42,7 @@ void WatchStats::node_request(const NodeRequestEvent& e) {
   n.max = std::max(n.max, e.latency);
 }
 
-void WatchStats::quarantined(const QuarantineEvent& e) {
+void WatchStats::quarantined(const QuarantineEvent& e) noexcept {
   std::lock_guard lock(mu_);
   ++node(e.node, e.address).quarantines;
 }
@@ -64,7 +64,9 @@ void WatchStats::poll(const LockStatus& status) {
   }
   if (status.held) ++held_polls_;
   queued_ = queued;
-  fence_ = fence;
+  // Never lower: another quorum of nodes may report a smaller counter (one that missed grants,
+  // or a smaller floor), and the rise is counted from the highest seen.
+  fence_ = std::max(fence_.value_or(0), fence);
   if (!first_fence_) first_fence_ = fence;
   if (!period_fence_) period_fence_ = fence;
 }

@@ -21,8 +21,8 @@ namespace dlock::cli {
 class WatchStats final : public Observer {
  public:
   // From the watch's client (io thread).
-  void node_request(const NodeRequestEvent& e) override;
-  void quarantined(const QuarantineEvent& e) override;
+  void node_request(const NodeRequestEvent& e) noexcept override;
+  void quarantined(const QuarantineEvent& e) noexcept override;
 
   // Each poll's view of the lock (the watch's thread).
   void poll(const LockStatus& status);
