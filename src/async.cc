@@ -53,16 +53,16 @@ std::shared_ptr<Once<T>> once_cancellable(const std::shared_ptr<AsyncCancel>& ca
 engine::Task<bool> try_lock_task(std::shared_ptr<ClientCore> core, std::string name,
                                  LockOptions options, std::shared_ptr<AsyncCancel> cancel,
                                  std::shared_ptr<Once<Lease>> once,
-                                 std::shared_ptr<Rounds> rounds) {
+                                 std::shared_ptr<Rounds> rounds /* may be null */) {
   if (cancel->requested()) co_return once->complete(cancelled());  // before anything was sent
   const OwnerToken owner = options.owner ? *options.owner : lock::task_owner();
   auto fair = fair_ticket(options, false);
-  ++rounds->sent;
+  if (rounds) ++rounds->sent;
   auto attempt =
       attempt_task(core, std::move(name), std::move(options), owner, std::move(fair), false);
   auto result = co_await std::move(attempt);
   if (auto* lease = std::get_if<Lease>(&result)) co_return once->complete(std::move(*lease));
-  rounds->refused(std::get<lock::Refused>(result).error);
+  if (rounds) rounds->refused(std::get<lock::Refused>(result).error);
   co_return once->complete(std::move(std::get<lock::Refused>(result).error));
 }
 
@@ -219,8 +219,9 @@ void start_lock(const Client& client, std::string name, std::chrono::millisecond
 void start_try_lock(const Client& client, std::string name, LockOptions options,
                     std::shared_ptr<AsyncCancel> cancel, std::function<void(Result<Lease>)> done) {
   const auto& core = Access::core(client);
-  auto rounds = std::make_shared<Rounds>();
+  std::shared_ptr<Rounds> rounds;  // counted for an observer only
   if (core->observer() != nullptr) {
+    rounds = std::make_shared<Rounds>();
     done = [core, name, rounds, started = std::chrono::steady_clock::now(),
             done = std::move(done)](Result<Lease> r) {
       report_acquire(*core, name, r, started, *rounds);

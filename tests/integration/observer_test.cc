@@ -132,7 +132,8 @@ class ObserverTest : public test::ClusterTest {
 };
 
 TEST_P(ObserverTest, EveryAcquisitionIsReportedWithItsOutcome) {
-  Client client = observed_client(recorder_);
+  // A generous timeout: a round that timed out would be unavailable, not contended.
+  Client client = observed_client(recorder_, 5s);
   Client other = make_client();
 
   auto first = client.try_lock("job", fixed(10s, "a"));
@@ -141,8 +142,12 @@ TEST_P(ObserverTest, EveryAcquisitionIsReportedWithItsOutcome) {
   EXPECT_FALSE(client.try_lock("", fixed(10s, "a")));        // bad input: nothing sent
   EXPECT_FALSE(client.lock("job", 300ms, fixed(10s, "b")));  // still held when the wait ends
   std::stop_source stop;
+  std::chrono::steady_clock::time_point stop_at;
   std::jthread canceller([&] {
-    std::this_thread::sleep_for(200ms);
+    // Once the wait listens for a release (the previous wait has left its channel by then).
+    EXPECT_TRUE(eventually([&] { return someone_waits_for("job"); }, 20s));
+    std::this_thread::sleep_for(100ms);
+    stop_at = std::chrono::steady_clock::now();
     stop.request_stop();
   });
   const auto before_cancelled = std::chrono::steady_clock::now();
@@ -169,6 +174,7 @@ TEST_P(ObserverTest, EveryAcquisitionIsReportedWithItsOutcome) {
   EXPECT_GE(a[3].waited, 300ms);
   EXPECT_EQ(a[4].outcome, AcquireOutcome::cancelled);
   EXPECT_LE(a[4].waited, cancelled_took);
+  EXPECT_GE(a[4].waited, stop_at - before_cancelled - 50ms);
   // The other client is not observed: its own calls report nothing here.
   EXPECT_TRUE(other.try_lock("job", fixed(10s, "z")));
   EXPECT_EQ(recorder_->acquires().size(), 5u);
@@ -176,7 +182,7 @@ TEST_P(ObserverTest, EveryAcquisitionIsReportedWithItsOutcome) {
 
 TEST_P(ObserverTest, AWaitReportsItsRoundsAndTimeAndTheReleaseItsHoldTime) {
   Client holder_client = make_client();
-  Client client = observed_client(recorder_);
+  Client client = observed_client(recorder_, 5s);  // no round may time out: exact counts
   auto holder = holder_client.try_lock("job", fixed(10s, "holder"));
   ASSERT_TRUE(holder);
   std::chrono::steady_clock::time_point released_at;
@@ -298,8 +304,10 @@ TEST_P(ObserverTest, ARestartedNodeIsReportedQuarantined) {
   EXPECT_EQ(q[0].node, 1u);
   EXPECT_GT(q[0].duration, 0ms);
   EXPECT_LE(q[0].duration, 6s);
-  // Further work while it lasts is not another quarantine.
-  for (int i = 0; i < 5; ++i) (void)client.try_lock("other", fixed(1s, "b"));
+  // A larger ttl than any announced makes the client greet again and compute a later end for
+  // the running quarantine: that lengthens it, it does not start another.
+  (void)client.try_lock("other", fixed(8s, "b"));
+  (void)client.try_lock("other", fixed(9s, "b"));
   EXPECT_EQ(recorder_->quarantines().size(), 1u);
 }
 
@@ -322,6 +330,18 @@ TEST_P(ObserverTest, AsyncAcquisitionsAreReportedToo) {
   EXPECT_EQ(a[1].outcome, AcquireOutcome::contention);
   EXPECT_GE(a[1].attempts, 1u);
   EXPECT_GE(a[1].waited, 200ms);
+  // A refused async_try_lock: one round, found held.
+  auto again = client.try_lock("job2", fixed(10s, "x"));
+  ASSERT_TRUE(again);
+  std::promise<Result<Lease>> refused;
+  dlock::async_try_lock(client, "job2", fixed(10s, "y"),
+                        [&](Result<Lease> l) { refused.set_value(std::move(l)); });
+  EXPECT_FALSE(refused.get_future().get());
+  const auto b = recorder_->acquires();
+  ASSERT_EQ(b.size(), 4u);
+  EXPECT_EQ(b[3].outcome, AcquireOutcome::contention);
+  EXPECT_EQ(b[3].attempts, 1u);
+  EXPECT_EQ(b[3].contended, 1u);
 }
 
 TEST_P(ObserverTest, RoundsWithoutAQuorumAreNotContention) {
@@ -351,6 +371,21 @@ TEST_P(ObserverTest, ReentrantLeasesAreEachAcquiredAndReleased) {
   ASSERT_EQ(r.size(), 2u) << "one per lease, the reentrant one included, none for a repeat";
   EXPECT_TRUE(r[0].ok);
   EXPECT_TRUE(r[1].ok);
+}
+
+TEST_P(ObserverTest, ReentrantLeasesOfALostHoldAreEachReportedLostOnce) {
+  Client client = observed_client(recorder_);
+  auto a = client.try_lock("job", fixed(10s, "a"));
+  ASSERT_TRUE(a);
+  auto b = client.try_lock("job", fixed(10s, "a"));  // the same hold
+  ASSERT_TRUE(b);
+  for (std::size_t i = 0; i < size(); ++i) (*nodes_)[i].command({"DEL", "job"});
+  EXPECT_FALSE(a->extend(10s));  // finds the hold gone
+  EXPECT_EQ(recorder_->lost().size(), 1u);
+  EXPECT_FALSE(b->extend(10s));  // its hold was lost: this lease is lost now
+  EXPECT_EQ(recorder_->lost().size(), 2u);
+  EXPECT_FALSE(b->extend(10s));  // already lost: not again
+  EXPECT_EQ(recorder_->lost().size(), 2u);
 }
 
 TEST_P(ObserverTest, AsyncUnlockAndALeaseDroppedInItsHandlerAreReleases) {
