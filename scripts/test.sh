@@ -5,7 +5,7 @@
 # AddressSanitizer+UBSan, ThreadSanitizer; then runs the libFuzzer targets (clang) for a
 # bounded time each.
 # Usage: bash scripts/test.sh [dev|asan|tsan|fuzz ...]   (default: all four)
-# DLOCK_FUZZ_SECONDS sets the time per fuzz target (default 30).
+# DLOCK_FUZZ_SECONDS sets the time per fuzz target (default 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,12 +25,12 @@ presets=("$@")
 ((${#presets[@]})) || presets=(dev asan tsan fuzz)
 for preset in "${presets[@]}"; do
   if [ "$preset" = fuzz ]; then
-    step "fuzz: reply reader, URL and duration parsing (${DLOCK_FUZZ_SECONDS:-30}s each)"
+    step "fuzz: reply reader, URL and duration parsing (${DLOCK_FUZZ_SECONDS:-20}s each)"
     timeout 900 cmake --preset fuzz >/dev/null
     timeout 900 cmake --build build/fuzz -j "$jobs" --target reply_fuzz url_fuzz duration_fuzz
     for target in reply_fuzz url_fuzz duration_fuzz; do
       corpus=$(mktemp -d)
-      if ! timeout 300 "build/fuzz/tests/fuzz/$target" -max_total_time="${DLOCK_FUZZ_SECONDS:-30}" \
+      if ! timeout 300 "build/fuzz/tests/fuzz/$target" -max_total_time="${DLOCK_FUZZ_SECONDS:-20}" \
         "$corpus" >"$corpus.log" 2>&1; then
         tail -n 40 "$corpus.log"
         echo "fuzzer $target failed"
