@@ -71,12 +71,14 @@ def main():
         cad = r.script_load(COMPARE_AND_DELETE)
 
         def acquire(name, hold="c.1"):
-            return ["EVALSHA", sha["acquire"], 4, name, "dlock:fence:{%s}" % name,
-                    "dlock:fence-floor", "dlock:max-ttl", "owner", hold, "30000"]
+            return ["EVALSHA", sha["acquire"], 6, name, "dlock:fence:{%s}" % name,
+                    "dlock:fence-floor", "dlock:max-ttl", "dlock:readers:{%s}" % name,
+                    "dlock:writers-waiting:{%s}" % name, "owner", hold, "30000", "w", "0", "0"]
 
         def release(name, hold="c.1"):
-            return ["EVALSHA", sha["release"], 3, name, "dlock:queue:{%s}" % name,
-                    "dlock:queue-alive:{%s}" % name, "owner", "dlock:release:{%s}" % name, hold]
+            return ["EVALSHA", sha["release"], 4, name, "dlock:queue:{%s}" % name,
+                    "dlock:queue-alive:{%s}" % name, "dlock:readers:{%s}" % name, "owner",
+                    "dlock:release:{%s}" % name, hold, "w"]
 
         def raw(name):
             return [["SET", name, "v", "NX", "PX", "30000"], ["EVALSHA", cad, 1, name, "v"]]

@@ -102,6 +102,7 @@ engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::str
   const OwnerToken owner = options.owner ? *options.owner : lock::task_owner();
   const bool can_wait = wait.count() > 0;
   const std::optional<lock::FairTicket> fair = fair_ticket(options, can_wait);
+  lock::WriterWait writer = writer_wait(options, lock::HoldKind::write, can_wait);
   auto& io = core->nodes().io();
   const std::string channel = lock::release_channel(name);
 
@@ -123,7 +124,7 @@ engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::str
   if (current->cancelled()) co_return Error(errc::cancelled, "wait cancelled");
   std::shared_ptr<lock::Waiter> waiter;
   ++current->rounds.sent;
-  auto first = attempt_task(core, name, options, owner, fair, false);
+  auto first = attempt_task(core, name, options, owner, fair, false, lock::HoldKind::write, writer);
   auto result = co_await std::move(first);
   bool lost_race = false;
   std::optional<Error> failed;
@@ -134,6 +135,8 @@ engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::str
     }
     auto& refused = std::get<lock::Refused>(result);
     current->rounds.refused(refused.error);
+    // A refused waiting writer may now be registered on some nodes (readers held the lock).
+    writer.registered = writer.registered || refused.writer_registered;
     const bool retryable = refused.error.is(errc::lock_held) ||
                            refused.error.is(errc::quorum_not_reached) ||
                            refused.error.is(errc::timeout);
@@ -173,11 +176,13 @@ engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::str
     }
     waiter->reset();
     ++current->rounds.sent;
-    auto again = attempt_task(core, name, options, owner, fair, false);
+    auto again =
+        attempt_task(core, name, options, owner, fair, false, lock::HoldKind::write, writer);
     result = co_await std::move(again);
   }
-  // Gave up: leave the queue and the channel, so nothing of this wait stays behind.
-  if (fair) {
+  // Gave up: leave the queue (or the waiting writers) and the channel, so nothing of this wait
+  // stays behind.
+  if (fair || writer.registered) {
     auto leaving = core->algorithm().leave_queue_task(name, owner);
     co_await std::move(leaving);
   }

@@ -148,27 +148,33 @@ using SteadyClock = std::chrono::steady_clock;
 std::variant<Lease, lock::Refused> attempt(const std::shared_ptr<detail::ClientCore>& core,
                                            std::string_view name, const LockOptions& options,
                                            const OwnerToken& owner,
-                                           const std::optional<lock::FairTicket>& fair) {
-  return engine::run_sync(
-      detail::attempt_task(core, std::string(name), options, owner, fair, !options.owner));
+                                           const std::optional<lock::FairTicket>& fair,
+                                           lock::HoldKind kind = lock::HoldKind::write,
+                                           lock::WriterWait writer = {}) {
+  return engine::run_sync(detail::attempt_task(core, std::string(name), options, owner, fair,
+                                               !options.owner, kind, writer));
 }
 
 // Client::lock's wait: attempts until acquired, refused for good, cancelled or out of time.
 Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std::string_view name,
                            std::chrono::milliseconds wait, const LockOptions& options,
-                           std::stop_token stop, detail::Rounds& rounds) {
+                           std::stop_token stop, detail::Rounds& rounds, lock::HoldKind kind) {
   if (wait.count() < 0) return Error(errc::invalid_argument, "wait must not be negative");
   if (auto bad = detail::check_options(*core, name, options)) return std::move(*bad);
+  if (kind == lock::HoldKind::read) {
+    if (auto bad = detail::check_shared(options)) return std::move(*bad);
+  }
   const auto deadline =
       SteadyClock::now() + std::min<std::chrono::milliseconds>(wait, detail::kMaxWait);
   const OwnerToken owner = detail::owner_for(options);
   const bool can_wait = wait.count() > 0;
   const std::optional<lock::FairTicket> fair = detail::fair_ticket(options, can_wait);
+  lock::WriterWait writer = detail::writer_wait(options, kind, can_wait);
 
   std::shared_ptr<lock::Waiter> waiter;
   std::optional<std::stop_callback<std::function<void()>>> on_stop;
   auto give_up = [&](Error e) -> Result<Lease> {
-    if (fair) core->algorithm().leave_queue(std::string(name), owner);
+    if (fair || writer.registered) core->algorithm().leave_queue(std::string(name), owner);
     if (waiter) core->waiters().leave(waiter);
     return e;
   };
@@ -188,7 +194,7 @@ Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std:
 
   // Uncontended: one attempt, no subscription.
   ++rounds.sent;
-  auto result = attempt(core, name, options, owner, fair);
+  auto result = attempt(core, name, options, owner, fair, kind, writer);
   if (auto* lease = std::get_if<Lease>(&result)) return std::move(*lease);
 
   auto retryable = [](const Error& e) {
@@ -198,6 +204,8 @@ Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std:
   for (;;) {
     auto& refused = std::get<lock::Refused>(result);
     rounds.refused(refused.error);
+    // A refused waiting writer may now be registered on some nodes (readers held the lock).
+    writer.registered = writer.registered || refused.writer_registered;
     if (!retryable(refused.error)) return give_up(std::move(refused.error));
     if (stop.stop_requested()) return give_up(Error(errc::cancelled, "wait cancelled"));
     const auto now = SteadyClock::now();
@@ -228,7 +236,7 @@ Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std:
     }
     waiter->reset();
     ++rounds.sent;
-    result = attempt(core, name, options, owner, fair);
+    result = attempt(core, name, options, owner, fair, kind, writer);
     if (auto* lease = std::get_if<Lease>(&result)) {
       core->waiters().leave(waiter);
       return std::move(*lease);
@@ -244,31 +252,58 @@ Result<Client> Client::create(ClientOptions options) {
   return Client(std::move(*core));
 }
 
-Result<Lease> Client::try_lock(std::string_view name, const LockOptions& options) {
-  const auto started = detail::observe_start(*core_);
+namespace {
+
+Result<Lease> try_once(const std::shared_ptr<detail::ClientCore>& core, std::string_view name,
+                       const LockOptions& options, lock::HoldKind kind) {
+  const auto started = detail::observe_start(*core);
   detail::Rounds rounds;
   auto result = [&]() -> Result<Lease> {
-    if (auto bad = detail::check_options(*core_, name, options)) return std::move(*bad);
+    if (auto bad = detail::check_options(*core, name, options)) return std::move(*bad);
+    if (kind == lock::HoldKind::read) {
+      if (auto bad = detail::check_shared(options)) return std::move(*bad);
+    }
     ++rounds.sent;
-    auto r = attempt(core_, name, options, detail::owner_for(options),
-                     detail::fair_ticket(options, false));
+    auto r = attempt(core, name, options, detail::owner_for(options),
+                     detail::fair_ticket(options, false), kind);
     if (auto* refused = std::get_if<lock::Refused>(&r)) {
       rounds.refused(refused->error);
       return std::move(refused->error);
     }
     return std::move(std::get<Lease>(r));
   }();
-  detail::report_acquire(*core_, name, result, started, rounds);
+  detail::report_acquire(*core, name, result, started, rounds);
   return result;
+}
+
+Result<Lease> wait_for(const std::shared_ptr<detail::ClientCore>& core, std::string_view name,
+                       Millis wait, const LockOptions& options, std::stop_token stop,
+                       lock::HoldKind kind) {
+  const auto started = detail::observe_start(*core);
+  detail::Rounds rounds;
+  auto result = lock_waiting(core, name, wait, options, std::move(stop), rounds, kind);
+  detail::report_acquire(*core, name, result, started, rounds);
+  return result;
+}
+
+}  // namespace
+
+Result<Lease> Client::try_lock(std::string_view name, const LockOptions& options) {
+  return try_once(core_, name, options, lock::HoldKind::write);
 }
 
 Result<Lease> Client::lock(std::string_view name, Millis wait, const LockOptions& options,
                            std::stop_token stop) {
-  const auto started = detail::observe_start(*core_);
-  detail::Rounds rounds;
-  auto result = lock_waiting(core_, name, wait, options, std::move(stop), rounds);
-  detail::report_acquire(*core_, name, result, started, rounds);
-  return result;
+  return wait_for(core_, name, wait, options, std::move(stop), lock::HoldKind::write);
+}
+
+Result<Lease> Client::try_lock_shared(std::string_view name, const LockOptions& options) {
+  return try_once(core_, name, options, lock::HoldKind::read);
+}
+
+Result<Lease> Client::lock_shared(std::string_view name, Millis wait, const LockOptions& options,
+                                  std::stop_token stop) {
+  return wait_for(core_, name, wait, options, std::move(stop), lock::HoldKind::read);
 }
 
 Result<void> Client::unlock(std::string_view name, const OwnerToken& owner) {

@@ -85,6 +85,10 @@ const std::string& Lease::name() const {
   return state_ ? state_->name() : empty;
 }
 
+bool Lease::shared() const {
+  return state_ && state_->hold && state_->hold->id.kind == lock::HoldKind::read;
+}
+
 const OwnerToken& Lease::owner() const {
   static const OwnerToken empty;
   return state_ ? state_->owner() : empty;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "operations.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -76,11 +77,26 @@ std::optional<lock::FairTicket> fair_ticket(const LockOptions& options, bool enq
   return lock::FairTicket{wall_clock_ms(), options.fair_waiter_timeout, enqueue};
 }
 
-engine::Task<std::variant<Lease, lock::Refused>> attempt_task(std::shared_ptr<ClientCore> core,
-                                                              std::string name, LockOptions options,
-                                                              OwnerToken owner,
-                                                              std::optional<lock::FairTicket> fair,
-                                                              bool thread_bound) {
+std::optional<Error> check_shared(const LockOptions& options) {
+  if (options.fair) {
+    return Error(errc::invalid_argument,
+                 "fair mode orders writers only: a read lock cannot be fair (readers already "
+                 "give way to waiting writers)");
+  }
+  return std::nullopt;
+}
+
+lock::WriterWait writer_wait(const LockOptions& options, lock::HoldKind kind, bool can_wait) {
+  if (kind != lock::HoldKind::write || !can_wait || options.fair) return {};
+  return lock::WriterWait{std::clamp<std::chrono::milliseconds>(
+                              options.fair_waiter_timeout, std::chrono::milliseconds(3), kMaxTtl),
+                          false};
+}
+
+engine::Task<std::variant<Lease, lock::Refused>> attempt_task(
+    std::shared_ptr<ClientCore> core, std::string name, LockOptions options, OwnerToken owner,
+    std::optional<lock::FairTicket> fair, bool thread_bound, lock::HoldKind kind,
+    lock::WriterWait writer) {
   auto state = std::make_shared<LeaseState>();
   state->ttl = options.ttl;
   state->auto_renew = options.auto_renew;
@@ -90,7 +106,8 @@ engine::Task<std::variant<Lease, lock::Refused>> attempt_task(std::shared_ptr<Cl
   state->on_lost = options.on_lost;
   if (thread_bound) state->thread_alive = this_thread_alive();
 
-  auto acquiring = core->holds().acquire_task(state, std::move(name), owner, options.ttl, fair);
+  auto acquiring =
+      core->holds().acquire_task(state, std::move(name), owner, options.ttl, fair, kind, writer);
   if (auto refused = co_await std::move(acquiring)) co_return std::move(*refused);
   {
     std::lock_guard lock(state->mu);

@@ -56,12 +56,16 @@ void report_acquire(const ClientCore& core, std::string_view name, const Result<
                     std::chrono::steady_clock::time_point started, const Rounds& rounds);
 
 // One attempt; a held lock becomes a Lease tracked by the watchdog. `thread_bound`: the owner
-// is the calling thread's (renewal stops when that thread exits).
-engine::Task<std::variant<Lease, lock::Refused>> attempt_task(std::shared_ptr<ClientCore> core,
-                                                              std::string name, LockOptions options,
-                                                              OwnerToken owner,
-                                                              std::optional<lock::FairTicket> fair,
-                                                              bool thread_bound);
+// is the calling thread's (renewal stops when that thread exits). `kind`: a write (exclusive)
+// or read (shared) hold; `writer`: a waiting writer's registration (lock/quorum_lock.h).
+engine::Task<std::variant<Lease, lock::Refused>> attempt_task(
+    std::shared_ptr<ClientCore> core, std::string name, LockOptions options, OwnerToken owner,
+    std::optional<lock::FairTicket> fair, bool thread_bound,
+    lock::HoldKind kind = lock::HoldKind::write, lock::WriterWait writer = {});
+// A read hold's extra rules: no fair mode (the fair queue orders writers only).
+std::optional<Error> check_shared(const LockOptions& options);
+// How a waiting writer registers (nothing for a read hold, a try, or fair mode, which queues).
+lock::WriterWait writer_wait(const LockOptions& options, lock::HoldKind kind, bool can_wait);
 
 // Lease::unlock and Lease::extend.
 engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,

@@ -62,7 +62,17 @@ class Client {
   Result<Lease> lock(std::string_view name, Millis wait, const LockOptions& options = {},
                      std::stop_token stop = {});
 
-  // Releases one hold of `name` by `owner` (a lock handed over across threads or processes).
+  // Read (shared) locks on the same names: any number of readers hold `name` at once, and no
+  // writer (try_lock / lock above are the write side) while they do. A writer that waits keeps
+  // new readers out until it has had the lock (no writer starvation). Reentrant as above; the
+  // writer may also take the read lock (a downgrade); a reader may not take the write lock
+  // (errc::invalid_argument: it would wait for itself). options.fair is refused for readers
+  // (invalid_argument); fair writers still wait for readers. Errors and waiting as for
+  // try_lock / lock. See dlock/shared_mutex.h for the std::shared_mutex-like wrapper.
+  Result<Lease> try_lock_shared(std::string_view name, const LockOptions& options = {});
+  Result<Lease> lock_shared(std::string_view name, Millis wait, const LockOptions& options = {},
+                            std::stop_token stop = {});
+  // Releases one write hold of `name` by `owner` (a lock handed over across threads or processes).
   // Errors: errc::not_owner when no quorum knew `owner` (nothing was deleted).
   Result<void> unlock(std::string_view name, const OwnerToken& owner);
 

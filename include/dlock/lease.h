@@ -80,6 +80,8 @@ class Lease {
 
   const std::string& name() const;
   const OwnerToken& owner() const;
+  // A read (shared) hold: from Client::try_lock_shared / lock_shared or SharedMutex.
+  bool shared() const;
   // Grows with every acquisition of this name (see docs/fencing.md). Reentrant acquisitions
   // share the token of the outermost one.
   FencingToken fencing_token() const;

@@ -84,7 +84,9 @@ struct LockOptions {
   // of one name must use the same mode. Default: false.
   bool fair = false;
   // Fair mode: a waiter not heard of for this long is dropped from the queue (it died), so the
-  // queue never stalls; live waiters check in every third of it. Default: 5 s.
+  // queue never stalls; live waiters check in every third of it. Also, in both modes, how long
+  // a writer waiting for readers (SharedMutex) keeps new readers out without checking in.
+  // Default: 5 s.
   Millis fair_waiter_timeout{5000};
 };
 

@@ -28,7 +28,8 @@ namespace dlock {
 // What a node holds under a lock's name.
 enum class KeyKind {
   free,     // nothing
-  dlock,    // a dlock lock: `owners` says whose
+  dlock,    // a dlock lock held for writing (exclusively): `owners` says whose
+  shared,   // held by readers only (dlock::SharedMutex): `readers` says whose
   foreign,  // a key of another kind (another library's SET NX lock, say): treated as held and
             // never touched by dlock, except force_release with include_foreign
 };
@@ -39,6 +40,8 @@ constexpr std::string_view to_string(KeyKind k) noexcept {
       return "free";
     case KeyKind::dlock:
       return "dlock";
+    case KeyKind::shared:
+      return "shared";
     case KeyKind::foreign:
       return "foreign";
   }
@@ -53,17 +56,29 @@ struct NodeHolder {
   std::string hold;
 };
 
+// One reader's hold of a lock on one node (dlock::SharedMutex).
+struct NodeReader {
+  std::string owner;
+  std::string hold;
+  std::chrono::milliseconds ttl{0};  // until it expires on this node
+};
+
 struct NodeLockState {
   std::string node;                  // the node's address (password elided)
   std::optional<std::string> error;  // set when the node could not be asked; the rest is empty
   KeyKind kind = KeyKind::free;
   std::vector<NodeHolder> owners;  // for KeyKind::dlock: who holds it (one owner)
-  // Remaining ttl. Empty when free, or for a foreign key that never expires.
+  // Live read holds (dlock::SharedMutex); beside a writer only when it is the writer's own.
+  std::vector<NodeReader> readers;
+  // Remaining ttl (for KeyKind::shared, the last reader's). Empty when free, or for a foreign
+  // key that never expires.
   std::optional<std::chrono::milliseconds> ttl;
   // The node's fencing counter this name draws from (shared by the names of one hash slot;
   // zero: never taken). The next holder's token is larger.
   FencingToken fence;
   std::size_t queued = 0;  // waiters in the name's fair queue on this node
+  // Writers registered as waiting for the readers to leave (new readers stay out meanwhile).
+  std::size_t writers_waiting = 0;
   // Non-zero: the node restarted recently and stays out of quorums for this long (it may have
   // lost the keys of live locks). See docs/features.md, restarted-node protection.
   std::chrono::milliseconds quarantine{0};
@@ -78,7 +93,7 @@ struct LockStatus {
 
 // What Client::force_release did on one node.
 enum class ForceOutcome {
-  deleted,          // a dlock lock was deleted, its waiters woken
+  deleted,          // a dlock lock (writer or readers) was deleted, its waiters woken
   deleted_foreign,  // another library's key was deleted (include_foreign)
   kept_foreign,     // another library's key was kept (include_foreign was false)
   free,             // nothing was there

@@ -19,12 +19,23 @@ struct LeaseState;
 
 namespace dlock::lock {
 
+// A write hold excludes every other hold (Mutex, and SharedMutex's lock()); read holds
+// (SharedMutex's lock_shared()) exclude only write holds. On the nodes a write hold is a field of
+// the lock key, a read hold a member of dlock:readers:{NAME} (src/scripts/acquire.lua).
+enum class HoldKind { write, read };
+
 // Which hold a call is about. An empty id in a release means whatever hold the owner has.
 struct HoldId {
   std::string name;
   OwnerToken owner;
   std::string id;
+  HoldKind kind = HoldKind::write;
 };
+
+// The script argument that names a kind.
+inline const char* kind_arg(HoldKind kind) {
+  return kind == HoldKind::read ? "r" : "w";
+}
 
 struct Hold {
   Hold(HoldId hold_id, FencingToken token) : id(std::move(hold_id)), fence(token) {}

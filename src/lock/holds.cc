@@ -11,10 +11,13 @@ namespace {
 
 using Status = detail::LeaseState::Status;
 
-std::string entry_key(const std::string& name, const OwnerToken& owner) {
-  std::string key = name;
+// The entry of (name, owner, kind); the hold id is not part of it.
+std::string entry_key(const HoldId& k) {
+  std::string key = k.name;
   key += '\0';
-  key += owner.str();
+  key += kind_arg(k.kind);
+  key += '\0';
+  key += k.owner.str();
   return key;
 }
 
@@ -26,9 +29,9 @@ std::string Holds::next_hold_id() {
   return id_prefix_ + std::to_string(next_id_.fetch_add(1, std::memory_order_relaxed) + 1);
 }
 
-std::shared_ptr<Holds::Entry> Holds::enter(const std::string& name, const OwnerToken& owner) {
+std::shared_ptr<Holds::Entry> Holds::enter(const HoldId& key) {
   std::lock_guard lock(mu_);
-  auto& entry = entries_[entry_key(name, owner)];
+  auto& entry = entries_[entry_key(key)];
   if (!entry) {
     entry = std::make_shared<Entry>(
         [this](std::function<void()> f) { lock_.fanout().post(std::move(f)); });
@@ -43,12 +46,19 @@ void Holds::settle(Entry& e) {
   e.keep = keep;
 }
 
-void Holds::leave(const std::string& name, const OwnerToken& owner,
-                  const std::shared_ptr<Entry>& e) {
+void Holds::leave(const HoldId& key, const std::shared_ptr<Entry>& e) {
   // A hold with leases keeps its entry: reentrancy looks it up there. Calls on one entry are
   // serialized, so the last one to settle left the entry's latest state.
   std::lock_guard lock(mu_);
-  if (--e->users == 0 && !e->keep) entries_.erase(entry_key(name, owner));
+  if (--e->users == 0 && !e->keep) entries_.erase(entry_key(key));
+}
+
+bool Holds::reads(const std::string& name, const OwnerToken& owner) {
+  std::lock_guard lock(mu_);
+  const auto it = entries_.find(entry_key(HoldId{name, owner, "", HoldKind::read}));
+  // `keep` is set while the entry's current hold has leases (a hold being released right now
+  // may still count: then the caller is refused and may try again).
+  return it != entries_.end() && it->second->keep;
 }
 
 std::optional<Clock::time_point> Holds::live_until(const Hold& hold) {
@@ -68,15 +78,25 @@ std::optional<Clock::time_point> Holds::live_until(const Hold& hold) {
 std::optional<Refused> Holds::acquire(const std::shared_ptr<detail::LeaseState>& lease,
                                       const std::string& name, const OwnerToken& owner,
                                       std::chrono::milliseconds ttl,
-                                      const std::optional<FairTicket>& fair) {
-  return engine::run_sync(acquire_task(lease, name, owner, ttl, fair));
+                                      const std::optional<FairTicket>& fair, HoldKind kind,
+                                      WriterWait writer) {
+  return engine::run_sync(acquire_task(lease, name, owner, ttl, fair, kind, writer));
 }
 
 engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail::LeaseState> lease,
                                                          std::string name, OwnerToken owner,
                                                          std::chrono::milliseconds ttl,
-                                                         std::optional<FairTicket> fair) {
-  const auto entry = enter(name, owner);
+                                                         std::optional<FairTicket> fair,
+                                                         HoldKind kind, WriterWait writer) {
+  if (kind == HoldKind::write && reads(name, owner)) {
+    co_return Refused{Error(errc::invalid_argument,
+                            "lock '" + name + "': owner '" + owner.str() +
+                                "' holds it for reading; a read hold cannot be upgraded (release "
+                                "it first)"),
+                      std::nullopt};
+  }
+  const HoldId key{name, owner, "", kind};
+  const auto entry = enter(key);
   std::optional<Refused> refused;
   {
     auto lock = co_await entry->mu.lock();
@@ -116,8 +136,8 @@ engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail:
       hold = nullptr;
     }
     if (!lease->hold && !refused) {
-      HoldId id{name, owner, next_hold_id()};
-      auto acquiring = lock_.acquire_task(id, ttl, fair);
+      HoldId id{name, owner, next_hold_id(), kind};
+      auto acquiring = lock_.acquire_task(id, ttl, fair, writer);
       auto result = co_await std::move(acquiring);
       if (auto* acquired = std::get_if<Acquired>(&result)) {
         hold = std::make_shared<Hold>(std::move(id), acquired->fence);
@@ -131,7 +151,7 @@ engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail:
     }
     settle(*entry);
   }
-  leave(name, owner, entry);
+  leave(key, entry);
   co_return refused;
 }
 
@@ -142,7 +162,7 @@ Holds::Ended Holds::end(const std::shared_ptr<detail::LeaseState>& lease, bool r
 engine::Task<Holds::Ended> Holds::end_task(std::shared_ptr<detail::LeaseState> lease,
                                            bool release) {
   const Hold& hold = *lease->hold;
-  const auto entry = enter(hold.id.name, hold.id.owner);
+  const auto entry = enter(hold.id);
   Ended ended;
   {
     auto lock = co_await entry->mu.lock();
@@ -165,7 +185,7 @@ engine::Task<Holds::Ended> Holds::end_task(std::shared_ptr<detail::LeaseState> l
     }
     settle(*entry);
   }
-  leave(hold.id.name, hold.id.owner, entry);
+  leave(hold.id, entry);
   co_return ended;
 }
 
@@ -174,13 +194,14 @@ void Holds::forget(const std::string& name, const OwnerToken& owner) {
 }
 
 engine::Task<bool> Holds::forget_task(std::string name, OwnerToken owner) {
-  const auto entry = enter(name, owner);
+  const HoldId key{std::move(name), std::move(owner), "", HoldKind::write};
+  const auto entry = enter(key);
   {
     auto lock = co_await entry->mu.lock();
     if (entry->current) entry->current->lost.store(true);
     settle(*entry);
   }
-  leave(name, owner, entry);
+  leave(key, entry);
   co_return true;
 }
 

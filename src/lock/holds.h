@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Holds: this client's holds, at most one current hold per (name, owner), and the leases that
+// Holds: this client's holds, at most one current hold per (name, owner, kind), and the leases that
 // share it. This is where reentrancy is decided: an acquisition is reentrant only when this
 // client has a live lease of the same name and owner, never because a node says the owner is
 // there (a hold left on a node by a lost release is stale, and is taken over by a new hold with
@@ -39,14 +39,19 @@ class Holds {
 
   // Adds `lease` (its hold not yet set) as a lease of `owner` on `name`: joins this client's
   // live hold, or takes a new one. On success lease->hold and lease->valid_until are set.
+  // A write acquisition by an owner that holds a read hold of the name in this client is
+  // refused with errc::invalid_argument: an upgrade would wait for its own read hold forever.
   std::optional<Refused> acquire(const std::shared_ptr<detail::LeaseState>& lease,
                                  const std::string& name, const OwnerToken& owner,
                                  std::chrono::milliseconds ttl,
-                                 const std::optional<FairTicket>& fair);
+                                 const std::optional<FairTicket>& fair,
+                                 HoldKind kind = HoldKind::write, WriterWait writer = {});
   engine::Task<std::optional<Refused>> acquire_task(std::shared_ptr<detail::LeaseState> lease,
                                                     std::string name, OwnerToken owner,
                                                     std::chrono::milliseconds ttl,
-                                                    std::optional<FairTicket> fair);
+                                                    std::optional<FairTicket> fair,
+                                                    HoldKind kind = HoldKind::write,
+                                                    WriterWait writer = {});
 
   // What ending one lease did.
   struct Ended {
@@ -60,8 +65,8 @@ class Holds {
   Ended end(const std::shared_ptr<detail::LeaseState>& lease, bool release = true);
   engine::Task<Ended> end_task(std::shared_ptr<detail::LeaseState> lease, bool release = true);
 
-  // The owner's hold of `name` was released by owner name (Client::unlock): this client's
-  // leases of it are lost.
+  // The owner's write hold of `name` was released by owner name (Client::unlock): this
+  // client's leases of it are lost.
   void forget(const std::string& name, const OwnerToken& owner);
   engine::Task<bool> forget_task(std::string name, OwnerToken owner);
 
@@ -76,11 +81,13 @@ class Holds {
     std::size_t users = 0;          // guarded by Holds::mu_: calls inside or waiting
     bool keep = false;  // guarded by Holds::mu_: the current hold has leases (set under mu)
   };
-  std::shared_ptr<Entry> enter(const std::string& name, const OwnerToken& owner);
+  std::shared_ptr<Entry> enter(const HoldId& key);
   // At the end of a call, still under e->mu: whether the entry must be kept when unused.
   void settle(Entry& e);
   // After a call, without e->mu: drops the entry when nobody uses it and it holds nothing.
-  void leave(const std::string& name, const OwnerToken& owner, const std::shared_ptr<Entry>& e);
+  void leave(const HoldId& key, const std::shared_ptr<Entry>& e);
+  // Whether `owner` has a live read hold of `name` here.
+  bool reads(const std::string& name, const OwnerToken& owner);
   // The latest end of validity among the live leases of `hold`; nullopt if none is live.
   static std::optional<Clock::time_point> live_until(const Hold& hold);
   std::string next_hold_id();

@@ -33,6 +33,18 @@ inline std::string queue_alive_key(std::string_view name) {
   return "dlock:queue-alive:{" + std::string(name) + "}";
 }
 
+// The read holds of `name` (dlock::SharedMutex): a zset "HOLD_ID OWNER" -> expiry (ms, the
+// node's clock). The key itself expires with its longest-lived reader.
+inline std::string readers_key(std::string_view name) {
+  return "dlock:readers:{" + std::string(name) + "}";
+}
+
+// Writers waiting for the readers of `name` to leave: a zset owner -> deadline (ms, the node's
+// clock). New readers stay out while it has a live member (no writer starvation).
+inline std::string writers_waiting_key(std::string_view name) {
+  return "dlock:writers-waiting:{" + std::string(name) + "}";
+}
+
 inline std::string release_channel(std::string_view name) {
   return "dlock:release:{" + std::string(name) + "}";
 }

@@ -43,10 +43,35 @@ std::string why_held(std::int64_t holder_ttl) {
 // inspect.lua's and force_release.lua's words (src/scripts/); anything else is a reply this
 // version does not understand.
 std::optional<KeyKind> key_kind(std::string_view word) {
-  for (const KeyKind k : {KeyKind::free, KeyKind::dlock, KeyKind::foreign}) {
+  for (const KeyKind k : {KeyKind::free, KeyKind::dlock, KeyKind::shared, KeyKind::foreign}) {
     if (word == to_string(k)) return k;
   }
   return std::nullopt;
+}
+
+// inspect.lua's reply into `n`; false if it has not the documented shape.
+bool parse_inspect(const resp::Reply& o, NodeLockState& n) {
+  const auto& e = o.elements;
+  const auto kind = o.is_array() && !e.empty() ? key_kind(e[0].str) : std::nullopt;
+  if (!kind || e.size() < 6) return false;
+  for (std::size_t k = 1; k < 6; ++k) {
+    if (!e[k].is_integer() || (k > 1 && e[k].integer < 0)) return false;
+  }
+  const auto holders = static_cast<std::size_t>(e[5].integer);
+  if (holders > (e.size() - 6) / 2 || (e.size() - 6 - 2 * holders) % 3 != 0) return false;
+  n.kind = *kind;
+  if (e[1].integer >= 0) n.ttl = std::chrono::milliseconds(e[1].integer);
+  n.fence = FencingToken(static_cast<std::uint64_t>(e[2].integer));
+  n.queued = static_cast<std::size_t>(e[3].integer);
+  n.writers_waiting = static_cast<std::size_t>(e[4].integer);
+  std::size_t k = 6;
+  for (; k < 6 + 2 * holders; k += 2) n.owners.push_back(NodeHolder{e[k].str, e[k + 1].str});
+  for (; k + 2 < e.size(); k += 3) {
+    if (!e[k + 2].is_integer()) return false;
+    n.readers.push_back(
+        NodeReader{e[k].str, e[k + 1].str, std::chrono::milliseconds(e[k + 2].integer)});
+  }
+  return true;
 }
 
 std::optional<ForceOutcome> force_outcome(std::string_view word) {
@@ -72,36 +97,42 @@ NodeError QuorumLock::node_error(std::size_t i, errc code, std::string reason) c
 }
 
 node::ScriptRound QuorumLock::send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
-                                           const std::optional<FairTicket>& fair) {
+                                           const std::optional<FairTicket>& fair,
+                                           WriterWait writer) {
   const std::string& name = hold.name;
   if (!fair) {
-    return node::ScriptRound(nodes_, scripts::acquire(),
-                             {name, fence_key(name), std::string(kFenceFloorKey), kMaxTtlKey},
-                             {hold.owner.str(), hold.id, std::to_string(ttl.count())});
+    return node::ScriptRound(
+        nodes_, scripts::acquire(),
+        {name, fence_key(name), std::string(kFenceFloorKey), kMaxTtlKey, readers_key(name),
+         writers_waiting_key(name)},
+        {hold.owner.str(), hold.id, std::to_string(ttl.count()), kind_arg(hold.kind),
+         std::to_string(writer.register_for.count()), writer.registered ? "1" : "0"});
   }
+  // Fair mode is for write holds only (the client refuses fair read holds).
   return node::ScriptRound(
       nodes_, scripts::fair_acquire(),
       {name, fence_key(name), queue_key(name), queue_alive_key(name), std::string(kFenceFloorKey),
-       kMaxTtlKey},
+       kMaxTtlKey, readers_key(name), writers_waiting_key(name)},
       {hold.owner.str(), hold.id, std::to_string(ttl.count()), std::to_string(fair->arrival_ms),
        std::to_string(fair->waiter_timeout.count()), fair->enqueue ? "1" : "0"});
 }
 
 std::variant<Acquired, Refused> QuorumLock::acquire(const HoldId& hold,
                                                     std::chrono::milliseconds ttl,
-                                                    const std::optional<FairTicket>& fair) {
-  return engine::run_sync(acquire_task(hold, ttl, fair));
+                                                    const std::optional<FairTicket>& fair,
+                                                    WriterWait writer) {
+  return engine::run_sync(acquire_task(hold, ttl, fair, writer));
 }
 
 engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
-    HoldId hold, std::chrono::milliseconds ttl, std::optional<FairTicket> fair) {
+    HoldId hold, std::chrono::milliseconds ttl, std::optional<FairTicket> fair, WriterWait writer) {
   auto refreshing = membership_.refresh_task(ttl);
   const Membership::View view = co_await std::move(refreshing);
   const auto start = Clock::now();
   // The acquire waits for every node (up to the node timeout), unlike release: the fencing
   // token is the largest counter among the answers, and only reading every live node keeps it
   // growing while a minority of nodes restarts empty (docs/fencing.md).
-  node::ScriptRound round = send_acquire(hold, ttl, fair);
+  node::ScriptRound round = send_acquire(hold, ttl, fair, writer);
   const node::Outcomes outcomes = co_await round;
 
   std::vector<AcquireReply> replies;
@@ -130,8 +161,9 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
     ok = !fence_failed && validity(ttl, Clock::now() - start, drift_factor_).count() > 0;
   }
   if (ok) {
-    // In line on nodes that did not grant: leave there, or the next waiter waits behind us.
-    if (fair && tally.granted < nodes_.size()) {
+    // In line (or registered as a waiting writer) on nodes that did not grant: leave there, or
+    // the next waiter waits behind us.
+    if ((fair && tally.granted < nodes_.size()) || tally.writer_registered) {
       auto leaving = leave_queue_task(hold.name, hold.owner);
       co_await std::move(leaving);
     }
@@ -143,7 +175,10 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
   // refused, a stale hold of ours not taken over) it changes nothing.
   auto releasing = release_task(hold);
   (void)co_await std::move(releasing);
-  co_return refusal(hold.name, tally, Clock::now() - start, ttl, std::move(failures), fence_failed);
+  Refused refused =
+      refusal(hold.name, tally, Clock::now() - start, ttl, std::move(failures), fence_failed);
+  refused.writer_registered = tally.writer_registered;
+  co_return refused;
 }
 
 Refused QuorumLock::refusal(const std::string& name, const AcquireTally& tally,
@@ -204,7 +239,7 @@ void QuorumLock::leave_queue(const std::string& name, const OwnerToken& owner) {
 
 engine::Task<bool> QuorumLock::leave_queue_task(std::string name, OwnerToken owner) {
   node::ScriptRound round(nodes_, scripts::fair_leave(),
-                          {name, queue_key(name), queue_alive_key(name)},
+                          {name, queue_key(name), queue_alive_key(name), writers_waiting_key(name)},
                           {owner.str(), release_channel(name)});
   (void)co_await round;
   co_return true;
@@ -220,9 +255,10 @@ engine::Task<Result<void>> QuorumLock::release_task(HoldId hold, std::size_t* li
                               return parse_release(r).kind == ReleaseReply::Kind::freed;
                             }};
   const std::string& name = hold.name;
-  node::ScriptRound round(
-      nodes_, scripts::release(), {name, queue_key(name), queue_alive_key(name)},
-      {hold.owner.str(), release_channel(name), hold.id}, std::move(confirmed_by));
+  node::ScriptRound round(nodes_, scripts::release(),
+                          {name, queue_key(name), queue_alive_key(name), readers_key(name)},
+                          {hold.owner.str(), release_channel(name), hold.id, kind_arg(hold.kind)},
+                          std::move(confirmed_by));
   node::Outcomes outcomes = co_await round;
   std::size_t confirmed = 0;
   std::size_t errors = 0;
@@ -303,9 +339,9 @@ engine::Task<std::vector<Result<Clock::time_point>>> QuorumLock::renew_task(
     node::Call call{&scripts::renew(), {}, {}};
     for (std::size_t j = first; j < std::min(live.size(), first + kRenewChunk); ++j) {
       const Renewal& r = renewals[live[j]];
-      call.keys.push_back(r.hold.name);
-      call.args.insert(call.args.end(),
-                       {r.hold.owner.str(), r.hold.id, std::to_string(r.ttl.count())});
+      call.keys.push_back(r.hold.kind == HoldKind::read ? readers_key(r.hold.name) : r.hold.name);
+      call.args.insert(call.args.end(), {r.hold.owner.str(), r.hold.id,
+                                         std::to_string(r.ttl.count()), kind_arg(r.hold.kind)});
     }
     calls.push_back(std::move(call));
   }
@@ -376,7 +412,9 @@ LockStatus QuorumLock::inspect(const std::string& name) {
   const std::vector<std::chrono::milliseconds> quarantine = membership_.quarantine();
   node::Outcomes outcomes =
       nodes_.run_script(scripts::inspect(),
-                        {name, fence_key(name), queue_key(name), std::string(kFenceFloorKey)}, {});
+                        {name, fence_key(name), queue_key(name), std::string(kFenceFloorKey),
+                         readers_key(name), writers_waiting_key(name)},
+                        {});
   LockStatus status;
   status.name = name;
   status.quorum = nodes_.quorum();
@@ -390,22 +428,9 @@ LockStatus QuorumLock::inspect(const std::string& name) {
       n.error = o.error().summary();
     } else if (o->is_error()) {
       n.error = o->str;
-    } else if (const auto kind = o->is_array() && !o->elements.empty()
-                                     ? key_kind(o->elements[0].str)
-                                     : std::nullopt;
-               !kind || o->elements.size() < 4 || !o->elements[1].is_integer() ||
-               !o->elements[2].is_integer() || o->elements[2].integer < 0 ||
-               !o->elements[3].is_integer() || o->elements[3].integer < 0 ||
-               o->elements.size() % 2 != 0) {
+    } else if (!parse_inspect(*o, n)) {
       n.error = "unexpected reply to inspect";
     } else {
-      n.kind = *kind;
-      if (o->elements[1].integer >= 0) n.ttl = std::chrono::milliseconds(o->elements[1].integer);
-      n.fence = FencingToken(static_cast<std::uint64_t>(o->elements[2].integer));
-      n.queued = static_cast<std::size_t>(o->elements[3].integer);
-      for (std::size_t k = 4; k + 1 < o->elements.size(); k += 2) {
-        n.owners.push_back(NodeHolder{o->elements[k].str, o->elements[k + 1].str});
-      }
       if (n.kind != KeyKind::free) ++present;
     }
     status.nodes.push_back(std::move(n));
@@ -416,8 +441,10 @@ LockStatus QuorumLock::inspect(const std::string& name) {
 
 std::vector<ForcedRelease> QuorumLock::force_release(const std::string& name,
                                                      bool include_foreign) {
-  node::Outcomes outcomes = nodes_.run_script(scripts::force_release(), {name, queue_key(name)},
-                                              {release_channel(name), include_foreign ? "1" : "0"});
+  node::Outcomes outcomes =
+      nodes_.run_script(scripts::force_release(),
+                        {name, queue_key(name), readers_key(name), writers_waiting_key(name)},
+                        {release_channel(name), include_foreign ? "1" : "0"});
   std::vector<ForcedRelease> report;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     ForcedRelease r{nodes_.address(i).display(), {}, std::nullopt};

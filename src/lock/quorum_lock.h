@@ -50,6 +50,8 @@ struct Acquired {
 struct Refused {
   Error error;
   std::optional<std::chrono::milliseconds> holder_ttl;
+  // A waiting writer was registered on some node (readers held it there): leave when giving up.
+  bool writer_registered = false;
 };
 
 // Fair mode: the waiter's place in line (see fair_acquire.lua).
@@ -57,6 +59,15 @@ struct FairTicket {
   std::int64_t arrival_ms = 0;  // wall-clock ms when the waiter first asked; same on all nodes
   std::chrono::milliseconds waiter_timeout{0};
   bool enqueue = false;  // join the queue if the lock cannot be had now
+};
+
+// A write acquisition that may wait: refused because readers hold the lock, it is registered on
+// the nodes as a waiting writer for `register_for` (new readers stay out meanwhile: no writer
+// starvation). `registered`: an earlier attempt may have registered it; a grant then drops the
+// registration. Zero register_for: only try (try_lock), register nothing.
+struct WriterWait {
+  std::chrono::milliseconds register_for{0};
+  bool registered = false;
 };
 
 // One hold for a batched renewal.
@@ -75,9 +86,11 @@ class QuorumLock {
   // One attempt at a new hold. Errors: lock_held, quorum_not_reached, timeout (quorum came
   // after the ttl). With `fair`, in arrival order through the name's queue.
   std::variant<Acquired, Refused> acquire(const HoldId& hold, std::chrono::milliseconds ttl,
-                                          const std::optional<FairTicket>& fair = std::nullopt);
+                                          const std::optional<FairTicket>& fair = std::nullopt,
+                                          WriterWait writer = {});
 
-  // Takes a waiter out of the fair queue on all nodes (it gave up, or got the lock).
+  // Takes a waiter out of the fair queue and the waiting writers on all nodes (it gave up, or
+  // got the lock).
   void leave_queue(const std::string& name, const OwnerToken& owner);
 
   // Releases the hold on all nodes; returns once a quorum confirmed. `listeners`, if given,
@@ -98,7 +111,8 @@ class QuorumLock {
   // The same operations as Tasks (engine/task.h): the blocking ones above run these and wait.
   engine::Task<std::variant<Acquired, Refused>> acquire_task(HoldId hold,
                                                              std::chrono::milliseconds ttl,
-                                                             std::optional<FairTicket> fair);
+                                                             std::optional<FairTicket> fair,
+                                                             WriterWait writer = {});
   engine::Task<bool> leave_queue_task(std::string name, OwnerToken owner);
   // `listeners`, if given, must outlive the Task.
   engine::Task<Result<void>> release_task(HoldId hold, std::size_t* listeners = nullptr);
@@ -119,7 +133,7 @@ class QuorumLock {
   NodeError node_error(std::size_t i, const Error& e) const;
   NodeError node_error(std::size_t i, errc code, std::string reason) const;
   node::ScriptRound send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
-                                 const std::optional<FairTicket>& fair);
+                                 const std::optional<FairTicket>& fair, WriterWait writer);
   // One renewal's outcome from every node's reply to its batch (`slot`: its place there).
   Result<Clock::time_point> judge_renewal(const Renewal& renewal, const node::Outcomes& per_node,
                                           std::size_t slot, const Membership::View& view,

@@ -41,6 +41,7 @@ AcquireReply parse_acquire(const Result<resp::Reply>& outcome) {
   reply.kind = *status == 1 ? AcquireReply::Kind::granted : AcquireReply::Kind::held;
   reply.counter = static_cast<std::uint64_t>(*fence);
   reply.holder_ttl = *detail;
+  reply.writer_registered = int_at(*outcome, 3) == std::optional<std::int64_t>(1);
   return reply;
 }
 
@@ -48,6 +49,7 @@ AcquireTally tally_acquire(const std::vector<AcquireReply>& replies, const std::
                            std::size_t quorum) {
   AcquireTally t;
   for (const auto& r : replies) {
+    t.writer_registered = t.writer_registered || r.writer_registered;
     if (r.kind == AcquireReply::Kind::granted) t.token = std::max(t.token, r.counter);
     // A refusing node's counter may be the current holder's token: ours must be larger.
     if (r.kind == AcquireReply::Kind::held) t.token = std::max(t.token, r.counter + 1);

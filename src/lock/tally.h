@@ -23,7 +23,8 @@ struct AcquireReply {
   Kind kind = Kind::failed;
   std::uint64_t counter = 0;     // granted: the fencing counter after INCR; held: as it is
   std::int64_t holder_ttl = -1;  // held: the holder's pttl in ms (-1: none, -2: a waiter is first)
-  Error error;                   // failed: why (no answer, error reply, bad shape)
+  bool writer_registered = false;  // held by readers, and this writer registered as waiting
+  Error error;                     // failed: why (no answer, error reply, bad shape)
 };
 AcquireReply parse_acquire(const Result<resp::Reply>& outcome);
 
@@ -37,6 +38,7 @@ struct AcquireTally {
   // A quorum of voting nodes already hold `token` as their counter: no raise is needed.
   bool token_on_quorum = false;
   std::optional<std::chrono::milliseconds> holder_ttl;  // the longest pttl of a refusing holder
+  bool writer_registered = false;  // some node registered the writer as waiting for readers
 };
 // `votes[i]`: node i may count for a quorum (not quarantined, same connection as greeted).
 AcquireTally tally_acquire(const std::vector<AcquireReply>& replies, const std::vector<bool>& votes,

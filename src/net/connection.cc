@@ -183,10 +183,15 @@ void Connection::on_connected() {
 }
 
 // AUTH and SELECT go first, and nothing else is written until they succeeded: a command run
-// on the wrong database would act on the wrong keys.
+// on the wrong database would act on the wrong keys. Without a password a PING goes first: a
+// server that wants one answers NOAUTH there, which fails the connection with an error that
+// says so. Otherwise the first lock command would meet it, and one with more than 10 arguments
+// gets only "Protocol error: unauthenticated multibulk length" before the server hangs up.
 void Connection::send_handshake() {
   std::vector<std::pair<std::string, std::string>> steps;  // command, what it does
-  if (!address_.password.empty()) {
+  if (address_.password.empty()) {
+    steps.emplace_back(resp::encode_command({"PING"}), "PING (no password given)");
+  } else {
     std::vector<std::string_view> args{"AUTH"};
     if (!address_.user.empty()) args.emplace_back(address_.user);
     args.emplace_back(address_.password);

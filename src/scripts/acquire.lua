@@ -20,6 +20,19 @@
 -- ARGV[2]  hold id: unique per acquisition, "CLIENT.N" with N growing per client; release and
 --          renew act only when it matches
 -- ARGV[3]  ttl in milliseconds
+-- KEYS[5]  the read holds of this name: dlock:readers:{NAME}, a zset "HOLD_ID OWNER" -> expiry
+--          (ms, this server's clock); the key lives as long as its longest-lived reader
+-- KEYS[6]  writers waiting for the readers to leave: dlock:writers-waiting:{NAME}, a zset
+--          owner -> deadline (ms, this server's clock)
+-- ARGV[4]  'w' a write (exclusive) hold, 'r' a read (shared) hold
+-- ARGV[5]  writes: how long (ms) a writer refused because of readers is registered as waiting,
+--          so new readers stay out meanwhile; '0' not to register (try_lock)
+-- ARGV[6]  writes: '1' if this owner may have registered as waiting before (drop it on a grant)
+--
+-- A write hold needs the lock key absent (or stale, below) and no live reader. A read hold
+-- needs no writer (except the reader's own write hold: a writer may also read, a downgrade)
+-- and, when no writer holds, no live waiting writer. Both kinds draw from one fencing counter,
+-- so a writer's token is larger than the token of every reader and writer before it.
 --
 -- Replies {status, fence, detail}:
 --   {1, fence, 0}     acquired (the key was absent, or held by an older hold of this client):
@@ -28,7 +41,12 @@
 --   {0, fence, pttl}  held: by another owner, by another hold of this owner (above), or by a
 --                     key that is not a dlock hash (e.g. another
 --                     library's SET NX PX string), which is never touched; fence is the counter
---                     as it is (not raised); pttl is the key's remaining ttl in ms (-1: none)
+--                     as it is (not raised); pttl is the key's remaining ttl in ms (-1: none).
+--                     Refused by readers: pttl is when the last of them expires, at most a
+--                     third of ARGV[5] when registered (the waiter comes back by then to stay
+--                     registered). Refused by a waiting writer: when its registration ends.
+--   {0, fence, pttl, 1}  refused by readers, and the writer registered as waiting: it must
+--                     leave (fair_leave.lua) if it gives up
 local function counter()
   return tonumber(redis.call('get', KEYS[2]) or redis.call('get', KEYS[3]) or '0')
 end
@@ -41,11 +59,66 @@ local function next_token()
   end
   return token
 end
--- EXISTS first: the common case (a free lock) needs no HGET.
-if redis.call('exists', KEYS[1]) == 0 then
+local function server_ms()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- A key lives at least `ms` more (never shortened: other holds share it).
+local function outlive(key, ms)
+  if redis.call('pttl', key) < ms then redis.call('pexpire', key, ms) end
+end
+-- Drops readers past their expiry; returns how long the last live one has left (0: none).
+local function live_readers_left(now)
+  redis.call('zremrangebyscore', KEYS[5], '-inf', now)
+  local last = redis.call('zrange', KEYS[5], -1, -1, 'withscores')
+  if not last[1] then return 0 end
+  return tonumber(last[2]) - now
+end
+-- `fresh`: the lock key was absent (then no ttl to compare with).
+local function grant_write(fresh)
   redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
-  redis.call('pexpire', KEYS[1], ARGV[3])
+  if fresh then
+    redis.call('pexpire', KEYS[1], ARGV[3])
+  else
+    outlive(KEYS[1], tonumber(ARGV[3]))
+  end
+  if ARGV[6] == '1' then redis.call('zrem', KEYS[6], ARGV[1]) end
   return {1, next_token(), 0}
+end
+
+if ARGV[4] == 'r' then
+  local now = server_ms()
+  if redis.call('exists', KEYS[1]) == 1 then
+    -- pcall: a foreign key is held, never touched.
+    if type(redis.pcall('hget', KEYS[1], ARGV[1])) ~= 'string' then
+      return {0, counter(), redis.call('pttl', KEYS[1])}
+    end
+  else
+    redis.call('zremrangebyscore', KEYS[6], '-inf', now)
+    local first = redis.call('zrange', KEYS[6], 0, 0, 'withscores')
+    if first[1] then return {0, counter(), tonumber(first[2]) - now} end
+  end
+  local ttl = tonumber(ARGV[3])
+  redis.call('zadd', KEYS[5], now + ttl, ARGV[2] .. ' ' .. ARGV[1])
+  outlive(KEYS[5], ttl)
+  return {1, next_token(), 0}
+end
+
+-- EXISTS first: the common case (a free lock, no readers) needs nothing more.
+if redis.call('exists', KEYS[1], KEYS[5]) == 0 then return grant_write(true) end
+if redis.call('exists', KEYS[5]) == 1 then
+  local now = server_ms()
+  local left = live_readers_left(now)
+  if left > 0 then
+    local wait = tonumber(ARGV[5])
+    if wait > 0 then
+      redis.call('zadd', KEYS[6], now + wait, ARGV[1])
+      outlive(KEYS[6], wait)
+      return {0, counter(), math.min(left, math.max(1, math.floor(wait / 3))), 1}
+    end
+    return {0, counter(), left}
+  end
+  if redis.call('exists', KEYS[1]) == 0 then return grant_write(true) end
 end
 -- pcall: HGET on a key of another type is an error table, not a failure (a foreign lock).
 local mine = redis.pcall('hget', KEYS[1], ARGV[1])
@@ -57,11 +130,5 @@ local function older_hold_of_this_client(id)
   local my_client, my_n = string.match(ARGV[2], '^(.*)%.(%d+)$')
   return client ~= nil and client == my_client and tonumber(n) < tonumber(my_n)
 end
-if type(mine) == 'string' and older_hold_of_this_client(mine) then
-  redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
-  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[3]) then
-    redis.call('pexpire', KEYS[1], ARGV[3])
-  end
-  return {1, next_token(), 0}
-end
+if type(mine) == 'string' and older_hold_of_this_client(mine) then return grant_write(false) end
 return {0, counter(), redis.call('pttl', KEYS[1])}

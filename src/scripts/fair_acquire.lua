@@ -16,10 +16,16 @@
 -- ARGV[4]  arrival ticket (milliseconds since the epoch when the waiter first asked)
 -- ARGV[5]  waiter timeout in milliseconds: dropped from the queue if not back by then
 -- ARGV[6]  '1' to join the queue when the lock cannot be had now, '0' to only try (try_lock)
+-- KEYS[7]  the read holds: dlock:readers:{NAME} (as in acquire.lua): a fair writer also waits
+--          for live readers to leave
+-- KEYS[8]  writers waiting for readers: dlock:writers-waiting:{NAME} (as in acquire.lua); a
+--          queued writer refused because of readers is registered there until its timeout
 --
 -- Replies as acquire.lua: {1, fence, 0} acquired (an older hold of the same client is taken
 -- over, as there), or {0, fence, pttl} not acquired, where pttl is the holder's remaining ttl,
--- or -2 when the lock is free but another waiter is first in line.
+-- or -2 when the lock is free but another waiter is first in line; {0, fence, pttl, 1} when
+-- live readers kept it and the waiter was registered as a waiting writer (pttl: the last
+-- reader's remaining ms).
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local owner = ARGV[1]
@@ -67,7 +73,15 @@ if mine and older_hold_of_this_client(mine) then
   end
   return {1, next_token(), 0}
 end
-if kind == 'none' and (not head or head == owner) then
+-- Live readers keep the lock from writers; how long the last of them has left (0: none).
+local readers_left = 0
+if kind == 'none' and (not head or head == owner) and redis.call('exists', KEYS[7]) == 1 then
+  redis.call('zremrangebyscore', KEYS[7], '-inf', now)
+  local last = redis.call('zrange', KEYS[7], -1, -1, 'withscores')
+  if last[1] then readers_left = tonumber(last[2]) - now end
+end
+if kind == 'none' and (not head or head == owner) and readers_left == 0 then
+  redis.call('zrem', KEYS[8], owner)
   redis.call('zrem', KEYS[3], owner)
   redis.call('hdel', KEYS[4], owner)
   redis.call('hset', KEYS[1], owner, ARGV[2])
@@ -87,4 +101,13 @@ if ARGV[6] == '1' then
 end
 local pttl = -2
 if kind ~= 'none' then pttl = redis.call('pttl', KEYS[1]) end
+if readers_left > 0 then
+  if ARGV[6] == '1' then
+    local timeout = tonumber(ARGV[5])
+    redis.call('zadd', KEYS[8], now + timeout, owner)
+    if redis.call('pttl', KEYS[8]) < timeout then redis.call('pexpire', KEYS[8], timeout) end
+    return {0, counter(), readers_left, 1}
+  end
+  pttl = readers_left
+end
 return {0, counter(), pttl}

@@ -1,18 +1,25 @@
--- fair_leave: a waiter gives up (wait limit, cancellation, error) and leaves the fair queue.
--- If it was first in line and the lock is free, the next live waiter is told.
+-- fair_leave: a waiter gives up (wait limit, cancellation, error) and leaves the fair queue and
+-- the writers waiting for readers. If it was first in line and the lock is free, the next live
+-- waiter is told; if it was the last writer keeping new readers out, the readers are told.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the queue: dlock:queue:{NAME}, a zset waiter -> arrival ticket
 -- KEYS[3]  the queue's liveness: dlock:queue-alive:{NAME}, a hash waiter -> deadline (ms)
+-- KEYS[4]  writers waiting for readers: dlock:writers-waiting:{NAME}, a zset owner -> deadline
 -- ARGV[1]  owner token (the waiter)
 -- ARGV[2]  release channel (dlock:release:{NAME})
 --
--- Replies 1 if the waiter was queued here, 0 if not.
+-- Replies 1 if the waiter was queued or registered here, 0 if not.
 local was_first = redis.call('zrange', KEYS[2], 0, 0)[1] == ARGV[1]
 local removed = redis.call('zrem', KEYS[2], ARGV[1])
 redis.call('hdel', KEYS[3], ARGV[1])
-if was_first and redis.call('exists', KEYS[1]) == 0 then
+local was_writer = redis.call('zrem', KEYS[4], ARGV[1])
+if redis.call('exists', KEYS[1]) == 0 then
   local head = redis.call('zrange', KEYS[2], 0, 0)[1]
-  if head then redis.call('publish', ARGV[2], head) end
+  if was_first and head then
+    redis.call('publish', ARGV[2], head)
+  elseif was_writer == 1 and redis.call('exists', KEYS[4]) == 0 then
+    redis.call('publish', ARGV[2], '~' .. ARGV[1])
+  end
 end
-return removed
+return math.max(removed, was_writer)

@@ -1,21 +1,28 @@
--- force_release: an operator clears a stuck lock on this node, whoever holds it.
+-- force_release: an operator clears a stuck lock on this node, whoever holds it: the writer,
+-- every reader, and the writers registered as waiting for readers.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the fair queue: dlock:queue:{NAME} (its first waiter is told)
+-- KEYS[3]  the read holds: dlock:readers:{NAME}
+-- KEYS[4]  writers waiting for readers: dlock:writers-waiting:{NAME}
 -- ARGV[1]  release channel (dlock:release:{NAME})
 -- ARGV[2]  '1' to delete a key that is not a dlock lock (e.g. another library's), '0' to keep it
 --
--- Replies 'deleted' (a dlock lock), 'deleted-foreign', 'kept-foreign' or 'free' (no key).
+-- Replies 'deleted' (a dlock lock: a writer or readers), 'deleted-foreign', 'kept-foreign' or
+-- 'free' (nothing held). Readers are deleted also when a foreign key is kept.
 local kind = redis.call('type', KEYS[1])['ok']
-if kind == 'none' then
+local readers = redis.call('del', KEYS[3], KEYS[4]) > 0
+if kind == 'none' and not readers then
   return 'free'
 end
-if kind ~= 'hash' and ARGV[2] ~= '1' then
+local foreign = kind ~= 'none' and kind ~= 'hash'
+if foreign and ARGV[2] ~= '1' then
+  if readers then redis.call('publish', ARGV[1], redis.call('zrange', KEYS[2], 0, 0)[1] or '') end
   return 'kept-foreign'
 end
-redis.call('del', KEYS[1])
+if kind ~= 'none' then redis.call('del', KEYS[1]) end
 redis.call('publish', ARGV[1], redis.call('zrange', KEYS[2], 0, 0)[1] or '')
-if kind == 'hash' then
-  return 'deleted'
+if foreign then
+  return 'deleted-foreign'
 end
-return 'deleted-foreign'
+return 'deleted'

@@ -4,25 +4,51 @@
 -- KEYS[2]  the fencing counter of this name: dlock:fence:{NAME}
 -- KEYS[3]  the fair queue of this name: dlock:queue:{NAME}
 -- KEYS[4]  this node's fence floor: dlock:fence-floor (the counter when the name's has expired)
+-- KEYS[5]  the read holds: dlock:readers:{NAME}, a zset "HOLD_ID OWNER" -> expiry (ms)
+-- KEYS[6]  writers waiting for readers: dlock:writers-waiting:{NAME}, owner -> deadline (ms)
 --
--- Replies {kind, pttl, fence, queued, owner1, hold1, owner2, hold2, ...}:
---   kind   'free' (no key), 'dlock' (a hash owner -> count) or 'foreign' (any other type,
---          e.g. another library's SET NX string lock)
---   pttl   remaining ttl in ms (-1: no key or no expiry)
---   fence  the fencing counter, or the floor when the name has none now (0: never taken)
---   queued how many waiters are in the fair queue (dead ones included until dropped)
---   owner/hold id pairs follow for 'dlock' keys
+-- Replies {kind, pttl, fence, queued, writers_waiting, holders, owner1, hold1, ...,
+--          reader_owner1, reader_hold1, reader_pttl1, ...}:
+--   kind     'free' (no key, no live reader), 'dlock' (a hash owner -> hold id: a writer),
+--            'shared' (live readers and no writer) or 'foreign' (any other type, e.g. another
+--            library's SET NX string lock)
+--   pttl     the lock key's remaining ttl in ms; for 'shared', the last reader's (-1: no key or
+--            no expiry)
+--   fence    the fencing counter, or the floor when the name has none now (0: never taken)
+--   queued   how many waiters are in the fair queue (dead ones included until dropped)
+--   writers_waiting  live writers registered as waiting for the readers to leave
+--   holders  how many owner/hold id pairs of the writer hash follow (for 'dlock')
+--   then a triple for every live reader: owner, hold id, remaining ms
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local kind = redis.call('type', KEYS[1])['ok']
 local fence = tonumber(redis.call('get', KEYS[2]) or redis.call('get', KEYS[4]) or '0')
 local queued = redis.call('zcard', KEYS[3])
-if kind == 'none' then
-  return {'free', -1, fence, queued}
+local writers_waiting = redis.call('zcount', KEYS[6], '(' .. now, '+inf')
+local readers = redis.call('zrangebyscore', KEYS[5], '(' .. now, '+inf', 'withscores')
+local last_reader = -1
+for i = 2, #readers, 2 do
+  last_reader = math.max(last_reader, tonumber(readers[i]) - now)
 end
-local reply = {kind == 'hash' and 'dlock' or 'foreign', redis.call('pttl', KEYS[1]), fence, queued}
+local reply
+if kind == 'none' then
+  reply = {#readers > 0 and 'shared' or 'free', last_reader, fence, queued, writers_waiting, 0}
+else
+  reply = {kind == 'hash' and 'dlock' or 'foreign', redis.call('pttl', KEYS[1]), fence, queued,
+           writers_waiting, 0}
+end
 if kind == 'hash' then
   local fields = redis.call('hgetall', KEYS[1])
   for i = 1, #fields do
     reply[#reply + 1] = fields[i]
   end
+  reply[6] = #fields / 2
+end
+for i = 1, #readers, 2 do
+  local m = readers[i]
+  local sp = string.find(m, ' ', 1, true)
+  reply[#reply + 1] = string.sub(m, sp + 1)
+  reply[#reply + 1] = string.sub(m, 1, sp - 1)
+  reply[#reply + 1] = tonumber(readers[i + 1]) - now
 end
 return reply

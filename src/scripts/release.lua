@@ -9,6 +9,11 @@
 -- ARGV[2]  release channel (dlock:release:{NAME})
 -- ARGV[3]  hold id: only that hold is released (an older hold's late release never frees a
 --          newer one); '' releases whatever hold the owner has (Client::unlock by owner)
+-- KEYS[4]  the read holds: dlock:readers:{NAME}, a zset "HOLD_ID OWNER" -> expiry (ms)
+-- ARGV[4]  'w' a write (exclusive) hold, 'r' a read hold
+--
+-- A read hold frees the lock only when it was the last live reader and no writer holds (a
+-- writer that also reads); until then nothing is published.
 --
 -- When the lock is freed, publishes on the release channel the fair queue's first live waiter
 -- (only that waiter wakes: no thundering herd), or, when nobody queues, '~' and the releasing
@@ -18,25 +23,46 @@
 --   {1, n}  freed: the key was deleted and the release published; n is how many connections
 --           were subscribed to the release channel (PUBLISH's count), which tells the
 --           releasing client whether anyone else waits (see lock/hand_off.h)
+--   {1, 0}  a read hold released; other readers (or the reader's own write hold) remain
 --   {0, 0}  this hold is not here (expired, taken by another, or never ours): unchanged
 -- One HGET tells the cases apart: redis.pcall returns an error table, not a failure, when the
 -- key is not a hash (another library's string: not ours, never touched).
-local id = redis.pcall('hget', KEYS[1], ARGV[1])
-if type(id) ~= 'string' or (ARGV[3] ~= '' and id ~= ARGV[3]) then
-  return {0, 0}
-end
-redis.call('del', KEYS[1])
-local now = nil  -- read from the server's clock only when somebody queues
-local next_waiter = '~' .. ARGV[1]
-while true do
-  local head = redis.call('zrange', KEYS[2], 0, 0)[1]
-  if not head then break end
+local now = nil  -- the server's clock, read only when needed
+local function server_ms()
   if not now then
     local t = redis.call('time')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
+  return now
+end
+if ARGV[4] == 'r' then
+  local member = nil
+  if ARGV[3] ~= '' then
+    member = ARGV[3] .. ' ' .. ARGV[1]
+  else
+    -- Hold ids have no space: the owner is everything after the first one.
+    for _, m in ipairs(redis.call('zrange', KEYS[4], 0, -1)) do
+      if string.sub(m, string.find(m, ' ', 1, true) + 1) == ARGV[1] then member = m end
+    end
+  end
+  local expiry = member and tonumber(redis.call('zscore', KEYS[4], member) or '0')
+  if not expiry or expiry <= server_ms() then return {0, 0} end
+  redis.call('zrem', KEYS[4], member)
+  redis.call('zremrangebyscore', KEYS[4], '-inf', server_ms())
+  if redis.call('exists', KEYS[1], KEYS[4]) > 0 then return {1, 0} end
+else
+  local id = redis.pcall('hget', KEYS[1], ARGV[1])
+  if type(id) ~= 'string' or (ARGV[3] ~= '' and id ~= ARGV[3]) then
+    return {0, 0}
+  end
+  redis.call('del', KEYS[1])
+end
+local next_waiter = '~' .. ARGV[1]
+while true do
+  local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+  if not head then break end
   local alive = tonumber(redis.call('hget', KEYS[3], head) or '0')
-  if alive >= now then
+  if alive >= server_ms() then
     next_waiter = head
     break
   end

@@ -1,27 +1,46 @@
 -- renew: re-arms the ttl of many holds in one call (the watchdog's batch, extend(), and a
 -- reentrant acquisition, which must make the key outlive its own ttl too).
 --
--- KEYS[i]       the lock key of the i-th hold (a hash owner -> hold id)
--- ARGV[3i - 2]  the i-th hold's owner token
--- ARGV[3i - 1]  the i-th hold's id
--- ARGV[3i]      the i-th ttl in milliseconds
+-- KEYS[i]       the i-th hold's key: the lock key (a hash owner -> hold id) for a write hold,
+--               dlock:readers:{NAME} (a zset "HOLD_ID OWNER" -> expiry in ms) for a read hold
+-- ARGV[4i - 3]  the i-th hold's owner token
+-- ARGV[4i - 2]  the i-th hold's id
+-- ARGV[4i - 1]  the i-th ttl in milliseconds
+-- ARGV[4i]      'w' a write hold, 'r' a read hold
 --
 -- A ttl is never shortened: reentrant leases of one hold share the key, and each was promised
--- that the key lives at least its own ttl from its last renewal.
+-- that the key lives at least its own ttl from its last renewal. A read hold past its expiry
+-- is not revived (a writer may have been told it was free).
 --
 -- Replies an array with one integer per key, in order:
---   1  the hold is here and the key now expires no sooner than ARGV[3i] ms from now
+--   1  the hold is here and the key now expires no sooner than ARGV[4i - 1] ms from now
 --   0  this hold is not here (expired, released, taken over): nothing changed
+local now = nil  -- the server's clock, read only for read holds
+local function outlive(key, ms)
+  if redis.call('pttl', key) < ms then redis.call('pexpire', key, ms) end
+end
 local result = {}
 for i = 1, #KEYS do
-  local id = redis.pcall('hget', KEYS[i], ARGV[3 * i - 2])
-  if type(id) == 'string' and id == ARGV[3 * i - 1] then
-    if redis.call('pttl', KEYS[i]) < tonumber(ARGV[3 * i]) then
-      redis.call('pexpire', KEYS[i], ARGV[3 * i])
+  local owner, id, ttl = ARGV[4 * i - 3], ARGV[4 * i - 2], tonumber(ARGV[4 * i - 1])
+  result[i] = 0
+  if ARGV[4 * i] == 'r' then
+    if not now then
+      local t = redis.call('time')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
     end
-    result[i] = 1
+    local member = id .. ' ' .. owner
+    local expiry = tonumber(redis.call('zscore', KEYS[i], member) or '0')
+    if expiry > now then
+      if expiry < now + ttl then redis.call('zadd', KEYS[i], now + ttl, member) end
+      outlive(KEYS[i], ttl)
+      result[i] = 1
+    end
   else
-    result[i] = 0
+    local held = redis.pcall('hget', KEYS[i], owner)
+    if type(held) == 'string' and held == id then
+      outlive(KEYS[i], ttl)
+      result[i] = 1
+    end
   end
 end
 return result

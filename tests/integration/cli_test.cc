@@ -411,6 +411,48 @@ TEST_F(CliTest, LostLockKillsACommandThatIgnoresSigtermAfterKillAfter) {
   std::filesystem::remove_all(dir);
 }
 
+// flock -s: readers run side by side, a writer waits for them, and readers wait for a writer.
+TEST_F(CliTest, SharedRunsReadTogetherAndExcludeWriters) {
+  Client c = client();
+  LockOptions o;
+  o.ttl = 30s;
+  o.owner = OwnerToken("reader-1");
+  auto reader = c.try_lock_shared("catalog", o);
+  ASSERT_TRUE(reader);
+  // Another reader runs at once.
+  Ran side =
+      dlock_tool(args({"run", "--shared", "catalog", "--", "sh", "-c", "echo $DLOCK_TOKEN"}));
+  EXPECT_EQ(side.status, 0) << side.output;
+  // A writer does not, while the reader holds it.
+  Ran writer = dlock_tool(args({"run", "catalog", "--", "echo", "never"}));
+  EXPECT_EQ(writer.status, 75) << writer.output;
+  EXPECT_EQ(writer.output.find("never"), std::string::npos);
+  // status shows the reader, its kind and ttl.
+  auto j = nlohmann::json::parse(dlock_tool(args({"status", "--json", "catalog"})).output);
+  EXPECT_EQ(j["held"], true);
+  EXPECT_EQ(j["nodes"][0]["kind"], "shared");
+  ASSERT_EQ(j["nodes"][0]["readers"].size(), 1u);
+  EXPECT_EQ(j["nodes"][0]["readers"][0]["owner"], "reader-1");
+  EXPECT_GT(j["nodes"][0]["readers"][0]["ttl_ms"].get<long>(), 20000);
+  Ran table = dlock_tool(args({"status", "catalog"}));
+  EXPECT_NE(table.output.find("reader reader-1"), std::string::npos) << table.output;
+  // release --force clears readers too; then the writer runs.
+  Ran forced = dlock_tool(args({"release", "--force", "--yes", "catalog"}));
+  EXPECT_EQ(forced.status, 0) << forced.output;
+  Ran after = dlock_tool(args({"run", "catalog", "--", "echo", "wrote"}));
+  EXPECT_EQ(after.status, 0) << after.output;
+  EXPECT_NE(after.output.find("wrote"), std::string::npos);
+  // A reader waits for a writer past --wait: the conflict status.
+  o.owner = OwnerToken("writer-1");
+  auto w = c.try_lock("catalog", o);
+  ASSERT_TRUE(w);
+  Ran blocked = dlock_tool(args({"run", "--shared", "-w", "300ms", "catalog", "--", "true"}));
+  EXPECT_EQ(blocked.status, 75) << blocked.output;
+  // --fair is for writers only.
+  Ran fair = dlock_tool(args({"run", "--shared", "--fair", "catalog", "--", "true"}));
+  EXPECT_EQ(fair.status, 64) << fair.output;
+}
+
 TEST_F(CliTest, StatusJsonDescribesEachNode) {
   Client c = client();
   LockOptions o;

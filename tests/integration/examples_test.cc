@@ -43,7 +43,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 
 std::vector<Case> cases() {
   std::vector<const char*> names{"basic_lock",   "mutex_guard", "fenced_write", "lock_status",
-                                 "result_chain", "hand_over",   "metrics"};
+                                 "result_chain", "hand_over",   "metrics",      "read_write"};
 #ifdef DLOCK_HAVE_ASYNC_EXAMPLE
   names.push_back("async_lock");
 #endif

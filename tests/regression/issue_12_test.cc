@@ -90,7 +90,7 @@ TEST_P(Issue12Test, FailedReentrantAttemptNeverReleasesTheOuterHold) {
   ASSERT_TRUE(outer) << outer.error().message();
   // On a quorum: only the lock key and the queue keys (not the fencing counters).
   for (std::size_t i = 0; i < quorum(); ++i) {
-    allow_keys(i, {"job", "dlock:queue*", "dlock:boots", "dlock:max-ttl"});
+    allow_keys(i, {"job", "dlock:queue*", "dlock:readers:*", "dlock:boots", "dlock:max-ttl"});
   }
   auto inner = client.try_lock("job", fixed(1s));
   if (inner) {

@@ -184,9 +184,9 @@ resp::Reply SimNode::renew(const node::Call& call, std::int64_t now) {
   std::vector<std::int64_t> result;
   for (std::size_t i = 0; i < call.keys.size(); ++i) {
     const std::string& key = call.keys[i];
-    const HGet id = store_.hget(key, at(call.args, 3 * i), now);
-    if (id.kind == HGet::Kind::value && id.value == at(call.args, 3 * i + 1)) {
-      const std::int64_t ttl = ttl_of(at(call.args, 3 * i + 2));
+    const HGet id = store_.hget(key, at(call.args, 4 * i), now);
+    if (id.kind == HGet::Kind::value && id.value == at(call.args, 4 * i + 1)) {
+      const std::int64_t ttl = ttl_of(at(call.args, 4 * i + 2));
       if (store_.pttl(key, now) < ttl) store_.pexpire(key, ttl, now);
       result.push_back(1);
     } else {

@@ -88,6 +88,7 @@ int release_command(const ReleaseFlags& flags) {
     if (n.kind != KeyKind::free) ++present;
     std::cout << n.node << ": " << to_string(n.kind);
     for (const auto& holder : n.owners) std::cout << " " << holder.owner;
+    for (const auto& reader : n.readers) std::cout << " reader " << reader.owner;
     std::cout << "\n";
   }
   if (!flags.yes) {

@@ -148,6 +148,9 @@ CLI::App* add_run_command(CLI::App& app, RunFlags& flags) {
       ->check(CLI::Range(0, 255));
   run->add_flag("--fair", flags.fair,
                 "wait in a FIFO queue: the longest waiter gets the lock next (default: unordered)");
+  run->add_flag("-s,--shared", flags.shared,
+                "take the lock for reading: any number of --shared runs hold it at once, and none "
+                "while a plain run (a writer) holds it; a waiting writer keeps new readers out");
   run->add_option("-c,--command", flags.shell_command,
                   "run this command line with /bin/sh -c (instead of COMMAND after '--')");
   run->add_option("name", flags.name, "lock name")->required();
@@ -165,7 +168,9 @@ CLI::App* add_run_command(CLI::App& app, RunFlags& flags) {
       "db-migrate "
       "-- make migrate\n"
       "  dlock run --kill-after 1m backup -- ./backup.sh\n"
-      "  dlock run -E 0 -c 'pg_dump app > /backup/app.sql' nightly-dump   # skipped if running");
+      "  dlock run -E 0 -c 'pg_dump app > /backup/app.sql' nightly-dump   # skipped if running\n"
+      "  dlock run --shared -w 5m catalog -- ./serve-from-catalog.sh   # readers, many at once\n"
+      "  dlock run -w 5m catalog -- ./rebuild-catalog.sh                # the writer, alone");
   return run;
 }
 
@@ -207,7 +212,12 @@ int run_command(const RunFlags& given) {
   options.auto_renew = true;
   options.fair = flags.fair;
   options.on_lost = [events](const Error& e) { events->lock_lost(e); };
-  auto lease = client->lock(flags.name, *wait, options);
+  if (flags.shared && flags.fair) {
+    std::cerr << "dlock: --fair orders writers only; it cannot be used with --shared\n";
+    return kExitUsage;
+  }
+  auto lease = flags.shared ? client->lock_shared(flags.name, *wait, options)
+                            : client->lock(flags.name, *wait, options);
   if (!lease) {
     std::cerr << "dlock: " << lease.error().message() << "\n";
     return exit_for(lease.error(), flags.conflict_exit_code);

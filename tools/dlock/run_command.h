@@ -18,6 +18,7 @@ struct RunFlags {
   std::string kill_after = "10s";  // after a lost lock: from SIGTERM to SIGKILL
   int conflict_exit_code = 75;     // -E: the status when someone else holds the lock
   bool fair = false;
+  bool shared = false;                       // --shared: a read lock (many readers or one writer)
   std::optional<std::string> shell_command;  // -c: run by /bin/sh -c instead of `command`
   std::string name;
   std::vector<std::string> command;

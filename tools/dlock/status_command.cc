@@ -28,6 +28,12 @@ nlohmann::json to_json(const LockStatus& s) {
         owners.push_back({{"owner", owner}, {"hold", hold}});
       }
       j["owners"] = owners;
+      nlohmann::json readers = nlohmann::json::array();
+      for (const auto& r : n.readers) {
+        readers.push_back({{"owner", r.owner}, {"hold", r.hold}, {"ttl_ms", r.ttl.count()}});
+      }
+      j["readers"] = readers;
+      j["writers_waiting"] = n.writers_waiting;
     }
     nodes.push_back(std::move(j));
   }
@@ -41,6 +47,12 @@ std::string holder_of(const NodeLockState& n) {
     if (!out.empty()) out += ", ";
     out += holder.owner;
   }
+  for (const auto& reader : n.readers) {
+    if (!out.empty()) out += ", ";
+    out += "reader " + reader.owner + " (" + std::to_string(reader.ttl.count()) + "ms)";
+  }
+  if (n.writers_waiting > 0)
+    out += "  [" + std::to_string(n.writers_waiting) + " writer(s) waiting]";
   return out.empty() ? "-" : out;
 }
 
@@ -64,9 +76,11 @@ void print_table(const LockStatus& s) {
         n.quarantine.count() > 0
             ? "  [restarted: out of quorums for " + std::to_string(n.quarantine.count()) + " ms]"
             : "";
-    std::cout << std::setw(9) << (n.kind == KeyKind::free ? "free" : "held") << std::setw(10) << ttl
-              << std::setw(8) << n.fence.value() << std::setw(7) << n.queued << holder_of(n) << note
-              << "\n";
+    const char* state = n.kind == KeyKind::free     ? "free"
+                        : n.kind == KeyKind::shared ? "read"
+                                                    : "held";
+    std::cout << std::setw(9) << state << std::setw(10) << ttl << std::setw(8) << n.fence.value()
+              << std::setw(7) << n.queued << holder_of(n) << note << "\n";
   }
 }
 

@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: MIT
+// Read-write locks (Client::try_lock_shared / lock_shared, SharedMutex) on 1 and 3 real
+// servers: many readers or one writer, a waiting writer keeps new readers out, readers expire
+// one by one, one fencing counter, the reentrancy rules, and nothing left behind.
+#include <dlock/shared_mutex.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <shared_mutex>
+#include <stop_token>
+#include <thread>
+
+#include "support/cluster_fixture.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using test::eventually;
+
+class SharedLockTest : public test::ClusterTest {
+ protected:
+  std::size_t readers_on(const Client& client, const std::string& name, std::size_t node = 0) {
+    auto s = const_cast<Client&>(client).status(name);
+    EXPECT_TRUE(s);
+    return s ? s->nodes[node].readers.size() : 0;
+  }
+};
+
+TEST_P(SharedLockTest, ManyReadersOrOneWriter) {
+  Client a = make_client(), b = make_client(), w = make_client();
+  auto r1 = a.try_lock_shared("doc", renewed(10s, "r1"));
+  auto r2 = b.try_lock_shared("doc", renewed(10s, "r2"));
+  ASSERT_TRUE(r1) << r1.error().message();
+  ASSERT_TRUE(r2) << r2.error().message();
+  EXPECT_TRUE(r1->shared());
+  auto refused = w.try_lock("doc", renewed(10s, "w"));
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(refused.error().is(errc::lock_held)) << refused.error().message();
+  auto status = w.status("doc");
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(status->held);
+  for (const auto& n : status->nodes) {
+    EXPECT_EQ(n.kind, KeyKind::shared);
+    EXPECT_EQ(n.readers.size(), 2u);
+    for (const auto& r : n.readers) EXPECT_GT(r.ttl, 5s);
+  }
+  ASSERT_TRUE(r1->unlock());
+  EXPECT_FALSE(w.try_lock("doc", renewed(10s, "w")));  // r2 still reads
+  ASSERT_TRUE(r2->unlock());
+  auto writer = w.try_lock("doc", renewed(10s, "w"));
+  ASSERT_TRUE(writer) << writer.error().message();
+  EXPECT_FALSE(writer->shared());
+  // And no reader beside the writer.
+  auto late = a.try_lock_shared("doc", renewed(10s, "r3"));
+  ASSERT_FALSE(late);
+  EXPECT_TRUE(late.error().is(errc::lock_held)) << late.error().message();
+  ASSERT_TRUE(writer->unlock());
+  EXPECT_TRUE(eventually([&] { return nodes_with("doc") == 0; }, 5s));
+  EXPECT_EQ(nodes_with("dlock:readers:{doc}"), 0u);
+}
+
+TEST_P(SharedLockTest, WriterReleaseWakesReadersLongBeforeTheTtl) {
+  Client w = make_client(), r = make_client();
+  auto writer = w.try_lock("doc", renewed(20s, "w"));
+  ASSERT_TRUE(writer);
+  auto reader = std::async(std::launch::async, [&] {
+    auto lease = r.lock_shared("doc", 30s, renewed(10s, "r"));
+    EXPECT_TRUE(lease) << lease.error().message();
+    return Clock::now();
+  });
+  std::this_thread::sleep_for(300ms);
+  const auto released = Clock::now();
+  ASSERT_TRUE(writer->unlock());
+  EXPECT_LT(reader.get() - released, 5s) << "woken by the release, not by the 20 s ttl";
+}
+
+TEST_P(SharedLockTest, LastReaderOutWakesTheWaitingWriter) {
+  Client r = make_client(), w = make_client();
+  auto reader = r.try_lock_shared("doc", renewed(20s, "r"));
+  ASSERT_TRUE(reader);
+  auto writer = std::async(std::launch::async, [&] {
+    auto lease = w.lock("doc", 30s, renewed(10s, "w"));
+    EXPECT_TRUE(lease) << lease.error().message();
+    return Clock::now();
+  });
+  std::this_thread::sleep_for(300ms);
+  const auto released = Clock::now();
+  ASSERT_TRUE(reader->unlock());
+  EXPECT_LT(writer.get() - released, 5s) << "woken by the release, not by the 20 s ttl";
+}
+
+// A writer that waits keeps new readers out; readers already in keep their lease; once the
+// old readers leave, the writer gets the lock even though new readers keep asking.
+TEST_P(SharedLockTest, WaitingWriterIsNotStarvedByAStreamOfReaders) {
+  Client r = make_client(), w = make_client(), stream = make_client();
+  auto first = r.try_lock_shared("doc", renewed(10s, "first"));
+  ASSERT_TRUE(first);
+  std::atomic<bool> writer_in{false};
+  auto writer = std::async(std::launch::async, [&] {
+    auto lease = w.lock("doc", 60s, renewed(10s, "w"));
+    EXPECT_TRUE(lease) << lease.error().message();
+    writer_in = true;
+    std::this_thread::sleep_for(200ms);
+    return lease;
+  });
+  // Until the writer has registered, new readers may still come in.
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto s = stream.status("doc");
+        return s && s->nodes[0].writers_waiting == 1;
+      },
+      10s));
+  auto newcomer = stream.try_lock_shared("doc", renewed(10s, "newcomer"));
+  ASSERT_FALSE(newcomer) << "a reader got in while a writer waited";
+  EXPECT_TRUE(newcomer.error().is(errc::lock_held)) << newcomer.error().message();
+  EXPECT_TRUE(first->is_held()) << "readers already in keep their lease";
+
+  // A stream of readers: each waits, holds briefly, releases, and comes again.
+  std::atomic<int> reads_during_wait{0};
+  std::jthread readers([&](std::stop_token stop) {
+    int n = 0;
+    while (!stop.stop_requested()) {
+      LockOptions o = renewed(10s, "stream-" + std::to_string(n++));
+      auto lease = stream.lock_shared("doc", 200ms, o);
+      if (lease) {
+        if (!writer_in) ++reads_during_wait;
+        std::this_thread::sleep_for(20ms);
+        (void)lease->unlock();
+      }
+    }
+  });
+  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(first->unlock());
+  auto held = writer.get();
+  ASSERT_TRUE(held) << "writer starved";
+  readers.request_stop();
+  readers.join();
+  EXPECT_EQ(reads_during_wait.load(), 0) << "readers entered while the writer waited";
+}
+
+TEST_P(SharedLockTest, ReadersExpireOneByOne) {
+  Client a = make_client(), b = make_client(), w = make_client();
+  // A reader that "dies": a 600 ms lease, never renewed, never released while the test runs.
+  auto dead = a.try_lock_shared("doc", fixed(600ms, "dead"));
+  ASSERT_TRUE(dead);
+  auto alive = b.try_lock_shared("doc", renewed(3s, "alive"));
+  ASSERT_TRUE(alive);
+  ASSERT_TRUE(eventually([&] { return readers_on(w, "doc") == 1; }, 10s))
+      << "the dead reader's lease did not expire on its own";
+  EXPECT_FALSE(dead->is_held());
+  EXPECT_TRUE(alive->is_held());
+  EXPECT_FALSE(w.try_lock("doc", renewed(10s, "w"))) << "the live reader still holds it";
+  ASSERT_TRUE(alive->unlock());
+  // The dead reader's entry is gone: the writer does not wait for its 600 ms again.
+  auto writer = w.try_lock("doc", renewed(10s, "w"));
+  ASSERT_TRUE(writer) << writer.error().message();
+}
+
+TEST_P(SharedLockTest, WatchdogRenewsReadLeases) {
+  Client r = make_client(), w = make_client();
+  auto reader = r.try_lock_shared("doc", renewed(900ms, "r"));
+  ASSERT_TRUE(reader);
+  std::this_thread::sleep_for(2500ms);
+  EXPECT_TRUE(reader->is_held());
+  EXPECT_FALSE(reader->lost());
+  EXPECT_FALSE(w.try_lock("doc", renewed(10s, "w")));
+  ASSERT_TRUE(reader->unlock());
+}
+
+TEST_P(SharedLockTest, OneFencingCounterOrdersWritersAfterReaders) {
+  Client c = make_client();
+  auto w1 = c.try_lock("doc", fixed(10s, "w1"));
+  ASSERT_TRUE(w1);
+  const auto t_w1 = w1->fencing_token();
+  ASSERT_TRUE(w1->unlock());
+  auto r1 = c.try_lock_shared("doc", fixed(10s, "r1"));
+  auto r2 = c.try_lock_shared("doc", fixed(10s, "r2"));
+  ASSERT_TRUE(r1 && r2);
+  EXPECT_GT(r1->fencing_token(), t_w1);
+  EXPECT_GT(r2->fencing_token(), r1->fencing_token());
+  const auto t_r2 = r2->fencing_token();
+  ASSERT_TRUE(r1->unlock());
+  ASSERT_TRUE(r2->unlock());
+  auto w2 = c.try_lock("doc", fixed(10s, "w2"));
+  ASSERT_TRUE(w2);
+  EXPECT_GT(w2->fencing_token(), t_r2);
+}
+
+TEST_P(SharedLockTest, ReentrancyDowngradeAndNoUpgrade) {
+  Client c = make_client();
+  auto r1 = c.try_lock_shared("doc", renewed(10s, "me"));
+  auto r2 = c.try_lock_shared("doc", renewed(10s, "me"));
+  ASSERT_TRUE(r1 && r2);
+  EXPECT_EQ(r1->fencing_token(), r2->fencing_token()) << "reentrant: one hold";
+  EXPECT_EQ(readers_on(c, "doc"), 1u);
+  // A reader may not take the write lock: it would wait for itself.
+  auto upgrade = c.lock("doc", 2s, renewed(10s, "me"));
+  ASSERT_FALSE(upgrade);
+  EXPECT_TRUE(upgrade.error().is(errc::invalid_argument)) << upgrade.error().message();
+  ASSERT_TRUE(r2->unlock());
+  EXPECT_EQ(readers_on(c, "doc"), 1u) << "the outer read lease still holds";
+  ASSERT_TRUE(r1->unlock());
+  EXPECT_EQ(readers_on(c, "doc"), 0u);
+
+  // The writer may also read (a downgrade), and nobody else may meanwhile.
+  auto w = c.try_lock("doc", renewed(10s, "me"));
+  ASSERT_TRUE(w);
+  auto down = c.try_lock_shared("doc", renewed(10s, "me"));
+  ASSERT_TRUE(down) << down.error().message();
+  EXPECT_GT(down->fencing_token(), w->fencing_token());
+  EXPECT_FALSE(c.try_lock_shared("doc", renewed(10s, "other")));
+  ASSERT_TRUE(w->unlock());
+  EXPECT_TRUE(down->is_held());
+  Client other = make_client();
+  EXPECT_TRUE(other.try_lock_shared("doc", renewed(10s, "other"))) << "readers may join now";
+  EXPECT_FALSE(other.try_lock("doc", renewed(10s, "writer"))) << "the downgraded reader reads";
+}
+
+TEST_P(SharedLockTest, FairWriterWaitsForReadersToo) {
+  Client r = make_client(), w = make_client();
+  auto reader = r.try_lock_shared("doc", renewed(20s, "r"));
+  ASSERT_TRUE(reader);
+  LockOptions fair = renewed(10s, "w");
+  fair.fair = true;
+  auto refused = w.try_lock("doc", fair);
+  ASSERT_FALSE(refused) << "a fair writer got in beside a reader";
+  auto writer = std::async(std::launch::async, [&] { return w.lock("doc", 30s, fair); });
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto s = r.status("doc");
+        return s && s->nodes[0].writers_waiting == 1;
+      },
+      10s));
+  EXPECT_FALSE(r.try_lock_shared("doc", renewed(10s, "newcomer")));
+  ASSERT_TRUE(reader->unlock());
+  auto held = writer.get();
+  ASSERT_TRUE(held) << held.error().message();
+}
+
+// A writer that gives up (timeout or cancellation) leaves nothing behind: new readers get in
+// at once, not when its registration would have run out.
+TEST_P(SharedLockTest, AWriterThatGivesUpLetsReadersInAtOnce) {
+  Client r = make_client(), w = make_client();
+  auto reader = r.try_lock_shared("doc", renewed(20s, "r"));
+  ASSERT_TRUE(reader);
+  LockOptions o = renewed(10s, "w");
+  o.fair_waiter_timeout = 60s;  // a registration that would keep readers out for a minute
+  auto timed_out = w.lock("doc", 800ms, o);
+  ASSERT_FALSE(timed_out);
+  EXPECT_TRUE(timed_out.error().is(errc::wait_timeout)) << timed_out.error().message();
+  EXPECT_EQ(nodes_with("dlock:writers-waiting:{doc}"), 0u);
+  EXPECT_TRUE(r.try_lock_shared("doc", renewed(10s, "newcomer")));
+
+  std::stop_source stop;
+  auto cancelled =
+      std::async(std::launch::async, [&] { return w.lock("doc", 60s, o, stop.get_token()); });
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto s = r.status("doc");
+        return s && s->nodes[0].writers_waiting == 1;
+      },
+      10s));
+  stop.request_stop();
+  auto result = cancelled.get();
+  ASSERT_FALSE(result);
+  EXPECT_TRUE(result.error().is(errc::cancelled)) << result.error().message();
+  EXPECT_EQ(nodes_with("dlock:writers-waiting:{doc}"), 0u);
+  EXPECT_TRUE(r.try_lock_shared("doc", renewed(10s, "another")));
+}
+
+TEST_P(SharedLockTest, ForceReleaseClearsReadersAndWaitingWriters) {
+  Client r = make_client(), ops = make_client();
+  auto reader = r.try_lock_shared("doc", renewed(20s, "r"));
+  ASSERT_TRUE(reader);
+  auto report = ops.force_release("doc");
+  ASSERT_TRUE(report);
+  for (const auto& n : *report) {
+    ASSERT_TRUE(n.outcome) << *n.error;
+    EXPECT_EQ(*n.outcome, ForceOutcome::deleted);
+  }
+  EXPECT_EQ(nodes_with("dlock:readers:{doc}"), 0u);
+  auto writer = ops.try_lock("doc", renewed(10s, "w"));
+  EXPECT_TRUE(writer) << writer.error().message();
+  EXPECT_FALSE(reader->extend()) << "the reader learns it lost the lock";
+}
+
+TEST_P(SharedLockTest, BadInput) {
+  Client c = make_client();
+  LockOptions fair = renewed(10s, "r");
+  fair.fair = true;
+  auto r = c.try_lock_shared("doc", fair);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::invalid_argument)) << r.error().message();
+  EXPECT_FALSE(c.lock_shared("doc", 1s, fair));
+  EXPECT_TRUE(c.try_lock_shared("", renewed(10s)).error().is(errc::invalid_argument));
+  LockOptions zero = renewed(10s);
+  zero.ttl = 0ms;
+  EXPECT_TRUE(c.try_lock_shared("doc", zero).error().is(errc::invalid_argument));
+  EXPECT_EQ(nodes_with("dlock:readers:{doc}"), 0u);
+}
+
+// Readers and writers on many threads of several clients, each checking the other kind is
+// not in: at most one writer, and no reader beside it.
+TEST_P(SharedLockTest, SharedMutexKeepsReadersAndWritersApart) {
+  constexpr int kThreads = 5;
+  std::vector<Client> clients;
+  for (int i = 0; i < kThreads; ++i) clients.push_back(make_client());
+  std::vector<std::unique_ptr<SharedMutex>> mutexes;
+  for (auto& c : clients) mutexes.push_back(std::make_unique<SharedMutex>(c, "doc", renewed(5s)));
+  std::atomic<int> readers{0}, writers{0}, violations{0}, max_readers{0}, writes{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        SharedMutex& m = *mutexes[t];
+        for (int i = 0; i < 12; ++i) {
+          if ((i + t) % 3 == 0) {
+            std::unique_lock guard(m);
+            if (writers.fetch_add(1) != 0 || readers.load() != 0) ++violations;
+            std::this_thread::sleep_for(5ms);
+            writers.fetch_sub(1);
+            ++writes;
+          } else {
+            std::shared_lock guard(m);
+            const int now = readers.fetch_add(1) + 1;
+            int seen = max_readers.load();
+            while (now > seen && !max_readers.compare_exchange_weak(seen, now)) {
+            }
+            if (writers.load() != 0) ++violations;
+            std::this_thread::sleep_for(10ms);
+            readers.fetch_sub(1);
+          }
+        }
+      });
+    }
+  }
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_EQ(writes.load(), 20);
+  // The upgrade rule through the std interface: it throws rather than wait for itself.
+  SharedMutex& m = *mutexes[0];
+  std::shared_lock reading(m);
+  EXPECT_THROW(m.lock(), Exception);
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, SharedLockTest, ::testing::Values(1, 3), test::node_count_name);
+
+}  // namespace
+}  // namespace dlock
