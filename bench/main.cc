@@ -381,6 +381,24 @@ int run_all(const std::string& out_dir, bool smoke, const std::string& client_cp
     }
   }
 
+  // 5c. Shared and counted locks against the mutex one would use without them: threads of one
+  // client on one name, each section held a while; sections per second.
+  if (wanted("shared")) {
+    r.mixed_threads = 8;
+    r.mixed_hold_us = 2000;
+    r.mixed_read_share = 0.9;
+    const auto hold = std::chrono::microseconds(r.mixed_hold_us);
+    const auto mixed_for = smoke ? 300ms : 3000ms;
+    for (int nodes : {1, 5}) {
+      say("shared: " + std::to_string(nodes) + " node(s)");
+      const Ports& p = nodes == 1 ? s.one : s.five;
+      r.mixed[kMixedMutex][nodes] =
+          mixed_sections(MixedLock::exclusive, p, r.mixed_threads, 0, hold, mixed_for);
+      r.mixed[kMixedShared][nodes] = mixed_sections(MixedLock::shared, p, r.mixed_threads,
+                                                    r.mixed_read_share, hold, mixed_for);
+    }
+  }
+
   // 6. Instructions per cycle in the client.
   if (callgrind && wanted("callgrind")) {
     say("callgrind");
@@ -424,9 +442,10 @@ int main(int argc, char** argv) {
   app.add_option("--server-cpus", server_cpus, "CPUs for the redis-servers")->capture_default_str();
   app.add_flag("--no-peers", no_peers, "Skip redis-py and node-redlock");
   app.add_flag("--no-callgrind", no_callgrind, "Skip the instruction counts");
-  app.add_option("--only", sections,
-                 "Run only these sections: uncontended throughput async contention watchdog memory "
-                 "observer callgrind (the report then has gaps)")
+  app.add_option(
+         "--only", sections,
+         "Run only these sections: uncontended throughput async contention watchdog memory shared "
+         "observer callgrind (the report then has gaps)")
       ->delimiter(',');
   app.add_option("--workers", workers, "Processes contending for one name")
       ->capture_default_str()

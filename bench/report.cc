@@ -165,6 +165,10 @@ void write_csv(const Results& r, const std::filesystem::path& path) {
     for (const auto& [k, v] : by)
       out << "throughput," << impl << "," << k << ",cycles," << v << ",per_s\n";
   }
+  for (const auto& [impl, by] : r.mixed) {
+    for (const auto& [n, v] : by)
+      out << "shared," << impl << "," << n << ",sections," << v << ",per_s\n";
+  }
   for (const auto& [impl, by] : r.in_flight) {
     for (const auto& [n, ks] : by) {
       for (const auto& [k, v] : ks) {
@@ -380,6 +384,30 @@ void write_report(const Results& r, const std::filesystem::path& dir, const std:
                                             fixed(100 * (*ins / *base_instructions - 1), 2) + "%)"
                                       : "–")
          << " |\n";
+    }
+  }
+
+  if (!r.mixed.empty()) {
+    md << "\n## Read-write lock\n\n"
+       << r.mixed_threads << " threads of one client take one name for a few seconds; each "
+       << "critical section holds it " << r.mixed_hold_us / 1000.0 << " ms and is a read with "
+       << "probability " << fixed(r.mixed_read_share, 2) << ". Guarded by a Mutex (every section "
+       << "exclusive: what one uses without a read-write lock) or by a SharedMutex (reads "
+       << "shared, writes exclusive). Critical sections per second, all threads together.\n\n"
+       << "| guard | 1 node | 5 nodes | ÷ Mutex, 1 node | ÷ Mutex, 5 nodes |\n"
+       << "|---|---|---|---|---|\n";
+    for (const auto& impl : {kMixedMutex, kMixedShared}) {
+      const auto* by = find(r.mixed, impl);
+      const auto* base = find(r.mixed, kMixedMutex);
+      if (!by) continue;
+      md << "| " << impl;
+      for (int n : {1, 5}) md << " | " << (find(*by, n) ? thousands(*find(*by, n)) : "–");
+      for (int n : {1, 5}) {
+        const double* v = find(*by, n);
+        const double* b = base ? find(*base, n) : nullptr;
+        md << " | " << (v && b && *b > 0 ? ratio(*v / *b) : "–");
+      }
+      md << " |\n";
     }
   }
 

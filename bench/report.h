@@ -28,6 +28,8 @@ inline const std::string kDlockNew = "dlock, new name per cycle";
 inline const std::string kObserverUnset = "dlock, observer unset";
 inline const std::string kObserverNoop = "dlock, no-op observer";
 inline const std::string kObserverPrometheus = "dlock, PrometheusObserver";
+inline const std::string kMixedMutex = "dlock Mutex, every section exclusive";
+inline const std::string kMixedShared = "dlock SharedMutex, reads shared";
 
 struct Results {
   std::map<std::string, std::map<int, Summary>> latency;    // [impl][nodes]
@@ -48,9 +50,14 @@ struct Results {
   std::map<std::string, NameFootprint> memory_per_name;  // [impl] once no longer locked
   int memory_names = 0;
   std::map<std::string, double> instructions;  // [impl] per cycle (callgrind)
-  std::string placement;                       // where the client and the servers ran
-  std::string versions;                        // of every part measured
-  std::string command;                         // what produced the report
+  // Shared and counted locks: critical sections per second on one name. [impl][nodes]
+  std::map<std::string, std::map<int, double>> mixed;
+  int mixed_threads = 0;
+  int mixed_hold_us = 0;
+  double mixed_read_share = 0;
+  std::string placement;  // where the client and the servers ran
+  std::string versions;   // of every part measured
+  std::string command;    // what produced the report
   bool smoke = false;
 };
 

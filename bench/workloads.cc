@@ -7,8 +7,10 @@
 
 #include <asio.hpp>
 #include <atomic>
+#include <mutex>
 #include <optional>
 #include <random>
+#include <shared_mutex>
 #include <stdexcept>
 #include <thread>
 
@@ -376,6 +378,39 @@ NameFootprint memory_per_name(Impl impl, const Ports& ports, int names,
   f.keys_per_name = static_cast<double>(keys() - keys_before) / names;
   raw.command(0, {"FLUSHALL"});
   return f;
+}
+
+double mixed_sections(MixedLock how, const Ports& ports, int threads, double read_share,
+                      std::chrono::microseconds hold, std::chrono::milliseconds run) {
+  Client client = connect(ports);
+  LockOptions o;
+  o.ttl = 10s;
+  o.auto_renew = false;  // the sections are short: measure locking, not the watchdog
+  SharedMutex lock(client, "bench:mixed", o);
+  std::atomic<bool> stop{false};
+  std::atomic<long> sections{0};
+  {
+    std::vector<std::jthread> workers;
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        std::mt19937 rng(static_cast<unsigned>(t) * 7919u + 1u);
+        std::bernoulli_distribution reads(read_share);
+        while (!stop.load(std::memory_order_relaxed)) {
+          if (how == MixedLock::shared && reads(rng)) {
+            std::shared_lock guard(lock);
+            std::this_thread::sleep_for(hold);
+          } else {
+            std::unique_lock guard(lock);
+            std::this_thread::sleep_for(hold);
+          }
+          sections.fetch_add(1, std::memory_order_relaxed);
+        }
+      });
+    }
+    std::this_thread::sleep_for(run);
+    stop = true;
+  }
+  return static_cast<double>(sections.load()) / std::chrono::duration<double>(run).count();
 }
 
 }  // namespace dlock::bench

@@ -220,7 +220,8 @@ Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std:
     }
     if (!waiter) {
       // Listen before trying again, so a release in between is not missed.
-      waiter = core->waiters().enter(lock::release_channel(name), fair ? owner.str() : "");
+      waiter = core->waiters().enter(lock::release_channel(name), fair ? owner.str() : "",
+                                     kind == lock::HoldKind::read);
       on_stop.emplace(stop, [w = waiter] { w->cancel(); });
     } else {
       // Sleep until a release wakes us, or the holder's key has expired; after a lost race

@@ -123,8 +123,9 @@ void Waiters::mark_subscribed(const std::string& channel) {
   channels_[channel].subscribed = true;
 }
 
-std::shared_ptr<Waiter> Waiters::enter(const std::string& channel, std::string wake_for) {
-  auto waiter = std::make_shared<Waiter>(channel, std::move(wake_for));
+std::shared_ptr<Waiter> Waiters::enter(const std::string& channel, std::string wake_for,
+                                       bool wakes_on_every) {
+  auto waiter = std::make_shared<Waiter>(channel, std::move(wake_for), wakes_on_every);
   // Several threads may subscribe at once for a new channel; subscribing twice is harmless.
   if (add(waiter)) {
     (void)nodes_.subscribe(channel);
@@ -133,9 +134,9 @@ std::shared_ptr<Waiter> Waiters::enter(const std::string& channel, std::string w
   return waiter;
 }
 
-engine::Task<std::shared_ptr<Waiter>> Waiters::enter_task(std::string channel,
-                                                          std::string wake_for) {
-  auto waiter = std::make_shared<Waiter>(channel, std::move(wake_for));
+engine::Task<std::shared_ptr<Waiter>> Waiters::enter_task(std::string channel, std::string wake_for,
+                                                          bool wakes_on_every) {
+  auto waiter = std::make_shared<Waiter>(channel, std::move(wake_for), wakes_on_every);
   if (add(waiter)) {
     SubscribeRound subscribed(nodes_, channel);
     (void)co_await subscribed;
@@ -162,7 +163,9 @@ void Waiters::leave(const std::shared_ptr<Waiter>& waiter) {
       w.erase(std::remove(w.begin(), w.end(), waiter), w.end());
       if (w.empty()) it->second.idle_since = now;
       // A wake-up this waiter got but will not use goes to the next plain waiter.
-      if (waiter->wake_for().empty() && waiter->take_signal()) wake_one_locked(it->second);
+      if (waiter->wake_for().empty() && !waiter->wakes_on_every() && waiter->take_signal()) {
+        wake_one_locked(it->second);
+      }
     }
     for (auto c = channels_.begin(); c != channels_.end();) {
       if (c->second.waiters.empty() && now - c->second.idle_since > linger_) {
@@ -187,7 +190,7 @@ void Waiters::leave(const std::shared_ptr<Waiter>& waiter) {
 
 void Waiters::wake_one_locked(Channel& channel) {
   for (auto& w : channel.waiters) {
-    if (!w->wake_for().empty()) continue;
+    if (!w->wake_for().empty() || w->wakes_on_every()) continue;
     if (w->signal_if_idle()) return;
   }
 }
@@ -199,9 +202,10 @@ void Waiters::on_message(const std::string& channel, const std::string& payload)
   // A fair waiter wakes only when the release names it (it is next in line). Of the plain
   // waiters only one wakes per message: this client's other waiters would only lose the race
   // to it, so waking them all would cost n attempts per release (a thundering herd). Each node
-  // sends its own message, so a release wakes up to N waiters here.
+  // sends its own message, so a release wakes up to N waiters here. Readers all wake: they
+  // may all get in together.
   for (auto& w : it->second.waiters) {
-    if (!w->wake_for().empty() && w->wake_for() == payload) w->signal();
+    if (w->wakes_on_every() || (!w->wake_for().empty() && w->wake_for() == payload)) w->signal();
   }
   wake_one_locked(it->second);
 }

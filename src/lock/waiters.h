@@ -30,12 +30,17 @@ namespace dlock::lock {
 class Waiter {
  public:
   using Clock = std::chrono::steady_clock;
-  Waiter(std::string channel, std::string wake_for)
-      : channel_(std::move(channel)), wake_for_(std::move(wake_for)) {}
+  Waiter(std::string channel, std::string wake_for, bool wakes_on_every = false)
+      : channel_(std::move(channel)),
+        wake_for_(std::move(wake_for)),
+        wakes_on_every_(wakes_on_every) {}
 
   const std::string& channel() const noexcept { return channel_; }
   // Empty: any release wakes this waiter. Else only a release naming it (fair mode).
   const std::string& wake_for() const noexcept { return wake_for_; }
+  // Every release wakes it, not just one plain waiter per release (a reader: all waiting
+  // readers may get in together).
+  bool wakes_on_every() const noexcept { return wakes_on_every_; }
 
   void signal();
   // Signals unless already signalled; true if this call did.
@@ -58,6 +63,7 @@ class Waiter {
  private:
   const std::string channel_;
   const std::string wake_for_;
+  const bool wakes_on_every_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool signalled_ = false;      // guarded by mu_
@@ -93,8 +99,11 @@ class Waiters {
       : nodes_(nodes), linger_(linger) {}
 
   // Registers a waiter on `channel`, subscribing first if this client is not yet subscribed.
-  std::shared_ptr<Waiter> enter(const std::string& channel, std::string wake_for);
-  engine::Task<std::shared_ptr<Waiter>> enter_task(std::string channel, std::string wake_for);
+  // `wakes_on_every`: see Waiter (readers).
+  std::shared_ptr<Waiter> enter(const std::string& channel, std::string wake_for,
+                                bool wakes_on_every = false);
+  engine::Task<std::shared_ptr<Waiter>> enter_task(std::string channel, std::string wake_for,
+                                                   bool wakes_on_every = false);
   void leave(const std::shared_ptr<Waiter>& waiter);
   void on_message(const std::string& channel, const std::string& payload);
   // Whether this client's subscriber connections are subscribed to `channel` (then a PUBLISH
@@ -115,7 +124,7 @@ class Waiters {
   // Registers `waiter`; true if this client must subscribe to its channel first.
   bool add(const std::shared_ptr<Waiter>& waiter);
   void mark_subscribed(const std::string& channel);
-  // Wakes one idle plain waiter.
+  // Wakes one idle plain waiter (not a fair one, not one woken on every release).
   void wake_one_locked(Channel& channel);
 
   node::NodeSet& nodes_;
