@@ -11,6 +11,7 @@
 #include <dlock/options.h>
 #include <dlock/prometheus.h>
 #include <dlock/result.h>
+#include <dlock/semaphore.h>
 #include <dlock/shared_mutex.h>
 #include <dlock/status.h>
 #include <dlock/types.h>

@@ -45,7 +45,33 @@ inline std::string writers_waiting_key(std::string_view name) {
   return "dlock:writers-waiting:{" + std::string(name) + "}";
 }
 
+// Slot i of the semaphore `name` (dlock::Semaphore): an ordinary lock of its own.
+inline std::string semaphore_slot(std::string_view name, std::size_t i) {
+  return "dlock:sem:{" + std::string(name) + "}:" + std::to_string(i);
+}
+
+// The semaphore a slot name belongs to ("dlock:sem:{NAME}" for "dlock:sem:{NAME}:<digits>"),
+// or empty for any other name. NAME may itself hold '{', '}' or ':': the suffix is parsed from
+// the right.
+inline std::string_view semaphore_of_slot(std::string_view name) {
+  constexpr std::string_view kPrefix = "dlock:sem:{";
+  if (name.substr(0, kPrefix.size()) != kPrefix) return {};
+  const auto close = name.rfind("}:");
+  if (close == std::string_view::npos || close < kPrefix.size() || close + 2 == name.size()) {
+    return {};
+  }
+  for (char c : name.substr(close + 2)) {
+    if (c < '0' || c > '9') return {};
+  }
+  return name.substr(0, close + 1);
+}
+
+// Where a lock's releases are published, and waiters listen. Every slot of a semaphore shares
+// its semaphore's channel: a waiter for a permit hears the release of any slot.
 inline std::string release_channel(std::string_view name) {
+  if (const auto semaphore = semaphore_of_slot(name); !semaphore.empty()) {
+    return "dlock:release:{" + std::string(semaphore) + "}";
+  }
   return "dlock:release:{" + std::string(name) + "}";
 }
 

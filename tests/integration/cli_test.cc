@@ -453,6 +453,43 @@ TEST_F(CliTest, SharedRunsReadTogetherAndExcludeWriters) {
   EXPECT_EQ(fair.status, 64) << fair.output;
 }
 
+// consul lock -n: at most N runs at once; status and release --force see every permit.
+TEST_F(CliTest, PermitsLetNRunsHoldTheSemaphoreAtOnce) {
+  Client c = client();
+  LockOptions o;
+  o.ttl = 30s;
+  Semaphore held(c, "downloads", 2, o);
+  auto first = held.try_acquire_lease();
+  ASSERT_TRUE(first);
+  // One permit left: a run gets it and sees its slot in DLOCK_NAME.
+  Ran one = dlock_tool(args({"run", "-n", "2", "downloads", "--", "sh", "-c", "echo $DLOCK_NAME"}));
+  EXPECT_EQ(one.status, 0) << one.output;
+  EXPECT_NE(one.output.find("dlock:sem:{downloads}:"), std::string::npos) << one.output;
+  auto second = held.try_acquire_lease();
+  ASSERT_TRUE(second);
+  // Both taken: the conflict status, also after a short wait.
+  Ran full =
+      dlock_tool(args({"run", "-n", "2", "-w", "300ms", "downloads", "--", "echo", "never"}));
+  EXPECT_EQ(full.status, 75) << full.output;
+  EXPECT_EQ(full.output.find("never"), std::string::npos);
+  auto j =
+      nlohmann::json::parse(dlock_tool(args({"status", "--json", "-n", "2", "downloads"})).output);
+  EXPECT_EQ(j["semaphore"], "downloads");
+  EXPECT_EQ(j["taken"], 2);
+  ASSERT_EQ(j["slots"].size(), 2u);
+  Ran table = dlock_tool(args({"status", "-n", "2", "downloads"}));
+  EXPECT_NE(table.output.find("2 of 2 permits taken"), std::string::npos) << table.output;
+  Ran forced = dlock_tool(args({"release", "--force", "--yes", "-n", "2", "downloads"}));
+  EXPECT_EQ(forced.status, 0) << forced.output;
+  EXPECT_FALSE(first->extend()) << "the holder learns it lost its permit";
+  Ran after = dlock_tool(args({"run", "-n", "2", "downloads", "--", "true"}));
+  EXPECT_EQ(after.status, 0) << after.output;
+  Ran bad = dlock_tool(args({"run", "-n", "2", "--shared", "downloads", "--", "true"}));
+  EXPECT_EQ(bad.status, 64) << bad.output;
+  Ran zero = dlock_tool(args({"run", "-n", "0", "downloads", "--", "true"}));
+  EXPECT_EQ(zero.status, 64) << zero.output;
+}
+
 TEST_F(CliTest, StatusJsonDescribesEachNode) {
   Client c = client();
   LockOptions o;

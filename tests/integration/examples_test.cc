@@ -42,8 +42,9 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 }
 
 std::vector<Case> cases() {
-  std::vector<const char*> names{"basic_lock",   "mutex_guard", "fenced_write", "lock_status",
-                                 "result_chain", "hand_over",   "metrics",      "read_write"};
+  std::vector<const char*> names{"basic_lock",  "mutex_guard",  "fenced_write",
+                                 "lock_status", "result_chain", "hand_over",
+                                 "metrics",     "read_write",   "semaphore"};
 #ifdef DLOCK_HAVE_ASYNC_EXAMPLE
   names.push_back("async_lock");
 #endif

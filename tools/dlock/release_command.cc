@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "release_command.h"
 
+#include <dlock/semaphore.h>
+
 #include <cstdlib>
 #include <iostream>
 
@@ -18,6 +20,10 @@ CLI::App* add_release_command(CLI::App& app, ReleaseFlags& flags) {
                       "default: $DLOCK_OWNER");
   release->add_flag("--force", flags.force, "remove the lock whoever holds it (for operators)");
   release->add_flag("-y,--yes", flags.yes, "do not ask for confirmation");
+  release
+      ->add_option("-n,--permits", flags.permits,
+                   "with --force: NAME is a semaphore of N permits; clear every permit")
+      ->check(CLI::Range(1, 1024));
   release->add_flag("--foreign", flags.foreign,
                     "also delete a key that is not a dlock lock (another library's)");
   release->add_option("name", flags.name, "lock name")->required();
@@ -77,44 +83,58 @@ int release_command(const ReleaseFlags& flags) {
     std::cerr << "dlock: " << client.error().message() << "\n";
     return kExitUsage;
   }
-  auto status = client->status(flags.name);
-  if (!status) {
-    std::cerr << "dlock: " << status.error().message() << "\n";
-    return kExitUsage;
+  // A semaphore is its slots, each an ordinary lock (dlock/semaphore.h).
+  std::vector<std::string> names{flags.name};
+  if (flags.permits > 0) {
+    const Semaphore semaphore(*client, flags.name, flags.permits);
+    names.clear();
+    for (std::size_t i = 0; i < flags.permits; ++i) names.push_back(semaphore.slot_name(i));
   }
   std::size_t present = 0;
-  for (const auto& n : status->nodes) {
-    if (n.error) continue;
-    if (n.kind != KeyKind::free) ++present;
-    std::cout << n.node << ": " << to_string(n.kind);
-    for (const auto& holder : n.owners) std::cout << " " << holder.owner;
-    for (const auto& reader : n.readers) std::cout << " reader " << reader.owner;
-    std::cout << "\n";
+  std::size_t nodes = 0;
+  for (const auto& name : names) {
+    auto status = client->status(name);
+    if (!status) {
+      std::cerr << "dlock: " << status.error().message() << "\n";
+      return kExitUsage;
+    }
+    nodes = status->nodes.size();
+    for (const auto& n : status->nodes) {
+      if (n.error) continue;
+      if (n.kind != KeyKind::free) ++present;
+      std::cout << (names.size() > 1 ? name + " on " : "") << n.node << ": " << to_string(n.kind);
+      for (const auto& holder : n.owners) std::cout << " " << holder.owner;
+      for (const auto& reader : n.readers) std::cout << " reader " << reader.owner;
+      std::cout << "\n";
+    }
   }
   if (!flags.yes) {
-    std::cout << "Release lock '" << flags.name << "' on all " << status->nodes.size()
-              << " nodes (present on " << present << ")? [y/N] " << std::flush;
+    std::cout << "Release " << (flags.permits > 0 ? "semaphore" : "lock") << " '" << flags.name
+              << "' on all " << nodes << " nodes (present " << present << " times)? [y/N] "
+              << std::flush;
     std::string answer;
     if (!std::getline(std::cin, answer) || (answer != "y" && answer != "Y" && answer != "yes")) {
       std::cout << "not released\n";
       return 1;
     }
   }
-  auto report = client->force_release(flags.name, flags.foreign);
-  if (!report) {
-    std::cerr << "dlock: " << report.error().message() << "\n";
-    return kExitUsage;
-  }
-  std::size_t answered = 0;
-  for (const auto& r : *report) {
-    std::cout << r.node << ": "
-              << (r.error ? "error: " + *r.error : std::string(to_string(*r.outcome))) << "\n";
-    if (!r.error) ++answered;
-  }
-  if (answered < client->quorum()) {
-    std::cerr << "dlock: only " << answered << " of " << report->size()
-              << " nodes answered; the rest keep the key until its ttl ends\n";
-    return kExitUnavailable;
+  for (const auto& name : names) {
+    auto report = client->force_release(name, flags.foreign);
+    if (!report) {
+      std::cerr << "dlock: " << report.error().message() << "\n";
+      return kExitUsage;
+    }
+    std::size_t answered = 0;
+    for (const auto& r : *report) {
+      std::cout << (names.size() > 1 ? name + " on " : "") << r.node << ": "
+                << (r.error ? "error: " + *r.error : std::string(to_string(*r.outcome))) << "\n";
+      if (!r.error) ++answered;
+    }
+    if (answered < client->quorum()) {
+      std::cerr << "dlock: only " << answered << " of " << report->size()
+                << " nodes answered; the rest keep the key until its ttl ends\n";
+      return kExitUnavailable;
+    }
   }
   return kExitOk;
 }

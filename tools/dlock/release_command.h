@@ -5,6 +5,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -18,6 +19,7 @@ struct ReleaseFlags {
   bool yes = false;
   bool foreign = false;
   std::optional<std::string> owner;  // --owner, else $DLOCK_OWNER
+  std::size_t permits = 0;           // -n with --force: every slot of the semaphore NAME
   std::string name;
 };
 

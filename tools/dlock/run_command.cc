@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "run_command.h"
 
+#include <dlock/semaphore.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -151,6 +152,10 @@ CLI::App* add_run_command(CLI::App& app, RunFlags& flags) {
   run->add_flag("-s,--shared", flags.shared,
                 "take the lock for reading: any number of --shared runs hold it at once, and none "
                 "while a plain run (a writer) holds it; a waiting writer keeps new readers out");
+  run->add_option("-n,--permits", flags.permits,
+                  "take one of N permits of the semaphore NAME (at most N runs at once); the "
+                  "permit is the lock DLOCK_NAME names")
+      ->check(CLI::Range(1, 1024));
   run->add_option("-c,--command", flags.shell_command,
                   "run this command line with /bin/sh -c (instead of COMMAND after '--')");
   run->add_option("name", flags.name, "lock name")->required();
@@ -170,7 +175,8 @@ CLI::App* add_run_command(CLI::App& app, RunFlags& flags) {
       "  dlock run --kill-after 1m backup -- ./backup.sh\n"
       "  dlock run -E 0 -c 'pg_dump app > /backup/app.sql' nightly-dump   # skipped if running\n"
       "  dlock run --shared -w 5m catalog -- ./serve-from-catalog.sh   # readers, many at once\n"
-      "  dlock run -w 5m catalog -- ./rebuild-catalog.sh                # the writer, alone");
+      "  dlock run -w 5m catalog -- ./rebuild-catalog.sh                # the writer, alone\n"
+      "  dlock run -n 4 -w 10m downloads -- ./fetch.sh                  # at most 4 at once");
   return run;
 }
 
@@ -216,15 +222,22 @@ int run_command(const RunFlags& given) {
     std::cerr << "dlock: --fair orders writers only; it cannot be used with --shared\n";
     return kExitUsage;
   }
-  auto lease = flags.shared ? client->lock_shared(flags.name, *wait, options)
-                            : client->lock(flags.name, *wait, options);
+  if (flags.permits > 0 && (flags.shared || flags.fair)) {
+    std::cerr << "dlock: -n (a semaphore) cannot be used with --shared or --fair\n";
+    return kExitUsage;
+  }
+  auto lease = flags.permits > 0
+                   ? Semaphore(*client, flags.name, flags.permits, options).acquire_lease(*wait)
+               : flags.shared ? client->lock_shared(flags.name, *wait, options)
+                              : client->lock(flags.name, *wait, options);
   if (!lease) {
     std::cerr << "dlock: " << lease.error().message() << "\n";
     return exit_for(lease.error(), flags.conflict_exit_code);
   }
 
   std::vector<std::string> env_storage{
-      "DLOCK_NAME=" + flags.name, "DLOCK_TOKEN=" + std::to_string(lease->fencing_token().value()),
+      "DLOCK_NAME=" + lease->name(),
+      "DLOCK_TOKEN=" + std::to_string(lease->fencing_token().value()),
       "DLOCK_VALIDITY_MS=" + std::to_string(lease->validity().count())};
   std::vector<char*> envp;
   for (char** e = environ; *e != nullptr; ++e) {

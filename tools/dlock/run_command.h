@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@ struct RunFlags {
   int conflict_exit_code = 75;     // -E: the status when someone else holds the lock
   bool fair = false;
   bool shared = false;                       // --shared: a read lock (many readers or one writer)
+  std::size_t permits = 0;                   // -n: one of N permits of a semaphore (0: a lock)
   std::optional<std::string> shell_command;  // -c: run by /bin/sh -c instead of `command`
   std::string name;
   std::vector<std::string> command;

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "status_command.h"
 
+#include <dlock/semaphore.h>
+
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -90,6 +92,10 @@ CLI::App* add_status_command(CLI::App& app, StatusFlags& flags) {
   CLI::App* status = app.add_subcommand("status", "Show what each node knows about a lock");
   add_connect_flags(*status, flags.connect);
   status->add_flag("--json", flags.json, "print one JSON object instead of a table");
+  status
+      ->add_option("-n,--permits", flags.permits,
+                   "NAME is a semaphore of N permits (dlock run -n N): show each permit's slot")
+      ->check(CLI::Range(1, 1024));
   status->add_option("name", flags.name, "lock name")->required();
   status->footer(
       "Exit status: 0 when a quorum of nodes answered, 69 when not, 64 for a usage error.\n\n"
@@ -106,19 +112,46 @@ int status_command(const StatusFlags& flags) {
     std::cerr << "dlock: " << client.error().message() << "\n";
     return kExitUsage;
   }
-  auto status = client->status(flags.name);
-  if (!status) {
-    std::cerr << "dlock: " << status.error().message() << "\n";
-    return kExitUsage;
+  // A semaphore is its slots, each an ordinary lock (dlock/semaphore.h).
+  std::vector<std::string> names{flags.name};
+  if (flags.permits > 0) {
+    const Semaphore semaphore(*client, flags.name, flags.permits);
+    names.clear();
+    for (std::size_t i = 0; i < flags.permits; ++i) names.push_back(semaphore.slot_name(i));
   }
-  if (flags.json) {
-    std::cout << to_json(*status).dump() << "\n";
-  } else {
-    print_table(*status);
+  nlohmann::json slots = nlohmann::json::array();
+  bool all_answered = true;
+  std::size_t taken = 0;
+  for (const auto& name : names) {
+    auto status = client->status(name);
+    if (!status) {
+      std::cerr << "dlock: " << status.error().message() << "\n";
+      return kExitUsage;
+    }
+    if (flags.json) {
+      slots.push_back(to_json(*status));
+    } else {
+      print_table(*status);
+    }
+    std::size_t answered = 0;
+    for (const auto& n : status->nodes) answered += n.error ? 0 : 1;
+    all_answered = all_answered && answered >= status->quorum;
+    taken += status->held ? 1 : 0;
   }
-  std::size_t answered = 0;
-  for (const auto& n : status->nodes) answered += n.error ? 0 : 1;
-  return answered >= status->quorum ? kExitOk : kExitUnavailable;
+  if (flags.permits > 0 && flags.json) {
+    std::cout << nlohmann::json{{"semaphore", flags.name},
+                                {"permits", flags.permits},
+                                {"taken", taken},
+                                {"slots", slots}}
+                     .dump()
+              << "\n";
+  } else if (flags.json) {
+    std::cout << slots[0].dump() << "\n";
+  } else if (flags.permits > 0) {
+    std::cout << "semaphore " << flags.name << ": " << taken << " of " << flags.permits
+              << " permits taken\n";
+  }
+  return all_answered ? kExitOk : kExitUnavailable;
 }
 
 }  // namespace dlock::cli

@@ -12,6 +12,7 @@ namespace dlock::cli {
 struct StatusFlags {
   ConnectFlags connect;
   bool json = false;
+  std::size_t permits = 0;  // -n: the N slots of the semaphore NAME
   std::string name;
 };
 

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: MIT
+#include <dlock/semaphore.h>
+
+#include <optional>
+#include <random>
+#include <variant>
+
+#include "access.h"
+#include "client_core.h"
+#include "engine/run.h"
+#include "lock/keys.h"
+#include "lock/owner.h"
+#include "operations.h"
+
+namespace dlock {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// What one pass over the slots came to.
+struct Pass {
+  std::optional<Lease> lease;
+  std::optional<Error> error;        // the pass's error when no slot was had
+  bool contended = false;            // at least one slot was held by another permit holder
+  std::optional<Millis> holder_ttl;  // the soonest a held slot's key runs out
+};
+
+Pass one_pass(const std::shared_ptr<detail::ClientCore>& core, const std::string& name,
+              std::size_t permits, const LockOptions& options, detail::Rounds& rounds) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const std::size_t first = std::uniform_int_distribution<std::size_t>(0, permits - 1)(rng);
+  Pass pass;
+  std::size_t held = 0;
+  for (std::size_t k = 0; k < permits; ++k) {
+    // Each permit its own owner: the same thread taking two permits must get two slots, never
+    // a reentrant second lease of one.
+    LockOptions slot_options = options;
+    const OwnerToken owner = lock::task_owner();
+    slot_options.owner = owner;
+    const std::string slot = lock::semaphore_slot(name, (first + k) % permits);
+    ++rounds.sent;
+    auto r = engine::run_sync(
+        detail::attempt_task(core, slot, slot_options, owner, std::nullopt, false));
+    if (auto* lease = std::get_if<Lease>(&r)) {
+      pass.lease = std::move(*lease);
+      return pass;
+    }
+    auto& refused = std::get<lock::Refused>(r);
+    rounds.refused(refused.error);
+    if (refused.error.is(errc::lock_held)) {
+      ++held;
+      if (refused.holder_ttl) {
+        pass.holder_ttl =
+            std::min(pass.holder_ttl.value_or(*refused.holder_ttl), Millis(*refused.holder_ttl));
+      }
+      if (!pass.error) pass.error = std::move(refused.error);
+      continue;
+    }
+    const bool retryable =
+        refused.error.is(errc::quorum_not_reached) || refused.error.is(errc::timeout);
+    // A slot that could not be judged is not "taken": the pass reports that error unless every
+    // slot was held.
+    pass.error = std::move(refused.error);
+    if (!retryable) return pass;
+  }
+  pass.contended = held > 0;
+  if (held == permits) {
+    pass.error =
+        Error(errc::lock_held,
+              "semaphore '" + name + "': all " + std::to_string(permits) + " permits are taken",
+              pass.error->nodes());
+  }
+  return pass;
+}
+
+std::optional<Error> check(const detail::ClientCore& core, const std::string& name,
+                           std::size_t permits, const LockOptions& options) {
+  if (name.empty()) return Error(errc::invalid_argument, "semaphore name must not be empty");
+  if (permits == 0 || permits > Semaphore::kMaxPermits) {
+    return Error(errc::invalid_argument, "a semaphore has 1 to " +
+                                             std::to_string(Semaphore::kMaxPermits) +
+                                             " permits, got " + std::to_string(permits));
+  }
+  if (options.fair) {
+    return Error(errc::invalid_argument, "fair semaphores are not supported yet");
+  }
+  if (options.owner) {
+    return Error(errc::invalid_argument,
+                 "a semaphore gives every permit its own owner: LockOptions::owner must be unset");
+  }
+  return detail::check_options(core, lock::semaphore_slot(name, permits - 1), options);
+}
+
+Result<Lease> acquire_permit(const std::shared_ptr<detail::ClientCore>& core,
+                             const std::string& name, std::size_t permits,
+                             const LockOptions& options, Millis wait, std::stop_token stop,
+                             detail::Rounds& rounds) {
+  if (auto bad = check(*core, name, permits, options)) return std::move(*bad);
+  if (wait.count() < 0) return Error(errc::invalid_argument, "wait must not be negative");
+  const auto deadline = SteadyClock::now() + std::min<Millis>(wait, detail::kMaxWait);
+  const bool can_wait = wait.count() > 0;
+  std::shared_ptr<lock::Waiter> waiter;
+  std::optional<std::stop_callback<std::function<void()>>> on_stop;
+  auto done = [&](Result<Lease> r) {
+    if (waiter) core->waiters().leave(waiter);
+    return r;
+  };
+  for (;;) {
+    Pass pass = one_pass(core, name, permits, options, rounds);
+    if (pass.lease) return done(std::move(*pass.lease));
+    Error& e = *pass.error;
+    const bool retryable =
+        e.is(errc::lock_held) || e.is(errc::quorum_not_reached) || e.is(errc::timeout);
+    if (!retryable) return done(std::move(e));
+    if (stop.stop_requested()) return done(Error(errc::cancelled, "wait cancelled"));
+    if (!can_wait || SteadyClock::now() >= deadline) {
+      if (e.is(errc::lock_held) && can_wait) {
+        return done(Error(errc::wait_timeout,
+                          "semaphore '" + name + "': no permit free after " +
+                              std::to_string(wait.count()) + " ms",
+                          e.nodes()));
+      }
+      return done(std::move(e));
+    }
+    if (!waiter) {
+      // Listen before the next pass, so a release in between is not missed. One channel for
+      // all slots (lock/keys.h): any permit given back wakes one waiter of this client.
+      waiter = core->waiters().enter(lock::release_channel(lock::semaphore_slot(name, 0)), "");
+      on_stop.emplace(stop, [w = waiter] { w->cancel(); });
+      continue;
+    }
+    // Sleep until a permit is given back, or the soonest held slot's key runs out (a holder
+    // that died sends no message).
+    Millis nap = pass.contended && pass.holder_ttl ? *pass.holder_ttl + Millis(1)
+                                                   : Millis(options.retry_delay);
+    nap += detail::jitter(options.retry_delay);
+    waiter->wait_until(std::min(deadline, SteadyClock::now() + nap));
+    if (waiter->cancelled()) return done(Error(errc::cancelled, "wait cancelled"));
+    waiter->reset();
+  }
+}
+
+}  // namespace
+
+Semaphore::Semaphore(Client client, std::string name, std::size_t permits, LockOptions options,
+                     std::function<void(const Error&)> on_release_error)
+    : client_(std::move(client)),
+      name_(std::move(name)),
+      permits_(permits),
+      options_(std::move(options)),
+      on_release_error_(std::move(on_release_error)) {}
+
+std::string Semaphore::slot_name(std::size_t i) const {
+  return lock::semaphore_slot(name_, i);
+}
+
+Result<Lease> Semaphore::try_acquire_lease() {
+  return acquire_lease(Millis(0));
+}
+
+Result<Lease> Semaphore::acquire_lease(Millis wait, std::stop_token stop) {
+  const auto& core = detail::Access::core(client_);
+  const auto started = detail::observe_start(*core);
+  detail::Rounds rounds;
+  auto result = acquire_permit(core, name_, permits_, options_, wait, std::move(stop), rounds);
+  detail::report_acquire(*core, name_, result, started, rounds);
+  return result;
+}
+
+bool Semaphore::keep_or_throw(Result<Lease> lease) {
+  if (lease) {
+    std::lock_guard lock(mu_);
+    held_.push_back(std::move(*lease));
+    return true;
+  }
+  if (is_contention(lease.error().code())) return false;
+  throw Exception(std::move(lease).error());
+}
+
+void Semaphore::acquire() {
+  while (!acquire_within(std::chrono::hours(24))) {
+  }
+}
+
+bool Semaphore::try_acquire() {
+  return keep_or_throw(try_acquire_lease());
+}
+
+bool Semaphore::acquire_within(std::chrono::milliseconds wait) {
+  return keep_or_throw(acquire_lease(std::max(wait, std::chrono::milliseconds(0))));
+}
+
+void Semaphore::release() noexcept {
+  Lease lease;
+  {
+    std::lock_guard lock(mu_);
+    if (held_.empty()) return;
+    lease = std::move(held_.back());
+    held_.pop_back();
+  }
+  auto released = lease.unlock();
+  if (!released && on_release_error_) {
+    try {
+      on_release_error_(released.error());
+    } catch (...) {  // NOLINT(bugprone-empty-catch): release() must not throw
+    }
+  }
+}
+
+std::size_t Semaphore::held() const {
+  std::lock_guard lock(mu_);
+  return held_.size();
+}
+
+}  // namespace dlock

@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: MIT
+// dlock::Semaphore on 1 and 3 real servers: never more holders than permits, a permit per slot
+// with its own fencing token, a dead holder's permit back after its ttl, waiting woken by a
+// release, cancellation and bad input leaving nothing behind.
+#include <dlock/semaphore.h>
+
+#include <atomic>
+#include <future>
+#include <stop_token>
+#include <thread>
+
+#include "access.h"
+#include "support/cluster_fixture.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using test::eventually;
+
+class SemaphoreTest : public test::ClusterTest {
+ protected:
+  // Slots of `s` present on a quorum of nodes.
+  std::size_t slots_held(const Semaphore& s) {
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < s.max(); ++i) n += nodes_with(s.slot_name(i)) >= quorum() ? 1 : 0;
+    return n;
+  }
+};
+
+TEST_P(SemaphoreTest, NoMoreHoldersThanPermits) {
+  Client a = make_client(), b = make_client();
+  Semaphore sa(a, "pool", 3, renewed(10s)), sb(b, "pool", 3, renewed(10s));
+  std::vector<Lease> permits;
+  for (int i = 0; i < 3; ++i) {
+    auto p = (i % 2 ? sb : sa).try_acquire_lease();
+    ASSERT_TRUE(p) << p.error().message();
+    permits.push_back(std::move(*p));
+  }
+  EXPECT_EQ(slots_held(sa), 3u);
+  auto fourth = sb.try_acquire_lease();
+  ASSERT_FALSE(fourth);
+  EXPECT_TRUE(fourth.error().is(errc::lock_held)) << fourth.error().message();
+  ASSERT_TRUE(permits[1].unlock());
+  auto again = sb.try_acquire_lease();
+  ASSERT_TRUE(again) << again.error().message();
+  EXPECT_EQ(again->name(), permits[1].name()) << "the freed slot, the only one free";
+  permits.clear();
+  again = Result<Lease>(Error(errc::cancelled, ""));  // released by the destructors
+  EXPECT_TRUE(eventually([&] { return slots_held(sa) == 0; }, 5s));
+}
+
+TEST_P(SemaphoreTest, ThreadsNeverExceedThePermits) {
+  constexpr int kThreads = 6;
+  constexpr std::size_t kPermits = 2;
+  Client c = make_client();
+  Semaphore s(c, "pool", kPermits, renewed(5s));
+  std::atomic<int> inside{0}, most{0}, over{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < 8; ++i) {
+          auto p = s.acquire_lease(30s);
+          ASSERT_TRUE(p) << p.error().message();
+          const int now = inside.fetch_add(1) + 1;
+          if (now > static_cast<int>(kPermits)) ++over;
+          int seen = most.load();
+          while (now > seen && !most.compare_exchange_weak(seen, now)) {
+          }
+          std::this_thread::sleep_for(5ms);
+          inside.fetch_sub(1);
+          ASSERT_TRUE(p->unlock());
+        }
+      });
+    }
+  }
+  EXPECT_EQ(over.load(), 0);
+  EXPECT_LE(most.load(), static_cast<int>(kPermits));
+  EXPECT_EQ(slots_held(s), 0u);
+}
+
+TEST_P(SemaphoreTest, EachPermitHasItsSlotsGrowingToken) {
+  Client c = make_client();
+  Semaphore s(c, "pool", 1, fixed(10s));
+  auto first = s.try_acquire_lease();
+  ASSERT_TRUE(first);
+  const auto t1 = first->fencing_token();
+  ASSERT_TRUE(first->unlock());
+  auto second = s.try_acquire_lease();
+  ASSERT_TRUE(second);
+  EXPECT_GT(second->fencing_token(), t1);
+  EXPECT_EQ(second->name(), s.slot_name(0));
+}
+
+// The same thread taking two permits gets two slots, not a reentrant second lease of one.
+TEST_P(SemaphoreTest, NotReentrant) {
+  Client c = make_client();
+  Semaphore s(c, "pool", 2, renewed(10s));
+  ASSERT_TRUE(s.try_acquire());
+  ASSERT_TRUE(s.try_acquire());
+  EXPECT_EQ(s.held(), 2u);
+  EXPECT_EQ(slots_held(s), 2u);
+  EXPECT_FALSE(s.try_acquire());
+  s.release();
+  EXPECT_EQ(s.held(), 1u);
+  EXPECT_TRUE(eventually([&] { return slots_held(s) == 1; }, 5s));
+  s.release();
+  s.release();  // nothing held: nothing happens
+  EXPECT_EQ(s.held(), 0u);
+}
+
+TEST_P(SemaphoreTest, ADeadHoldersPermitComesBackAfterItsTtl) {
+  Client dead = make_client(), live = make_client();
+  Semaphore gone(dead, "pool", 1, fixed(800ms));
+  auto permit = gone.try_acquire_lease();
+  ASSERT_TRUE(permit);
+  // The holder "dies": its lease is let go of without a release (no renewal either).
+  ASSERT_TRUE(detail::detach(*permit));
+  Semaphore s(live, "pool", 1, renewed(10s));
+  const auto start = Clock::now();
+  auto got = s.acquire_lease(20s);
+  ASSERT_TRUE(got) << got.error().message();
+  EXPECT_GE(Clock::now() - start, 300ms) << "the permit was still held";
+  EXPECT_LT(Clock::now() - start, 10s);
+}
+
+TEST_P(SemaphoreTest, AReleaseWakesTheWaiterLongBeforeTheTtl) {
+  Client a = make_client(), b = make_client();
+  Semaphore sa(a, "pool", 2, renewed(20s)), sb(b, "pool", 2, renewed(20s));
+  auto p1 = sa.try_acquire_lease();
+  auto p2 = sa.try_acquire_lease();
+  ASSERT_TRUE(p1 && p2);
+  auto waiter = std::async(std::launch::async, [&] {
+    auto p = sb.acquire_lease(60s);
+    EXPECT_TRUE(p) << p.error().message();
+    return Clock::now();
+  });
+  std::this_thread::sleep_for(400ms);
+  const auto released = Clock::now();
+  // Slot 1's: the waiter hears it although it is not the first slot's release.
+  Lease& slot1 = p1->name() == sb.slot_name(1) ? *p1 : *p2;
+  ASSERT_EQ(slot1.name(), sb.slot_name(1));
+  ASSERT_TRUE(slot1.unlock());
+  EXPECT_LT(waiter.get() - released, 5s) << "woken by the release, not by the 20 s ttl";
+}
+
+TEST_P(SemaphoreTest, TimeoutAndCancellationLeaveNothingBehind) {
+  Client a = make_client(), b = make_client();
+  Semaphore sa(a, "pool", 1, renewed(20s)), sb(b, "pool", 1, renewed(20s));
+  auto held = sa.try_acquire_lease();
+  ASSERT_TRUE(held);
+  const auto before = held->fencing_token();
+  auto timed_out = sb.acquire_lease(500ms);
+  ASSERT_FALSE(timed_out);
+  EXPECT_TRUE(timed_out.error().is(errc::wait_timeout)) << timed_out.error().message();
+  EXPECT_FALSE(sb.try_acquire_for(300ms));
+
+  std::stop_source stop;
+  auto cancelled =
+      std::async(std::launch::async, [&] { return sb.acquire_lease(60s, stop.get_token()); });
+  std::this_thread::sleep_for(300ms);
+  stop.request_stop();
+  auto r = cancelled.get();
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::cancelled)) << r.error().message();
+  // The holder still holds its slot, unchanged; nothing else was created.
+  EXPECT_TRUE(held->is_held());
+  auto status = a.status(sa.slot_name(0));
+  ASSERT_TRUE(status);
+  EXPECT_TRUE(status->held);
+  EXPECT_EQ(status->nodes[0].owners.size(), 1u);
+  EXPECT_EQ(status->nodes[0].owners[0].owner, held->owner().str());
+  EXPECT_EQ(held->fencing_token(), before);
+  ASSERT_TRUE(held->unlock());
+  EXPECT_TRUE(eventually([&] { return slots_held(sa) == 0; }, 5s));
+}
+
+TEST_P(SemaphoreTest, BadInputIsRefusedAndLeavesNothing) {
+  Client c = make_client();
+  for (auto [name, permits] : {std::pair{"", 2}, {"pool", 0}, {"pool", 5000}}) {
+    Semaphore s(c, name, permits, renewed(10s));
+    auto r = s.try_acquire_lease();
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(r.error().is(errc::invalid_argument)) << r.error().message();
+    EXPECT_THROW(s.try_acquire(), Exception);
+  }
+  LockOptions fair = renewed(10s);
+  fair.fair = true;
+  LockOptions owned = renewed(10s, "someone");
+  LockOptions zero = renewed(10s);
+  zero.ttl = 0ms;
+  for (const LockOptions& o : {fair, owned, zero}) {
+    Semaphore s(c, "pool", 2, o);
+    auto r = s.acquire_lease(1s);
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(r.error().is(errc::invalid_argument)) << r.error().message();
+  }
+  Semaphore s(c, "pool", 2, renewed(10s));
+  EXPECT_EQ(slots_held(s), 0u);
+}
+
+TEST_P(SemaphoreTest, DestroyingTheSemaphoreGivesItsPermitsBack) {
+  Client c = make_client();
+  auto s = std::make_unique<Semaphore>(c, "pool", 2, renewed(10s));
+  ASSERT_TRUE(s->try_acquire());
+  ASSERT_TRUE(s->try_acquire());
+  Semaphore probe(c, "pool", 2, renewed(10s));
+  EXPECT_EQ(slots_held(probe), 2u);
+  s.reset();
+  EXPECT_TRUE(eventually([&] { return slots_held(probe) == 0; }, 5s));
+}
+
+TEST_P(SemaphoreTest, QuorumRulesAsForTheMutex) {
+  if (size() < 3) GTEST_SKIP() << "needs 3 nodes";
+  Client c = make_client();
+  Semaphore s(c, "pool", 2, renewed(10s));
+  (*nodes_)[0].kill9();
+  auto one_down = s.try_acquire_lease();
+  ASSERT_TRUE(one_down) << one_down.error().message();
+  (*nodes_)[1].kill9();
+  auto no_quorum = s.try_acquire_lease();
+  ASSERT_FALSE(no_quorum);
+  EXPECT_TRUE(no_quorum.error().is(errc::quorum_not_reached)) << no_quorum.error().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, SemaphoreTest, ::testing::Values(1, 3), test::node_count_name);
+
+}  // namespace
+}  // namespace dlock
