@@ -396,6 +396,8 @@ int run_all(const std::string& out_dir, bool smoke, const std::string& client_cp
           mixed_sections(MixedLock::exclusive, p, r.mixed_threads, 0, hold, mixed_for);
       r.mixed[kMixedShared][nodes] = mixed_sections(MixedLock::shared, p, r.mixed_threads,
                                                     r.mixed_read_share, hold, mixed_for);
+      r.mixed[kMixedSemaphore][nodes] =
+          mixed_sections(MixedLock::semaphore, p, r.mixed_threads, 0, hold, mixed_for);
     }
   }
 

@@ -388,15 +388,16 @@ void write_report(const Results& r, const std::filesystem::path& dir, const std:
   }
 
   if (!r.mixed.empty()) {
-    md << "\n## Read-write lock\n\n"
+    md << "\n## Read-write lock and semaphore\n\n"
        << r.mixed_threads << " threads of one client take one name for a few seconds; each "
        << "critical section holds it " << r.mixed_hold_us / 1000.0 << " ms and is a read with "
        << "probability " << fixed(r.mixed_read_share, 2) << ". Guarded by a Mutex (every section "
        << "exclusive: what one uses without a read-write lock) or by a SharedMutex (reads "
-       << "shared, writes exclusive). Critical sections per second, all threads together.\n\n"
+       << "shared, writes exclusive), or by a Semaphore of 4 permits (every section takes one). "
+       << "Critical sections per second, all threads together.\n\n"
        << "| guard | 1 node | 5 nodes | ÷ Mutex, 1 node | ÷ Mutex, 5 nodes |\n"
        << "|---|---|---|---|---|\n";
-    for (const auto& impl : {kMixedMutex, kMixedShared}) {
+    for (const auto& impl : {kMixedMutex, kMixedShared, kMixedSemaphore}) {
       const auto* by = find(r.mixed, impl);
       const auto* base = find(r.mixed, kMixedMutex);
       if (!by) continue;

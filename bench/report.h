@@ -30,6 +30,7 @@ inline const std::string kObserverNoop = "dlock, no-op observer";
 inline const std::string kObserverPrometheus = "dlock, PrometheusObserver";
 inline const std::string kMixedMutex = "dlock Mutex, every section exclusive";
 inline const std::string kMixedShared = "dlock SharedMutex, reads shared";
+inline const std::string kMixedSemaphore = "dlock Semaphore, 4 permits (every section)";
 
 struct Results {
   std::map<std::string, std::map<int, Summary>> latency;    // [impl][nodes]

@@ -387,6 +387,7 @@ double mixed_sections(MixedLock how, const Ports& ports, int threads, double rea
   o.ttl = 10s;
   o.auto_renew = false;  // the sections are short: measure locking, not the watchdog
   SharedMutex lock(client, "bench:mixed", o);
+  Semaphore permits(client, "bench:mixed-permits", kBenchPermits, o);
   std::atomic<bool> stop{false};
   std::atomic<long> sections{0};
   {
@@ -396,7 +397,11 @@ double mixed_sections(MixedLock how, const Ports& ports, int threads, double rea
         std::mt19937 rng(static_cast<unsigned>(t) * 7919u + 1u);
         std::bernoulli_distribution reads(read_share);
         while (!stop.load(std::memory_order_relaxed)) {
-          if (how == MixedLock::shared && reads(rng)) {
+          if (how == MixedLock::semaphore) {
+            auto permit = permits.acquire_lease(10s);
+            if (!permit) throw std::runtime_error("semaphore: " + permit.error().message());
+            std::this_thread::sleep_for(hold);
+          } else if (how == MixedLock::shared && reads(rng)) {
             std::shared_lock guard(lock);
             std::this_thread::sleep_for(hold);
           } else {

@@ -78,9 +78,11 @@ NameFootprint memory_per_name(Impl impl, const Ports& ports, int names,
 
 // Shared and counted locks: `threads` threads of one client take one name for `run`, each
 // critical section held `hold`. `how` picks what guards it: every section exclusive (Mutex,
-// what one would use without a read-write lock), or a SharedMutex with `read_share` of the
-// sections reads. Returns critical sections per second, all threads together.
-enum class MixedLock { exclusive, shared };
+// what one would use without a read-write lock), a SharedMutex with `read_share` of the
+// sections reads, or a Semaphore of kBenchPermits permits. Returns critical sections per
+// second, all threads together.
+enum class MixedLock { exclusive, shared, semaphore };
+inline constexpr int kBenchPermits = 4;
 double mixed_sections(MixedLock how, const Ports& ports, int threads, double read_share,
                       std::chrono::microseconds hold, std::chrono::milliseconds run);
 
