@@ -89,8 +89,12 @@ end
 if ARGV[4] == 'r' then
   local now = server_ms()
   if redis.call('exists', KEYS[1]) == 1 then
+    -- Only the writer itself may read beside its write hold, and only from the client that
+    -- holds it (hold ids are "CLIENT.N"): two clients naming one owner are two owners.
     -- pcall: a foreign key is held, never touched.
-    if type(redis.pcall('hget', KEYS[1], ARGV[1])) ~= 'string' then
+    local writer = redis.pcall('hget', KEYS[1], ARGV[1])
+    if type(writer) ~= 'string' or
+        string.match(writer, '^(.*)%.%d+$') ~= string.match(ARGV[2], '^(.*)%.%d+$') then
       return {0, counter(), redis.call('pttl', KEYS[1])}
     end
   else

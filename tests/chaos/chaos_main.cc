@@ -11,7 +11,9 @@
 // Faults: kill -9 of a node, restarted empty or from its append-only file; SIGSTOP/SIGCONT of
 // a node; SIGSTOP of a holder between its read and its write, past its ttl; a worker whose
 // clock runs at another rate (libfaketime), holding on an explicit lease. With --nesting,
-// workers that nest reentrant leases with other ttls (nesting_worker.cc); with --reply-faults,
+// workers that nest reentrant leases with other ttls (nesting_worker.cc); with --readers,
+// workers that take the read lock (they may overlap each other, never a writer); with
+// --reply-faults,
 // a proxy in front of each node for each worker that reaches it through one, which drops,
 // delays or blackholes one node's replies, cuts connections, or loses the reply of one release
 // or acquisition (faults.h); with --naming mixed, workers spell the nodes differently
@@ -77,6 +79,9 @@ int main(int argc, char** argv) {
   app.add_option("--skew-rate", run.skew_rate, "their clock rate (default 0.5)");
   app.add_option("--nesting", run.nesting,
                  "workers that nest reentrant leases with other ttls (default 0)");
+  app.add_option("--readers", run.readers,
+                 "workers that take the read lock (SharedMutex's reader side) beside the writers; "
+                 "the checker allows readers to overlap only each other (default 0)");
   app.add_flag("--reply-faults", run.reply_faults,
                "proxies in front of the nodes: lost, delayed and blackholed replies, cuts");
   app.add_option("--naming", naming,
@@ -89,6 +94,7 @@ int main(int argc, char** argv) {
   app.add_option("--resource", worker.resource)->group("");
   app.add_flag("--skewed-worker", worker.skewed)->group("");
   app.add_flag("--nesting-worker", worker.nesting)->group("");
+  app.add_flag("--reader-worker", worker.reader)->group("");
   app.add_option("--worker-seed", worker.seed)->group("");
   CLI11_PARSE(app, argc, argv);
   if (!check_only.empty()) return print_check(check_only);

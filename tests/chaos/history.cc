@@ -18,7 +18,7 @@ std::string describe(const Event& e) {
          std::to_string(e.acquire_ns) + ", valid until " + std::to_string(e.valid_until_ns) +
          ", released " + std::to_string(e.release_ns) + ", " + e.outcome +
          (e.paused ? ", paused" : "") + (e.skewed ? ", skewed clock" : "") +
-         (e.detail.empty() ? "" : ", " + e.detail) + "}";
+         (e.shared ? ", reader" : "") + (e.detail.empty() ? "" : ", " + e.detail) + "}";
 }
 
 bool in_fault(const History& h, std::int64_t from, std::int64_t to) {
@@ -42,6 +42,7 @@ std::string to_line(const Event& e) {
                 {"outcome", e.outcome},
                 {"paused", e.paused},
                 {"skewed", e.skewed},
+                {"shared", e.shared},
                 {"detail", e.detail}}}}
       .dump();
 }
@@ -73,11 +74,11 @@ History read_history(const std::string& path) {
       const json j = json::parse(line);
       if (j.contains("event")) {
         const auto& e = j["event"];
-        h.events.push_back(Event{e.at("name"), e.at("holder"), e.at("token"), e.at("wait_ns"),
-                                 e.at("acquire_ns"), e.value("read_ns", std::int64_t{0}),
-                                 e.at("valid_until_ns"), e.at("release_ns"),
-                                 e.value("write_ns", std::int64_t{0}), e.at("outcome"),
-                                 e.at("paused"), e.at("skewed"), e.value("detail", "")});
+        h.events.push_back(
+            Event{e.at("name"), e.at("holder"), e.at("token"), e.at("wait_ns"), e.at("acquire_ns"),
+                  e.value("read_ns", std::int64_t{0}), e.at("valid_until_ns"), e.at("release_ns"),
+                  e.value("write_ns", std::int64_t{0}), e.at("outcome"), e.at("paused"),
+                  e.at("skewed"), e.value("shared", false), e.value("detail", "")});
       } else if (j.contains("fault")) {
         const auto& f = j["fault"];
         h.faults.push_back(Fault{f.at("kind"), f.at("target"), f.at("start_ns"), f.at("end_ns")});
@@ -111,31 +112,29 @@ Report check(const History& history) {
   const std::int64_t drift_ns = history.drift_ms * 1'000'000;
 
   for (auto& [name, held] : by_name) {
-    // (a) Validity windows: sort by acquisition; each must start after the previous one ended
-    // (the earlier of its validity end and its release), give or take the drift.
+    // (a) Validity windows: sort by acquisition; each must start after every earlier one ended
+    // (the earlier of its validity end and its release), give or take the drift, except that
+    // two read holds may overlap.
     std::sort(held.begin(), held.end(),
               [](const Event* a, const Event* b) { return a->acquire_ns < b->acquire_ns; });
-    const Event* longest = nullptr;     // of the windows so far, the one that ends last
+    const auto end_of = [](const Event* e) { return std::min(e->valid_until_ns, e->release_ns); };
+    std::vector<const Event*> active;   // earlier windows that may still be open
     std::set<const Event*> overlapped;  // windows that others entered
     for (const Event* e : held) {
-      if (longest != nullptr) {
-        const std::int64_t end = std::min(longest->valid_until_ns, longest->release_ns);
-        const bool overlap = e->acquire_ns + drift_ns < end;
+      // Windows that ended before this one began end before every later one begins too.
+      std::erase_if(active, [&](const Event* o) { return end_of(o) <= e->acquire_ns + drift_ns; });
+      for (const Event* o : active) {
+        if (o->shared && e->shared) continue;
         // A holder that wrote after its validity ended overlaps whoever came next, whatever
         // its own window says: that is what a pause or a skewed clock does.
-        if (overlap) {
-          const bool expected = longest->paused || longest->skewed || e->paused || e->skewed;
-          if (!expected) {
-            r.violations.push_back("overlapping holders of '" + name + "': " + describe(*longest) +
-                                   " and " + describe(*e));
-            overlapped.insert(longest);
-          }
+        const bool expected = o->paused || o->skewed || e->paused || e->skewed;
+        if (!expected) {
+          overlapped.insert(o);
+          r.violations.push_back("overlapping holders of '" + name + "': " + describe(*o) +
+                                 " and " + describe(*e));
         }
       }
-      if (longest == nullptr || std::min(e->valid_until_ns, e->release_ns) >
-                                    std::min(longest->valid_until_ns, longest->release_ns)) {
-        longest = e;
-      }
+      active.push_back(e);
     }
     r.overlapped_windows += overlapped.size();
     // Late writers: wrote after their validity ended while a newer holder had the lock. The

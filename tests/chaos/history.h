@@ -7,6 +7,7 @@
 //   (c) a waiter that did not get the lock in time while a majority was up and no fault ran.
 // A nesting worker's event (outcome "held" when it did not write) spans all the time it
 // believed it held the lock through nested reentrant leases; (a) applies to it like any other.
+// A reader worker's event (shared, outcome "held") may overlap other readers, never a writer.
 // Overlaps of a holder that was paused or had a skewed clock are expected (no lock service can
 // prevent them); they are reported as "caught by fencing" when the stale write was refused,
 // and as violations otherwise.
@@ -38,6 +39,7 @@ struct Event {
   std::string outcome;
   bool paused = false;  // the holder was stopped between its read and its write
   bool skewed = false;  // the holder's clock ran at another rate (libfaketime)
+  bool shared = false;  // a read hold (a reader worker): overlaps other read holds freely
   std::string detail;   // how a nesting worker nested its leases, and what each call returned
 };
 

@@ -43,6 +43,42 @@ TEST(HistoryCheckTest, CleanHistoryPasses) {
   EXPECT_EQ(r.accepted, 3u);
 }
 
+Event read(const std::string& holder, std::uint64_t token, std::int64_t acquire_ms,
+           std::int64_t release_ms) {
+  Event e = cycle(holder, token, acquire_ms, release_ms, "held");
+  e.shared = true;
+  return e;
+}
+
+// Readers (dlock::SharedMutex, the --readers workers) may overlap each other, never a writer.
+TEST(HistoryCheckTest, ReadersMayOverlapEachOtherButNeverAWriter) {
+  History h = clean();
+  h.events.push_back(read("r1", 4, 100, 200));
+  h.events.push_back(read("r2", 5, 120, 150));
+  h.events.push_back(read("r3", 6, 160, 210));
+  h.events.push_back(cycle("w", 7, 215, 220));
+  h.counter = 4;
+  const Report r = check(h);
+  EXPECT_TRUE(r.violations.empty()) << r.violations[0];
+
+  // A writer inside a reader's window, also when a reader that began later has ended already.
+  h.events.push_back(read("r4", 8, 300, 400));
+  h.events.push_back(read("r5", 9, 310, 320));
+  h.events.push_back(cycle("w", 10, 350, 360));
+  h.counter = 5;
+  const Report bad = check(h);
+  ASSERT_EQ(bad.violations.size(), 1u);
+  EXPECT_NE(bad.violations[0].find("r4"), std::string::npos) << bad.violations[0];
+  EXPECT_NE(bad.violations[0].find("reader"), std::string::npos) << bad.violations[0];
+
+  // And a reader inside a writer's window.
+  History h2 = clean();
+  h2.events.push_back(cycle("w", 4, 100, 200));
+  h2.events.push_back(read("r", 5, 150, 160));
+  h2.counter = 4;
+  EXPECT_EQ(check(h2).violations.size(), 1u);
+}
+
 TEST(HistoryCheckTest, CatchesAPlantedOverlap) {
   History h = clean();
   h.events[0] = cycle("a", 1, 0, 40);

@@ -114,7 +114,8 @@ class Workers {
   std::vector<Worker> workers_;
 };
 
-// Workers [0, skewed) run with a slow clock, the next `nesting` nest leases, the rest are plain.
+// Workers [0, skewed) run with a slow clock, the next `nesting` nest leases, the next `readers`
+// take the read lock, the rest are plain.
 std::vector<std::string> Workers::args_for(int i) {
   const auto spellings = spellings_for(o_.naming, o_.reply_faults, i, nodes_.size());
   std::vector<std::string> args{"/proc/self/exe",
@@ -132,6 +133,8 @@ std::vector<std::string> Workers::args_for(int i) {
     args.emplace_back("--skewed-worker");
   } else if (i >= o_.skewed && i < o_.skewed + o_.nesting) {
     args.insert(args.end(), {"--nesting-worker", "--worker-seed", std::to_string(o_.seed)});
+  } else if (i >= o_.skewed + o_.nesting && i < o_.skewed + o_.nesting + o_.readers) {
+    args.emplace_back("--reader-worker");
   }
   return args;
 }

@@ -22,6 +22,7 @@ struct RunOptions {
   int skewed = 1;
   double skew_rate = 0.5;
   int nesting = 0;            // workers that nest reentrant leases (after the skewed ones)
+  int readers = 0;            // workers that take the read lock (after the nesting ones)
   bool reply_faults = false;  // proxies in front of the nodes, and the faults they inject
   Naming naming = Naming::same;
 };

@@ -141,6 +141,43 @@ void run_plain_cycles(const WorkerOptions& w, Client& client, FencedStore& store
   }
 }
 
+// The reader worker: read lock, fenced read, a short hold, unlock. Its windows may overlap
+// other readers' but never a writer's (history.h, check (a)).
+void run_reader_cycles(const WorkerOptions& w, Client& client, FencedStore& store) {
+  LockOptions lock_options;
+  lock_options.ttl = w.ttl;
+  lock_options.retry_delay = milliseconds(20);
+  const std::string holder = "reader-" + std::to_string(w.id);
+  unsigned cycles = 0;
+  while (!g_stop) {
+    Event e;
+    e.name = kName;
+    e.holder = holder;
+    e.shared = true;
+    e.wait_ns = real_now_ns();
+    auto lease = client.lock_shared(kName, w.wait, lock_options);
+    if (!lease) {
+      e.outcome = lease.error().is(errc::wait_timeout) ? "timeout" : "error";
+      e.acquire_ns = e.valid_until_ns = e.release_ns = real_now_ns();
+      e.detail = why(lease.error());
+      emit(e);
+      continue;
+    }
+    e.acquire_ns = real_now_ns();
+    e.valid_until_ns = e.acquire_ns + lease->validity().count() * 1'000'000;
+    e.token = lease->fencing_token().value();
+    // A fenced read registers the reader's token: a writer from before it can no longer write.
+    auto read = store.read(kName, lease->fencing_token());
+    e.read_ns = real_now_ns();
+    // Readers hold a while, so that they overlap each other and a writer has to wait.
+    std::this_thread::sleep_for(milliseconds(2 + ++cycles % 5));
+    e.release_ns = real_now_ns();
+    e.outcome = !read ? "error" : "held";
+    (void)lease->unlock();
+    emit(e);
+  }
+}
+
 }  // namespace
 
 int run_worker(const WorkerOptions& w) {
@@ -164,6 +201,8 @@ int run_worker(const WorkerOptions& w) {
   }
   if (w.nesting) {
     run_nesting_cycles(w, *client, *store);
+  } else if (w.reader) {
+    run_reader_cycles(w, *client, *store);
   } else {
     run_plain_cycles(w, *client, *store);
   }

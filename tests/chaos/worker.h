@@ -28,6 +28,7 @@ struct WorkerOptions {
   std::chrono::milliseconds wait{10000};
   bool skewed = false;   // runs under libfaketime: explicit lease, long hold, checks validity
   bool nesting = false;  // nests reentrant leases with other ttls (nesting_worker.cc)
+  bool reader = false;   // takes the read lock (Client::lock_shared), reads, writes nothing
   unsigned seed = 1;     // a nesting worker's choices
 };
 

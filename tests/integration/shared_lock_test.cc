@@ -244,6 +244,10 @@ TEST_P(SharedLockTest, ReentrancyDowngradeAndNoUpgrade) {
   ASSERT_TRUE(down) << down.error().message();
   EXPECT_GT(down->fencing_token(), w->fencing_token());
   EXPECT_FALSE(c.try_lock_shared("doc", renewed(10s, "other")));
+  // Another client naming the same owner is another owner: it may not read beside the writer.
+  Client twin = make_client();
+  auto twin_read = twin.try_lock_shared("doc", renewed(10s, "me"));
+  EXPECT_FALSE(twin_read) << "a reader from another client got in beside the writer";
   ASSERT_TRUE(w->unlock());
   EXPECT_TRUE(down->is_held());
   Client other = make_client();
