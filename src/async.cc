@@ -167,6 +167,9 @@ engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::str
                      : options.retry_delay;
       if (lost_race || !refused.holder_ttl) nap += jitter(options.retry_delay);
       if (fair) nap = std::min(nap, options.fair_waiter_timeout / 3);  // check in with the queue
+      // A writer registered as waiting for readers comes back before its registration runs out,
+      // whatever another node said of its holder (a longer pttl would let readers in meanwhile).
+      if (writer.registered) nap = std::min(nap, writer.register_for / 3);
       lock::WaitUntil sleep(waiter, std::min(deadline, SteadyClock::now() + nap), io);
       lost_race = co_await sleep;
       if (waiter->cancelled()) {

@@ -231,6 +231,9 @@ Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std:
                                           : std::chrono::milliseconds(options.retry_delay);
       if (lost_race || !refused.holder_ttl) nap += detail::jitter(options.retry_delay);
       if (fair) nap = std::min(nap, options.fair_waiter_timeout / 3);  // check in with the queue
+      // A writer registered as waiting for readers comes back before its registration runs out,
+      // whatever another node said of its holder (a longer pttl would let readers in meanwhile).
+      if (writer.registered) nap = std::min(nap, writer.register_for / 3);
       const bool woken = waiter->wait_until(std::min(deadline, SteadyClock::now() + nap));
       if (waiter->cancelled()) return give_up(Error(errc::cancelled, "wait cancelled"));
       lost_race = woken;

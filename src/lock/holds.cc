@@ -53,9 +53,9 @@ void Holds::leave(const HoldId& key, const std::shared_ptr<Entry>& e) {
   if (--e->users == 0 && !e->keep) entries_.erase(entry_key(key));
 }
 
-bool Holds::reads(const std::string& name, const OwnerToken& owner) {
+bool Holds::has(const std::string& name, const OwnerToken& owner, HoldKind kind) {
   std::lock_guard lock(mu_);
-  const auto it = entries_.find(entry_key(HoldId{name, owner, "", HoldKind::read}));
+  const auto it = entries_.find(entry_key(HoldId{name, owner, "", kind}));
   // `keep` is set while the entry's current hold has leases (a hold being released right now
   // may still count: then the caller is refused and may try again).
   return it != entries_.end() && it->second->keep;
@@ -88,7 +88,10 @@ engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail:
                                                          std::chrono::milliseconds ttl,
                                                          std::optional<FairTicket> fair,
                                                          HoldKind kind, WriterWait writer) {
-  if (kind == HoldKind::write && reads(name, owner)) {
+  // An upgrade would wait for its own read hold. A writer that downgraded (took the read lock
+  // too) still holds the write lock: taking it again is reentrant, not an upgrade.
+  if (kind == HoldKind::write && has(name, owner, HoldKind::read) &&
+      !has(name, owner, HoldKind::write)) {
     co_return Refused{Error(errc::invalid_argument,
                             "lock '" + name + "': owner '" + owner.str() +
                                 "' holds it for reading; a read hold cannot be upgraded (release "

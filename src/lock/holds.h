@@ -86,8 +86,8 @@ class Holds {
   void settle(Entry& e);
   // After a call, without e->mu: drops the entry when nobody uses it and it holds nothing.
   void leave(const HoldId& key, const std::shared_ptr<Entry>& e);
-  // Whether `owner` has a live read hold of `name` here.
-  bool reads(const std::string& name, const OwnerToken& owner);
+  // Whether `owner` has a hold of `kind` on `name` here with leases.
+  bool has(const std::string& name, const OwnerToken& owner, HoldKind kind);
   // The latest end of validity among the live leases of `hold`; nullopt if none is live.
   static std::optional<Clock::time_point> live_until(const Hold& hold);
   std::string next_hold_id();

@@ -22,7 +22,7 @@
 --          queued writer refused because of readers is registered there until its timeout
 --
 -- Replies as acquire.lua: {1, fence, 0} acquired (an older hold of the same client is taken
--- over, as there), or {0, fence, pttl} not acquired, where pttl is the holder's remaining ttl,
+-- over, as there, but never while a reader is live), or {0, fence, pttl} not acquired, where pttl is the holder's remaining ttl,
 -- or -2 when the lock is free but another waiter is first in line; {0, fence, pttl, 1} when
 -- live readers kept it and the waiter was registered as a waiting writer (pttl: the last
 -- reader's remaining ms).
@@ -63,8 +63,19 @@ local function older_hold_of_this_client(id)
   return client ~= nil and client == my_client and tonumber(n) < tonumber(my_n)
 end
 local mine = kind == 'hash' and redis.call('hget', KEYS[1], owner)
-if mine and older_hold_of_this_client(mine) then
+local stale_mine = mine and older_hold_of_this_client(mine)
+-- Live readers keep the lock from writers, also from a takeover (checked first: no write hold
+-- is ever granted beside a live reader); how long the last of them has left (0: none).
+local readers_left = 0
+if (stale_mine or (kind == 'none' and (not head or head == owner))) and
+    redis.call('exists', KEYS[7]) == 1 then
+  redis.call('zremrangebyscore', KEYS[7], '-inf', now)
+  local last = redis.call('zrange', KEYS[7], -1, -1, 'withscores')
+  if last[1] then readers_left = tonumber(last[2]) - now end
+end
+if stale_mine and readers_left == 0 then
   -- A stale hold of this owner: taken over, as in acquire.lua.
+  redis.call('zrem', KEYS[8], owner)
   redis.call('zrem', KEYS[3], owner)
   redis.call('hdel', KEYS[4], owner)
   redis.call('hset', KEYS[1], owner, ARGV[2])
@@ -72,13 +83,6 @@ if mine and older_hold_of_this_client(mine) then
     redis.call('pexpire', KEYS[1], ARGV[3])
   end
   return {1, next_token(), 0}
-end
--- Live readers keep the lock from writers; how long the last of them has left (0: none).
-local readers_left = 0
-if kind == 'none' and (not head or head == owner) and redis.call('exists', KEYS[7]) == 1 then
-  redis.call('zremrangebyscore', KEYS[7], '-inf', now)
-  local last = redis.call('zrange', KEYS[7], -1, -1, 'withscores')
-  if last[1] then readers_left = tonumber(last[2]) - now end
 end
 if kind == 'none' and (not head or head == owner) and readers_left == 0 then
   redis.call('zrem', KEYS[8], owner)
