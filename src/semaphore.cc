@@ -25,8 +25,12 @@ struct Pass {
   std::optional<Millis> holder_ttl;  // the soonest a held slot's key runs out
 };
 
+// `fair_owner`, `fair`: a fair waiter's one owner and ticket for every slot (it queues once for
+// the whole semaphore, lock/keys.h); otherwise each slot is tried under a fresh owner.
 Pass one_pass(const std::shared_ptr<detail::ClientCore>& core, const std::string& name,
-              std::size_t permits, const LockOptions& options, detail::Rounds& rounds) {
+              std::size_t permits, const LockOptions& options, detail::Rounds& rounds,
+              const std::optional<OwnerToken>& fair_owner,
+              const std::optional<lock::FairTicket>& fair) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   const std::size_t first = std::uniform_int_distribution<std::size_t>(0, permits - 1)(rng);
   Pass pass;
@@ -35,12 +39,11 @@ Pass one_pass(const std::shared_ptr<detail::ClientCore>& core, const std::string
     // Each permit its own owner: the same thread taking two permits must get two slots, never
     // a reentrant second lease of one.
     LockOptions slot_options = options;
-    const OwnerToken owner = lock::task_owner();
+    const OwnerToken owner = fair_owner ? *fair_owner : lock::task_owner();
     slot_options.owner = owner;
     const std::string slot = lock::semaphore_slot(name, (first + k) % permits);
     ++rounds.sent;
-    auto r = engine::run_sync(
-        detail::attempt_task(core, slot, slot_options, owner, std::nullopt, false));
+    auto r = engine::run_sync(detail::attempt_task(core, slot, slot_options, owner, fair, false));
     if (auto* lease = std::get_if<Lease>(&r)) {
       pass.lease = std::move(*lease);
       return pass;
@@ -81,9 +84,6 @@ std::optional<Error> check(const detail::ClientCore& core, const std::string& na
                                              std::to_string(Semaphore::kMaxPermits) +
                                              " permits, got " + std::to_string(permits));
   }
-  if (options.fair) {
-    return Error(errc::invalid_argument, "fair semaphores are not supported yet");
-  }
   if (options.owner) {
     return Error(errc::invalid_argument,
                  "a semaphore gives every permit its own owner: LockOptions::owner must be unset");
@@ -99,14 +99,21 @@ Result<Lease> acquire_permit(const std::shared_ptr<detail::ClientCore>& core,
   if (wait.count() < 0) return Error(errc::invalid_argument, "wait must not be negative");
   const auto deadline = SteadyClock::now() + std::min<Millis>(wait, detail::kMaxWait);
   const bool can_wait = wait.count() > 0;
+  // Fair: one owner for the whole wait, queued once for all slots under one arrival ticket;
+  // the first live waiter in line takes whichever slot is free, the others wait their turn.
+  const std::optional<lock::FairTicket> fair = detail::fair_ticket(options, can_wait);
+  const std::optional<OwnerToken> fair_owner =
+      fair ? std::optional<OwnerToken>(lock::task_owner()) : std::nullopt;
   std::shared_ptr<lock::Waiter> waiter;
   std::optional<std::stop_callback<std::function<void()>>> on_stop;
   auto done = [&](Result<Lease> r) {
+    // A fair waiter that gives up leaves the queue at once (one that got a permit has left it).
+    if (fair && !r) core->algorithm().leave_queue(lock::semaphore_slot(name, 0), *fair_owner);
     if (waiter) core->waiters().leave(waiter);
     return r;
   };
   for (;;) {
-    Pass pass = one_pass(core, name, permits, options, rounds);
+    Pass pass = one_pass(core, name, permits, options, rounds, fair_owner, fair);
     if (pass.lease) return done(std::move(*pass.lease));
     Error& e = *pass.error;
     const bool retryable =
@@ -125,7 +132,9 @@ Result<Lease> acquire_permit(const std::shared_ptr<detail::ClientCore>& core,
     if (!waiter) {
       // Listen before the next pass, so a release in between is not missed. One channel for
       // all slots (lock/keys.h): any permit given back wakes one waiter of this client.
-      waiter = core->waiters().enter(lock::release_channel(lock::semaphore_slot(name, 0)), "");
+      // A fair waiter wakes only when a release names it the first in line.
+      waiter = core->waiters().enter(lock::release_channel(lock::semaphore_slot(name, 0)),
+                                     fair ? fair_owner->str() : "");
       on_stop.emplace(stop, [w = waiter] { w->cancel(); });
       continue;
     }
@@ -134,6 +143,8 @@ Result<Lease> acquire_permit(const std::shared_ptr<detail::ClientCore>& core,
     Millis nap = pass.contended && pass.holder_ttl ? *pass.holder_ttl + Millis(1)
                                                    : Millis(options.retry_delay);
     nap += detail::jitter(options.retry_delay);
+    // A queued waiter checks in before the queue drops it as dead.
+    if (fair) nap = std::min<Millis>(nap, options.fair_waiter_timeout / 3);
     waiter->wait_until(std::min(deadline, SteadyClock::now() + nap));
     if (waiter->cancelled()) return done(Error(errc::cancelled, "wait cancelled"));
     waiter->reset();

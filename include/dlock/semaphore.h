@@ -22,9 +22,11 @@
 // waits by pub/sub: every slot publishes its release on the semaphore's one channel. A full
 // try costs up to N quorum rounds.
 //
-// Not reentrant: every acquisition takes one more permit, under an owner of its own. Not fair:
-// LockOptions::fair is refused (errc::invalid_argument), and so is LockOptions::owner (a
-// semaphore has many holders; each permit gets a fresh owner).
+// Not reentrant: every acquisition takes one more permit, under an owner of its own
+// (LockOptions::owner is refused with errc::invalid_argument: a semaphore has many holders).
+// Fair (LockOptions::fair): waiters queue once for the whole semaphore and get permits in
+// arrival order, whichever slot is given back; as for the mutex, non-fair takers on the same
+// semaphore do not queue.
 //
 // Errors: acquire_lease / try_acquire_lease return them (errc::lock_held when every permit is
 // taken, errc::wait_timeout, errc::cancelled, errc::quorum_not_reached, errc::invalid_argument

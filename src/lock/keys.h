@@ -25,14 +25,6 @@ inline std::string accepted_token_key(std::string_view key) {
   return "dlock:accepted:{" + std::string(key) + "}";
 }
 
-inline std::string queue_key(std::string_view name) {
-  return "dlock:queue:{" + std::string(name) + "}";
-}
-
-inline std::string queue_alive_key(std::string_view name) {
-  return "dlock:queue-alive:{" + std::string(name) + "}";
-}
-
 // The read holds of `name` (dlock::SharedMutex): a zset "HOLD_ID OWNER" -> expiry (ms, the
 // node's clock). The key itself expires with its longest-lived reader.
 inline std::string readers_key(std::string_view name) {
@@ -66,13 +58,28 @@ inline std::string_view semaphore_of_slot(std::string_view name) {
   return name.substr(0, close + 1);
 }
 
+// What a lock's fair queue and release channel are named after: the lock, or for a slot of a
+// semaphore the semaphore (one queue and one channel for all its slots).
+inline std::string_view queued_as(std::string_view name) {
+  const auto semaphore = semaphore_of_slot(name);
+  return semaphore.empty() ? name : semaphore;
+}
+
+// The fair queue (fair_acquire.lua): a zset waiter -> arrival ticket, and its liveness, a hash
+// waiter -> deadline. A fair semaphore's waiters queue once for all its slots: the first in
+// line takes whichever slot is free.
+inline std::string queue_key(std::string_view name) {
+  return "dlock:queue:{" + std::string(queued_as(name)) + "}";
+}
+
+inline std::string queue_alive_key(std::string_view name) {
+  return "dlock:queue-alive:{" + std::string(queued_as(name)) + "}";
+}
+
 // Where a lock's releases are published, and waiters listen. Every slot of a semaphore shares
 // its semaphore's channel: a waiter for a permit hears the release of any slot.
 inline std::string release_channel(std::string_view name) {
-  if (const auto semaphore = semaphore_of_slot(name); !semaphore.empty()) {
-    return "dlock:release:{" + std::string(semaphore) + "}";
-  }
-  return "dlock:release:{" + std::string(name) + "}";
+  return "dlock:release:{" + std::string(queued_as(name)) + "}";
 }
 
 }  // namespace dlock::lock

@@ -13,14 +13,14 @@
 // clock runs at another rate (libfaketime), holding on an explicit lease. With --nesting,
 // workers that nest reentrant leases with other ttls (nesting_worker.cc); with --readers,
 // workers that take the read lock (they may overlap each other, never a writer); with
-// --reply-faults,
-// a proxy in front of each node for each worker that reaches it through one, which drops,
-// delays or blackholes one node's replies, cuts connections, or loses the reply of one release
-// or acquisition (faults.h); with --naming mixed, workers spell the nodes differently
-// (nodes.h). One fault is injected
-// at a time, but a restarted node then sits out of quorums for one max ttl, which can overlap
-// the next fault: for short stretches two nodes, now and then three, cannot vote, and the lock
-// is unavailable until one returns (safe, not live; the checker allows it inside fault windows).
+// --permit-holders, workers that take one of --permits permits of a semaphore (at most that
+// many at once); with --reply-faults, a proxy in front of each node for each worker that reaches it
+// through one, which drops, delays or blackholes one node's replies, cuts connections, or loses the
+// reply of one release or acquisition (faults.h); with --naming mixed, workers spell the nodes
+// differently (nodes.h). One fault is injected at a time, but a restarted node then sits out of
+// quorums for one max ttl, which can overlap the next fault: for short stretches two nodes, now and
+// then three, cannot vote, and the lock is unavailable until one returns (safe, not live; the
+// checker allows it inside fault windows).
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -82,6 +82,11 @@ int main(int argc, char** argv) {
   app.add_option("--readers", run.readers,
                  "workers that take the read lock (SharedMutex's reader side) beside the writers; "
                  "the checker allows readers to overlap only each other (default 0)");
+  app.add_option("--permit-holders", run.permit_holders,
+                 "workers that take one permit of a semaphore at a time; the checker allows at "
+                 "most --permits of them at once, and one per permit (default 0)");
+  app.add_option("--permits", run.permits, "that semaphore's permits (default 2)")
+      ->check(CLI::Range(1u, 1024u));
   app.add_flag("--reply-faults", run.reply_faults,
                "proxies in front of the nodes: lost, delayed and blackholed replies, cuts");
   app.add_option("--naming", naming,
@@ -95,6 +100,7 @@ int main(int argc, char** argv) {
   app.add_flag("--skewed-worker", worker.skewed)->group("");
   app.add_flag("--nesting-worker", worker.nesting)->group("");
   app.add_flag("--reader-worker", worker.reader)->group("");
+  app.add_option("--permit-worker", worker.permits)->group("");
   app.add_option("--worker-seed", worker.seed)->group("");
   CLI11_PARSE(app, argc, argv);
   if (!check_only.empty()) return print_check(check_only);
@@ -115,8 +121,9 @@ int main(int argc, char** argv) {
   run.ttl = *t;
   run.wait = *w;
   run.naming = naming == "mixed" ? Naming::mixed : Naming::same;
-  if (run.skewed + run.nesting > run.workers) {
-    std::cerr << "dlock_chaos: --skewed plus --nesting exceeds --workers\n";
+  if (run.skewed + run.nesting + run.readers + run.permit_holders > run.workers) {
+    std::cerr << "dlock_chaos: --skewed, --nesting, --readers and --permit-holders exceed "
+                 "--workers\n";
     return 64;
   }
   if (const int rc = run_chaos(run); rc != 0) return rc;

@@ -18,7 +18,9 @@ std::string describe(const Event& e) {
          std::to_string(e.acquire_ns) + ", valid until " + std::to_string(e.valid_until_ns) +
          ", released " + std::to_string(e.release_ns) + ", " + e.outcome +
          (e.paused ? ", paused" : "") + (e.skewed ? ", skewed clock" : "") +
-         (e.shared ? ", reader" : "") + (e.detail.empty() ? "" : ", " + e.detail) + "}";
+         (e.shared ? ", reader" : "") +
+         (e.permits > 0 ? ", permit " + e.slot + " of " + std::to_string(e.permits) : "") +
+         (e.detail.empty() ? "" : ", " + e.detail) + "}";
 }
 
 bool in_fault(const History& h, std::int64_t from, std::int64_t to) {
@@ -43,6 +45,8 @@ std::string to_line(const Event& e) {
                 {"paused", e.paused},
                 {"skewed", e.skewed},
                 {"shared", e.shared},
+                {"permits", e.permits},
+                {"slot", e.slot},
                 {"detail", e.detail}}}}
       .dump();
 }
@@ -78,7 +82,8 @@ History read_history(const std::string& path) {
             Event{e.at("name"), e.at("holder"), e.at("token"), e.at("wait_ns"), e.at("acquire_ns"),
                   e.value("read_ns", std::int64_t{0}), e.at("valid_until_ns"), e.at("release_ns"),
                   e.value("write_ns", std::int64_t{0}), e.at("outcome"), e.at("paused"),
-                  e.at("skewed"), e.value("shared", false), e.value("detail", "")});
+                  e.at("skewed"), e.value("shared", false), e.value("permits", 0u),
+                  e.value("slot", ""), e.value("detail", "")});
       } else if (j.contains("fault")) {
         const auto& f = j["fault"];
         h.faults.push_back(Fault{f.at("kind"), f.at("target"), f.at("start_ns"), f.at("end_ns")});
@@ -98,7 +103,8 @@ History read_history(const std::string& path) {
 
 Report check(const History& history) {
   Report r;
-  std::map<std::string, std::vector<const Event*>> by_name;
+  std::map<std::string, std::vector<const Event*>> by_name;       // a permit: by its slot
+  std::map<std::string, std::vector<const Event*>> by_semaphore;  // permits only
   for (const auto& e : history.events) {
     ++r.cycles;
     if (e.outcome == "accepted") ++r.accepted;
@@ -106,10 +112,34 @@ Report check(const History& history) {
     if (e.outcome == "timeout") ++r.timeouts;
     if (e.outcome == "held") ++r.held_only;
     if (e.outcome == "accepted" || e.outcome == "refused" || e.outcome == "held") {
-      by_name[e.name].push_back(&e);
+      by_name[e.permits > 0 ? e.slot : e.name].push_back(&e);
+      if (e.permits > 0) by_semaphore[e.name].push_back(&e);
     }
   }
   const std::int64_t drift_ns = history.drift_ms * 1'000'000;
+  const auto end_of = [](const Event* e) { return std::min(e->valid_until_ns, e->release_ns); };
+
+  // (d) At most `permits` holders of a semaphore within their windows at once (paused or
+  // skewed holders aside, as in (a)).
+  for (auto& [name, held] : by_semaphore) {
+    std::sort(held.begin(), held.end(),
+              [](const Event* a, const Event* b) { return a->acquire_ns < b->acquire_ns; });
+    std::vector<const Event*> active;
+    for (const Event* e : held) {
+      std::erase_if(active, [&](const Event* o) { return end_of(o) <= e->acquire_ns + drift_ns; });
+      if (!e->paused && !e->skewed) {
+        const auto inside = std::count_if(active.begin(), active.end(),
+                                          [](const Event* o) { return !o->paused && !o->skewed; });
+        if (static_cast<std::size_t>(inside) >= e->permits) {
+          std::string who;
+          for (const Event* o : active) who += " " + describe(*o);
+          r.violations.push_back("more than " + std::to_string(e->permits) + " holders of '" +
+                                 name + "': " + describe(*e) + " while" + who);
+        }
+      }
+      active.push_back(e);
+    }
+  }
 
   for (auto& [name, held] : by_name) {
     // (a) Validity windows: sort by acquisition; each must start after every earlier one ended
@@ -117,7 +147,6 @@ Report check(const History& history) {
     // two read holds may overlap.
     std::sort(held.begin(), held.end(),
               [](const Event* a, const Event* b) { return a->acquire_ns < b->acquire_ns; });
-    const auto end_of = [](const Event* e) { return std::min(e->valid_until_ns, e->release_ns); };
     std::vector<const Event*> active;   // earlier windows that may still be open
     std::set<const Event*> overlapped;  // windows that others entered
     for (const Event* e : held) {
@@ -201,11 +230,11 @@ Report check(const History& history) {
       continue;
     }
     if (e.skewed) continue;
-    const auto hand_offs =
-        std::count_if(by_name[e.name].begin(), by_name[e.name].end(), [&](const Event* o) {
-          return o->holder != e.holder && o->acquire_ns > e.wait_ns &&
-                 o->acquire_ns < e.release_ns && !in_fault(history, o->acquire_ns, o->acquire_ns);
-        });
+    const auto& others = e.permits > 0 ? by_semaphore[e.name] : by_name[e.name];
+    const auto hand_offs = std::count_if(others.begin(), others.end(), [&](const Event* o) {
+      return o->holder != e.holder && o->acquire_ns > e.wait_ns && o->acquire_ns < e.release_ns &&
+             !in_fault(history, o->acquire_ns, o->acquire_ns);
+    });
     if (hand_offs >= kStarvedHandOffs) {
       r.violations.push_back("waiter got no lock within " + std::to_string(history.wait_bound_ms) +
                              " ms while others took it " + std::to_string(hand_offs) +

@@ -8,6 +8,9 @@
 // A nesting worker's event (outcome "held" when it did not write) spans all the time it
 // believed it held the lock through nested reentrant leases; (a) applies to it like any other.
 // A reader worker's event (shared, outcome "held") may overlap other readers, never a writer.
+// A permit holder's event (permits > 0, outcome "held") is one of `permits` permits of the
+// semaphore `name`, held as the lock `slot`: (a) applies to each slot, and
+//   (d) at no time more than `permits` holders of one semaphore are within their windows.
 // Overlaps of a holder that was paused or had a skewed clock are expected (no lock service can
 // prevent them); they are reported as "caught by fencing" when the stale write was refused,
 // and as violations otherwise.
@@ -37,10 +40,12 @@ struct Event {
   // "error" (no quorum or a failed write), "held" (held the lock, wrote nothing: a nesting
   // worker whose leases stopped holding, or held with too little time left to write).
   std::string outcome;
-  bool paused = false;  // the holder was stopped between its read and its write
-  bool skewed = false;  // the holder's clock ran at another rate (libfaketime)
-  bool shared = false;  // a read hold (a reader worker): overlaps other read holds freely
-  std::string detail;   // how a nesting worker nested its leases, and what each call returned
+  bool paused = false;   // the holder was stopped between its read and its write
+  bool skewed = false;   // the holder's clock ran at another rate (libfaketime)
+  bool shared = false;   // a read hold (a reader worker): overlaps other read holds freely
+  unsigned permits = 0;  // > 0: a permit of the semaphore `name` of that many permits
+  std::string slot;      // a permit: the slot lock it held (dlock:sem:{NAME}:<i>)
+  std::string detail;    // how a nesting worker nested its leases, and what each call returned
 };
 
 struct Fault {

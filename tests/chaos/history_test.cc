@@ -79,6 +79,56 @@ TEST(HistoryCheckTest, ReadersMayOverlapEachOtherButNeverAWriter) {
   EXPECT_EQ(check(h2).violations.size(), 1u);
 }
 
+Event permit(const std::string& holder, const std::string& slot, std::uint64_t token,
+             std::int64_t acquire_ms, std::int64_t release_ms) {
+  Event e = cycle(holder, token, acquire_ms, release_ms, "held");
+  e.name = "sem";
+  e.permits = 2;
+  e.slot = slot;
+  return e;
+}
+
+// Permit holders (dlock::Semaphore, the --permit-holders workers): up to `permits` at once,
+// one per slot.
+TEST(HistoryCheckTest, PermitHoldersOverlapUpToThePermitCountOnePerSlot) {
+  History h = clean();
+  h.events.push_back(permit("p1", "s0", 1, 100, 200));
+  h.events.push_back(permit("p2", "s1", 1, 120, 150));
+  h.events.push_back(permit("p3", "s1", 2, 160, 210));  // p2's slot, after p2
+  h.events.push_back(permit("p2", "s0", 2, 205, 230));  // p1's slot, after p1
+  const Report r = check(h);
+  EXPECT_TRUE(r.violations.empty()) << r.violations[0];
+
+  // A third holder while two hold, on a slot of its own: (d).
+  History three = h;
+  three.events.push_back(permit("p4", "s2", 1, 170, 180));
+  const Report r3 = check(three);
+  ASSERT_EQ(r3.violations.size(), 1u);
+  EXPECT_NE(r3.violations[0].find("more than 2 holders of 'sem'"), std::string::npos)
+      << r3.violations[0];
+
+  // Two holders of one slot: (a), though the count is within bounds.
+  History same_slot = clean();
+  same_slot.events.push_back(permit("p1", "s0", 1, 100, 200));
+  same_slot.events.push_back(permit("p2", "s0", 2, 150, 160));
+  const Report rs = check(same_slot);
+  ASSERT_EQ(rs.violations.size(), 1u);
+  EXPECT_NE(rs.violations[0].find("overlapping holders of 's0'"), std::string::npos)
+      << rs.violations[0];
+
+  // The fields survive the round trip through a history line.
+  const std::string path = ::testing::TempDir() + "/permits.jsonl";
+  {
+    std::ofstream out(path);
+    for (const auto& e : three.events) out << to_line(e) << "\n";
+  }
+  const History back = read_history(path);
+  ASSERT_EQ(back.events.size(), three.events.size());
+  EXPECT_EQ(back.events.back().permits, 2u);
+  EXPECT_EQ(back.events.back().slot, "s2");
+  std::remove(path.c_str());
+}
+
 TEST(HistoryCheckTest, CatchesAPlantedOverlap) {
   History h = clean();
   h.events[0] = cycle("a", 1, 0, 40);

@@ -115,7 +115,7 @@ class Workers {
 };
 
 // Workers [0, skewed) run with a slow clock, the next `nesting` nest leases, the next `readers`
-// take the read lock, the rest are plain.
+// take the read lock, the next `permit_holders` take permits of a semaphore, the rest are plain.
 std::vector<std::string> Workers::args_for(int i) {
   const auto spellings = spellings_for(o_.naming, o_.reply_faults, i, nodes_.size());
   std::vector<std::string> args{"/proc/self/exe",
@@ -135,6 +135,9 @@ std::vector<std::string> Workers::args_for(int i) {
     args.insert(args.end(), {"--nesting-worker", "--worker-seed", std::to_string(o_.seed)});
   } else if (i >= o_.skewed + o_.nesting && i < o_.skewed + o_.nesting + o_.readers) {
     args.emplace_back("--reader-worker");
+  } else if (const int first = o_.skewed + o_.nesting + o_.readers;
+             i >= first && i < first + o_.permit_holders) {
+    args.insert(args.end(), {"--permit-worker", std::to_string(o_.permits)});
   }
   return args;
 }

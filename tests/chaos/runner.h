@@ -23,6 +23,8 @@ struct RunOptions {
   double skew_rate = 0.5;
   int nesting = 0;            // workers that nest reentrant leases (after the skewed ones)
   int readers = 0;            // workers that take the read lock (after the nesting ones)
+  int permit_holders = 0;     // workers that take a permit of a semaphore (after the readers)
+  unsigned permits = 2;       // that semaphore's permits
   bool reply_faults = false;  // proxies in front of the nodes, and the faults they inject
   Naming naming = Naming::same;
 };

@@ -15,6 +15,7 @@
 namespace dlock::chaos {
 
 inline constexpr const char* kName = "chaos:counter";
+inline constexpr const char* kSemaphore = "chaos:permits";  // the permit holders' semaphore
 
 // CLOCK_MONOTONIC by raw syscall: libfaketime in a skewed worker does not intercept it, so all
 // processes' timestamps stay comparable.
@@ -29,6 +30,7 @@ struct WorkerOptions {
   bool skewed = false;   // runs under libfaketime: explicit lease, long hold, checks validity
   bool nesting = false;  // nests reentrant leases with other ttls (nesting_worker.cc)
   bool reader = false;   // takes the read lock (Client::lock_shared), reads, writes nothing
+  unsigned permits = 0;  // > 0: takes one of this many permits of kSemaphore, writes nothing
   unsigned seed = 1;     // a nesting worker's choices
 };
 

@@ -488,6 +488,21 @@ TEST_F(CliTest, PermitsLetNRunsHoldTheSemaphoreAtOnce) {
   EXPECT_EQ(bad.status, 64) << bad.output;
   Ran zero = dlock_tool(args({"run", "-n", "0", "downloads", "--", "true"}));
   EXPECT_EQ(zero.status, 64) << zero.output;
+  // --fair with -n: the run queues for the semaphore, as a fair lock run queues for the lock.
+  auto only = held.try_acquire_lease();
+  auto other = held.try_acquire_lease();
+  ASSERT_TRUE(only && other);
+  auto fair_run = std::async(std::launch::async, [&] {
+    return dlock_tool(args({"run", "-n", "2", "--fair", "-w", "20s", "downloads", "--", "true"}));
+  });
+  ASSERT_TRUE(test::eventually(
+      [&] {
+        return server_->command({"ZCARD", "dlock:queue:{dlock:sem:{downloads}}"})->integer == 1;
+      },
+      10s));
+  ASSERT_TRUE(only->unlock());
+  EXPECT_EQ(fair_run.get().status, 0);
+  EXPECT_EQ(server_->command({"EXISTS", "dlock:queue:{dlock:sem:{downloads}}"})->integer, 0);
 }
 
 TEST_F(CliTest, StatusJsonDescribesEachNode) {

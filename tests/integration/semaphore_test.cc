@@ -4,6 +4,7 @@
 // release, cancellation and bad input leaving nothing behind.
 #include <dlock/semaphore.h>
 
+#include <array>
 #include <atomic>
 #include <future>
 #include <stop_token>
@@ -186,12 +187,10 @@ TEST_P(SemaphoreTest, BadInputIsRefusedAndLeavesNothing) {
     EXPECT_TRUE(r.error().is(errc::invalid_argument)) << r.error().message();
     EXPECT_THROW(s.try_acquire(), Exception);
   }
-  LockOptions fair = renewed(10s);
-  fair.fair = true;
   LockOptions owned = renewed(10s, "someone");
   LockOptions zero = renewed(10s);
   zero.ttl = 0ms;
-  for (const LockOptions& o : {fair, owned, zero}) {
+  for (const LockOptions& o : {owned, zero}) {
     Semaphore s(c, "pool", 2, o);
     auto r = s.acquire_lease(1s);
     ASSERT_FALSE(r);
@@ -199,6 +198,82 @@ TEST_P(SemaphoreTest, BadInputIsRefusedAndLeavesNothing) {
   }
   Semaphore s(c, "pool", 2, renewed(10s));
   EXPECT_EQ(slots_held(s), 0u);
+}
+
+// Fair mode: waiters queue once for the whole semaphore and get permits in arrival order,
+// whichever slot is given back; one that gives up leaves the queue at once.
+TEST_P(SemaphoreTest, FairWaitersGetPermitsInArrivalOrder) {
+  LockOptions fair = renewed(10s);
+  fair.fair = true;
+  fair.fair_waiter_timeout = 60s;  // nobody is dropped as dead while the test runs
+  Client holders = make_client();
+  Semaphore held(holders, "pool", 2, fair);
+  auto first = held.try_acquire_lease();
+  auto second = held.try_acquire_lease();
+  ASSERT_TRUE(first && second);
+  const std::string queue = "dlock:queue:{" + std::string("dlock:sem:{pool}") + "}";
+  auto queued = [&] { return (*nodes_)[0].command({"ZCARD", queue})->integer; };
+
+  constexpr int kWaiters = 3;
+  std::vector<Client> clients;
+  std::vector<std::unique_ptr<Semaphore>> semaphores;
+  for (int i = 0; i < kWaiters; ++i) {
+    clients.push_back(make_client());
+    semaphores.push_back(std::make_unique<Semaphore>(clients.back(), "pool", 2, fair));
+  }
+  std::atomic<int> turn{0};
+  std::array<std::atomic<int>, kWaiters> got{-1, -1, -1};
+  std::vector<std::promise<void>> let_go(kWaiters);
+  std::vector<std::future<void>> waiters;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.push_back(std::async(std::launch::async, [&, i, go = let_go[i].get_future()] {
+      auto permit = semaphores[i]->acquire_lease(60s);
+      EXPECT_TRUE(permit) << permit.error().message();
+      got[i] = turn++;
+      go.wait();
+    }));
+    // One at a time, so the arrival order is i's order.
+    ASSERT_TRUE(eventually([&] { return queued() == i + 1; }, 10s)) << "waiter " << i;
+  }
+  ASSERT_TRUE(second->unlock());
+  ASSERT_TRUE(eventually([&] { return got[0] == 0; }, 10s)) << "the first in line got nothing";
+  ASSERT_TRUE(first->unlock());  // the other slot
+  ASSERT_TRUE(eventually([&] { return got[1] == 1; }, 10s)) << "the second in line got nothing";
+  EXPECT_EQ(got[2], -1) << "the third jumped the line";
+  let_go[0].set_value();  // waiter 0's permit goes back when its thread ends
+  waiters[0].get();
+  ASSERT_TRUE(eventually([&] { return got[2] == 2; }, 10s));
+  let_go[1].set_value();
+  let_go[2].set_value();
+  waiters[1].get();
+  waiters[2].get();
+  EXPECT_TRUE(eventually([&] { return queued() == 0; }, 5s)) << "the queue was left behind";
+  EXPECT_TRUE(eventually([&] { return slots_held(*semaphores[0]) == 0; }, 5s));
+}
+
+TEST_P(SemaphoreTest, AFairWaiterThatGivesUpLeavesTheQueue) {
+  LockOptions fair = renewed(10s);
+  fair.fair = true;
+  fair.fair_waiter_timeout = 60s;
+  Client holder = make_client(), waiter = make_client(), later = make_client();
+  Semaphore held(holder, "pool", 1, fair);
+  auto only = held.try_acquire_lease();
+  ASSERT_TRUE(only);
+  Semaphore s(waiter, "pool", 1, fair);
+  auto r = s.acquire_lease(1s);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::wait_timeout)) << r.error().message();
+  EXPECT_EQ(nodes_with("dlock:queue:{dlock:sem:{pool}}"), 0u)
+      << "a waiter that gave up still queues: it would hold the line for a minute";
+  // The next waiter is first in line at once.
+  auto next = std::async(std::launch::async,
+                         [&] { return Semaphore(later, "pool", 1, fair).acquire_lease(30s); });
+  std::this_thread::sleep_for(300ms);
+  const auto released = Clock::now();
+  ASSERT_TRUE(only->unlock());
+  auto got = next.get();
+  ASSERT_TRUE(got) << got.error().message();
+  EXPECT_LT(Clock::now() - released, 10s);
 }
 
 TEST_P(SemaphoreTest, DestroyingTheSemaphoreGivesItsPermitsBack) {

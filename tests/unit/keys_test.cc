@@ -28,6 +28,16 @@ TEST(KeysTest, SemaphoreNamesWithBracesAndColonsParseFromTheRight) {
   EXPECT_NE(release_channel(semaphore_slot("a}:5", 0)), release_channel(semaphore_slot("a", 0)));
 }
 
+// A fair semaphore's waiters queue once for all its slots.
+TEST(KeysTest, SemaphoreSlotsShareTheSemaphoresQueue) {
+  EXPECT_EQ(queue_key(semaphore_slot("downloads", 3)), "dlock:queue:{dlock:sem:{downloads}}");
+  EXPECT_EQ(queue_alive_key(semaphore_slot("downloads", 3)),
+            "dlock:queue-alive:{dlock:sem:{downloads}}");
+  EXPECT_EQ(queue_key(semaphore_slot("a}:5", 1)), queue_key(semaphore_slot("a}:5", 0)));
+  EXPECT_EQ(queue_key("job"), "dlock:queue:{job}");
+  EXPECT_EQ(queue_alive_key("dlock:sem:{x}:1a"), "dlock:queue-alive:{dlock:sem:{x}:1a}");
+}
+
 TEST(KeysTest, OtherNamesKeepTheirOwnChannel) {
   for (const char* name : {"job", "dlock:sem:{x}", "dlock:sem:{x}:", "dlock:sem:{x}:1a",
                            "dlock:sem:x}:1", "dlock:sem:{}:", "sem:{x}:1", ""}) {

@@ -222,8 +222,8 @@ int run_command(const RunFlags& given) {
     std::cerr << "dlock: --fair orders writers only; it cannot be used with --shared\n";
     return kExitUsage;
   }
-  if (flags.permits > 0 && (flags.shared || flags.fair)) {
-    std::cerr << "dlock: -n (a semaphore) cannot be used with --shared or --fair\n";
+  if (flags.permits > 0 && flags.shared) {
+    std::cerr << "dlock: -n (a semaphore) cannot be used with --shared\n";
     return kExitUsage;
   }
   auto lease = flags.permits > 0
