@@ -108,7 +108,9 @@ Result<Lease> acquire_permit(const std::shared_ptr<detail::ClientCore>& core,
   std::optional<std::stop_callback<std::function<void()>>> on_stop;
   auto done = [&](Result<Lease> r) {
     // A fair waiter that gives up leaves the queue at once (one that got a permit has left it).
-    if (fair && !r) core->algorithm().leave_queue(lock::semaphore_slot(name, 0), *fair_owner);
+    if (fair && fair->enqueue && !r) {
+      core->algorithm().leave_queue(lock::semaphore_slot(name, 0), *fair_owner);
+    }
     if (waiter) core->waiters().leave(waiter);
     return r;
   };

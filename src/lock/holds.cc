@@ -88,15 +88,17 @@ engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail:
                                                          std::chrono::milliseconds ttl,
                                                          std::optional<FairTicket> fair,
                                                          HoldKind kind, WriterWait writer) {
-  // An upgrade would wait for its own read hold. A writer that downgraded (took the read lock
-  // too) still holds the write lock: taking it again is reentrant, not an upgrade.
+  // An upgrade would wait for its own read hold (below, once it is known not to be reentrant).
+  const auto upgrade = [&] {
+    return Refused{Error(errc::invalid_argument,
+                         "lock '" + name + "': owner '" + owner.str() +
+                             "' holds it for reading; a read hold cannot be upgraded (release "
+                             "it first)"),
+                   std::nullopt};
+  };
   if (kind == HoldKind::write && has(name, owner, HoldKind::read) &&
       !has(name, owner, HoldKind::write)) {
-    co_return Refused{Error(errc::invalid_argument,
-                            "lock '" + name + "': owner '" + owner.str() +
-                                "' holds it for reading; a read hold cannot be upgraded (release "
-                                "it first)"),
-                      std::nullopt};
+    co_return upgrade();
   }
   const HoldId key{name, owner, "", kind};
   const auto entry = enter(key);
@@ -137,6 +139,13 @@ engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail:
       }
     } else {
       hold = nullptr;
+    }
+    // A writer that downgraded (took the read lock too) and still holds the write lock takes it
+    // again reentrantly, above. Once its write hold has ended (expired, lost, forgotten) while
+    // the read hold lives, a new write hold is an upgrade: refused, or it would wait for its
+    // own reader (and its registration keep every other reader out meanwhile).
+    if (!lease->hold && !refused && kind == HoldKind::write && has(name, owner, HoldKind::read)) {
+      refused = upgrade();
     }
     if (!lease->hold && !refused) {
       HoldId id{name, owner, next_hold_id(), kind};

@@ -262,6 +262,23 @@ TEST_P(SharedLockTest, ReentrancyDowngradeAndNoUpgrade) {
   ASSERT_TRUE(again) << again.error().message();
   EXPECT_EQ(again->fencing_token(), w->fencing_token()) << "reentrant: the same write hold";
   ASSERT_TRUE(again->unlock());
+  {
+    // Once the write hold has ended while the read hold lives, writing again is an upgrade:
+    // refused at once, not a wait for its own reader (reviewer's finding on the fix above).
+    Client d = make_client();
+    auto short_write = d.try_lock("doc2", fixed(800ms, "me"));
+    ASSERT_TRUE(short_write);
+    auto reading = d.try_lock_shared("doc2", renewed(10s, "me"));
+    ASSERT_TRUE(reading) << reading.error().message();
+    ASSERT_TRUE(eventually([&] { return !short_write->is_held(); }, 10s));
+    std::this_thread::sleep_for(50ms);
+    const auto asked = Clock::now();
+    auto upgraded = d.lock("doc2", 5s, renewed(10s, "me"));
+    ASSERT_FALSE(upgraded) << "a write hold beside its own reader";
+    EXPECT_TRUE(upgraded.error().is(errc::invalid_argument)) << upgraded.error().message();
+    EXPECT_LT(Clock::now() - asked, 4s) << "it waited for its own reader";
+    EXPECT_EQ(nodes_with("dlock:writers-waiting:{doc2}"), 0u);
+  }
   ASSERT_TRUE(w->unlock());
   EXPECT_TRUE(down->is_held());
   Client other = make_client();
