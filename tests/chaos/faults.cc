@@ -23,6 +23,11 @@ constexpr unsigned kReplyKinds = 6;
 // acquisition (and the token raise that completes one).
 const std::string kReleaseMatch = std::string("dlock:release:{") + kName + "}";
 const std::string kAcquireMatch = std::string("dlock:fence:{") + kName + "}";
+// A permit holder's calls name a slot of the semaphore: all slots share the release channel,
+// and each slot's counter begins with this (lock/keys.h).
+const std::string kPermitReleaseMatch =
+    std::string("dlock:release:{dlock:sem:{") + kSemaphore + "}}";
+const std::string kPermitAcquireMatch = std::string("dlock:fence:{dlock:sem:{") + kSemaphore + "}:";
 
 // Waits until child `pid` is stopped by a signal; false if `limit` passed first.
 bool wait_until_stopped(pid_t pid, milliseconds limit) {
@@ -176,7 +181,12 @@ std::optional<Fault> FaultSchedule::lose_reply(unsigned kind, std::size_t node) 
   f.target = "node-" + std::to_string(target + 1) + " worker-" + std::to_string(worker + 1) +
              (then_cut ? " then cut" : "");
   f.start_ns = real_now_ns();
-  proxy->lose_next_reply(kind == 9 ? kReleaseMatch : kAcquireMatch, then_cut);
+  const bool permits = t_.permit_holders.size() > static_cast<std::size_t>(worker) &&
+                       t_.permit_holders[static_cast<std::size_t>(worker)];
+  if (permits) f.target += " (permits)";
+  proxy->lose_next_reply(kind == 9 ? (permits ? kPermitReleaseMatch : kReleaseMatch)
+                                   : (permits ? kPermitAcquireMatch : kAcquireMatch),
+                         then_cut);
   const auto until = Clock::now() + milliseconds(3000);
   while (proxy->armed() && Clock::now() < until) std::this_thread::sleep_for(milliseconds(5));
   if (proxy->armed()) {

@@ -29,7 +29,8 @@ struct FaultTargets {
   ChaosNodes* nodes = nullptr;
   std::vector<pid_t> workers;
   std::vector<bool> nesting;  // per worker: a nesting worker (preferred target of lost replies)
-  int skewed = 0;             // workers [0, skewed) are never paused
+  std::vector<bool> permit_holders;  // per worker: takes permits (its calls name the semaphore)
+  int skewed = 0;                    // workers [0, skewed) are never paused
   std::chrono::milliseconds ttl{500};
   std::chrono::milliseconds max_ttl{500};  // the largest ttl any worker uses
   std::chrono::milliseconds wait{10000};

@@ -102,6 +102,7 @@ class Workers {
   void stop();
   std::vector<pid_t> pids() const;
   std::vector<bool> nesting() const;
+  std::vector<bool> permit_holders() const;
   bool has_faketime() const { return !faketime_.empty(); }
 
  private:
@@ -210,6 +211,13 @@ std::vector<bool> Workers::nesting() const {
   return out;
 }
 
+std::vector<bool> Workers::permit_holders() const {
+  std::vector<bool> out;
+  const int first = o_.skewed + o_.nesting + o_.readers;
+  for (int i = 0; i < o_.workers; ++i) out.push_back(i >= first && i < first + o_.permit_holders);
+  return out;
+}
+
 void print_summary(const FaultSchedule& faults, const ChaosNodes& nodes, bool faketime) {
   std::cout << "faults injected:";
   for (const auto& [kind, n] : faults.counts()) std::cout << " " << kind << "=" << n;
@@ -242,6 +250,7 @@ int run_chaos(const RunOptions& o) {
   targets.nodes = &nodes;
   targets.workers = workers.pids();
   targets.nesting = workers.nesting();
+  targets.permit_holders = workers.permit_holders();
   targets.skewed = o.skewed;
   targets.ttl = o.ttl;
   targets.max_ttl = o.nesting > 0 ? std::max(o.ttl, kNestingMaxTtl) : o.ttl;
