@@ -22,10 +22,10 @@
 --          queued writer refused because of readers is registered there until its timeout
 --
 -- Replies as acquire.lua: {1, fence, 0} acquired (an older hold of the same client is taken
--- over, as there, but never while a reader is live), or {0, fence, pttl} not acquired, where pttl is the holder's remaining ttl,
--- or -2 when the lock is free but another waiter is first in line; {0, fence, pttl, 1} when
--- live readers kept it and the waiter was registered as a waiting writer (pttl: the last
--- reader's remaining ms).
+-- over, as there, but never while a reader is live), or {0, fence, pttl} not acquired, where
+-- pttl is the holder's remaining ttl, or -2 when the lock is free but another waiter is first
+-- in line; {0, fence, pttl, 1} when live readers kept it and the waiter was registered as a
+-- waiting writer (pttl: the last reader's remaining ms).
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local owner = ARGV[1]
