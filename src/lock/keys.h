@@ -1,61 +1,93 @@
 // SPDX-License-Identifier: MIT
 // Names of the Redis keys and channels that belong to one lock name. The lock key is the name
-// itself; auxiliary ones embed it in a hash tag so they share its Redis Cluster slot.
+// itself; auxiliary ones are named so that they share its Redis Cluster slot (a script may only
+// touch keys of one slot), see auxiliary_key.
 #pragma once
 
 #include <string>
 #include <string_view>
 
+#include "node/node_keys.h"
+#include "node/slots.h"
+
 namespace dlock::lock {
+
+// What an auxiliary key of `name` carries as its hash tag: `name`'s own hash tag if it has one,
+// else `name` itself if that has no brace (the tag then hashes exactly as the name does), else
+// the short tag of `name`'s slot (a name like "a}b" cannot be a tag: it would end at the '}').
+inline std::string cluster_tag(std::string_view name) {
+  if (const auto tag = node::hash_tag(name); !tag.empty()) return std::string(tag);
+  if (name.find_first_of("{}") == std::string_view::npos) return std::string(name);
+  return std::string(node::slot_tag(node::key_slot(name)));
+}
+
+// PREFIX{NAME} for a name without braces (the form every version of dlock used); for one with
+// braces PREFIX{TAG}:NAME, in the name's slot and still one key per name. The two forms cannot
+// meet: the first has one '}', at the end; the second has one before ':' and NAME after it.
+inline std::string auxiliary_key(std::string_view prefix, std::string_view name) {
+  if (name.find_first_of("{}") == std::string_view::npos) {
+    return std::string(prefix) + "{" + std::string(name) + "}";
+  }
+  return std::string(prefix) + "{" + cluster_tag(name) + "}:" + std::string(name);
+}
 
 // The fencing counter of `name`. It expires with the lock: the floor below carries its value
 // into the next counter, so Redis keeps nothing for a name that is no longer locked.
 inline std::string fence_key(std::string_view name) {
-  return "dlock:fence:{" + std::string(name) + "}";
+  return auxiliary_key("dlock:fence:", name);
 }
 
 // One per node: the largest fencing token this node handed out or was raised to, for any name.
 // A new counter starts from it (see acquire.lua).
-inline constexpr std::string_view kFenceFloorKey = "dlock:fence-floor";
+using node::kFenceFloorKey;
 
 // One per node: the largest lock ttl (ms) this node knows of (hello.lua, acquire.lua).
-inline const std::string kMaxTtlKey = "dlock:max-ttl";
+inline const std::string kMaxTtlKey(node::kMaxTtlKey);
+
+// One per node: the boot identities this node was told of (hello.lua, lock/membership.h).
+inline const std::string kBootsKey(node::kBootsKey);
+
+// On a Redis Cluster the three keys above exist once per slot (node/node_keys.h): a script can
+// reach only keys of the slot of the lock it works on.
 
 inline std::string accepted_token_key(std::string_view key) {
-  return "dlock:accepted:{" + std::string(key) + "}";
+  return auxiliary_key("dlock:accepted:", key);
 }
 
 // The read holds of `name` (dlock::SharedMutex): a zset "HOLD_ID OWNER" -> expiry (ms, the
 // node's clock). The key itself expires with its longest-lived reader.
 inline std::string readers_key(std::string_view name) {
-  return "dlock:readers:{" + std::string(name) + "}";
+  return auxiliary_key("dlock:readers:", name);
 }
 
 // Writers waiting for the readers of `name` to leave: a zset owner -> deadline (ms, the node's
 // clock). New readers stay out while it has a live member (no writer starvation).
 inline std::string writers_waiting_key(std::string_view name) {
-  return "dlock:writers-waiting:{" + std::string(name) + "}";
+  return auxiliary_key("dlock:writers-waiting:", name);
 }
 
-// Slot i of the semaphore `name` (dlock::Semaphore): an ordinary lock of its own.
+// Slot i of the semaphore `name` (dlock::Semaphore): an ordinary lock of its own, named
+// dlock:sem:{NAME}:i, or dlock:sem:{TAG}:NAME:i if NAME has braces (as in auxiliary_key): every
+// slot, its queue and its channel share the semaphore's Redis Cluster slot.
 inline std::string semaphore_slot(std::string_view name, std::size_t i) {
-  return "dlock:sem:{" + std::string(name) + "}:" + std::to_string(i);
+  return auxiliary_key("dlock:sem:", name) + ":" + std::to_string(i);
 }
 
-// The semaphore a slot name belongs to ("dlock:sem:{NAME}" for "dlock:sem:{NAME}:<digits>"),
-// or empty for any other name. NAME may itself hold '{', '}' or ':': the suffix is parsed from
+// The semaphore a slot name belongs to (the slot name without its ":<digits>" suffix), or
+// empty for any other name. NAME may itself hold '{', '}' or ':': the suffix is parsed from
 // the right.
 inline std::string_view semaphore_of_slot(std::string_view name) {
   constexpr std::string_view kPrefix = "dlock:sem:{";
   if (name.substr(0, kPrefix.size()) != kPrefix) return {};
-  const auto close = name.rfind("}:");
-  if (close == std::string_view::npos || close < kPrefix.size() || close + 2 == name.size()) {
-    return {};
-  }
-  for (char c : name.substr(close + 2)) {
+  const auto colon = name.rfind(':');
+  if (colon == std::string_view::npos || colon + 1 == name.size()) return {};
+  // The tag's '}' must come before the suffix: "dlock:sem:{x:1" is no slot.
+  const auto close = name.find('}', kPrefix.size());
+  if (close == std::string_view::npos || close >= colon) return {};
+  for (char c : name.substr(colon + 1)) {
     if (c < '0' || c > '9') return {};
   }
-  return name.substr(0, close + 1);
+  return name.substr(0, colon);
 }
 
 // What a lock's fair queue and release channel are named after: the lock, or for a slot of a
@@ -69,17 +101,18 @@ inline std::string_view queued_as(std::string_view name) {
 // waiter -> deadline. A fair semaphore's waiters queue once for all its slots: the first in
 // line takes whichever slot is free.
 inline std::string queue_key(std::string_view name) {
-  return "dlock:queue:{" + std::string(queued_as(name)) + "}";
+  return auxiliary_key("dlock:queue:", queued_as(name));
 }
 
 inline std::string queue_alive_key(std::string_view name) {
-  return "dlock:queue-alive:{" + std::string(queued_as(name)) + "}";
+  return auxiliary_key("dlock:queue-alive:", queued_as(name));
 }
 
 // Where a lock's releases are published, and waiters listen. Every slot of a semaphore shares
 // its semaphore's channel: a waiter for a permit hears the release of any slot.
+// On a Redis Cluster the channel is a shard channel (SSUBSCRIBE), in the lock's slot.
 inline std::string release_channel(std::string_view name) {
-  return "dlock:release:{" + std::string(queued_as(name)) + "}";
+  return auxiliary_key("dlock:release:", queued_as(name));
 }
 
 }  // namespace dlock::lock

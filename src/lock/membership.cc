@@ -109,7 +109,7 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
     args.insert(args.end(), {ids[i]->run_id, ids[i]->uptime_seconds});
   }
   const auto asked = Clock::now();
-  node::ScriptRound hello(nodes_, scripts::hello(), {"dlock:boots", kMaxTtlKey}, std::move(args));
+  node::ScriptRound hello(nodes_, scripts::hello(), {kBootsKey, kMaxTtlKey}, std::move(args));
   const BootReport report = tally_hello(co_await hello, greeted.size());
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     attempted_epoch_[i] = epochs[i];

@@ -54,6 +54,14 @@ class Membership {
     bool may_vote(const node::Fanout& nodes, std::size_t i) const {
       return votes[i] && nodes.epoch(i) == epochs[i];
     }
+    // True if node i's confirmation of an extension counts. A quarantined node's does: its
+    // "renewed" says the key with this very hold is there (renew.lua checks the hold id), so
+    // on that node nobody else can be granted the lock while it lives. The quarantine is
+    // against grants on a node that may have forgotten keys, not against keys it still has; a
+    // failed-over node whose replica had the key lets its holder keep the lock.
+    bool may_extend(const node::Fanout& nodes, std::size_t i) const {
+      return !ttl_unannounced && !duplicate[i] && nodes.epoch(i) == epochs[i];
+    }
   };
 
   // Before using a lock with `ttl`: greets the nodes again if a connection is new or `ttl` is

@@ -377,7 +377,7 @@ Result<Clock::time_point> QuorumLock::judge_renewal(const Renewal& renewal,
         failures.push_back(node_error(i, errc::not_owner, "not held by this owner"));
         break;
       case RenewReply::renewed:
-        if (view.may_vote(nodes_, i)) {
+        if (view.may_extend(nodes_, i)) {
           ++extended;
         } else {
           ++errors;

@@ -84,14 +84,15 @@ void Connection::send(std::string command, Clock::time_point deadline, Callback 
     if (lent_ && lent_to_ == std::this_thread::get_id()) {
       // The borrower's own request: its next borrowed_flush() writes it.
       out_ += command;
-      in_flight_.push_back(Pending{{}, deadline, now, std::move(done)});
+      in_flight_.push_back(Pending{{}, deadline, now, std::move(done), is_sunsubscribe(command)});
       return;
     }
     lendable_ = false;
     if (lent_) {
       // A caller has the socket: queue, and let give_back() bring us back to it.
       deferred_ = true;
-      waiting_.push_back(Pending{std::move(command), deadline, now, std::move(done)});
+      const bool sunsubscribe = is_sunsubscribe(command);
+      waiting_.push_back(Pending{std::move(command), deadline, now, std::move(done), sunsubscribe});
       arm_timer(deadline);
       return;
     }
@@ -112,7 +113,8 @@ void Connection::send(std::string command, Clock::time_point deadline, Callback 
     }
     start_connect();
   }
-  Pending p{std::move(command), deadline, now, std::move(done)};
+  const bool sunsubscribe = is_sunsubscribe(command);
+  Pending p{std::move(command), deadline, now, std::move(done), sunsubscribe};
   if (state_ == State::ready) {
     out_ += p.command;
     p.command.clear();
@@ -337,6 +339,21 @@ void Connection::on_read(std::size_t n) {
   start_read();
 }
 
+bool Connection::is_sunsubscribe(const std::string& command) {
+  // As resp::encode_command writes it: *<n>\r\n$12\r\nSUNSUBSCRIBE\r\n...
+  constexpr std::string_view kVerb = "\r\n$12\r\nSUNSUBSCRIBE\r\n";
+  return command.compare(2, kVerb.size(), kVerb) == 0 ||
+         (command.size() > 3 && command.compare(3, kVerb.size(), kVerb) == 0);
+}
+
+bool Connection::is_push(const resp::Reply& reply) const {
+  if (!reply.is_array() || reply.elements.size() != 3) return false;
+  const std::string& kind = reply.elements[0].str;
+  if (kind == "message" || kind == "smessage") return true;
+  // Our own SUNSUBSCRIBE is answered in order; any other is the server's.
+  return kind == "sunsubscribe" && (in_flight_.empty() || !in_flight_.front().sunsubscribe);
+}
+
 std::optional<Connection::Failure> Connection::dispatch() {
   const auto gen = generation_;
   for (;;) {
@@ -347,8 +364,7 @@ std::optional<Connection::Failure> Connection::dispatch() {
       }
       return std::nullopt;
     }
-    if (on_message_ && reply->is_array() && reply->elements.size() == 3 &&
-        reply->elements[0].str == "message") {
+    if (on_message_ && is_push(*reply)) {
       on_message_(*reply);  // a push, not the reply to a request
       continue;
     }

@@ -74,8 +74,10 @@ class Connection {
   void send(std::string command, Clock::time_point deadline, Callback done);
 
   // For a subscriber connection: `on_message` gets every pub/sub message pushed by the server
-  // (["message", channel, payload]), and `on_ready` runs after each (re)connection so the
-  // owner can subscribe again (a new connection has no subscriptions). Set before first use.
+  // (["message" or "smessage", channel, payload], or ["sunsubscribe", channel, count] when a
+  // cluster shard dropped a shard channel whose slot moved away), and `on_ready` runs after each
+  // (re)connection so the owner can subscribe again (a new connection has no subscriptions). Set
+  // before first use.
   void set_push_handlers(std::function<void(const resp::Reply&)> on_message,
                          std::function<void()> on_ready) {
     on_message_ = std::move(on_message);
@@ -129,6 +131,9 @@ class Connection {
     Clock::time_point deadline;
     Clock::time_point sent;
     Callback done;  // empty once answered or timed out
+    // A SUNSUBSCRIBE: its reply looks like the push a server sends when it drops a shard
+    // channel by itself, and is told from one by this.
+    bool sunsubscribe = false;
   };
   class Stream;
 
@@ -146,6 +151,8 @@ class Connection {
   // Matches the replies the reader holds to in_flight_ and runs their callbacks. A failure
   // (malformed reply, reply to no request) is returned, not acted on: each driver has its way.
   std::optional<Failure> dispatch();
+  bool is_push(const resp::Reply& reply) const;
+  static bool is_sunsubscribe(const std::string& command);
   // While borrowed: writes out_ (reading meanwhile, so neither side can block the other).
   bool borrowed_write(Clock::time_point deadline);
   bool borrowed_receive();  // reads into the reader; false sets loan_failure_

@@ -37,8 +37,26 @@ Error bad_url(std::string_view url, const std::string& why) {
 
 }  // namespace
 
+NodeAddress NodeAddress::server_at(std::string other_host, std::uint16_t other_port) const {
+  NodeAddress a = *this;
+  a.kind = Kind::server;
+  a.host = std::move(other_host);
+  a.port = other_port;
+  return a;
+}
+
 std::string NodeAddress::display() const {
-  std::string s = tls ? "rediss://" : "redis://";
+  if (kind == Kind::sentinel) {
+    std::string s = "redis-sentinel://" + (user.empty() ? "" : user + "@");
+    for (std::size_t i = 0; i < sentinels.size(); ++i) {
+      const auto& [h, p] = sentinels[i];
+      s += (i == 0 ? "" : ",") + (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" +
+           std::to_string(p);
+    }
+    return s + "/" + master_name;
+  }
+  std::string s = tls ? "rediss" : "redis";
+  s += kind == Kind::cluster ? "-cluster://" : "://";
   if (!user.empty()) s += user + "@";
   s += host.find(':') != std::string::npos ? "[" + host + "]" : host;
   s += ":" + std::to_string(port);
@@ -47,6 +65,7 @@ std::string NodeAddress::display() const {
 }
 
 std::string NodeAddress::identity() const {
+  if (kind == Kind::sentinel) return display();
   std::string h = host;
   std::transform(h.begin(), h.end(), h.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -54,22 +73,78 @@ std::string NodeAddress::identity() const {
   return h + ":" + std::to_string(port);
 }
 
+namespace {
+
+// redis-sentinel://[user:password@]host[:port][,host[:port]...]/MASTER: each sentinel is parsed
+// as a redis:// URL of its own (so hosts, ports and the user information follow one rule).
+Result<NodeAddress> parse_sentinel_url(std::string_view url) {
+  std::string_view rest = url.substr(std::string_view("redis-sentinel://").size());
+  const auto slash = rest.find('/');
+  if (slash == std::string_view::npos) {
+    return bad_url(url, "no master name: redis-sentinel://host:port[,host:port...]/MASTER");
+  }
+  std::string_view hosts = rest.substr(0, slash);
+  const std::string_view master = rest.substr(slash + 1);
+  if (master.empty() || master.find_first_of("/?#@,") != std::string_view::npos) {
+    return bad_url(url, "the master name after the last '/' must be one plain name");
+  }
+  std::string userinfo;
+  if (const auto at = hosts.rfind('@'); at != std::string_view::npos) {
+    userinfo = std::string(hosts.substr(0, at + 1));
+    hosts.remove_prefix(at + 1);
+  }
+  NodeAddress addr;
+  addr.kind = NodeAddress::Kind::sentinel;
+  addr.master_name = std::string(master);
+  for (std::size_t start = 0; start <= hosts.size();) {
+    const auto comma = std::min(hosts.find(',', start), hosts.size());
+    const std::string_view one = hosts.substr(start, comma - start);
+    if (one.empty()) return bad_url(url, "an empty sentinel address");
+    const auto colon = one.rfind(':');
+    const bool has_port =
+        colon != std::string_view::npos && one.find(']', colon) == std::string_view::npos;
+    auto sentinel =
+        parse_node_url("redis://" + userinfo + std::string(one) + (has_port ? "" : ":26379"));
+    if (!sentinel)
+      return bad_url(url, "sentinel '" + std::string(one) + "': " + sentinel.error().summary());
+    if (addr.sentinels.empty()) {
+      addr.host = sentinel->host;
+      addr.port = sentinel->port;
+      addr.user = sentinel->user;
+      addr.password = sentinel->password;
+    }
+    addr.sentinels.emplace_back(sentinel->host, sentinel->port);
+    start = comma + 1;
+  }
+  return addr;
+}
+
+}  // namespace
+
 Result<NodeAddress> parse_node_url(std::string_view url) {
   if (url.empty()) return bad_url(url, "empty");
   if (url.find_first_of(" \t\r\n") != std::string_view::npos) {
     return bad_url(url, "contains white space");
   }
   NodeAddress addr;
+  std::string s(url);
   if (url.starts_with("redis://")) {
     addr.tls = false;
   } else if (url.starts_with("rediss://")) {
     addr.tls = true;
+  } else if (url.starts_with("redis-sentinel://")) {
+    return parse_sentinel_url(url);
+  } else if (url.starts_with("redis-cluster://") || url.starts_with("rediss-cluster://")) {
+    addr.kind = NodeAddress::Kind::cluster;
+    addr.tls = url.starts_with("rediss-");
+    s.erase(s.find("-cluster"), 8);  // the rest parses as the seed server's URL
   } else {
-    return bad_url(url, "scheme must be redis:// or rediss://");
+    return bad_url(url,
+                   "scheme must be redis://, rediss://, redis-cluster://, rediss-cluster:// or "
+                   "redis-sentinel://");
   }
   std::unique_ptr<CURLU, UrlDeleter> u(curl_url());
   if (!u) return Error(errc::invalid_argument, "out of memory parsing URL");
-  const std::string s(url);
   if (CURLUcode rc = curl_url_set(u.get(), CURLUPART_URL, s.c_str(), CURLU_NON_SUPPORT_SCHEME);
       rc != CURLUE_OK) {
     return bad_url(url, curl_url_strerror(rc));
@@ -101,6 +176,9 @@ Result<NodeAddress> parse_node_url(std::string_view url) {
       return bad_url(url, "database must be a number >= 0, got '" + std::string(db) + "'");
     }
     addr.db = value;
+    if (addr.kind == NodeAddress::Kind::cluster && value != 0) {
+      return bad_url(url, "a Redis Cluster has only database 0");
+    }
   }
   return addr;
 }

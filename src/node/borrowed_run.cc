@@ -15,10 +15,15 @@ std::optional<std::vector<Outcomes>> run_borrowed(
     const std::shared_ptr<const std::vector<Call>>& calls, net::Clock::time_point deadline,
     const Enough& enough) {
   const std::size_t n = nodes.size();
+  std::vector<net::Connection*> connections(n);
   for (std::size_t i = 0; i < n; ++i) {
-    if (!nodes[i]->connection().try_borrow()) {
+    connections[i] = nodes[i]->lendable_connection();
+    if (connections[i] == nullptr) return std::nullopt;  // a cluster: the io thread routes
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!connections[i]->try_borrow()) {
       for (std::size_t j = 0; j < i; ++j) {
-        nodes[j]->connection().give_back(Error(errc::cancelled, "not sent"));
+        connections[j]->give_back(Error(errc::cancelled, "not sent"));
       }
       return std::nullopt;
     }
@@ -36,17 +41,17 @@ std::optional<std::vector<Outcomes>> run_borrowed(
   std::vector<std::size_t> fd_node;
   for (;;) {
     // Writes what is queued (the round, then EVAL retries after NOSCRIPT).
-    for (const auto& node : nodes) node->connection().borrowed_flush(deadline);
+    for (auto* connection : connections) connection->borrowed_flush(deadline);
     if (round->complete()) break;
     const auto now = net::Clock::now();
     auto next = net::Clock::time_point::max();
-    for (const auto& node : nodes) next = std::min(next, node->connection().borrowed_expire(now));
+    for (auto* connection : connections) next = std::min(next, connection->borrowed_expire(now));
     if (round->complete()) break;
     fds.clear();
     fd_node.clear();
     for (std::size_t i = 0; i < n; ++i) {
-      if (!nodes[i]->connection().borrowed_waiting()) continue;
-      fds.push_back(pollfd{nodes[i]->connection().borrowed_fd(), POLLIN, 0});
+      if (!connections[i]->borrowed_waiting()) continue;
+      fds.push_back(pollfd{connections[i]->borrowed_fd(), POLLIN, 0});
       fd_node.push_back(i);
     }
     if (fds.empty() || next == net::Clock::time_point::max()) break;
@@ -55,13 +60,13 @@ std::optional<std::vector<Outcomes>> run_borrowed(
         ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(left.count(), 0)));
     if (ready < 0 && errno != EINTR) break;
     for (std::size_t k = 0; k < fds.size() && ready > 0; ++k) {
-      if (fds[k].revents != 0) nodes[fd_node[k]]->connection().borrowed_read();
+      if (fds[k].revents != 0) connections[fd_node[k]]->borrowed_read();
     }
   }
 
   std::vector<Outcomes> out = round->take(round->complete());
-  for (const auto& node : nodes) {
-    node->connection().give_back(Error(errc::cancelled, "not waited for: a quorum had answered"));
+  for (auto* connection : connections) {
+    connection->give_back(Error(errc::cancelled, "not waited for: a quorum had answered"));
   }
   return out;
 }

@@ -2,8 +2,10 @@
 // Call and Enough: what NodeSet::run sends to every node, and when it may stop waiting.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "resp/reply.h"
@@ -17,6 +19,13 @@ struct Call {
   std::vector<std::string> keys;  // script keys, or the command and its arguments
   std::vector<std::string> args;  // script arguments
 };
+
+// True if `call` is the plain command `verb` (upper case), in any case.
+inline bool is_command(const Call& call, std::string_view verb) {
+  return call.script == nullptr && !call.keys.empty() &&
+         std::equal(call.keys[0].begin(), call.keys[0].end(), verb.begin(), verb.end(),
+                    [](char a, char b) { return (a >= 'a' && a <= 'z' ? a - 32 : a) == b; });
+}
 
 // Return-at-quorum for a single call: once `needed` nodes answered with a reply for which
 // `counts(node, reply)` is true, run() returns without waiting for the others; their outcome

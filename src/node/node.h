@@ -1,19 +1,18 @@
 // SPDX-License-Identifier: MIT
-// Node: one Redis master as the lock algorithms see it: run a script, run a plain command, and
-// listen on pub/sub channels (on a second connection of its own, as RESP2 requires).
+// Node: one lock node as the lock algorithms see it (one vote of a quorum): run a script or a
+// plain command, and listen on pub/sub channels. A ServerNode is one Redis server; a
+// ClusterNode is a whole Redis Cluster that routes each call to the shard of its keys' slot.
 #pragma once
 
 #include <dlock/observer.h>
 
 #include <functional>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "net/connection.h"
 #include "node/call.h"
-#include "scripts/script.h"
 
 namespace dlock::node {
 
@@ -21,38 +20,41 @@ using MessageHandler = std::function<void(const std::string& channel, const std:
 
 class Node {
  public:
-  // `observer` (may be null) hears of every request run() makes, as node `index`.
-  Node(asio::io_context& io, net::NodeAddress address, net::ConnectionOptions options,
-       MessageHandler on_message, std::size_t index = 0, Observer* observer = nullptr);
+  virtual ~Node() = default;
 
-  // Sends (*calls)[c]: a script by EVALSHA, and on NOSCRIPT (a restarted or flushed server has
-  // lost its script cache) once more with the full source by EVAL, within the same deadline;
-  // or a plain command. On the io thread, or on a thread that borrowed the command connection
-  // (NodeSet's fast path). `calls` is shared: the NOSCRIPT retry may come after the round.
-  void run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-           net::Clock::time_point deadline, net::Connection::Callback done);
+  // Sends (*calls)[c] and calls `done` once with the reply or the failure, by `deadline`. On
+  // the io thread, or (a ServerNode only) on a thread that borrowed lendable_connection().
+  // `calls` is shared: a retry (NOSCRIPT, a cluster redirect) may come after the round.
+  virtual void run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
+                   net::Clock::time_point deadline, net::Connection::Callback done) = 0;
 
   // Subscribes to `channel` (kept across reconnections until unsubscribe); `done` gets the
   // server's confirmation. Io thread only.
-  void subscribe(const std::string& channel, net::Clock::time_point deadline,
-                 net::Connection::Callback done);
-  void unsubscribe(const std::string& channel);
+  virtual void subscribe(const std::string& channel, net::Clock::time_point deadline,
+                         net::Connection::Callback done) = 0;
+  virtual void unsubscribe(const std::string& channel) = 0;
 
-  // The command connection, for the caller-driven fast path (node/borrowed_run.h).
-  net::Connection& connection() noexcept { return connection_; }
+  // The one command connection a caller thread may borrow for NodeSet's fast path
+  // (node/borrowed_run.h), or null when calls need the io thread (a cluster's routing).
+  virtual net::Connection* lendable_connection() noexcept = 0;
 
-  const net::NodeAddress& address() const noexcept { return connection_.address(); }
-  std::uint64_t epoch() const noexcept { return connection_.epoch(); }
-
- private:
-  // Declared before the connections, so they outlive any callback a connection runs as it goes.
-  const std::size_t index_;
-  Observer* const observer_;
-  const std::string display_;  // the address for the observer (password elided)
-  net::Connection connection_;
-  net::Connection subscriber_;
-  std::set<std::string> channels_;  // io thread only
-  const std::chrono::milliseconds resubscribe_timeout_;
+  virtual const net::NodeAddress& address() const noexcept = 0;
+  // Changes whenever a connection of this node is replaced (or, for a cluster, a slot changes
+  // hands): replies on different epochs may come from different server processes. Any thread.
+  virtual std::uint64_t epoch() const noexcept = 0;
 };
+
+// How a request ended, for the observer. A round that had its quorum stops waiting for the rest
+// (errc::cancelled): reported as such, not as a node failure.
+inline NodeResult node_result(const Result<resp::Reply>& r) {
+  if (r) return r->is_error() ? NodeResult::error : NodeResult::ok;
+  return r.error().is(errc::cancelled) ? NodeResult::not_waited_for : NodeResult::error;
+}
+
+// A ServerNode or a ClusterNode, as the address says. `observer` (may be null) hears of every
+// request run() makes, as node `index`.
+std::unique_ptr<Node> make_node(asio::io_context& io, net::NodeAddress address,
+                                net::ConnectionOptions options, MessageHandler on_message,
+                                std::size_t index, Observer* observer);
 
 }  // namespace dlock::node

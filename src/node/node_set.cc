@@ -45,7 +45,7 @@ NodeSet::NodeSet(const std::vector<net::NodeAddress>& addresses, net::Connection
     : work_(asio::make_work_guard(io_)), node_timeout_(node_timeout) {
   nodes_.reserve(addresses.size());
   for (std::size_t i = 0; i < addresses.size(); ++i) {
-    nodes_.push_back(std::make_unique<Node>(io_, addresses[i], options, on_message, i, observer));
+    nodes_.push_back(make_node(io_, addresses[i], options, on_message, i, observer));
   }
   thread_ = std::thread([this] {
     engine::become_io_thread();

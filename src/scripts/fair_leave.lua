@@ -8,6 +8,7 @@
 -- KEYS[4]  writers waiting for readers: dlock:writers-waiting:{NAME}, a zset owner -> deadline
 -- ARGV[1]  owner token (the waiter)
 -- ARGV[2]  release channel (dlock:release:{NAME})
+-- ARGV[3]  'publish', or 'spublish' on a Redis Cluster (waiters listen on shard channels)
 --
 -- Replies 1 if the waiter was queued or registered here, 0 if not.
 local was_first = redis.call('zrange', KEYS[2], 0, 0)[1] == ARGV[1]
@@ -17,9 +18,9 @@ local was_writer = redis.call('zrem', KEYS[4], ARGV[1])
 if redis.call('exists', KEYS[1]) == 0 then
   local head = redis.call('zrange', KEYS[2], 0, 0)[1]
   if was_first and head then
-    redis.call('publish', ARGV[2], head)
+    redis.call(ARGV[3], ARGV[2], head)
   elseif was_writer == 1 and redis.call('exists', KEYS[4]) == 0 then
-    redis.call('publish', ARGV[2], '~' .. ARGV[1])
+    redis.call(ARGV[3], ARGV[2], '~' .. ARGV[1])
   end
 end
 return math.max(removed, was_writer)

@@ -7,6 +7,7 @@
 -- KEYS[4]  writers waiting for readers: dlock:writers-waiting:{NAME}
 -- ARGV[1]  release channel (dlock:release:{NAME})
 -- ARGV[2]  '1' to delete a key that is not a dlock lock (e.g. another library's), '0' to keep it
+-- ARGV[3]  'publish', or 'spublish' on a Redis Cluster (waiters listen on shard channels)
 --
 -- Replies 'deleted' (a dlock lock: a writer or readers), 'deleted-foreign', 'kept-foreign' or
 -- 'free' (nothing held). Readers are deleted also when a foreign key is kept.
@@ -17,11 +18,11 @@ if kind == 'none' and not readers then
 end
 local foreign = kind ~= 'none' and kind ~= 'hash'
 if foreign and ARGV[2] ~= '1' then
-  if readers then redis.call('publish', ARGV[1], redis.call('zrange', KEYS[2], 0, 0)[1] or '') end
+  if readers then redis.call(ARGV[3], ARGV[1], redis.call('zrange', KEYS[2], 0, 0)[1] or '') end
   return 'kept-foreign'
 end
 if kind ~= 'none' then redis.call('del', KEYS[1]) end
-redis.call('publish', ARGV[1], redis.call('zrange', KEYS[2], 0, 0)[1] or '')
+redis.call(ARGV[3], ARGV[1], redis.call('zrange', KEYS[2], 0, 0)[1] or '')
 if foreign then
   return 'deleted-foreign'
 end

@@ -11,6 +11,7 @@
 --          newer one); '' releases whatever hold the owner has (Client::unlock by owner)
 -- KEYS[4]  the read holds: dlock:readers:{NAME}, a zset "HOLD_ID OWNER" -> expiry (ms)
 -- ARGV[4]  'w' a write (exclusive) hold, 'r' a read hold
+-- ARGV[5]  'publish', or 'spublish' on a Redis Cluster (waiters listen on shard channels)
 --
 -- A read hold frees the lock only when it was the last live reader and no writer holds (a
 -- writer that also reads); until then nothing is published.
@@ -69,4 +70,4 @@ while true do
   redis.call('zrem', KEYS[2], head)
   redis.call('hdel', KEYS[3], head)
 end
-return {1, redis.call('publish', ARGV[2], next_waiter)}
+return {1, redis.call(ARGV[5], ARGV[2], next_waiter)}

@@ -8,10 +8,10 @@
 namespace dlock::scripts {
 namespace {
 
-Script load(std::string_view name) {
+Script load(std::string_view name, bool publishes = false) {
   std::string_view source = embedded_source(name);
   if (source.empty()) throw std::logic_error("no embedded script " + std::string(name));
-  return Script{name, source, sha1_hex(source)};
+  return Script{name, source, sha1_hex(source), publishes};
 }
 
 }  // namespace
@@ -36,7 +36,7 @@ const Script& acquire() {
   return s;
 }
 const Script& release() {
-  static const Script s = load("release");
+  static const Script s = load("release", true);
   return s;
 }
 const Script& inspect() {
@@ -62,7 +62,7 @@ const Script& fair_acquire() {
   return s;
 }
 const Script& fair_leave() {
-  static const Script s = load("fair_leave");
+  static const Script s = load("fair_leave", true);
   return s;
 }
 
@@ -77,7 +77,7 @@ const Script& fenced_read() {
 }
 
 const Script& force_release() {
-  static const Script s = load("force_release");
+  static const Script s = load("force_release", true);
   return s;
 }
 

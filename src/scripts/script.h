@@ -14,6 +14,10 @@ struct Script {
   std::string_view name;
   std::string_view source;
   std::string sha1;  // hex, as EVALSHA wants it
+  // The script publishes releases: the node appends the command it publishes with as the last
+  // argument ("publish", or "spublish" on a Redis Cluster, where waiters listen on shard
+  // channels of the lock's slot).
+  bool publishes = false;
 };
 
 const Script& acquire();

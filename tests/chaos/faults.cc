@@ -26,8 +26,9 @@ const std::string kAcquireMatch = std::string("dlock:fence:{") + kName + "}";
 // A permit holder's calls name a slot of the semaphore: all slots share the release channel,
 // and each slot's counter begins with this (lock/keys.h).
 const std::string kPermitReleaseMatch =
-    std::string("dlock:release:{dlock:sem:{") + kSemaphore + "}}";
-const std::string kPermitAcquireMatch = std::string("dlock:fence:{dlock:sem:{") + kSemaphore + "}:";
+    std::string("dlock:release:{") + kSemaphore + "}:dlock:sem:{" + kSemaphore + "}";
+const std::string kPermitAcquireMatch =
+    std::string("dlock:fence:{") + kSemaphore + "}:dlock:sem:{" + kSemaphore + "}:";
 
 // Waits until child `pid` is stopped by a signal; false if `limit` passed first.
 bool wait_until_stopped(pid_t pid, milliseconds limit) {

@@ -497,12 +497,14 @@ TEST_F(CliTest, PermitsLetNRunsHoldTheSemaphoreAtOnce) {
   });
   ASSERT_TRUE(test::eventually(
       [&] {
-        return server_->command({"ZCARD", "dlock:queue:{dlock:sem:{downloads}}"})->integer == 1;
+        return server_->command({"ZCARD", "dlock:queue:{downloads}:dlock:sem:{downloads}"})
+                   ->integer == 1;
       },
       10s));
   ASSERT_TRUE(only->unlock());
   EXPECT_EQ(fair_run.get().status, 0);
-  EXPECT_EQ(server_->command({"EXISTS", "dlock:queue:{dlock:sem:{downloads}}"})->integer, 0);
+  EXPECT_EQ(server_->command({"EXISTS", "dlock:queue:{downloads}:dlock:sem:{downloads}"})->integer,
+            0);
 }
 
 TEST_F(CliTest, StatusJsonDescribesEachNode) {

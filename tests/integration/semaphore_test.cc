@@ -211,7 +211,7 @@ TEST_P(SemaphoreTest, FairWaitersGetPermitsInArrivalOrder) {
   auto first = held.try_acquire_lease();
   auto second = held.try_acquire_lease();
   ASSERT_TRUE(first && second);
-  const std::string queue = "dlock:queue:{" + std::string("dlock:sem:{pool}") + "}";
+  const std::string queue = "dlock:queue:{pool}:dlock:sem:{pool}";
   auto queued = [&] { return (*nodes_)[0].command({"ZCARD", queue})->integer; };
 
   constexpr int kWaiters = 3;
@@ -263,7 +263,7 @@ TEST_P(SemaphoreTest, AFairWaiterThatGivesUpLeavesTheQueue) {
   auto r = s.acquire_lease(1s);
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.error().is(errc::wait_timeout)) << r.error().message();
-  EXPECT_EQ(nodes_with("dlock:queue:{dlock:sem:{pool}}"), 0u)
+  EXPECT_EQ(nodes_with("dlock:queue:{pool}:dlock:sem:{pool}"), 0u)
       << "a waiter that gave up still queues: it would hold the line for a minute";
   // The next waiter is first in line at once.
   auto next = std::async(std::launch::async,

@@ -74,5 +74,47 @@ TEST(NodeAddressTest, ErrorHidesThePassword) {
   EXPECT_EQ(a.error().message().find("pw123"), std::string::npos) << a.error().message();
 }
 
+TEST(NodeAddressTest, ClusterUrlNamesASeedServer) {
+  auto a = parse_node_url("rediss-cluster://bob:pw@10.0.0.7:7001");
+  ASSERT_TRUE(a) << a.error().message();
+  EXPECT_EQ(a->kind, NodeAddress::Kind::cluster);
+  EXPECT_TRUE(a->tls);
+  EXPECT_EQ(a->host, "10.0.0.7");
+  EXPECT_EQ(a->port, 7001);
+  EXPECT_EQ(a->user, "bob");
+  EXPECT_EQ(a->password, "pw");
+  EXPECT_EQ(a->display(), "rediss-cluster://bob@10.0.0.7:7001");
+  EXPECT_FALSE(parse_node_url("redis-cluster://10.0.0.7:7001/1")) << "a cluster has only db 0";
+}
+
+TEST(NodeAddressTest, SentinelUrlListsSentinelsAndTheMasterName) {
+  auto a = parse_node_url("redis-sentinel://:s%40cret@s1:26380,[::1],10.0.0.3:26381/orders");
+  ASSERT_TRUE(a) << a.error().message();
+  EXPECT_EQ(a->kind, NodeAddress::Kind::sentinel);
+  EXPECT_EQ(a->master_name, "orders");
+  EXPECT_EQ(a->password, "s@cret");
+  ASSERT_EQ(a->sentinels.size(), 3u);
+  EXPECT_EQ(a->sentinels[0], (std::pair<std::string, std::uint16_t>{"s1", 26380}));
+  EXPECT_EQ(a->sentinels[1], (std::pair<std::string, std::uint16_t>{"::1", 26379}));
+  EXPECT_EQ(a->sentinels[2], (std::pair<std::string, std::uint16_t>{"10.0.0.3", 26381}));
+  EXPECT_EQ(a->display(), "redis-sentinel://s1:26380,[::1]:26379,10.0.0.3:26381/orders");
+  // The master's address comes from the sentinels: one with the same sentinels and name is the
+  // same node however its first sentinel is written.
+  EXPECT_EQ(a->identity(), a->display());
+}
+
+TEST(NodeAddressTest, BadSentinelUrlsSayWhy) {
+  for (const char* url :
+       {"redis-sentinel://s1:26379", "redis-sentinel://s1:26379/", "redis-sentinel://s1,,s2/m",
+        "redis-sentinel://s1:0/m", "redis-sentinel://s1/a/b", "redis-sentinel:///m"}) {
+    auto a = parse_node_url(url);
+    ASSERT_FALSE(a) << url;
+    EXPECT_TRUE(a.error().is(errc::invalid_argument)) << url;
+  }
+  auto a = parse_node_url("redis-sentinel://:topsecret@s1:26379");
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().message().find("topsecret"), std::string::npos) << a.error().message();
+}
+
 }  // namespace
 }  // namespace dlock::net

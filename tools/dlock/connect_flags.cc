@@ -42,14 +42,23 @@ void add_connect_flags(CLI::App& app, ConnectFlags& flags) {
 
 namespace {
 
-// Appends the comma-separated URLs of `text` (spaces around them ignored).
+// Appends the comma-separated URLs of `text` (spaces around them ignored). A comma starts a new
+// URL only where a scheme follows it: a sentinel URL keeps its own list of addresses
+// (redis-sentinel://h1:26379,h2:26379/NAME).
 void split_urls(const std::string& text, std::vector<std::string>& urls) {
   std::stringstream in(text);
+  bool continued = false;  // urls.back() came from `text`
   for (std::string url; std::getline(in, url, ',');) {
     const auto first = url.find_first_not_of(" \t\r");
     if (first == std::string::npos) continue;
     const auto last = url.find_last_not_of(" \t\r");
-    urls.push_back(url.substr(first, last - first + 1));
+    url = url.substr(first, last - first + 1);
+    if (continued && url.find("://") == std::string::npos) {
+      urls.back() += "," + url;
+    } else {
+      urls.push_back(std::move(url));
+    }
+    continued = true;
   }
 }
 

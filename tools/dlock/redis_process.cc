@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -72,6 +73,18 @@ std::uint16_t free_loopback_port() {
   return try_bind(0);
 }
 
+std::uint16_t free_cluster_port() {
+  // Ephemeral ports (32768 and up) leave no room for the bus port 10000 above: pick below.
+  static std::atomic<unsigned> next{20000 + static_cast<unsigned>(getpid()) % 10000};
+  for (int attempt = 0; attempt < 2000; ++attempt) {
+    const auto port = static_cast<std::uint16_t>(20000 + next.fetch_add(7) % 12000);
+    if (try_bind(port) == port && try_bind(static_cast<std::uint16_t>(port + 10000)) != 0) {
+      return port;
+    }
+  }
+  return 0;
+}
+
 RedisProcess::RedisProcess(std::filesystem::path dir, RedisProcessOptions options)
     : dir_(std::move(dir)), options_(std::move(options)) {}
 
@@ -94,19 +107,12 @@ Result<void> RedisProcess::start() {
     return Error(errc::invalid_argument, "port " + std::to_string(options_.port) +
                                              " on 127.0.0.1 is in use: " + std::strerror(errno));
   }
-  std::vector<std::string> args{redis_server_binary(),
-                                "--bind",
-                                "127.0.0.1",
-                                "--dir",
-                                dir_.string(),
-                                "--save",
-                                "",
-                                "--daemonize",
-                                "no",
-                                "--loglevel",
-                                "warning",
-                                "--logfile",
-                                (dir_ / "redis.log").string()};
+  std::vector<std::string> args{redis_server_binary()};
+  if (!options_.config_file.empty()) args.push_back(options_.config_file.string());
+  if (options_.sentinel) args.push_back("--sentinel");
+  args.insert(args.end(),
+              {"--bind", "127.0.0.1", "--dir", dir_.string(), "--save", "", "--daemonize", "no",
+               "--loglevel", "warning", "--logfile", (dir_ / "redis.log").string()});
   if (options_.tls) {
     args.insert(args.end(), {"--port", "0", "--tls-port", std::to_string(options_.port)});
   } else {

@@ -21,6 +21,9 @@ struct RedisProcessOptions {
   bool fsync_always = true;             // with persist: appendfsync always (else everysec)
   bool tls = false;                     // serve TLS on the port (certificates in extra_args)
   std::vector<std::string> extra_args;  // e.g. {"--requirepass", "secret"}
+  // A config file, given first (a sentinel needs one: it writes what it learns there).
+  std::filesystem::path config_file;
+  bool sentinel = false;  // run as a Redis Sentinel (--sentinel)
 };
 
 class RedisProcess {
@@ -59,5 +62,8 @@ std::string redis_server_binary();
 bool redis_server_available();
 // A port on 127.0.0.1 that was free a moment ago.
 std::uint16_t free_loopback_port();
+// One for a Redis Cluster node: it and its cluster bus port (10000 above) were free a moment
+// ago; 0 if none was found.
+std::uint16_t free_cluster_port();
 
 }  // namespace dlock::cli

@@ -1,0 +1,464 @@
+// SPDX-License-Identifier: MIT
+#include "node/cluster_node.h"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <set>
+
+#include "node/node_keys.h"
+#include "node/server_identity.h"
+#include "scripts/script.h"
+
+namespace dlock::node {
+namespace {
+
+constexpr std::chrono::milliseconds kTryAgainPause{20};
+
+std::string upper(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+  return out;
+}
+
+// The slot a call works on: that of its lock keys (a script's keys other than node keys, a
+// command's first argument), or kHomeSlot for a call with none (INFO, hello.lua). nullopt: its
+// keys span slots.
+std::optional<std::uint16_t> slot_of(const Call& call) {
+  if (call.script == nullptr) {
+    static const std::set<std::string> kKeyless{"INFO", "PING", "TIME", "CLUSTER", "ECHO"};
+    if (call.keys.size() < 2 || kKeyless.count(upper(call.keys[0])) > 0) {
+      return ClusterNode::kHomeSlot;
+    }
+    return key_slot(call.keys[1]);
+  }
+  std::optional<std::uint16_t> slot;
+  for (const auto& key : call.keys) {
+    if (is_node_key(key)) continue;
+    const auto s = key_slot(key);
+    if (slot && *slot != s) return std::nullopt;
+    slot = s;
+  }
+  return slot.value_or(ClusterNode::kHomeSlot);
+}
+
+// The call as this cluster runs it in `slot`: node keys named for the slot.
+Call in_slot(const Call& call, std::uint16_t slot) {
+  Call out = call;
+  if (out.script != nullptr) {
+    for (auto& key : out.keys) {
+      if (is_node_key(key)) key = node_key_in_slot(key, slot);
+    }
+  }
+  return out;
+}
+
+resp::Reply error_reply(std::string text) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::error;
+  r.str = std::move(text);
+  return r;
+}
+
+std::string identity_of(const std::string& host, std::uint16_t port) {
+  std::string h = host;
+  std::transform(h.begin(), h.end(), h.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  return h + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+ClusterNode::ClusterNode(asio::io_context& io, net::NodeAddress seed,
+                         net::ConnectionOptions options, MessageHandler on_message,
+                         std::size_t index, Observer* observer)
+    : io_(io),
+      seed_(std::move(seed)),
+      options_(options),
+      on_message_(std::move(on_message)),
+      index_(index),
+      observer_(observer),
+      display_(seed_.display()),
+      refresh_timer_(io),
+      waiting_(io, "the slot map of " + display_) {}
+
+ClusterNode::~ClusterNode() {
+  // The io thread has stopped (NodeSet joins it first): no callback runs any more.
+  closing_ = true;
+  shards_.clear();
+}
+
+void ClusterNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
+                      net::Clock::time_point deadline, net::Connection::Callback done) {
+  if (observer_ != nullptr) {
+    done = [this, start = net::Clock::now(), done = std::move(done)](Result<resp::Reply> r) {
+      observer_->node_request(
+          NodeRequestEvent{index_, display_, net::Clock::now() - start, node_result(r)});
+      done(std::move(r));
+    };
+  }
+  const Call& call = (*calls)[c];
+  if (is_command(call, "INFO")) {
+    Request request{std::make_shared<const std::vector<Call>>(1, call), kHomeSlot, deadline,
+                    std::move(done)};
+    request.every_master = true;
+    return route(std::move(request));
+  }
+  const auto slot = slot_of(call);
+  if (!slot) {
+    if (call.script == &scripts::renew()) return run_split_renew(call, deadline, std::move(done));
+    // Never for dlock's own names (lock/keys.h keeps a name's keys in its slot).
+    asio::post(io_, [done = std::move(done)] {
+      done(Error(errc::invalid_argument, "the keys of one call span Redis Cluster slots"));
+    });
+    return;
+  }
+  route(Request{std::make_shared<const std::vector<Call>>(1, in_slot(call, *slot)), *slot, deadline,
+                std::move(done)});
+}
+
+void ClusterNode::run_split_renew(const Call& call, net::Clock::time_point deadline,
+                                  net::Connection::Callback done) {
+  // renew.lua: KEYS[i] with ARGV[4i-3 .. 4i]. One call per slot; the replies go back in order.
+  std::map<std::uint16_t, std::vector<std::size_t>> groups;
+  for (std::size_t i = 0; i < call.keys.size(); ++i) groups[key_slot(call.keys[i])].push_back(i);
+  struct Merge {
+    resp::Reply reply;
+    std::size_t left = 0;
+    std::optional<Error> all_failed;  // every group failed: the node failed
+    bool any_answered = false;
+    net::Connection::Callback done;
+  };
+  auto merge = std::make_shared<Merge>();
+  merge->reply.type = resp::Reply::Type::array;
+  merge->reply.elements.assign(call.keys.size(), error_reply("ERR no answer"));
+  merge->left = groups.size();
+  merge->done = std::move(done);
+  for (auto& [slot, indexes] : groups) {
+    Call part{call.script, {}, {}};
+    for (std::size_t i : indexes) {
+      part.keys.push_back(call.keys[i]);
+      part.args.insert(part.args.end(), call.args.begin() + static_cast<std::ptrdiff_t>(4 * i),
+                       call.args.begin() + static_cast<std::ptrdiff_t>(4 * i + 4));
+    }
+    route(Request{std::make_shared<const std::vector<Call>>(1, std::move(part)), slot, deadline,
+                  [merge, indexes = indexes](Result<resp::Reply> r) {
+                    if (r && r->is_array() && r->elements.size() == indexes.size()) {
+                      merge->any_answered = true;
+                      for (std::size_t k = 0; k < indexes.size(); ++k) {
+                        merge->reply.elements[indexes[k]] = std::move(r->elements[k]);
+                      }
+                    } else {
+                      const std::string why = r ? r->str : r.error().message();
+                      for (std::size_t i : indexes) merge->reply.elements[i] = error_reply(why);
+                      if (!r && !merge->all_failed) merge->all_failed = r.error();
+                    }
+                    if (--merge->left > 0) return;
+                    if (!merge->any_answered && merge->all_failed) {
+                      return merge->done(std::move(*merge->all_failed));
+                    }
+                    merge->done(std::move(merge->reply));
+                  }});
+  }
+}
+
+void ClusterNode::route(Request request) {
+  if (closing_) return;
+  if (!known_) return when_known(std::move(request));
+  if (request.every_master) return identify(std::move(request));
+  ServerNode* shard = owner_[request.slot];
+  if (shard == nullptr) {
+    refresh();
+    asio::post(io_, [done = std::move(request.done), slot = request.slot] {
+      done(Error(errc::io_error, "slot " + std::to_string(slot) +
+                                     " has no master (the cluster is down or being resharded)"));
+    });
+    return;
+  }
+  send_to(*shard, std::move(request), false);
+}
+
+void ClusterNode::send_to(ServerNode& shard, Request request, bool asking) {
+  auto calls = request.calls;
+  const auto deadline = request.deadline;
+  auto then = [this, shard = &shard, request = std::move(request)](Result<resp::Reply> r) mutable {
+    on_reply(*shard, std::move(request), std::move(r));
+  };
+  if (asking) {
+    shard.run_asking(std::move(calls), 0, deadline, std::move(then));
+  } else {
+    shard.run(std::move(calls), 0, deadline, std::move(then));
+  }
+}
+
+void ClusterNode::on_reply(ServerNode& shard, Request request, Result<resp::Reply> reply) {
+  if (closing_) return;
+  if (!reply) {
+    // The master may be gone: a failover gives its slots to a replica.
+    if (reply.error().is(errc::io_error)) refresh();
+    return request.done(std::move(reply));
+  }
+  if (auto redirect = parse_redirect(*reply)) {
+    if (++request.redirects > kMaxRedirects) {
+      return request.done(Error(
+          errc::io_error,
+          "slot " + std::to_string(request.slot) + ": too many redirections (" + reply->str + ")"));
+    }
+    ServerNode& target =
+        shard_at(redirect->host.empty() ? shard.address().host : redirect->host, redirect->port);
+    if (!redirect->ask) {
+      set_owner(redirect->slot, &target);
+      rebind_moved_channels();
+      refresh();
+    }
+    return send_to(target, std::move(request), redirect->ask);
+  }
+  if (reply->is_error_code("TRYAGAIN")) {
+    // A script's keys are split between the two masters of a migrating slot: wait for the
+    // migration to move the rest.
+    const auto again = net::Clock::now() + kTryAgainPause;
+    if (again >= request.deadline) return request.done(std::move(reply));
+    auto timer = std::make_shared<asio::steady_timer>(io_, again);
+    timer->async_wait([this, timer, request = std::move(request)](const asio::error_code& ec) {
+      if (!ec) route(request);
+    });
+    return;
+  }
+  if (reply->is_error_code("CLUSTERDOWN")) refresh();
+  request.done(std::move(reply));
+}
+
+void ClusterNode::identify(Request request) {
+  std::vector<ServerNode*> masters;
+  for (std::uint32_t s = 0; s < kSlotCount; ++s) {
+    if (owner_[s] == nullptr) {
+      // Part of the cluster is not served: which servers make it up is not known.
+      refresh();
+      asio::post(io_, [done = std::move(request.done), s] {
+        done(Error(errc::io_error, "slot " + std::to_string(s) + " has no master"));
+      });
+      return;
+    }
+    if (std::find(masters.begin(), masters.end(), owner_[s]) == masters.end()) {
+      masters.push_back(owner_[s]);
+    }
+  }
+  struct Gather {
+    std::vector<std::string> parts;
+    std::size_t left = 0;
+    std::optional<Error> failure;
+    net::Connection::Callback done;
+  };
+  auto gather = std::make_shared<Gather>();
+  gather->left = masters.size();
+  gather->done = std::move(request.done);
+  static const auto kInfo =
+      std::make_shared<const std::vector<Call>>(1, Call{nullptr, {"INFO"}, {}});
+  for (ServerNode* master : masters) {
+    master->run(kInfo, 0, request.deadline, [this, gather, master](Result<resp::Reply> r) {
+      if (!r && r.error().is(errc::io_error)) refresh();
+      std::string part = r && r->type == resp::Reply::Type::string ? master_identity(r->str) : "";
+      if (part.empty() && !gather->failure) {
+        const std::string where = master->address().display() + ": ";
+        gather->failure = r ? Error(errc::protocol_error, where + "INFO names no master identity")
+                            : Error(r.error().code(), where + r.error().summary());
+      }
+      gather->parts.push_back(std::move(part));
+      if (--gather->left > 0) return;
+      if (gather->failure) return gather->done(std::move(*gather->failure));
+      gather->done(identity_reply(std::move(gather->parts)));
+    });
+  }
+}
+
+ServerNode& ClusterNode::shard_at(const std::string& host, std::uint16_t port) {
+  const std::string id = identity_of(host, port);
+  auto& shard = shards_[id];
+  if (!shard) {
+    Sharding sharding;
+    sharding.sharded_pubsub = true;
+    sharding.on_dropped = [this, id](const std::string& channel) {
+      // The slot moved away: find where it went, and listen there (rebind_moved_channels).
+      auto it = channels_.find(channel);
+      if (it == channels_.end() || it->second != shards_[id].get()) return;
+      it->second = nullptr;
+      refresh();
+    };
+    sharding.on_reconnect = [this, id] {
+      // A new connection to a master we used may reach a new process. The first one is not
+      // news: nothing was counted from this master before it.
+      if (shards_[id]->epoch() > 1) epoch_.fetch_add(1, std::memory_order_acq_rel);
+    };
+    shard = std::make_unique<ServerNode>(io_, seed_.server_at(host, port), options_, on_message_,
+                                         index_, nullptr, std::move(sharding));
+  }
+  return *shard;
+}
+
+void ClusterNode::refresh() {
+  if (closing_ || refreshing_) return;
+  const auto now = net::Clock::now();
+  if (now < refresh_allowed_at_) {
+    if (!refresh_timer_armed_) {
+      refresh_timer_armed_ = true;
+      refresh_timer_.expires_at(refresh_allowed_at_);
+      refresh_timer_.async_wait([this](const asio::error_code& ec) {
+        refresh_timer_armed_ = false;
+        if (!ec) refresh();
+      });
+    }
+    return;
+  }
+  refreshing_ = true;
+  refresh_allowed_at_ = now + kRefreshInterval;
+  // Masters that serve slots first (they know the latest map), then the seed, then the rest.
+  std::vector<ServerNode*> candidates;
+  auto add = [&candidates](ServerNode* n) {
+    if (n != nullptr && std::find(candidates.begin(), candidates.end(), n) == candidates.end()) {
+      candidates.push_back(n);
+    }
+  };
+  for (auto* owner : owner_) add(owner);
+  add(&shard_at(seed_.host, seed_.port));
+  for (auto& [id, shard] : shards_) add(shard.get());
+  ask_for_slots(std::move(candidates), 0, Error(errc::io_error, "no server to ask"));
+}
+
+void ClusterNode::ask_for_slots(std::vector<ServerNode*> candidates, std::size_t k, Error last) {
+  if (k == candidates.size()) {
+    refreshing_ = false;
+    return waiting_.release(&last);
+  }
+  static const auto kSlots =
+      std::make_shared<const std::vector<Call>>(1, Call{nullptr, {"CLUSTER", "SLOTS"}, {}});
+  ServerNode* asked = candidates[k];
+  asked->run(kSlots, 0, net::Clock::now() + options_.connect_timeout,
+             [this, candidates = std::move(candidates), k, asked](Result<resp::Reply> r) mutable {
+               if (closing_) return;
+               auto ranges = r ? parse_cluster_slots(*r, asked->address().host)
+                               : Result<std::vector<SlotRange>>(r.error());
+               if (ranges && ranges->empty()) {
+                 ranges = Error(errc::io_error, "no slot is assigned to any master");
+               }
+               if (!ranges) {
+                 const Error& e = ranges.error();
+                 return ask_for_slots(
+                     std::move(candidates), k + 1,
+                     Error(e.code(), asked->address().display() + ": " + e.summary()));
+               }
+               refreshing_ = false;
+               apply(*ranges);
+               waiting_.release(nullptr);
+             });
+}
+
+void ClusterNode::apply(const std::vector<SlotRange>& ranges) {
+  std::array<ServerNode*, kSlotCount> next{};
+  for (const auto& range : ranges) {
+    ServerNode* shard = &shard_at(range.host, range.port);
+    for (std::uint32_t s = range.first; s <= range.last; ++s) next[s] = shard;
+  }
+  bool moved = false;
+  for (std::uint32_t s = 0; s < kSlotCount; ++s) {
+    if (owner_[s] != next[s]) {
+      moved = moved || owner_[s] != nullptr;
+      owner_[s] = next[s];
+    }
+  }
+  known_ = true;
+  if (moved) epoch_.fetch_add(1, std::memory_order_acq_rel);
+  rebind_moved_channels();
+}
+
+void ClusterNode::set_owner(std::uint16_t slot, ServerNode* shard) {
+  if (owner_[slot] == shard) return;
+  if (owner_[slot] != nullptr) epoch_.fetch_add(1, std::memory_order_acq_rel);
+  owner_[slot] = shard;
+}
+
+void ClusterNode::when_known(Request request) {
+  const auto deadline = request.deadline;
+  waiting_.add(deadline, [this, request = std::move(request)](const Error* failure) mutable {
+    if (failure == nullptr) return route(std::move(request));
+    request.done(Error(failure->code(),
+                       "cannot learn the slots of " + display_ + ": " + failure->summary()));
+  });
+  refresh();
+}
+
+void ClusterNode::subscribe(const std::string& channel, net::Clock::time_point deadline,
+                            net::Connection::Callback done) {
+  if (!known_) {
+    channels_[channel] = nullptr;
+    waiting_.add(deadline,
+                 [this, channel, deadline, done = std::move(done)](const Error* failure) mutable {
+                   if (channels_.count(channel) == 0) return;  // unsubscribed meanwhile
+                   if (failure == nullptr) return bind(channel, deadline, std::move(done));
+                   if (done) done(*failure);
+                 });
+    refresh();
+    return;
+  }
+  bind(channel, deadline, std::move(done));
+}
+
+void ClusterNode::unsubscribe(const std::string& channel) {
+  auto it = channels_.find(channel);
+  if (it == channels_.end()) return;
+  if (it->second != nullptr) it->second->unsubscribe(channel);
+  channels_.erase(it);
+}
+
+void ClusterNode::bind(const std::string& channel, net::Clock::time_point deadline,
+                       net::Connection::Callback done) {
+  ServerNode* shard = owner_[key_slot(channel)];
+  channels_[channel] = shard;
+  if (shard == nullptr) {
+    refresh();
+    if (done) {
+      asio::post(io_, [done = std::move(done)] {
+        done(Error(errc::io_error, "the channel's slot has no master"));
+      });
+    }
+    return;
+  }
+  shard->subscribe(
+      channel, deadline,
+      [this, shard, channel, deadline, done = std::move(done)](Result<resp::Reply> r) mutable {
+        if (closing_) return;
+        const auto redirect = r ? parse_redirect(*r) : std::nullopt;
+        if (!redirect) {
+          if (done) done(std::move(r));
+          return;
+        }
+        // Our map was stale: SSUBSCRIBE there was refused.
+        shard->unsubscribe(channel);
+        auto it = channels_.find(channel);
+        if (it == channels_.end() || it->second != shard || net::Clock::now() >= deadline) {
+          if (done) done(std::move(r));
+          return;
+        }
+        set_owner(redirect->slot,
+                  &shard_at(redirect->host.empty() ? shard->address().host : redirect->host,
+                            redirect->port));
+        refresh();
+        bind(channel, deadline, std::move(done));
+      });
+}
+
+void ClusterNode::rebind_moved_channels() {
+  std::vector<std::string> moved;
+  for (auto& [channel, shard] : channels_) {
+    ServerNode* owner = owner_[key_slot(channel)];
+    if (owner == shard) continue;
+    if (shard != nullptr) shard->unsubscribe(channel);
+    shard = nullptr;
+    if (owner != nullptr) moved.push_back(channel);
+  }
+  for (const auto& channel : moved) {
+    bind(channel, net::Clock::now() + options_.connect_timeout, {});
+  }
+}
+
+}  // namespace dlock::node

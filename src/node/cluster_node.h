@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+// ClusterNode: a whole Redis Cluster as one lock node (one vote), named by one of its servers
+// (redis-cluster://host:port). Each call goes to the master of its keys' slot:
+//
+// - The slot map comes from CLUSTER SLOTS, asked of the seed and then of any known master. It
+//   is asked again on a MOVED redirection, on a connection failure and on a CLUSTERDOWN, at
+//   most once at a time and no more than every kRefreshInterval: a failover or a reshard costs a
+//   few refreshes, not one per request.
+// - MOVED updates the slot at once and resends there; ASK resends once, preceded by ASKING, to
+//   the importing master; TRYAGAIN (a multi-key script while its slot migrates) retries after a
+//   short pause until the deadline. At most kMaxRedirects per request.
+// - A script reaches only keys of one slot. Every key of a lock name is in its slot
+//   (lock/keys.h); the node keys (node/node_keys.h) are named per slot here; a renew batch (the
+//   watchdog's, many names) is split per slot, pipelined to each master, and its replies put
+//   back in order.
+// - The cluster's boot identity (INFO run_id, which lock/membership.h remembers to spot
+//   restarts) covers every master that serves slots (node/server_identity.h): a master that
+//   restarts, or a replica promoted in its place (a failover: it may lack the newest writes),
+//   changes it, and the whole cluster sits out of quorums as a restarted server would.
+// - Waiters listen on shard channels (SSUBSCRIBE) on the master of the channel's slot, and
+//   follow the slot when it moves (the server drops the channel: sunsubscribe).
+//
+// Thread-safety: everything on the io thread (lendable_connection() is null, so NodeSet never
+// runs a round on a caller's thread); epoch() and address() from any thread.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "node/cluster_topology.h"
+#include "node/node.h"
+#include "node/pending_requests.h"
+#include "node/server_node.h"
+#include "node/slots.h"
+
+namespace dlock::node {
+
+class ClusterNode final : public Node {
+ public:
+  static constexpr std::chrono::milliseconds kRefreshInterval{100};
+  static constexpr int kMaxRedirects = 5;
+  // Where calls that name no key of a lock go (INFO, and hello.lua's node keys): one master,
+  // so that the greeting and the run id it reports are of the same server.
+  static constexpr std::uint16_t kHomeSlot = 0;
+
+  ClusterNode(asio::io_context& io, net::NodeAddress seed, net::ConnectionOptions options,
+              MessageHandler on_message, std::size_t index, Observer* observer);
+  ~ClusterNode() override;
+
+  void run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
+           net::Clock::time_point deadline, net::Connection::Callback done) override;
+  void subscribe(const std::string& channel, net::Clock::time_point deadline,
+                 net::Connection::Callback done) override;
+  void unsubscribe(const std::string& channel) override;
+
+  net::Connection* lendable_connection() noexcept override { return nullptr; }
+  const net::NodeAddress& address() const noexcept override { return seed_; }
+  std::uint64_t epoch() const noexcept override { return epoch_.load(std::memory_order_acquire); }
+
+ private:
+  struct Request {
+    std::shared_ptr<const std::vector<Call>> calls;  // one call, its node keys resolved
+    std::uint16_t slot = 0;
+    net::Clock::time_point deadline;
+    net::Connection::Callback done;
+    int redirects = 0;
+    bool every_master = false;  // INFO: asked of every master (identify)
+  };
+
+  // One call to one slot (the renew batch may make several).
+  void route(Request request);
+  void send_to(ServerNode& shard, Request request, bool asking);
+  void on_reply(ServerNode& shard, Request request, Result<resp::Reply> reply);
+  void run_split_renew(const Call& call, net::Clock::time_point deadline,
+                       net::Connection::Callback done);
+  // INFO for the cluster as a whole: asked of every master, answered as one server would, with
+  // a run_id that changes whenever any master does (see the header comment).
+  void identify(Request request);
+
+  ServerNode& shard_at(const std::string& host, std::uint16_t port);
+  // Asks for the slot map (rate limited; one at a time); requests waiting for it go on then.
+  void refresh();
+  void ask_for_slots(std::vector<ServerNode*> candidates, std::size_t k, Error last);
+  void apply(const std::vector<SlotRange>& ranges);
+  void set_owner(std::uint16_t slot, ServerNode* shard);
+  // Runs `request` (or fails it) once the first slot map is known.
+  void when_known(Request request);
+
+  void bind(const std::string& channel, net::Clock::time_point deadline,
+            net::Connection::Callback done);
+  void rebind_moved_channels();
+
+  asio::io_context& io_;
+  const net::NodeAddress seed_;
+  const net::ConnectionOptions options_;
+  const MessageHandler on_message_;
+  const std::size_t index_;
+  Observer* const observer_;
+  const std::string display_;
+
+  std::atomic<std::uint64_t> epoch_{0};
+  bool closing_ = false;
+
+  // Every master ever seen, by host:port. Never removed while the node lives (a request or a
+  // subscription may still point at one), so a pointer to one stays valid.
+  std::map<std::string, std::unique_ptr<ServerNode>> shards_;
+  std::array<ServerNode*, kSlotCount> owner_{};  // null: not served (or not known yet)
+  bool known_ = false;                           // a slot map arrived once
+
+  bool refreshing_ = false;
+  net::Clock::time_point refresh_allowed_at_{};
+  asio::steady_timer refresh_timer_;
+  bool refresh_timer_armed_ = false;
+
+  PendingRequests waiting_;  // for the first slot map
+
+  std::map<std::string, ServerNode*> channels_;  // subscribed channel -> where (null: moving)
+};
+
+}  // namespace dlock::node

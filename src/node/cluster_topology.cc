@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: MIT
+#include "node/cluster_topology.h"
+
+#include <charconv>
+
+namespace dlock::node {
+namespace {
+
+std::optional<std::uint16_t> port_of(std::string_view s) {
+  unsigned value = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
+  if (ec != std::errc() || end != s.data() + s.size() || value == 0 || value > 65535) {
+    return std::nullopt;
+  }
+  return static_cast<std::uint16_t>(value);
+}
+
+Error bad(const std::string& why) {
+  return Error(errc::protocol_error, "unexpected CLUSTER SLOTS reply: " + why);
+}
+
+}  // namespace
+
+Result<std::vector<SlotRange>> parse_cluster_slots(const resp::Reply& reply,
+                                                   std::string_view asked_host) {
+  if (reply.is_error()) {
+    return Error(errc::invalid_argument, "not a Redis Cluster node: " + reply.str);
+  }
+  if (!reply.is_array()) return bad("not an array");
+  std::vector<SlotRange> ranges;
+  for (const auto& entry : reply.elements) {
+    if (!entry.is_array() || entry.elements.size() < 3 || !entry.elements[0].is_integer() ||
+        !entry.elements[1].is_integer() || !entry.elements[2].is_array()) {
+      return bad("malformed slot range");
+    }
+    const auto first = entry.elements[0].integer;
+    const auto last = entry.elements[1].integer;
+    if (first < 0 || last < first || last >= 16384) return bad("slot range out of bounds");
+    const auto& master = entry.elements[2].elements;
+    if (master.size() < 2 || master[0].type != resp::Reply::Type::string ||
+        !master[1].is_integer()) {
+      return bad("malformed master entry");
+    }
+    SlotRange range;
+    range.first = static_cast<std::uint16_t>(first);
+    range.last = static_cast<std::uint16_t>(last);
+    range.host = master[0].str;
+    if (range.host.empty() || range.host == "?") range.host = std::string(asked_host);
+    if (master[1].integer <= 0 || master[1].integer > 65535) return bad("port out of range");
+    range.port = static_cast<std::uint16_t>(master[1].integer);
+    if (master.size() >= 3 && master[2].type == resp::Reply::Type::string) range.id = master[2].str;
+    ranges.push_back(std::move(range));
+  }
+  return ranges;
+}
+
+std::optional<Redirect> parse_redirect(const resp::Reply& reply) {
+  if (!reply.is_error()) return std::nullopt;
+  std::string_view s = reply.str;
+  Redirect r;
+  if (s.starts_with("MOVED ")) {
+    s.remove_prefix(6);
+  } else if (s.starts_with("ASK ")) {
+    r.ask = true;
+    s.remove_prefix(4);
+  } else {
+    return std::nullopt;
+  }
+  const auto space = s.find(' ');
+  if (space == std::string_view::npos) return std::nullopt;
+  unsigned slot = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + space, slot);
+  if (ec != std::errc() || end != s.data() + space || slot >= 16384) return std::nullopt;
+  r.slot = static_cast<std::uint16_t>(slot);
+  const std::string_view endpoint = s.substr(space + 1);
+  const auto colon = endpoint.rfind(':');
+  if (colon == std::string_view::npos) return std::nullopt;  // an empty host: the same host
+  std::string_view host = endpoint.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const auto port = port_of(endpoint.substr(colon + 1));
+  if (!port) return std::nullopt;
+  r.host = std::string(host);
+  r.port = *port;
+  return r;
+}
+
+}  // namespace dlock::node

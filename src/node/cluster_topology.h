@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+// What CLUSTER SLOTS says about a Redis Cluster (which master serves which slots), and what a
+// redirection error (MOVED, ASK) says. Pure parsing, no sockets.
+#pragma once
+
+#include <dlock/result.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "resp/reply.h"
+
+namespace dlock::node {
+
+struct SlotRange {
+  std::uint16_t first = 0;
+  std::uint16_t last = 0;  // inclusive
+  std::string host;
+  std::uint16_t port = 0;
+  std::string id;  // the master's node id (empty if the server did not say)
+};
+
+// The masters of a CLUSTER SLOTS reply. A master announced with an empty or "?" endpoint is at
+// `asked_host` (the server that answered). Errors: errc::protocol_error saying what is wrong;
+// an error reply (a server without cluster support) as errc::invalid_argument.
+Result<std::vector<SlotRange>> parse_cluster_slots(const resp::Reply& reply,
+                                                   std::string_view asked_host);
+
+struct Redirect {
+  bool ask = false;  // ASK: this request only; MOVED: the slot has moved for good
+  std::uint16_t slot = 0;
+  std::string host;
+  std::uint16_t port = 0;
+};
+
+// "MOVED 3999 127.0.0.1:6381" or "ASK 3999 [::1]:6381" (or ":6381": the host of the server
+// that said it); nullopt for any other reply.
+std::optional<Redirect> parse_redirect(const resp::Reply& reply);
+
+}  // namespace dlock::node

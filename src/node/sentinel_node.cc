@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: MIT
+#include "node/sentinel_node.h"
+
+#include <charconv>
+
+#include "node/server_identity.h"
+#include "resp/encode.h"
+
+namespace dlock::node {
+namespace {
+
+constexpr std::string_view kSwitchMaster = "+switch-master";
+
+std::string where(const std::string& host, std::uint16_t port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+         std::to_string(port);
+}
+
+std::shared_ptr<const std::vector<Call>> plain(std::vector<std::string> command) {
+  return std::make_shared<const std::vector<Call>>(1, Call{nullptr, std::move(command), {}});
+}
+
+}  // namespace
+
+SentinelNode::SentinelNode(asio::io_context& io, net::NodeAddress address,
+                           net::ConnectionOptions options, MessageHandler on_message,
+                           std::size_t index, Observer* observer)
+    : io_(io),
+      address_(std::move(address)),
+      options_(options),
+      on_message_(std::move(on_message)),
+      index_(index),
+      observer_(observer),
+      display_(address_.display()),
+      resolve_timer_(io),
+      waiting_(io, "the master '" + address_.master_name + "' of " + display_) {
+  for (const auto& [host, port] : address_.sentinels) {
+    net::NodeAddress sentinel;
+    sentinel.host = host;
+    sentinel.port = port;
+    Sentinel s{std::make_unique<net::Connection>(io, sentinel, options),
+               std::make_unique<net::Connection>(io, sentinel, options)};
+    net::Connection* listened = s.listened.get();
+    listened->set_push_handlers(
+        [this](const resp::Reply& push) {
+          if (push.elements[1].str == kSwitchMaster) on_sentinel_message(push.elements[2].str);
+        },
+        [listened] {
+          // Every (re)connection: a failover announced while we were away is caught by the
+          // failing requests instead.
+          listened->send(resp::encode_command({"SUBSCRIBE", kSwitchMaster}),
+                         net::Clock::now() + std::chrono::seconds(5), [](Result<resp::Reply>) {});
+        });
+    sentinels_.push_back(std::move(s));
+  }
+  asio::post(io_, [this] {
+    for (auto& s : sentinels_) s.listened->set_keep_connected(true);
+  });
+}
+
+SentinelNode::~SentinelNode() {
+  // The io thread has stopped (NodeSet joins it first): no callback runs any more.
+  closing_ = true;
+  sentinels_.clear();
+  servers_.clear();
+}
+
+void SentinelNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
+                       net::Clock::time_point deadline, net::Connection::Callback done) {
+  if (observer_ != nullptr) {
+    done = [this, start = net::Clock::now(), done = std::move(done)](Result<resp::Reply> r) {
+      observer_->node_request(
+          NodeRequestEvent{index_, display_, net::Clock::now() - start, node_result(r)});
+      done(std::move(r));
+    };
+  }
+  if (is_command((*calls)[c], "INFO")) return identify(deadline, std::move(done));
+  send(std::move(calls), c, deadline, std::move(done));
+}
+
+void SentinelNode::send(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
+                        net::Clock::time_point deadline, net::Connection::Callback done) {
+  if (closing_) return;
+  if (master_ == nullptr) {
+    return when_known(deadline, [this, calls = std::move(calls), c, deadline,
+                                 done = std::move(done)](const Error* failure) mutable {
+      if (failure != nullptr) return done(*failure);
+      send(std::move(calls), c, deadline, std::move(done));
+    });
+  }
+  master_->run(std::move(calls), c, deadline,
+               [this, done = std::move(done)](Result<resp::Reply> r) {
+                 if (closing_) return;
+                 // A master gone, stalled or demoted: ask the sentinels where it is now.
+                 if (!r ? r.error().is(errc::io_error) || r.error().is(errc::timeout)
+                        : r->is_error_code("READONLY") || r->is_error_code("MASTERDOWN")) {
+                   resolve();
+                 }
+                 done(std::move(r));
+               });
+}
+
+void SentinelNode::identify(net::Clock::time_point deadline, net::Connection::Callback done) {
+  if (master_ == nullptr) {
+    return when_known(deadline, [this, deadline, done = std::move(done)](const Error* failure) {
+      if (failure != nullptr) return done(*failure);
+      identify(deadline, done);
+    });
+  }
+  static const auto kInfo = plain({"INFO"});
+  ServerNode* master = master_;
+  master->run(kInfo, 0, deadline, [this, master, done = std::move(done)](Result<resp::Reply> r) {
+    if (closing_) return;
+    if (!r) {
+      if (r.error().is(errc::io_error) || r.error().is(errc::timeout)) resolve();
+      return done(std::move(r));
+    }
+    std::string part = r->type == resp::Reply::Type::string ? master_identity(r->str) : "";
+    if (part.empty()) {
+      resolve();
+      return done(Error(errc::io_error, master->address().display() +
+                                            " is no master now (INFO): asking the sentinels"));
+    }
+    done(identity_reply({std::move(part)}));
+  });
+}
+
+void SentinelNode::when_known(net::Clock::time_point deadline, PendingRequests::Go go) {
+  waiting_.add(deadline, std::move(go));
+  resolve();
+}
+
+void SentinelNode::resolve() {
+  if (closing_ || resolving_) return;
+  const auto now = net::Clock::now();
+  if (now < resolve_allowed_at_) {
+    if (!resolve_timer_armed_) {
+      resolve_timer_armed_ = true;
+      resolve_timer_.expires_at(resolve_allowed_at_);
+      resolve_timer_.async_wait([this](const asio::error_code& ec) {
+        resolve_timer_armed_ = false;
+        if (!ec) resolve();
+      });
+    }
+    return;
+  }
+  resolving_ = true;
+  resolve_allowed_at_ = now + kResolveInterval;
+  ask_sentinel(0, Error(errc::io_error, "no sentinel to ask"));
+}
+
+void SentinelNode::ask_sentinel(std::size_t k, Error last) {
+  if (k == sentinels_.size()) return finish_resolving(&last);
+  const auto& [host, port] = address_.sentinels[k];
+  const std::string sentinel = "sentinel " + where(host, port);
+  sentinels_[k].asked->send(
+      resp::encode_command({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", address_.master_name}),
+      net::Clock::now() + options_.connect_timeout, [this, k, sentinel](Result<resp::Reply> r) {
+        if (closing_) return;
+        if (!r)
+          return ask_sentinel(k + 1,
+                              Error(r.error().code(), sentinel + ": " + r.error().summary()));
+        if (r->is_error())
+          return ask_sentinel(k + 1, Error(errc::invalid_argument, sentinel + ": " + r->str));
+        std::uint16_t master_port = 0;
+        if (r->is_array() && r->elements.size() == 2) {
+          const std::string& p = r->elements[1].str;
+          std::from_chars(p.data(), p.data() + p.size(), master_port);
+        }
+        if (master_port == 0 || r->elements[0].str.empty()) {
+          return ask_sentinel(
+              k + 1, Error(errc::invalid_argument,
+                           sentinel + " knows no master named '" + address_.master_name + "'"));
+        }
+        check_role(server_at(r->elements[0].str, master_port), k);
+      });
+}
+
+void SentinelNode::check_role(ServerNode& candidate, std::size_t k) {
+  static const auto kRole = plain({"ROLE"});
+  candidate.run(
+      kRole, 0, net::Clock::now() + options_.connect_timeout,
+      [this, &candidate, k](Result<resp::Reply> r) {
+        if (closing_) return;
+        const std::string who = candidate.address().display();
+        if (!r)
+          return ask_sentinel(k + 1, Error(r.error().code(), who + ": " + r.error().summary()));
+        if (r->is_error()) {
+          // WRONGPASS, NOAUTH: the master's own answer, said as it is.
+          return ask_sentinel(k + 1, Error(errc::auth_error, who + ": " + r->str));
+        }
+        if (!r->is_array() || r->elements.empty() || r->elements[0].str != "master") {
+          return ask_sentinel(k + 1, Error(errc::io_error, who + " is not a master (yet)"));
+        }
+        adopt(candidate);
+        finish_resolving(nullptr);
+      });
+}
+
+void SentinelNode::adopt(ServerNode& master) {
+  if (master_ == &master) return;
+  ServerNode* old = master_;
+  master_ = &master;
+  // Replies from here on may come from another server: votes counted before do not carry over.
+  if (old != nullptr) epoch_.fetch_add(1, std::memory_order_acq_rel);
+  for (const auto& channel : channels_) {
+    if (old != nullptr) old->unsubscribe(channel);
+    master.subscribe(channel, net::Clock::now() + options_.connect_timeout,
+                     [](Result<resp::Reply>) {});
+  }
+}
+
+void SentinelNode::finish_resolving(const Error* failure) {
+  resolving_ = false;
+  // With a master known nothing waits; without one, fail what waits with the reason at once
+  // (a wrong name or password is not worth waiting out).
+  waiting_.release(master_ != nullptr ? nullptr : failure);
+}
+
+void SentinelNode::on_sentinel_message(const std::string& payload) {
+  // "<master name> <old ip> <old port> <new ip> <new port>"
+  if (payload.size() > address_.master_name.size() &&
+      payload.compare(0, address_.master_name.size(), address_.master_name) == 0 &&
+      payload[address_.master_name.size()] == ' ') {
+    resolve();
+  }
+}
+
+ServerNode& SentinelNode::server_at(const std::string& host, std::uint16_t port) {
+  const std::string id = where(host, port);
+  auto& server = servers_[id];
+  if (!server) {
+    Sharding hooks;
+    hooks.on_reconnect = [this, id] {
+      // A new connection to the master may reach a new process (restarted in place).
+      ServerNode* s = servers_[id].get();
+      if (s == master_ && s->epoch() > 1) epoch_.fetch_add(1, std::memory_order_acq_rel);
+    };
+    server = std::make_unique<ServerNode>(io_, address_.server_at(host, port), options_,
+                                          on_message_, index_, nullptr, std::move(hooks));
+  }
+  return *server;
+}
+
+void SentinelNode::subscribe(const std::string& channel, net::Clock::time_point deadline,
+                             net::Connection::Callback done) {
+  channels_.insert(channel);
+  if (master_ != nullptr) return master_->subscribe(channel, deadline, std::move(done));
+  when_known(deadline, [this, channel, deadline, done = std::move(done)](const Error* failure) {
+    if (channels_.count(channel) == 0) return;  // unsubscribed meanwhile
+    if (failure != nullptr) return done(*failure);
+    master_->subscribe(channel, deadline, done);
+  });
+}
+
+void SentinelNode::unsubscribe(const std::string& channel) {
+  if (channels_.erase(channel) == 0) return;
+  if (master_ != nullptr) master_->unsubscribe(channel);
+}
+
+}  // namespace dlock::node

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: MIT
+// SentinelNode: the master that Redis Sentinels know by a name, as one lock node (one vote),
+// followed across failovers (redis-sentinel://host:port[,host:port...]/MASTER).
+//
+// - The master's address comes from SENTINEL GET-MASTER-ADDR-BY-NAME, asked of each sentinel in
+//   turn, and counts only once the server itself says ROLE master: no lock command is ever sent
+//   to a server before it said it is the master. It is asked again when a sentinel announces
+//   +switch-master for the name (every sentinel is listened to), when the master's connection
+//   fails, and when the master answers READONLY (it was demoted), at most once at a time and
+//   no more than every kResolveInterval. A demoted server refuses every write a lock makes, so
+//   a stale address can cost a round, never a grant.
+// - A failover is a restart as far as safety goes: the promoted replica may lack the newest
+//   writes. The node's boot identity (node/server_identity.h) is the master's run_id and
+//   replication id, so every client, whether or not it saw the failover happen, keeps the
+//   node out of quorums until the largest ttl has passed (lock/membership.h).
+// - Waiters' subscriptions move to the new master with it.
+//
+// Sentinels are asked without AUTH (the user and password of the URL are the master's).
+//
+// Thread-safety: everything on the io thread (lendable_connection() is null); epoch() and
+// address() from any thread.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "node/node.h"
+#include "node/pending_requests.h"
+#include "node/server_node.h"
+
+namespace dlock::node {
+
+class SentinelNode final : public Node {
+ public:
+  static constexpr std::chrono::milliseconds kResolveInterval{100};
+
+  SentinelNode(asio::io_context& io, net::NodeAddress address, net::ConnectionOptions options,
+               MessageHandler on_message, std::size_t index, Observer* observer);
+  ~SentinelNode() override;
+
+  void run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
+           net::Clock::time_point deadline, net::Connection::Callback done) override;
+  void subscribe(const std::string& channel, net::Clock::time_point deadline,
+                 net::Connection::Callback done) override;
+  void unsubscribe(const std::string& channel) override;
+
+  net::Connection* lendable_connection() noexcept override { return nullptr; }
+  const net::NodeAddress& address() const noexcept override { return address_; }
+  std::uint64_t epoch() const noexcept override { return epoch_.load(std::memory_order_acquire); }
+
+ private:
+  struct Sentinel {
+    std::unique_ptr<net::Connection> asked;     // SENTINEL GET-MASTER-ADDR-BY-NAME
+    std::unique_ptr<net::Connection> listened;  // SUBSCRIBE +switch-master
+  };
+
+  void send(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
+            net::Clock::time_point deadline, net::Connection::Callback done);
+  // INFO: the master's identity (run_id and replication id), as node/server_identity.h says.
+  void identify(net::Clock::time_point deadline, net::Connection::Callback done);
+  // Runs `go` once a master is known (or fails it by the deadline).
+  void when_known(net::Clock::time_point deadline, PendingRequests::Go go);
+
+  // Asks the sentinels where the master is (rate limited; one at a time).
+  void resolve();
+  void ask_sentinel(std::size_t k, Error last);
+  void check_role(ServerNode& candidate, std::size_t k);
+  void adopt(ServerNode& master);
+  void finish_resolving(const Error* failure);
+  void on_sentinel_message(const std::string& payload);
+  ServerNode& server_at(const std::string& host, std::uint16_t port);
+
+  asio::io_context& io_;
+  const net::NodeAddress address_;
+  const net::ConnectionOptions options_;
+  const MessageHandler on_message_;
+  const std::size_t index_;
+  Observer* const observer_;
+  const std::string display_;
+
+  std::atomic<std::uint64_t> epoch_{0};
+  bool closing_ = false;
+
+  std::vector<Sentinel> sentinels_;
+  // Every server ever named master, by host:port; never removed while the node lives (a request
+  // in flight may point at one).
+  std::map<std::string, std::unique_ptr<ServerNode>> servers_;
+  ServerNode* master_ = nullptr;
+
+  bool resolving_ = false;
+  net::Clock::time_point resolve_allowed_at_{};
+  asio::steady_timer resolve_timer_;
+  bool resolve_timer_armed_ = false;
+  PendingRequests waiting_;  // for a master
+
+  std::set<std::string> channels_;  // subscribed, on master_
+};
+
+}  // namespace dlock::node

@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: MIT
+#include "node/server_identity.h"
+
+#include <algorithm>
+
+#include "scripts/script.h"
+
+namespace dlock::node {
+
+std::string info_field(const std::string& info, std::string_view field) {
+  const std::string key = std::string(field) + ":";
+  for (std::size_t at = 0; at < info.size();) {
+    const auto end = std::min(info.find_first_of("\r\n", at), info.size());
+    if (info.compare(at, key.size(), key) == 0) {
+      return info.substr(at + key.size(), end - at - key.size());
+    }
+    at = end + 1;
+  }
+  return {};
+}
+
+std::string master_identity(const std::string& info) {
+  const std::string run_id = info_field(info, "run_id");
+  const std::string replid = info_field(info, "master_replid");
+  if (run_id.empty() || replid.empty() || info_field(info, "role") != "master") return {};
+  return run_id + "/" + replid;
+}
+
+resp::Reply identity_reply(std::vector<std::string> parts) {
+  std::sort(parts.begin(), parts.end());
+  std::string all;
+  for (const auto& part : parts) all += part + ",";
+  resp::Reply info;
+  info.type = resp::Reply::Type::string;
+  info.str = "run_id:" + scripts::sha1_hex(all) + "\r\nuptime_in_seconds:0\r\n";
+  return info;
+}
+
+}  // namespace dlock::node

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+#include "node/server_node.h"
+
+#include "resp/encode.h"
+
+namespace dlock::node {
+namespace {
+
+std::string encode_eval(std::string_view verb, std::string_view body, const Call& call,
+                        std::string_view publish_verb) {
+  const std::string nkeys = std::to_string(call.keys.size());
+  std::vector<std::string_view> argv{verb, body, nkeys};
+  argv.insert(argv.end(), call.keys.begin(), call.keys.end());
+  argv.insert(argv.end(), call.args.begin(), call.args.end());
+  if (call.script->publishes) argv.push_back(publish_verb);
+  return resp::encode_command(argv);
+}
+
+}  // namespace
+
+ServerNode::ServerNode(asio::io_context& io, net::NodeAddress address,
+                       net::ConnectionOptions options, MessageHandler on_message, std::size_t index,
+                       Observer* observer, Sharding sharding)
+    : index_(index),
+      observer_(observer),
+      display_(observer != nullptr ? address.display() : std::string()),
+      sharding_(std::move(sharding)),
+      connection_(io, address, options),
+      subscriber_(io, address, options),
+      resubscribe_timeout_(options.connect_timeout) {
+  // Load every script on each new connection, before the fast path can take it: a request the
+  // fast path stops waiting for (it returned at a quorum) could otherwise meet NOSCRIPT with
+  // nobody left to send the source. Only SCRIPT FLUSH on a live server can still cause that,
+  // and then only on a minority of nodes, which the quorum does without.
+  connection_.set_on_ready([this] {
+    const auto deadline = net::Clock::now() + resubscribe_timeout_;
+    for (const auto* script : scripts::all()) {
+      connection_.send(resp::encode_command({"SCRIPT", "LOAD", script->source}), deadline,
+                       [](Result<resp::Reply>) {});
+    }
+    if (sharding_.on_reconnect) sharding_.on_reconnect();
+  });
+  subscriber_.set_push_handlers(
+      [this, on_message = std::move(on_message)](const resp::Reply& push) {
+        if (push.elements[0].str == "sunsubscribe") {
+          // The server dropped a shard channel (its slot moved to another shard).
+          const std::string channel = push.elements[1].str;
+          if (channels_.erase(channel) == 0) return;
+          if (channels_.empty()) subscriber_.set_keep_connected(false);
+          if (sharding_.on_dropped) sharding_.on_dropped(channel);
+          return;
+        }
+        if (on_message) on_message(push.elements[1].str, push.elements[2].str);
+      },
+      [this] {
+        // A new connection has no subscriptions: take them up again. Messages published while
+        // we were away are lost; waiters also wake when the holder's ttl runs out.
+        const auto deadline = net::Clock::now() + resubscribe_timeout_;
+        const char* verb = sharding_.sharded_pubsub ? "SSUBSCRIBE" : "SUBSCRIBE";
+        for (const auto& channel : channels_) {
+          subscriber_.send(resp::encode_command({verb, channel}), deadline,
+                           [](Result<resp::Reply>) {});
+        }
+      });
+}
+
+void ServerNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
+                     net::Clock::time_point deadline, net::Connection::Callback done) {
+  send(std::move(calls), c, deadline, std::move(done), false);
+}
+
+void ServerNode::run_asking(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
+                            net::Clock::time_point deadline, net::Connection::Callback done) {
+  send(std::move(calls), c, deadline, std::move(done), true);
+}
+
+void ServerNode::send(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
+                      net::Clock::time_point deadline, net::Connection::Callback done,
+                      bool asking) {
+  if (observer_ != nullptr) {
+    // Timed from here to the reply (a NOSCRIPT retry included).
+    done = [this, start = net::Clock::now(), done = std::move(done)](Result<resp::Reply> r) {
+      observer_->node_request(
+          NodeRequestEvent{index_, display_, net::Clock::now() - start, node_result(r)});
+      done(std::move(r));
+    };
+  }
+  // ASKING holds for the one command after it: both are queued back to back on this thread.
+  auto ask = [this, asking, deadline] {
+    if (asking) connection_.send(resp::encode_command({"ASKING"}), deadline, [](auto) {});
+  };
+  const Call& call = (*calls)[c];
+  ask();
+  if (call.script == nullptr) {
+    std::vector<std::string_view> argv(call.keys.begin(), call.keys.end());
+    return connection_.send(resp::encode_command(argv), deadline, std::move(done));
+  }
+  const std::string_view publish = sharding_.sharded_pubsub ? "spublish" : "publish";
+  connection_.send(encode_eval("EVALSHA", call.script->sha1, call, publish), deadline,
+                   [this, calls = std::move(calls), c, deadline, publish, ask,
+                    done = std::move(done)](Result<resp::Reply> r) mutable {
+                     if (r && r->is_error_code("NOSCRIPT")) {
+                       const Call& again = (*calls)[c];
+                       ask();
+                       connection_.send(encode_eval("EVAL", again.script->source, again, publish),
+                                        deadline, std::move(done));
+                       return;
+                     }
+                     done(std::move(r));
+                   });
+}
+
+void ServerNode::subscribe(const std::string& channel, net::Clock::time_point deadline,
+                           net::Connection::Callback done) {
+  channels_.insert(channel);
+  subscriber_.set_keep_connected(true);
+  subscriber_.send(
+      resp::encode_command({sharding_.sharded_pubsub ? "SSUBSCRIBE" : "SUBSCRIBE", channel}),
+      deadline, std::move(done));
+}
+
+void ServerNode::unsubscribe(const std::string& channel) {
+  if (channels_.erase(channel) == 0) return;
+  if (channels_.empty()) subscriber_.set_keep_connected(false);
+  subscriber_.send(
+      resp::encode_command({sharding_.sharded_pubsub ? "SUNSUBSCRIBE" : "UNSUBSCRIBE", channel}),
+      net::Clock::now() + resubscribe_timeout_, [](Result<resp::Reply>) {});
+}
+
+}  // namespace dlock::node

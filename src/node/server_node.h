@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: MIT
+// ServerNode: one Redis server as a lock node: a command connection, and a second connection
+// of its own for pub/sub (RESP2 needs one). A cluster's shard is one too, with sharded pub/sub.
+#pragma once
+
+#include <dlock/observer.h>
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "net/connection.h"
+#include "node/call.h"
+#include "node/node.h"
+#include "scripts/script.h"
+
+namespace dlock::node {
+
+// How a ServerNode that is a Redis Cluster shard behaves (node/cluster_node.h).
+struct Sharding {
+  // SSUBSCRIBE / SUNSUBSCRIBE and SPUBLISH instead of the classic commands (a cluster shard).
+  bool sharded_pubsub = false;
+  // A shard channel the server dropped by itself (its slot moved away): the channel is
+  // forgotten here, the owner subscribes again where the slot went. Io thread.
+  std::function<void(const std::string& channel)> on_dropped;
+  // After each new command connection (the server may be a new process). Io thread.
+  std::function<void()> on_reconnect;
+};
+
+class ServerNode final : public Node {
+ public:
+  // `observer` (may be null) hears of every request run() makes, as node `index`.
+  ServerNode(asio::io_context& io, net::NodeAddress address, net::ConnectionOptions options,
+             MessageHandler on_message, std::size_t index = 0, Observer* observer = nullptr,
+             Sharding sharding = {});
+
+  // A script by EVALSHA, and on NOSCRIPT (a restarted or flushed server has lost its script
+  // cache) once more with the full source by EVAL, within the same deadline; or a plain
+  // command. A script that publishes (Script::publishes) gets this node's PUBLISH verb as its last
+  // argument.
+  void run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
+           net::Clock::time_point deadline, net::Connection::Callback done) override;
+  // run(), preceded by ASKING (a cluster's ASK redirection to this server). Io thread.
+  void run_asking(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
+                  net::Clock::time_point deadline, net::Connection::Callback done);
+  void subscribe(const std::string& channel, net::Clock::time_point deadline,
+                 net::Connection::Callback done) override;
+  void unsubscribe(const std::string& channel) override;
+
+  net::Connection* lendable_connection() noexcept override { return &connection_; }
+  const net::NodeAddress& address() const noexcept override { return connection_.address(); }
+  std::uint64_t epoch() const noexcept override { return connection_.epoch(); }
+
+ private:
+  void send(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
+            net::Clock::time_point deadline, net::Connection::Callback done, bool asking);
+
+  // Declared before the connections, so they outlive any callback a connection runs as it goes.
+  const std::size_t index_;
+  Observer* const observer_;
+  const std::string display_;  // the address for the observer (password elided)
+  const Sharding sharding_;
+  net::Connection connection_;
+  net::Connection subscriber_;
+  std::set<std::string> channels_;  // io thread only
+  const std::chrono::milliseconds resubscribe_timeout_;
+};
+
+}  // namespace dlock::node

@@ -1,0 +1,405 @@
+// SPDX-License-Identifier: MIT
+// A Redis Cluster as a lock node (redis-cluster://), on real clusters made by redis-cli
+// --cluster create: locks spread over the masters and exclude each other, fencing, waiting on
+// shard channels, the watchdog on every shard, names with braces, a slot resharded while locks
+// are held and waited for (MOVED, ASK), Redlock over three clusters, and clear errors.
+#include <dlock/dlock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "lock/keys.h"
+#include "node/slots.h"
+#include "support/redis_server.h"
+#include "support/sharded_cluster.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+
+Client client_of(const std::vector<std::string>& nodes, Millis node_timeout = 500ms) {
+  ClientOptions options;
+  options.nodes = nodes;
+  options.node_timeout = node_timeout;
+  options.reconnect_backoff_min = 20ms;
+  options.reconnect_backoff_max = 200ms;
+  auto c = Client::create(options);
+  if (!c) throw std::runtime_error(c.error().message());
+  return std::move(c).value();
+}
+
+LockOptions fixed(Millis ttl) {
+  LockOptions o;
+  o.ttl = ttl;
+  o.auto_renew = false;
+  return o;
+}
+
+LockOptions renewed(Millis ttl) {
+  LockOptions o;
+  o.ttl = ttl;
+  return o;
+}
+
+class ClusterNodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DLOCK_REQUIRE_REDIS_OR_SKIP();
+    cluster_ = std::make_unique<test::ShardedCluster>(3, 0);
+  }
+  Client make_client() { return client_of({cluster_->url()}); }
+  std::unique_ptr<test::ShardedCluster> cluster_;
+};
+
+TEST_F(ClusterNodeTest, LocksSpreadOverEveryMasterAndExcludeOthers) {
+  Client a = make_client();
+  Client b = make_client();
+  std::vector<Lease> leases;
+  std::map<std::size_t, int> per_master;
+  for (int i = 0; i < 48; ++i) {
+    const std::string name = "job-" + std::to_string(i);
+    auto lease = a.try_lock(name, fixed(30s));
+    ASSERT_TRUE(lease) << name << ": " << lease.error().message();
+    auto other = b.try_lock(name, fixed(30s));
+    ASSERT_FALSE(other) << name;
+    EXPECT_TRUE(other.error().is(errc::lock_held)) << other.error().message();
+    EXPECT_TRUE(cluster_->exists(name)) << name;
+    ++per_master[cluster_->master_of(name)];
+    leases.push_back(std::move(*lease));
+  }
+  EXPECT_EQ(per_master.size(), 3u) << "every master serves some of the locks";
+  for (auto& lease : leases) ASSERT_TRUE(lease.unlock());
+  for (int i = 0; i < 48; ++i) EXPECT_FALSE(cluster_->exists("job-" + std::to_string(i)));
+  // Nothing of a name stays: what is left (the fencing counters) expires within a ttl.
+  for (std::size_t m : cluster_->masters()) {
+    auto keys = cluster_->command(m, {"KEYS", "*job-*"});
+    ASSERT_TRUE(keys);
+    for (std::size_t k = 0; k < keys->elements; ++k) {
+      const std::string key = keys->element[k]->str;
+      EXPECT_EQ(key.rfind("dlock:fence:{", 0), 0u) << "left on master " << m << ": " << key;
+      auto pttl = cluster_->command(m, {"PTTL", key});
+      ASSERT_TRUE(pttl);
+      EXPECT_GT(pttl->integer, 0) << key << " never expires";
+      EXPECT_LE(pttl->integer, 30000) << key;
+    }
+  }
+}
+
+TEST_F(ClusterNodeTest, MutualExclusionAndGrowingTokensUnderContention) {
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 25;
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::mutex mu;
+  FencingToken last;
+  int out_of_order = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      Client c = make_client();
+      for (int i = 0; i < kRounds; ++i) {
+        auto lease = c.lock("counter", 30s, renewed(5s));
+        ASSERT_TRUE(lease) << lease.error().message();
+        if (inside.fetch_add(1) != 0) ++overlaps;
+        {
+          std::lock_guard g(mu);
+          if (!(lease->fencing_token() > last)) ++out_of_order;
+          last = lease->fencing_token();
+        }
+        std::this_thread::sleep_for(1ms);
+        inside.fetch_sub(1);
+        ASSERT_TRUE(lease->unlock());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(out_of_order, 0);
+}
+
+// Every key of a name shares its slot: names with braces work like any other, for locks,
+// read locks and semaphores (before, a script for "a{b}c" touched keys of two slots).
+TEST_F(ClusterNodeTest, NamesWithBracesWork) {
+  Client a = make_client();
+  Client b = make_client();
+  for (const char* name : {"a{b}c", "}x", "x{", "{}", "{user1}.q", "a}b{c"}) {
+    auto lease = a.try_lock(name, fixed(30s));
+    ASSERT_TRUE(lease) << name << ": " << lease.error().message();
+    EXPECT_FALSE(b.try_lock(name, fixed(30s))) << name;
+    EXPECT_FALSE(b.try_lock_shared(name, fixed(30s))) << name;
+    ASSERT_TRUE(lease->unlock()) << name;
+    auto r1 = a.try_lock_shared(name, fixed(30s));
+    auto r2 = b.try_lock_shared(name, fixed(30s));
+    ASSERT_TRUE(r1 && r2) << name;
+    EXPECT_FALSE(b.try_lock(name, fixed(30s))) << name;
+    ASSERT_TRUE(r1->unlock() && r2->unlock());
+  }
+  for (const char* name : {"pool{7}", "}pool"}) {
+    Semaphore sem(a, name, 2, fixed(30s));
+    auto p1 = sem.try_acquire_lease();
+    auto p2 = sem.try_acquire_lease();
+    ASSERT_TRUE(p1 && p2) << name;
+    EXPECT_FALSE(sem.try_acquire_lease()) << name;
+    ASSERT_TRUE(p1->unlock());
+    EXPECT_TRUE(sem.try_acquire_lease()) << name;
+  }
+}
+
+// The release wakes the waiter (a shard channel on the lock's master), long before the
+// holder's ttl would have run out.
+TEST_F(ClusterNodeTest, AWaiterWakesOnTheReleaseByShardedPubSub) {
+  Client a = make_client();
+  Client b = make_client();
+  auto held = a.try_lock("job", fixed(30s));
+  ASSERT_TRUE(held) << held.error().message();
+  const auto start = std::chrono::steady_clock::now();
+  auto waiter = std::async(std::launch::async, [&] { return b.lock("job", 25s, fixed(30s)); });
+  const std::string channel = lock::release_channel("job");
+  const std::size_t master = cluster_->master_of_slot(node::key_slot(channel));
+  ASSERT_TRUE(test::eventually([&] {
+    auto r = cluster_->command(master, {"PUBSUB", "SHARDNUMSUB", channel});
+    return r && r->elements == 2 && r->element[1]->integer == 1;
+  })) << "the waiter listens on the shard channel of the lock's master";
+  ASSERT_TRUE(held->unlock());
+  auto got = waiter.get();
+  ASSERT_TRUE(got) << got.error().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s) << "woken by the release, not the ttl";
+}
+
+TEST_F(ClusterNodeTest, TheWatchdogRenewsLocksOnEveryShard) {
+  Client a = make_client();
+  Client b = make_client();
+  std::vector<Lease> leases;
+  for (int i = 0; i < 30; ++i) {
+    auto lease = a.try_lock("renewed-" + std::to_string(i), renewed(1500ms));
+    ASSERT_TRUE(lease) << lease.error().message();
+    leases.push_back(std::move(*lease));
+  }
+  std::this_thread::sleep_for(4500ms);  // three ttls
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_TRUE(leases[static_cast<std::size_t>(i)].is_held()) << i;
+    EXPECT_FALSE(b.try_lock("renewed-" + std::to_string(i), fixed(5s))) << i;
+  }
+  for (auto& lease : leases) EXPECT_TRUE(lease.unlock());
+}
+
+TEST_F(ClusterNodeTest, StatusAndForceReleaseReachTheLocksMaster) {
+  Client a = make_client();
+  auto held = a.try_lock("stuck", fixed(60s));
+  ASSERT_TRUE(held);
+  auto status = a.status("stuck");
+  ASSERT_TRUE(status) << status.error().message();
+  ASSERT_EQ(status->nodes.size(), 1u);
+  EXPECT_FALSE(status->nodes[0].error) << *status->nodes[0].error;
+  EXPECT_EQ(status->nodes[0].kind, KeyKind::dlock);
+  EXPECT_TRUE(status->held);
+  auto forced = a.force_release("stuck");
+  ASSERT_TRUE(forced) << forced.error().message();
+  EXPECT_FALSE(cluster_->exists("stuck"));
+  EXPECT_TRUE(a.try_lock("stuck", fixed(5s)));
+}
+
+// A slot moves to another master while its lock is held and waited for: during the migration
+// (ASK, TRYAGAIN) nobody else gets it, the holder's watchdog follows it (MOVED), the waiter
+// listens where it went, and gets the lock when the holder releases.
+TEST_F(ClusterNodeTest, ASlotReshardedWhileItsLockIsHeldAndWaitedFor) {
+  Client a = make_client();
+  Client b = make_client();
+  Client c = make_client();
+  const std::string name = "moving";
+  const auto slot = node::key_slot(name);
+  auto held = a.try_lock(name, renewed(1500ms));
+  ASSERT_TRUE(held) << held.error().message();
+  std::atomic<bool> released{false};
+  auto waiter = std::async(std::launch::async, [&] {
+    auto got = b.lock(name, 40s, fixed(30s));
+    EXPECT_TRUE(released.load()) << "the waiter got the lock while the holder still had it";
+    return got;
+  });
+  const std::size_t from = cluster_->master_of_slot(slot);
+  std::size_t to = 0;
+  while (to == from) ++to;
+
+  cluster_->begin_migration(slot, to);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_FALSE(c.try_lock(name, fixed(5s))) << "during the migration, attempt " << i;
+    std::this_thread::sleep_for(50ms);
+  }
+  cluster_->migrate_keys(slot, to);
+  EXPECT_FALSE(c.try_lock(name, fixed(5s))) << "keys moved, slot not yet handed over";
+  cluster_->finish_migration(slot, to);
+  ASSERT_TRUE(cluster_->wait_until_stable());
+  EXPECT_EQ(cluster_->master_of_slot(slot), to);
+
+  std::this_thread::sleep_for(3s);  // two ttls: the watchdog renewed it on the new master
+  EXPECT_TRUE(held->is_held());
+  EXPECT_FALSE(c.try_lock(name, fixed(5s)));
+  auto on_new_master = cluster_->command(to, {"EXISTS", name});
+  ASSERT_TRUE(on_new_master);
+  EXPECT_EQ(on_new_master->integer, 1);
+
+  released = true;
+  ASSERT_TRUE(held->unlock());
+  auto got = waiter.get();
+  ASSERT_TRUE(got) << got.error().message();
+  EXPECT_TRUE(got->is_held());
+}
+
+// A master with a replica each: the replica takes over when its master dies.
+class ClusterFailoverTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DLOCK_REQUIRE_REDIS_OR_SKIP();
+    cluster_ = std::make_unique<test::ShardedCluster>(3, 1);
+  }
+
+  // Kills `master` (which serves `name`), lets `replica` run if it was paused, and waits until
+  // the replica serves the slot; meanwhile `contender` never gets the lock while `lease` is
+  // valid.
+  void fail_over(const std::string& name, std::size_t master, std::size_t replica,
+                 Client& contender, const Lease& lease) {
+    const auto slot = node::key_slot(name);
+    cluster_->server(master).kill9();
+    cluster_->server(replica).resume();
+    const auto limit = std::chrono::steady_clock::now() + 60s;
+    while (cluster_->master_of_slot(slot) != replica) {
+      ASSERT_LT(std::chrono::steady_clock::now(), limit) << "the replica never took over";
+      if (lease.validity() > 0ms) {
+        EXPECT_FALSE(contender.try_lock(name, fixed(5s))) << "a second holder during the failover";
+      }
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+
+  std::unique_ptr<test::ShardedCluster> cluster_;
+};
+
+// The replica had the key: the holder keeps its lock across the failover (its renewals count
+// on the promoted replica even while the cluster is quarantined), and nobody else gets it.
+TEST_F(ClusterFailoverTest, TheHolderKeepsALockTheReplicaHad) {
+  Client a = client_of({cluster_->url()});
+  Client b = client_of({cluster_->url()});
+  const std::string name = "kept";
+  auto lease = a.try_lock(name, renewed(15s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  const std::size_t master = cluster_->master_of(name);
+  const std::size_t replica = cluster_->replica_of(master);
+  ASSERT_NE(replica, test::ShardedCluster::npos);
+  auto replicated = cluster_->command(master, {"WAIT", "1", "5000"});
+  ASSERT_TRUE(replicated && replicated->integer == 1) << "the key reached the replica";
+  fail_over(name, master, replica, b, *lease);
+  // Past the failover and more than one ttl: every renewal since went to the new master.
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(lease->is_held()) << "the holder lost a lock whose key survived";
+    EXPECT_FALSE(b.try_lock(name, fixed(5s)));
+    std::this_thread::sleep_for(500ms);
+  }
+  EXPECT_TRUE(cluster_->exists(name));
+  EXPECT_TRUE(lease->unlock());
+}
+
+// The promoted replica lacks the key (its master died before the write reached it): the holder
+// is told it lost the lock, and nobody else gets the lock before the holder's validity is
+// over. Without the failover counted as a restart, another client took it at once from the
+// new master.
+TEST_F(ClusterFailoverTest, ALockTheReplicaLostIsNeverHeldTwice) {
+  Client a = client_of({cluster_->url()});
+  Client b = client_of({cluster_->url()});
+  const std::string name = "lost-on-failover";
+  const std::size_t master = cluster_->master_of(name);
+  const std::size_t replica = cluster_->replica_of(master);
+  ASSERT_NE(replica, test::ShardedCluster::npos);
+  // The write that replication loses: the replica is stopped and cut off before it, and its
+  // master dies before the replica can ask for it again.
+  cluster_->server(replica).pause();
+  auto cut = cluster_->command(master, {"CLIENT", "KILL", "TYPE", "replica"});
+  ASSERT_TRUE(cut && cut->integer == 1);
+  auto lease = a.try_lock(name, renewed(15s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  fail_over(name, master, replica, b, *lease);
+  EXPECT_FALSE(cluster_->exists(name)) << "the promoted replica never had the key";
+
+  // Until the holder's validity is over (it learns of the loss at its next renewal), no one
+  // else holds the lock.
+  const auto limit = std::chrono::steady_clock::now() + 60s;
+  while (lease->validity() > 0ms && !lease->lost()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), limit);
+    auto other = b.try_lock(name, fixed(5s));
+    ASSERT_FALSE(other) << "two holders: the second got the lock from the promoted replica";
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_TRUE(test::eventually([&] { return lease->lost(); }, 30s)) << "the holder is told";
+  // Once the quarantine is over, the lock is free again.
+  EXPECT_TRUE(
+      test::eventually([&] { return static_cast<bool>(b.try_lock(name, fixed(5s))); }, 60s));
+}
+
+TEST_F(ClusterNodeTest, ABadNodeSaysWhatIsWrong) {
+  test::RedisServer standalone;
+  Client plain = client_of({"redis-cluster://127.0.0.1:" + std::to_string(standalone.port())});
+  auto r = plain.try_lock("job", fixed(5s));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("cluster support disabled"), std::string::npos)
+      << r.error().message();
+
+  ClientOptions with_db;
+  with_db.nodes = {cluster_->url() + "/2"};
+  auto db = Client::create(with_db);
+  ASSERT_FALSE(db);
+  EXPECT_TRUE(db.error().is(errc::invalid_argument));
+}
+
+TEST(ClusterAuthTest, APasswordIsUsedOnEveryMasterAndAWrongOneIsReported) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  test::ShardedCluster cluster(3, 0, "s3cret");
+  const std::string port = cluster.url().substr(cluster.url().rfind(':') + 1);
+  Client good = client_of({"redis-cluster://:s3cret@127.0.0.1:" + port});
+  for (int i = 0; i < 12; ++i) {
+    auto lease = good.try_lock("job-" + std::to_string(i), fixed(5s));
+    ASSERT_TRUE(lease) << lease.error().message();
+  }
+  Client bad = client_of({"redis-cluster://:wrong@127.0.0.1:" + port});
+  auto r = bad.try_lock("job", fixed(5s));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("WRONGPASS"), std::string::npos) << r.error().message();
+}
+
+// Redlock over three clusters: each cluster is one vote; with one cluster down the other two
+// are a quorum, and exclusion holds throughout.
+TEST(ClusterRedlockTest, ThreeClustersAsThreeRedlockNodes) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  std::vector<std::unique_ptr<test::ShardedCluster>> clusters;
+  std::vector<std::string> urls;
+  for (int i = 0; i < 3; ++i) {
+    clusters.push_back(std::make_unique<test::ShardedCluster>(3, 0));
+    urls.push_back(clusters.back()->url());
+  }
+  Client a = client_of(urls);
+  Client b = client_of(urls);
+  ASSERT_EQ(a.node_count(), 3u);
+  FencingToken last;
+  for (int i = 0; i < 10; ++i) {
+    auto lease = (i % 2 == 0 ? a : b).try_lock("job", fixed(10s));
+    ASSERT_TRUE(lease) << lease.error().message();
+    EXPECT_GT(lease->fencing_token(), last);
+    last = lease->fencing_token();
+    EXPECT_FALSE((i % 2 == 0 ? b : a).try_lock("job", fixed(10s)));
+    for (auto& c : clusters) EXPECT_TRUE(c->exists("job"));
+    ASSERT_TRUE(lease->unlock());
+  }
+  // One cluster gone entirely: two of three still make a quorum.
+  for (std::size_t i = 0; i < clusters[2]->size(); ++i) clusters[2]->server(i).kill9();
+  auto lease = a.try_lock("job", fixed(10s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  EXPECT_GT(lease->fencing_token(), last);
+  EXPECT_FALSE(b.try_lock("job", fixed(10s)));
+}
+
+}  // namespace
+}  // namespace dlock

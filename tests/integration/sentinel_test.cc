@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+// A Sentinel-managed master as a lock node (redis-sentinel://), on real sentinels: locks go to
+// the master the sentinels name and never to a replica; a failover while a lock is held keeps
+// the lock if the promoted replica has its key and never gives it to a second owner if the
+// replica lacks it; a waiter follows the failover; clear errors for a wrong name or password.
+#include <dlock/dlock.h>
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "lock/keys.h"
+#include "support/redis_server.h"
+#include "support/sentinel_set.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+
+Client client_of(const std::string& url) {
+  ClientOptions options;
+  options.nodes = {url};
+  options.node_timeout = 500ms;
+  options.reconnect_backoff_min = 20ms;
+  options.reconnect_backoff_max = 200ms;
+  auto c = Client::create(options);
+  if (!c) throw std::runtime_error(c.error().message());
+  return std::move(c).value();
+}
+
+LockOptions fixed(Millis ttl) {
+  LockOptions o;
+  o.ttl = ttl;
+  o.auto_renew = false;
+  return o;
+}
+
+LockOptions renewed(Millis ttl) {
+  LockOptions o;
+  o.ttl = ttl;
+  return o;
+}
+
+class SentinelNodeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DLOCK_REQUIRE_REDIS_OR_SKIP();
+    set_ = std::make_unique<test::SentinelSet>(1);
+  }
+
+  bool on_server(std::size_t i, const std::string& key) const {
+    auto r = set_->command(i, {"EXISTS", key});
+    return r && r->integer == 1;
+  }
+
+  // Kills the master, lets `paused` (a replica) run again, and waits for the sentinels to
+  // promote a replica; meanwhile `contender` never gets `name` while `lease` is valid.
+  std::size_t fail_over(const std::string& name, Client& contender, const Lease& lease,
+                        std::size_t paused = test::SentinelSet::npos) {
+    const std::size_t old = set_->master();
+    set_->server(old).kill9();
+    if (paused != test::SentinelSet::npos) set_->server(paused).resume();
+    const auto limit = std::chrono::steady_clock::now() + 60s;
+    while (!set_->set().wait_for_new_master(old, 200ms)) {
+      EXPECT_LT(std::chrono::steady_clock::now(), limit) << "no replica was promoted";
+      if (std::chrono::steady_clock::now() >= limit) return test::SentinelSet::npos;
+      if (lease.validity() > 0ms) {
+        EXPECT_FALSE(contender.try_lock(name, fixed(5s))) << "a second holder during the failover";
+      }
+    }
+    return set_->master();
+  }
+
+  std::unique_ptr<test::SentinelSet> set_;
+};
+
+TEST_F(SentinelNodeTest, LocksGoToTheMasterAndNeverToAReplica) {
+  Client a = client_of(set_->url());
+  Client b = client_of(set_->url());
+  const std::size_t master = set_->master();
+  ASSERT_EQ(master, 0u);
+  FencingToken last;
+  for (int i = 0; i < 5; ++i) {
+    auto lease = a.try_lock("job", fixed(10s));
+    ASSERT_TRUE(lease) << lease.error().message();
+    EXPECT_GT(lease->fencing_token(), last);
+    last = lease->fencing_token();
+    EXPECT_FALSE(b.try_lock("job", fixed(10s)));
+    EXPECT_TRUE(on_server(master, "job"));
+    ASSERT_TRUE(lease->unlock());
+  }
+  auto status = a.status("job");
+  ASSERT_TRUE(status) << status.error().message();
+  EXPECT_FALSE(status->held);
+  // The replica ran no script of ours: it only received the master's writes.
+  auto stats = set_->command(1, {"INFO", "commandstats"});
+  ASSERT_TRUE(stats && stats->type == REDIS_REPLY_STRING);
+  const std::string text = stats->str;
+  EXPECT_EQ(text.find("cmdstat_evalsha"), std::string::npos) << text;
+  EXPECT_EQ(text.find("cmdstat_eval:"), std::string::npos) << text;
+}
+
+// The replica had the key: the holder keeps its lock across the failover (its renewals count
+// on the new master even while the node is quarantined), and nobody else gets it.
+TEST_F(SentinelNodeTest, TheHolderKeepsALockTheReplicaHad) {
+  Client a = client_of(set_->url());
+  Client b = client_of(set_->url());
+  auto lease = a.try_lock("kept", renewed(15s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  auto replicated = set_->command(set_->master(), {"WAIT", "1", "5000"});
+  ASSERT_TRUE(replicated && replicated->integer == 1) << "the key reached the replica";
+  const std::size_t promoted = fail_over("kept", b, *lease);
+  ASSERT_EQ(promoted, 1u);
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(lease->is_held()) << "the holder lost a lock whose key survived";
+    EXPECT_FALSE(b.try_lock("kept", fixed(5s)));
+    std::this_thread::sleep_for(500ms);
+  }
+  EXPECT_TRUE(on_server(promoted, "kept"));
+  EXPECT_TRUE(lease->unlock());
+  EXPECT_FALSE(on_server(promoted, "kept"));
+}
+
+// The promoted replica lacks the key (the master died before the write reached it): nobody
+// else holds the lock before the holder's validity is over, the holder is told it lost it, and
+// the lock is free once the quarantine has passed.
+TEST_F(SentinelNodeTest, ALockTheReplicaLostIsNeverHeldTwice) {
+  Client a = client_of(set_->url());
+  Client b = client_of(set_->url());
+  ASSERT_TRUE(a.try_lock("warm-up", fixed(1s)));  // connected and greeted before the cut
+  const std::size_t replica = 1;
+  set_->server(replica).pause();
+  auto cut = set_->command(set_->master(), {"CLIENT", "KILL", "TYPE", "replica"});
+  ASSERT_TRUE(cut && cut->integer == 1);
+  auto lease = a.try_lock("lost-on-failover", renewed(15s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  const std::size_t promoted = fail_over("lost-on-failover", b, *lease, replica);
+  ASSERT_EQ(promoted, replica);
+  EXPECT_FALSE(on_server(promoted, "lost-on-failover")) << "the promoted replica lacks the key";
+
+  const auto limit = std::chrono::steady_clock::now() + 60s;
+  while (lease->validity() > 0ms && !lease->lost()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), limit);
+    auto other = b.try_lock("lost-on-failover", fixed(5s));
+    ASSERT_FALSE(other) << "two holders: the second got the lock from the promoted replica";
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_TRUE(test::eventually([&] { return lease->lost(); }, 30s)) << "the holder is told";
+  EXPECT_TRUE(test::eventually(
+      [&] { return static_cast<bool>(b.try_lock("lost-on-failover", fixed(5s))); }, 60s));
+}
+
+// A waiter's subscription moves to the new master, and it gets the lock once the holder lets
+// go there (after the failover's quarantine).
+TEST_F(SentinelNodeTest, AWaiterFollowsTheFailover) {
+  Client a = client_of(set_->url());
+  Client b = client_of(set_->url());
+  auto lease = a.try_lock("waited", renewed(10s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  std::atomic<bool> released{false};
+  auto waiter = std::async(std::launch::async, [&] {
+    auto got = b.lock("waited", 90s, fixed(10s));
+    EXPECT_TRUE(released.load()) << "the waiter got the lock while the holder still had it";
+    return got;
+  });
+  const std::string channel = lock::release_channel("waited");
+  auto listening = [&](std::size_t server) {
+    auto r = set_->command(server, {"PUBSUB", "NUMSUB", channel});
+    return r && r->elements == 2 && r->element[1]->integer == 1;
+  };
+  ASSERT_TRUE(test::eventually([&] { return listening(set_->master()); }));
+  ASSERT_TRUE(set_->command(set_->master(), {"WAIT", "1", "5000"}));
+  Client c = client_of(set_->url());
+  const std::size_t promoted = fail_over("waited", c, *lease);
+  ASSERT_EQ(promoted, 1u);
+  EXPECT_TRUE(test::eventually([&] { return listening(promoted); }, 20s))
+      << "the waiter listens on the new master";
+  ASSERT_TRUE(test::eventually([&] { return lease->is_held() && on_server(promoted, "waited"); }));
+  released = true;
+  ASSERT_TRUE(lease->unlock());
+  auto got = waiter.get();
+  ASSERT_TRUE(got) << got.error().message();
+}
+
+TEST_F(SentinelNodeTest, ABadNameOrNodeSaysWhatIsWrong) {
+  const std::string url = set_->url();
+  const std::string hosts = url.substr(0, url.rfind('/'));
+  Client unknown = client_of(hosts + "/no-such-master");
+  auto r = unknown.try_lock("job", fixed(5s));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("knows no master named 'no-such-master'"), std::string::npos)
+      << r.error().message();
+
+  const auto dead_port = std::to_string(cli::free_loopback_port());
+  Client dead = client_of("redis-sentinel://127.0.0.1:" + dead_port + "/dlock");
+  r = dead.try_lock("job", fixed(5s));
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::quorum_not_reached) || r.error().is(errc::io_error))
+      << r.error().message();
+  EXPECT_NE(r.error().message().find("sentinel 127.0.0.1:" + dead_port), std::string::npos)
+      << r.error().message();
+
+  for (const char* bad : {"redis-sentinel://127.0.0.1:26379", "redis-sentinel://127.0.0.1:1/",
+                          "redis-sentinel://,127.0.0.1:1/m", "redis-sentinel://h:99999/m"}) {
+    ClientOptions options;
+    options.nodes = {bad};
+    auto c = Client::create(options);
+    ASSERT_FALSE(c) << bad;
+    EXPECT_TRUE(c.error().is(errc::invalid_argument)) << bad;
+  }
+}
+
+TEST(SentinelAuthTest, TheMastersPasswordIsUsedAndAWrongOneIsReported) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  test::SentinelSet set(1, "s3cret");
+  Client good = client_of(set.url());
+  auto lease = good.try_lock("job", fixed(5s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  std::string wrong = set.url();
+  wrong.replace(wrong.find("s3cret"), 6, "wrong");
+  Client bad = client_of(wrong);
+  auto r = bad.try_lock("job", fixed(5s));
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().message().find("WRONGPASS"), std::string::npos) << r.error().message();
+}
+
+}  // namespace
+}  // namespace dlock

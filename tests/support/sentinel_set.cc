@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: MIT
+#include "support/sentinel_set.h"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include "redis_command.h"
+
+namespace dlock::test {
+
+SentinelSet::SentinelSet(std::size_t replicas, std::string password)
+    : password_(std::move(password)) {
+  char tmpl[] = "/tmp/dlock-sentinel-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = tmpl;
+  cli::LocalSentinelOptions options;
+  options.replicas = replicas;
+  options.password = password_;
+  auto set = cli::LocalSentinel::start(dir_, options);
+  if (!set) throw std::runtime_error(set.error().message());
+  set_ = std::move(*set);
+}
+
+SentinelSet::~SentinelSet() {
+  set_.reset();
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+ReplyPtr SentinelSet::command(std::size_t i, const std::vector<std::string>& args) const {
+  if (!set_->server(i).running()) return nullptr;
+  return ReplyPtr(cli::redis_command(set_->server(i).port(), password_, args).release());
+}
+
+}  // namespace dlock::test

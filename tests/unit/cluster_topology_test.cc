@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+// Redis Cluster routing as pure logic: hash slots and tags, CLUSTER SLOTS and redirect parsing,
+// and the boot identity a cluster or sentinel node reports.
+#include "node/cluster_topology.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "node/server_identity.h"
+#include "node/slots.h"
+
+namespace dlock::node {
+namespace {
+
+resp::Reply integer(long long v) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::integer;
+  r.integer = v;
+  return r;
+}
+
+resp::Reply string(std::string s) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::string;
+  r.str = std::move(s);
+  return r;
+}
+
+resp::Reply array(std::vector<resp::Reply> elements) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::array;
+  r.elements = std::move(elements);
+  return r;
+}
+
+resp::Reply error(std::string s) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::error;
+  r.str = std::move(s);
+  return r;
+}
+
+TEST(SlotsTest, KeySlotsAsRedisClusterComputesThem) {
+  // The examples of the Redis Cluster specification, and CLUSTER KEYSLOT on Redis 7.0.
+  EXPECT_EQ(key_slot("123456789"), 12739);
+  EXPECT_EQ(key_slot("foo"), 12182);
+  EXPECT_EQ(key_slot("{user1000}.following"), key_slot("{user1000}.followers"));
+  EXPECT_EQ(key_slot("foo{}{bar}"), key_slot("foo{}{bar}")) << "an empty tag hashes the key";
+  EXPECT_NE(key_slot("foo{}{bar}"), key_slot("bar"));
+  EXPECT_EQ(key_slot("foo{{bar}}zap"), key_slot("{bar"));
+  EXPECT_EQ(key_slot("foo{bar}{zap}"), key_slot("bar"));
+}
+
+TEST(SlotsTest, HashTagIsBetweenTheFirstBraces) {
+  EXPECT_EQ(hash_tag("a{b}c"), "b");
+  EXPECT_EQ(hash_tag("{}x{y}"), "");
+  EXPECT_EQ(hash_tag("x{"), "");
+  EXPECT_EQ(hash_tag("}x{y}"), "y");
+}
+
+TEST(SlotsTest, EverySlotHasAShortTagOfItsOwn) {
+  std::set<std::string> seen;
+  for (std::uint32_t s = 0; s < kSlotCount; ++s) {
+    const auto tag = slot_tag(static_cast<std::uint16_t>(s));
+    ASSERT_FALSE(tag.empty());
+    ASSERT_LE(tag.size(), 4u);
+    ASSERT_EQ(key_slot("{" + std::string(tag) + "}anything"), s);
+    seen.insert(std::string(tag));
+  }
+  EXPECT_EQ(seen.size(), kSlotCount);
+}
+
+TEST(ClusterTopologyTest, ParsesClusterSlots) {
+  auto reply = array({
+      array({integer(0), integer(5460), array({string("10.0.0.1"), integer(7000), string("id1")}),
+             array({string("10.0.0.4"), integer(7003), string("id4")})}),
+      array({integer(5461), integer(16383), array({string(""), integer(7001)})}),
+  });
+  auto ranges = parse_cluster_slots(reply, "seed.example");
+  ASSERT_TRUE(ranges) << ranges.error().message();
+  ASSERT_EQ(ranges->size(), 2u);
+  EXPECT_EQ((*ranges)[0].first, 0);
+  EXPECT_EQ((*ranges)[0].last, 5460);
+  EXPECT_EQ((*ranges)[0].host, "10.0.0.1");
+  EXPECT_EQ((*ranges)[0].port, 7000);
+  EXPECT_EQ((*ranges)[0].id, "id1");
+  EXPECT_EQ((*ranges)[1].host, "seed.example") << "an unknown endpoint is the server asked";
+}
+
+TEST(ClusterTopologyTest, RejectsMalformedSlotReplies) {
+  auto not_cluster =
+      parse_cluster_slots(error("ERR This instance has cluster support disabled"), "h");
+  ASSERT_FALSE(not_cluster);
+  EXPECT_TRUE(not_cluster.error().is(errc::invalid_argument));
+  for (const auto& bad :
+       {string("x"), array({integer(1)}),
+        array({array({integer(10), integer(5), array({string("h"), integer(1)})})}),
+        array({array({integer(0), integer(16384), array({string("h"), integer(1)})})}),
+        array({array({integer(0), integer(1), array({string("h"), integer(70000)})})})}) {
+    auto r = parse_cluster_slots(bad, "h");
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(r.error().is(errc::protocol_error)) << r.error().message();
+  }
+}
+
+TEST(ClusterTopologyTest, ParsesRedirects) {
+  auto moved = parse_redirect(error("MOVED 3999 127.0.0.1:6381"));
+  ASSERT_TRUE(moved);
+  EXPECT_FALSE(moved->ask);
+  EXPECT_EQ(moved->slot, 3999);
+  EXPECT_EQ(moved->host, "127.0.0.1");
+  EXPECT_EQ(moved->port, 6381);
+  auto ask = parse_redirect(error("ASK 12 [::1]:7002"));
+  ASSERT_TRUE(ask);
+  EXPECT_TRUE(ask->ask);
+  EXPECT_EQ(ask->host, "::1");
+  auto same_host = parse_redirect(error("MOVED 1 :7005"));
+  ASSERT_TRUE(same_host);
+  EXPECT_EQ(same_host->host, "") << "the server that said it";
+  EXPECT_EQ(same_host->port, 7005);
+  for (const char* other : {"ERR no", "MOVED x h:1", "MOVED 16384 h:1", "ASK 1 h", "MOVED 1 h:0"}) {
+    EXPECT_FALSE(parse_redirect(error(other))) << other;
+  }
+  EXPECT_FALSE(parse_redirect(string("MOVED 1 h:1"))) << "only an error reply redirects";
+}
+
+TEST(ServerIdentityTest, AMastersIdentityIsItsRunIdAndReplicationId) {
+  const std::string info =
+      "# Server\r\nrun_id:aaa\r\nuptime_in_seconds:12\r\n# Replication\r\nrole:master\r\n"
+      "master_replid:bbb\r\nmaster_replid2:000\r\n";
+  EXPECT_EQ(info_field(info, "uptime_in_seconds"), "12");
+  EXPECT_EQ(info_field(info, "master_replid"), "bbb");
+  EXPECT_EQ(info_field(info, "replid"), "") << "whole field names only";
+  EXPECT_EQ(master_identity(info), "aaa/bbb");
+  std::string replica = info;
+  replica.replace(replica.find("role:master"), 11, "role:slave");
+  EXPECT_EQ(master_identity(replica), "") << "a replica is no master";
+}
+
+TEST(ServerIdentityTest, TheNodesIdentityChangesWithAnyPartAndNotWithTheirOrder) {
+  const auto ab = identity_reply({"a/1", "b/1"});
+  EXPECT_EQ(ab.str, identity_reply({"b/1", "a/1"}).str);
+  EXPECT_NE(ab.str, identity_reply({"a/1", "b/2"}).str) << "a promoted replica";
+  EXPECT_NE(ab.str, identity_reply({"a/1"}).str);
+  EXPECT_EQ(info_field(ab.str, "uptime_in_seconds"), "0");
+  EXPECT_EQ(info_field(ab.str, "run_id").size(), 40u);
+}
+
+}  // namespace
+}  // namespace dlock::node
