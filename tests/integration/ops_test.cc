@@ -143,6 +143,34 @@ TEST_F(OpsTest, SandboxStopsOnCtrlC) {
   expect_sandbox_stops_cleanly(SIGINT);
 }
 
+// `dlock sandbox --cluster` and `--sentinel`: the printed line works as DLOCK_REDIS for `dlock
+// run` (a sentinel URL keeps the commas between its sentinels), and Ctrl-C stops every process.
+void expect_sandbox_of_sets(std::vector<std::string> args, std::size_t processes) {
+  Tool sandbox(std::move(args));
+  std::string line = sandbox.line();
+  ASSERT_EQ(line.rfind("DLOCK_REDIS=", 0), 0u) << line;
+  line.erase(line.find_last_not_of("\n") + 1);
+  Tool run({"run", "-t", "5s", "job", "--", "sh", "-c", "echo token=$DLOCK_TOKEN"}, {line});
+  const std::string out = run.rest();
+  EXPECT_EQ(run.wait(), 0) << out;
+  EXPECT_NE(out.find("token=1"), std::string::npos) << out;
+  const std::vector<pid_t> servers = children_of(sandbox.pid());
+  EXPECT_EQ(servers.size(), processes);
+  kill(sandbox.pid(), SIGINT);
+  EXPECT_EQ(sandbox.wait(), 0);
+  for (pid_t p : servers) EXPECT_FALSE(alive(p)) << "redis-server " << p << " left running";
+}
+
+TEST_F(OpsTest, SandboxOfAClusterWorksWithRun) {
+  expect_sandbox_of_sets({"sandbox", "--cluster", "--replicas", "0"}, 3);
+}
+
+TEST_F(OpsTest, SandboxOfSentinelSetsWorksWithRun) {
+  // Two sets: Redlock over two sentinel-managed masters, each of a master, a replica and three
+  // sentinels.
+  expect_sandbox_of_sets({"sandbox", "--sentinel", "--nodes", "2"}, 2 * (2 + 3));
+}
+
 TEST_F(OpsTest, SandboxWithoutRedisServerSaysHowToInstallIt) {
   Tool sandbox({"sandbox"}, {"DLOCK_REDIS_SERVER=/nonexistent/redis-server"});
   const std::string out = sandbox.rest();

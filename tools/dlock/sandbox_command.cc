@@ -12,10 +12,22 @@ namespace dlock::cli {
 CLI::App* add_sandbox_command(CLI::App& app, SandboxFlags& flags) {
   CLI::App* sandbox = app.add_subcommand(
       "sandbox", "Start local redis-server nodes to try dlock with (until Ctrl-C)");
-  sandbox->add_option("-n,--nodes", flags.nodes, "how many nodes (default 3)");
+  sandbox->add_option("-n,--nodes", flags.nodes,
+                      "how many nodes (default 3; 1 with --cluster or --sentinel)");
   sandbox->add_option("-p,--port", flags.port,
                       "first port; the others follow (default: free ports)");
   sandbox->add_flag("--persist", flags.persist, "append-only file, fsync always (default: none)");
+  auto* cluster = sandbox->add_flag(
+      "--cluster", flags.cluster,
+      "each node a Redis Cluster (redis-cluster://), made by redis-cli --cluster create");
+  auto* sentinel = sandbox->add_flag(
+      "--sentinel", flags.sentinel,
+      "each node a master with replicas watched by 3 sentinels (redis-sentinel://)");
+  cluster->excludes(sentinel);
+  sandbox->add_option("--masters", flags.masters, "with --cluster: masters per cluster (default 3)")
+      ->needs(cluster);
+  sandbox->add_option("--replicas", flags.replicas,
+                      "with --cluster or --sentinel: replicas per master (default 1)");
   sandbox->footer(
       "Prints a DLOCK_REDIS=... line for the nodes; stops them on Ctrl-C or SIGTERM and leaves "
       "no process and no file behind.\n"
@@ -23,18 +35,35 @@ CLI::App* add_sandbox_command(CLI::App& app, SandboxFlags& flags) {
       "port in use), 64 usage error.\n\n"
       "Examples:\n"
       "  dlock sandbox --nodes 5\n"
+      "  dlock sandbox --cluster            # one cluster: 3 masters, 3 replicas\n"
+      "  dlock sandbox --sentinel --nodes 3 # Redlock over 3 sentinel-managed masters\n"
       "  export DLOCK_REDIS=...   # the printed line, in another terminal\n"
       "  dlock run my-job -- ./job.sh");
   return sandbox;
 }
 
-int sandbox_command(const SandboxFlags& flags) {
-  if (flags.nodes == 0 || flags.nodes > 99) {
+int sandbox_command(SandboxFlags flags) {
+  if (flags.nodes == 0) flags.nodes = flags.cluster || flags.sentinel ? 1 : 3;
+  if (flags.nodes > 99) {
     std::cerr << "dlock: --nodes must be between 1 and 99\n";
     return kExitUsage;
   }
+  if ((flags.cluster || flags.sentinel) && (flags.nodes > 9 || flags.port != 0 || flags.persist)) {
+    std::cerr << "dlock: with --cluster or --sentinel: at most 9 nodes, free ports, no --persist\n";
+    return kExitUsage;
+  }
+  if ((flags.cluster || flags.sentinel) && flags.replicas > 5) {
+    std::cerr << "dlock: --replicas must be between 0 and 5\n";
+    return kExitUsage;
+  }
+  if (flags.sentinel && flags.replicas == 0) {
+    std::cerr << "dlock: --sentinel needs a replica to fail over to (--replicas 1 or more)\n";
+    return kExitUsage;
+  }
   StopSignals stop;
-  auto sandbox = Sandbox::start(flags.nodes, flags.port, flags.persist);
+  auto sandbox = flags.cluster ? Sandbox::start_clusters(flags.nodes, flags.masters, flags.replicas)
+                 : flags.sentinel ? Sandbox::start_sentinels(flags.nodes, flags.replicas)
+                                  : Sandbox::start(flags.nodes, flags.port, flags.persist);
   if (!sandbox) {
     std::cerr << "dlock: " << sandbox.error().message() << "\n";
     return kExitUnavailable;

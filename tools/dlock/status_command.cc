@@ -3,6 +3,7 @@
 
 #include <dlock/semaphore.h>
 
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -63,11 +64,14 @@ void print_table(const LockStatus& s) {
   for (const auto& n : s.nodes) present += (!n.error && n.kind != KeyKind::free) ? 1 : 0;
   std::cout << "lock " << s.name << ": " << (s.held ? "HELD" : "free") << " (present on " << present
             << " of " << s.nodes.size() << " nodes, quorum " << s.quorum << ")\n";
-  std::cout << std::left << std::setw(28) << "NODE" << std::setw(9) << "STATE" << std::setw(10)
+  // As wide as the longest node (a sentinel URL lists every sentinel), 28 at least.
+  int width = 28;
+  for (const auto& n : s.nodes) width = std::max(width, static_cast<int>(n.node.size()) + 2);
+  std::cout << std::left << std::setw(width) << "NODE" << std::setw(9) << "STATE" << std::setw(10)
             << "TTL" << std::setw(8) << "FENCE" << std::setw(7) << "QUEUE"
             << "HOLDER / ERROR\n";
   for (const auto& n : s.nodes) {
-    std::cout << std::setw(28) << n.node;
+    std::cout << std::setw(width) << n.node;
     if (n.error) {
       std::cout << std::setw(9) << "error" << std::setw(10) << "-" << std::setw(8) << "-"
                 << std::setw(7) << "-" << *n.error << "\n";
