@@ -46,6 +46,7 @@ class ClientCore {
   lock::HandOff& hand_off() noexcept { return hand_off_; }
   node::NodeSet& nodes() noexcept { return nodes_; }
   std::size_t node_count() const noexcept { return nodes_.size(); }
+  std::chrono::milliseconds node_timeout() const noexcept { return options_.node_timeout; }
 
  private:
   const ClientOptions options_;

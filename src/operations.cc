@@ -42,6 +42,12 @@ std::optional<Error> check_options(const ClientCore& core, std::string_view name
   if (options.fair && options.fair_waiter_timeout > kMaxTtl) {
     return Error(errc::invalid_argument, "fair_waiter_timeout must be at most 365 days");
   }
+  if (options.min_replicas > 0 &&
+      (options.replica_timeout.count() <= 0 || options.replica_timeout >= core.node_timeout())) {
+    return Error(errc::invalid_argument,
+                 "replica_timeout must be positive and shorter than the node timeout (" +
+                     std::to_string(core.node_timeout().count()) + " ms)");
+  }
   return std::nullopt;
 }
 
@@ -106,8 +112,9 @@ engine::Task<std::variant<Lease, lock::Refused>> attempt_task(
   state->on_lost = options.on_lost;
   if (thread_bound) state->thread_alive = this_thread_alive();
 
-  auto acquiring =
-      core->holds().acquire_task(state, std::move(name), owner, options.ttl, fair, kind, writer);
+  const lock::ReplicaGuard guard{options.min_replicas, options.replica_timeout};
+  auto acquiring = core->holds().acquire_task(state, std::move(name), owner, options.ttl, fair,
+                                              kind, writer, guard);
   if (auto refused = co_await std::move(acquiring)) co_return std::move(*refused);
   {
     std::lock_guard lock(state->mu);

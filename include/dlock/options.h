@@ -88,6 +88,16 @@ struct LockOptions {
   // a writer waiting for readers (SharedMutex) keeps new readers out without checking in.
   // Default: 5 s.
   Millis fair_waiter_timeout{5000};
+  // Replica guard (opt-in), for nodes that are masters with replicas (a Sentinel-managed
+  // master, a Redis Cluster): a node's grant counts only once WAIT confirmed that min_replicas
+  // of its replicas received the lock's key within replica_timeout; otherwise that node counts
+  // as failed for the attempt (and is cleaned up like any other). A failover that promotes a
+  // confirmed replica then keeps the lock. It does not make the promoted replica be one of the
+  // confirmed ones, nor the key durable on disk (docs/safety.md). replica_timeout must be
+  // shorter than ClientOptions::node_timeout; each acquisition takes up to that much longer.
+  // Default: 0 (off), 50 ms.
+  std::size_t min_replicas = 0;
+  Millis replica_timeout{50};
 };
 
 }  // namespace dlock

@@ -79,15 +79,16 @@ std::optional<Refused> Holds::acquire(const std::shared_ptr<detail::LeaseState>&
                                       const std::string& name, const OwnerToken& owner,
                                       std::chrono::milliseconds ttl,
                                       const std::optional<FairTicket>& fair, HoldKind kind,
-                                      WriterWait writer) {
-  return engine::run_sync(acquire_task(lease, name, owner, ttl, fair, kind, writer));
+                                      WriterWait writer, ReplicaGuard guard) {
+  return engine::run_sync(acquire_task(lease, name, owner, ttl, fair, kind, writer, guard));
 }
 
 engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail::LeaseState> lease,
                                                          std::string name, OwnerToken owner,
                                                          std::chrono::milliseconds ttl,
                                                          std::optional<FairTicket> fair,
-                                                         HoldKind kind, WriterWait writer) {
+                                                         HoldKind kind, WriterWait writer,
+                                                         ReplicaGuard guard) {
   // An upgrade would wait for its own read hold (below, once it is known not to be reentrant).
   const auto upgrade = [&] {
     return Refused{Error(errc::invalid_argument,
@@ -149,7 +150,7 @@ engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail:
     }
     if (!lease->hold && !refused) {
       HoldId id{name, owner, next_hold_id(), kind};
-      auto acquiring = lock_.acquire_task(id, ttl, fair, writer);
+      auto acquiring = lock_.acquire_task(id, ttl, fair, writer, guard);
       auto result = co_await std::move(acquiring);
       if (auto* acquired = std::get_if<Acquired>(&result)) {
         hold = std::make_shared<Hold>(std::move(id), acquired->fence);

@@ -45,13 +45,12 @@ class Holds {
                                  const std::string& name, const OwnerToken& owner,
                                  std::chrono::milliseconds ttl,
                                  const std::optional<FairTicket>& fair,
-                                 HoldKind kind = HoldKind::write, WriterWait writer = {});
-  engine::Task<std::optional<Refused>> acquire_task(std::shared_ptr<detail::LeaseState> lease,
-                                                    std::string name, OwnerToken owner,
-                                                    std::chrono::milliseconds ttl,
-                                                    std::optional<FairTicket> fair,
-                                                    HoldKind kind = HoldKind::write,
-                                                    WriterWait writer = {});
+                                 HoldKind kind = HoldKind::write, WriterWait writer = {},
+                                 ReplicaGuard guard = {});
+  engine::Task<std::optional<Refused>> acquire_task(
+      std::shared_ptr<detail::LeaseState> lease, std::string name, OwnerToken owner,
+      std::chrono::milliseconds ttl, std::optional<FairTicket> fair,
+      HoldKind kind = HoldKind::write, WriterWait writer = {}, ReplicaGuard guard = {});
 
   // What ending one lease did.
   struct Ended {

@@ -97,42 +97,47 @@ NodeError QuorumLock::node_error(std::size_t i, errc code, std::string reason) c
 }
 
 node::ScriptRound QuorumLock::send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
-                                           const std::optional<FairTicket>& fair,
-                                           WriterWait writer) {
+                                           const std::optional<FairTicket>& fair, WriterWait writer,
+                                           ReplicaGuard guard) {
   const std::string& name = hold.name;
+  node::Call call;
   if (!fair) {
-    return node::ScriptRound(
-        nodes_, scripts::acquire(),
-        {name, fence_key(name), std::string(kFenceFloorKey), kMaxTtlKey, readers_key(name),
-         writers_waiting_key(name)},
-        {hold.owner.str(), hold.id, std::to_string(ttl.count()), kind_arg(hold.kind),
-         std::to_string(writer.register_for.count()), writer.registered ? "1" : "0"});
+    call = node::Call{&scripts::acquire(),
+                      {name, fence_key(name), std::string(kFenceFloorKey), kMaxTtlKey,
+                       readers_key(name), writers_waiting_key(name)},
+                      {hold.owner.str(), hold.id, std::to_string(ttl.count()), kind_arg(hold.kind),
+                       std::to_string(writer.register_for.count()), writer.registered ? "1" : "0"}};
+  } else {
+    // Fair mode is for write holds only (the client refuses fair read holds).
+    call = node::Call{
+        &scripts::fair_acquire(),
+        {name, fence_key(name), queue_key(name), queue_alive_key(name), std::string(kFenceFloorKey),
+         kMaxTtlKey, readers_key(name), writers_waiting_key(name)},
+        {hold.owner.str(), hold.id, std::to_string(ttl.count()), std::to_string(fair->arrival_ms),
+         std::to_string(fair->waiter_timeout.count()), fair->enqueue ? "1" : "0"}};
   }
-  // Fair mode is for write holds only (the client refuses fair read holds).
-  return node::ScriptRound(
-      nodes_, scripts::fair_acquire(),
-      {name, fence_key(name), queue_key(name), queue_alive_key(name), std::string(kFenceFloorKey),
-       kMaxTtlKey, readers_key(name), writers_waiting_key(name)},
-      {hold.owner.str(), hold.id, std::to_string(ttl.count()), std::to_string(fair->arrival_ms),
-       std::to_string(fair->waiter_timeout.count()), fair->enqueue ? "1" : "0"});
+  call.min_replicas = guard.replicas;
+  call.replica_timeout = guard.timeout;
+  return node::ScriptRound(nodes_, std::move(call));
 }
 
 std::variant<Acquired, Refused> QuorumLock::acquire(const HoldId& hold,
                                                     std::chrono::milliseconds ttl,
                                                     const std::optional<FairTicket>& fair,
-                                                    WriterWait writer) {
-  return engine::run_sync(acquire_task(hold, ttl, fair, writer));
+                                                    WriterWait writer, ReplicaGuard guard) {
+  return engine::run_sync(acquire_task(hold, ttl, fair, writer, guard));
 }
 
 engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
-    HoldId hold, std::chrono::milliseconds ttl, std::optional<FairTicket> fair, WriterWait writer) {
+    HoldId hold, std::chrono::milliseconds ttl, std::optional<FairTicket> fair, WriterWait writer,
+    ReplicaGuard guard) {
   auto refreshing = membership_.refresh_task(ttl);
   const Membership::View view = co_await std::move(refreshing);
   const auto start = Clock::now();
   // The acquire waits for every node (up to the node timeout), unlike release: the fencing
   // token is the largest counter among the answers, and only reading every live node keeps it
   // growing while a minority of nodes restarts empty (docs/fencing.md).
-  node::ScriptRound round = send_acquire(hold, ttl, fair, writer);
+  node::ScriptRound round = send_acquire(hold, ttl, fair, writer, guard);
   const node::Outcomes outcomes = co_await round;
 
   std::vector<AcquireReply> replies;

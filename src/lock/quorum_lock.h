@@ -70,6 +70,13 @@ struct WriterWait {
   bool registered = false;
 };
 
+// The replica guard (LockOptions::min_replicas): a node's grant counts only once WAIT confirmed
+// `replicas` of its replicas within `timeout` (node::Call). Zero replicas: off.
+struct ReplicaGuard {
+  std::size_t replicas = 0;
+  std::chrono::milliseconds timeout{0};
+};
+
 // One hold for a batched renewal.
 struct Renewal {
   HoldId hold;
@@ -87,7 +94,7 @@ class QuorumLock {
   // after the ttl). With `fair`, in arrival order through the name's queue.
   std::variant<Acquired, Refused> acquire(const HoldId& hold, std::chrono::milliseconds ttl,
                                           const std::optional<FairTicket>& fair = std::nullopt,
-                                          WriterWait writer = {});
+                                          WriterWait writer = {}, ReplicaGuard guard = {});
 
   // Takes a waiter out of the fair queue and the waiting writers on all nodes (it gave up, or
   // got the lock).
@@ -112,7 +119,8 @@ class QuorumLock {
   engine::Task<std::variant<Acquired, Refused>> acquire_task(HoldId hold,
                                                              std::chrono::milliseconds ttl,
                                                              std::optional<FairTicket> fair,
-                                                             WriterWait writer = {});
+                                                             WriterWait writer = {},
+                                                             ReplicaGuard guard = {});
   engine::Task<bool> leave_queue_task(std::string name, OwnerToken owner);
   // `listeners`, if given, must outlive the Task.
   engine::Task<Result<void>> release_task(HoldId hold, std::size_t* listeners = nullptr);
@@ -133,7 +141,8 @@ class QuorumLock {
   NodeError node_error(std::size_t i, const Error& e) const;
   NodeError node_error(std::size_t i, errc code, std::string reason) const;
   node::ScriptRound send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
-                                 const std::optional<FairTicket>& fair, WriterWait writer);
+                                 const std::optional<FairTicket>& fair, WriterWait writer,
+                                 ReplicaGuard guard);
   // One renewal's outcome from every node's reply to its batch (`slot`: its place there).
   Result<Clock::time_point> judge_renewal(const Renewal& renewal, const node::Outcomes& per_node,
                                           std::size_t slot, const Membership::View& view,

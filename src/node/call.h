@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -18,6 +19,11 @@ struct Call {
   const scripts::Script* script = nullptr;
   std::vector<std::string> keys;  // script keys, or the command and its arguments
   std::vector<std::string> args;  // script arguments
+  // The replica guard: after a script that did not fail, WAIT min_replicas replica_timeout on
+  // the same connection (so it covers the script's writes); fewer confirmations turn the reply
+  // into the error "REPLICAS ...". The node's answer then waits up to replica_timeout longer.
+  std::size_t min_replicas = 0;
+  std::chrono::milliseconds replica_timeout{0};
 };
 
 // True if `call` is the plain command `verb` (upper case), in any case.

@@ -125,6 +125,8 @@ class ScriptRound : public Round {
   ScriptRound(Fanout& fanout, const scripts::Script& script, std::vector<std::string> keys,
               std::vector<std::string> args, Enough enough = {})
       : Round(fanout, one(&script, std::move(keys), std::move(args)), std::move(enough)) {}
+  ScriptRound(Fanout& fanout, Call call, Enough enough = {})
+      : Round(fanout, std::vector<Call>{std::move(call)}, std::move(enough)) {}
   // A plain command (args[0] is its name).
   ScriptRound(Fanout& fanout, std::vector<std::string> command)
       : Round(fanout, one(nullptr, std::move(command), {})) {}

@@ -96,6 +96,7 @@ void ServerNode::send(std::shared_ptr<const std::vector<Call>> calls, std::size_
     return connection_.send(resp::encode_command(argv), deadline, std::move(done));
   }
   const std::string_view publish = sharding_.sharded_pubsub ? "spublish" : "publish";
+  if (call.min_replicas > 0) done = guarded(call, deadline, std::move(done));
   connection_.send(encode_eval("EVALSHA", call.script->sha1, call, publish), deadline,
                    [this, calls = std::move(calls), c, deadline, publish, ask,
                     done = std::move(done)](Result<resp::Reply> r) mutable {
@@ -108,6 +109,32 @@ void ServerNode::send(std::shared_ptr<const std::vector<Call>> calls, std::size_
                      }
                      done(std::move(r));
                    });
+}
+
+net::Connection::Callback ServerNode::guarded(const Call& call, net::Clock::time_point deadline,
+                                              net::Connection::Callback done) {
+  // WAIT goes on the connection the script's reply came on, after it: it covers the script's
+  // writes (WAIT counts what this connection wrote), whichever way the script got there.
+  return [this, replicas = call.min_replicas, timeout = call.replica_timeout, deadline,
+          done = std::move(done)](Result<resp::Reply> r) mutable {
+    if (!r || r->is_error()) return done(std::move(r));
+    const std::string n = std::to_string(replicas);
+    const std::string ms = std::to_string(timeout.count());
+    connection_.send(
+        resp::encode_command({"WAIT", n, ms}), deadline,
+        [r = std::move(r), replicas, n, ms, done = std::move(done)](Result<resp::Reply> w) mutable {
+          if (!w) return done(std::move(w).error());
+          if (w->is_integer() && w->integer >= static_cast<long long>(replicas)) {
+            return done(std::move(r));
+          }
+          resp::Reply refused;
+          refused.type = resp::Reply::Type::error;
+          refused.str = "REPLICAS " +
+                        (w->is_integer() ? std::to_string(w->integer) : "WAIT: " + w->str) +
+                        " of " + n + " replicas confirmed the write within " + ms + " ms";
+          done(std::move(refused));
+        });
+  };
 }
 
 void ServerNode::subscribe(const std::string& channel, net::Clock::time_point deadline,

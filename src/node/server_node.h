@@ -56,6 +56,9 @@ class ServerNode final : public Node {
  private:
   void send(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
             net::Clock::time_point deadline, net::Connection::Callback done, bool asking);
+  // `done`, called only once WAIT confirmed call.min_replicas replicas (the replica guard).
+  net::Connection::Callback guarded(const Call& call, net::Clock::time_point deadline,
+                                    net::Connection::Callback done);
 
   // Declared before the connections, so they outlive any callback a connection runs as it goes.
   const std::size_t index_;

@@ -98,6 +98,20 @@ TEST_F(CliTest, CommandSeesNameTokenAndValidity) {
   EXPECT_NE(again.output.find("T=2"), std::string::npos) << again.output;
 }
 
+// --min-replicas on a server without replicas: WAIT confirms none, so no node counts (69), the
+// message says why, and nothing is left locked. A bad --replica-timeout is a usage error.
+TEST_F(CliTest, ReplicaGuardWithoutReplicasRefusesTheLock) {
+  Ran ran = dlock_tool(args({"run", "--min-replicas", "1", "--replica-timeout", "20ms", "job", "--",
+                             "echo", "never"}));
+  EXPECT_EQ(ran.status, 69) << ran.output;
+  EXPECT_NE(ran.output.find("REPLICAS 0 of 1"), std::string::npos) << ran.output;
+  EXPECT_EQ(ran.output.find("never"), std::string::npos);
+  EXPECT_FALSE(server_->exists("job"));
+  Ran bad = dlock_tool(args({"acquire", "--min-replicas", "1", "--replica-timeout", "1h", "job"}));
+  EXPECT_EQ(bad.status, 64) << bad.output;
+  EXPECT_FALSE(server_->exists("job"));
+}
+
 TEST_F(CliTest, HeldBySomeoneElseExits75) {
   auto lease = held_by_someone_else("job");
   ASSERT_TRUE(lease);

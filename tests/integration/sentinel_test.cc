@@ -184,6 +184,43 @@ TEST_F(SentinelNodeTest, AWaiterFollowsTheFailover) {
   ASSERT_TRUE(got) << got.error().message();
 }
 
+// The replica guard: a grant counts only once WAIT confirmed the replicas; too few replicas,
+// or one that does not answer, refuse the lock and leave nothing behind on the master.
+TEST_F(SentinelNodeTest, TheReplicaGuardCountsAGrantOnlyOnceReplicasHaveIt) {
+  Client a = client_of(set_->url());
+  LockOptions guarded = fixed(10s);
+  guarded.min_replicas = 1;
+  guarded.replica_timeout = 200ms;
+  for (int i = 0; i < 5; ++i) {
+    const std::string name = "guarded-" + std::to_string(i);
+    auto lease = a.try_lock(name, guarded);
+    ASSERT_TRUE(lease) << lease.error().message();
+    EXPECT_TRUE(on_server(1, name)) << "the replica had the key when the lock was granted";
+    ASSERT_TRUE(lease->unlock());
+  }
+
+  LockOptions two = guarded;
+  two.min_replicas = 2;
+  auto r = a.try_lock("guarded", two);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::quorum_not_reached)) << r.error().message();
+  EXPECT_NE(r.error().message().find("REPLICAS 1 of 2"), std::string::npos) << r.error().message();
+  EXPECT_FALSE(on_server(0, "guarded")) << "a refused attempt cleans up";
+
+  set_->server(1).pause();
+  r = a.try_lock("guarded", guarded);
+  set_->server(1).resume();
+  ASSERT_FALSE(r) << "a replica that does not answer confirms nothing";
+  EXPECT_NE(r.error().message().find("REPLICAS 0 of 1"), std::string::npos) << r.error().message();
+  EXPECT_FALSE(on_server(0, "guarded"));
+
+  LockOptions too_slow = guarded;
+  too_slow.replica_timeout = 500ms;  // the client's node timeout
+  r = a.try_lock("guarded", too_slow);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::invalid_argument)) << r.error().message();
+}
+
 TEST_F(SentinelNodeTest, ABadNameOrNodeSaysWhatIsWrong) {
   const std::string url = set_->url();
   const std::string hosts = url.substr(0, url.rfind('/'));

@@ -35,6 +35,7 @@ CLI::App* add_acquire_command(CLI::App& app, AcquireFlags& flags) {
                    "exit status when the lock is held by someone else past --wait (default 75)")
       ->check(CLI::Range(0, 255));
   acquire->add_flag("--fair", flags.fair, "wait in a FIFO queue (as dlock run --fair)");
+  add_replica_flags(*acquire, flags.replicas);
   acquire->add_option("--owner", flags.owner,
                       "the owner token to hold it as (default: a new random one); it must be "
                       "unique among contenders");
@@ -92,6 +93,10 @@ int acquire_command(const AcquireFlags& flags) {
   options.ttl = *ttl;
   options.auto_renew = false;  // dlock exits: nothing would renew it
   options.fair = flags.fair;
+  if (auto guard = apply_replica_flags(flags.replicas, options); !guard) {
+    std::cerr << "dlock: " << guard.error().message() << "\n";
+    return kExitUsage;
+  }
   // The default owner is this process and thread: unique (a 128-bit random id), and it means
   // nothing once dlock has exited, so it is a fine token to hand out.
   options.owner = flags.owner.empty() ? Client::default_owner() : OwnerToken(flags.owner);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "connect_flags.h"
+#include "replica_flags.h"
 
 namespace dlock::cli {
 
@@ -16,6 +17,7 @@ struct AcquireFlags {
   std::string wait = "0";
   int conflict_exit_code = 75;
   bool fair = false;
+  ReplicaFlags replicas;
   bool json = false;
   std::string owner;  // empty: a new random one
   std::string name;

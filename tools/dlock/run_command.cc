@@ -149,6 +149,7 @@ CLI::App* add_run_command(CLI::App& app, RunFlags& flags) {
       ->check(CLI::Range(0, 255));
   run->add_flag("--fair", flags.fair,
                 "wait in a FIFO queue: the longest waiter gets the lock next (default: unordered)");
+  add_replica_flags(*run, flags.replicas);
   run->add_flag("-s,--shared", flags.shared,
                 "take the lock for reading: any number of --shared runs hold it at once, and none "
                 "while a plain run (a writer) holds it; a waiting writer keeps new readers out");
@@ -217,6 +218,10 @@ int run_command(const RunFlags& given) {
   options.ttl = *ttl;
   options.auto_renew = true;
   options.fair = flags.fair;
+  if (auto guard = apply_replica_flags(flags.replicas, options); !guard) {
+    std::cerr << "dlock: " << guard.error().message() << "\n";
+    return kExitUsage;
+  }
   options.on_lost = [events](const Error& e) { events->lock_lost(e); };
   if (flags.shared && flags.fair) {
     std::cerr << "dlock: --fair orders writers only; it cannot be used with --shared\n";

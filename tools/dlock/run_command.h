@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "connect_flags.h"
+#include "replica_flags.h"
 
 namespace dlock::cli {
 
@@ -19,6 +20,7 @@ struct RunFlags {
   std::string kill_after = "10s";  // after a lost lock: from SIGTERM to SIGKILL
   int conflict_exit_code = 75;     // -E: the status when someone else holds the lock
   bool fair = false;
+  ReplicaFlags replicas;
   bool shared = false;                       // --shared: a read lock (many readers or one writer)
   std::size_t permits = 0;                   // -n: one of N permits of a semaphore (0: a lock)
   std::optional<std::string> shell_command;  // -c: run by /bin/sh -c instead of `command`
