@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "lock/keys.h"
+#include "redis_command.h"
 #include "support/redis_server.h"
 #include "support/sentinel_set.h"
 
@@ -150,6 +151,52 @@ TEST_F(SentinelNodeTest, ALockTheReplicaLostIsNeverHeldTwice) {
   EXPECT_TRUE(test::eventually([&] { return lease->lost(); }, 30s)) << "the holder is told";
   EXPECT_TRUE(test::eventually(
       [&] { return static_cast<bool>(b.try_lock("lost-on-failover", fixed(5s))); }, 60s));
+}
+
+// SENTINEL FAILOVER, no server dies: the old master becomes a replica. The client moves to the
+// new master (told by +switch-master, or by READONLY), the holder keeps its lock, and once the
+// client has moved no lock command reaches the old master again.
+TEST_F(SentinelNodeTest, AGracefulFailoverMovesTheNodeOffTheOldMaster) {
+  Client a = client_of(set_->url());
+  Client b = client_of(set_->url());
+  auto lease = a.try_lock("moved", renewed(15s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  ASSERT_TRUE(set_->command(0, {"WAIT", "1", "5000"}));
+  auto asked = cli::redis_command(set_->set().sentinel(0).port(), "",
+                                  {"SENTINEL", "FAILOVER", set_->set().options().master_name});
+  ASSERT_TRUE(asked && asked->type == REDIS_REPLY_STATUS) << (asked ? asked->str : "no answer");
+  ASSERT_TRUE(set_->set().wait_for_new_master(0, 60s));
+  ASSERT_TRUE(test::eventually(
+      [&] {
+        auto role = set_->command(0, {"ROLE"});
+        return role && role->type == REDIS_REPLY_ARRAY &&
+               std::string(role->element[0]->str) == "slave";
+      },
+      30s))
+      << "the old master became a replica";
+  // The holder keeps the lock, nobody else gets it, and the client works on the new master.
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < until) {
+    ASSERT_TRUE(lease->is_held());
+    EXPECT_FALSE(b.try_lock("moved", fixed(5s)));
+    std::this_thread::sleep_for(500ms);
+  }
+  EXPECT_TRUE(on_server(1, "moved"));
+  auto scripts_on = [&](std::size_t server) {
+    auto stats = set_->command(server, {"INFO", "commandstats"});
+    const std::string text = stats && stats->type == REDIS_REPLY_STRING ? stats->str : "";
+    const auto at = text.find("cmdstat_evalsha:calls=");
+    return at == std::string::npos ? 0L : std::atol(text.c_str() + at + 22);
+  };
+  const long before = scripts_on(0);
+  for (int i = 0; i < 5; ++i) {
+    auto other = b.lock("after-" + std::to_string(i), 30s, fixed(5s));
+    ASSERT_TRUE(other) << other.error().message();
+    EXPECT_TRUE(on_server(1, "after-" + std::to_string(i)));
+    ASSERT_TRUE(other->unlock());
+  }
+  EXPECT_TRUE(lease->unlock());
+  EXPECT_EQ(scripts_on(0), before) << "a lock command reached the old master after the move";
 }
 
 // A waiter's subscription moves to the new master, and it gets the lock once the holder lets
