@@ -81,9 +81,11 @@ inline std::string_view semaphore_of_slot(std::string_view name) {
   if (name.substr(0, kPrefix.size()) != kPrefix) return {};
   const auto colon = name.rfind(':');
   if (colon == std::string_view::npos || colon + 1 == name.size()) return {};
-  // The tag's '}' must come before the suffix: "dlock:sem:{x:1" is no slot.
+  // The tag's '}' must come before the suffix ("dlock:sem:{x:1" is no slot), and the tag must
+  // not be empty: "dlock:sem:{}x:5" hashes as a whole, so a queue named after "dlock:sem:{}x"
+  // would be in another slot than the lock (every script on it would fail with CROSSSLOT).
   const auto close = name.find('}', kPrefix.size());
-  if (close == std::string_view::npos || close >= colon) return {};
+  if (close == std::string_view::npos || close == kPrefix.size() || close >= colon) return {};
   for (char c : name.substr(colon + 1)) {
     if (c < '0' || c > '9') return {};
   }

@@ -8,6 +8,7 @@
 #include "lock/keys.h"
 #include "lock/tally.h"
 #include "lock/validity.h"
+#include "node/server_identity.h"
 #include "scripts/script.h"
 
 namespace dlock::lock {
@@ -16,20 +17,35 @@ namespace {
 struct BootIdentity {
   std::string run_id;
   std::string uptime_seconds;
+  // The servers behind the node, by their own run_ids: the run_id for one server; a cluster's
+  // or a sentinel node's name them in "servers:" (node/server_identity.h).
+  std::vector<std::string> servers;
+
+  bool shares_a_server_with(const BootIdentity& other) const {
+    for (const auto& s : servers) {
+      if (std::find(other.servers.begin(), other.servers.end(), s) != other.servers.end()) {
+        return true;
+      }
+    }
+    return false;
+  }
 };
 
 std::optional<BootIdentity> parse_info(const Result<resp::Reply>& r) {
   if (!r || r->type != resp::Reply::Type::string) return std::nullopt;
-  auto field = [&](const std::string& name) -> std::string {
-    const std::string key = name + ":";
-    auto at = r->str.find(key);
-    if (at == std::string::npos) return {};
-    at += key.size();
-    auto end = r->str.find_first_of("\r\n", at);
-    return r->str.substr(at, end == std::string::npos ? std::string::npos : end - at);
-  };
-  BootIdentity id{field("run_id"), field("uptime_in_seconds")};
+  auto field = [&](std::string_view name) { return node::info_field(r->str, name); };
+  BootIdentity id{field("run_id"), field("uptime_in_seconds"), {}};
   if (id.run_id.empty() || id.uptime_seconds.empty()) return std::nullopt;
+  const std::string servers = field("servers");
+  if (servers.empty()) {
+    id.servers.push_back(id.run_id);
+  } else {
+    for (std::size_t at = 0; at <= servers.size();) {
+      const auto comma = std::min(servers.find(',', at), servers.size());
+      id.servers.push_back(servers.substr(at, comma - at));
+      at = comma + 1;
+    }
+  }
   return id;
 }
 
@@ -121,10 +137,11 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   for (std::size_t k = 0; k < greeted.size(); ++k) {
     const std::size_t i = greeted[k];
     if (nodes_.epoch(i) != epochs[i]) continue;  // reconnected meanwhile: greet again
-    // One server named twice (two addresses of one host) would count one vote twice.
+    // One server named twice (two addresses of one host, or a server URL and a cluster or
+    // sentinel URL that reach it) would count one vote twice.
     duplicate_[i] = false;
     for (std::size_t j = 0; j < k; ++j) {
-      if (ids[greeted[j]]->run_id == ids[i]->run_id) duplicate_[i] = true;
+      if (ids[greeted[j]]->shares_a_server_with(*ids[i])) duplicate_[i] = true;
     }
     if (const auto age = report.boot_age[k]; age && *age < largest) {
       // Booted `age` ago by the reporting node's clock; allow for its drift against ours.

@@ -84,15 +84,17 @@ void Connection::send(std::string command, Clock::time_point deadline, Callback 
     if (lent_ && lent_to_ == std::this_thread::get_id()) {
       // The borrower's own request: its next borrowed_flush() writes it.
       out_ += command;
-      in_flight_.push_back(Pending{{}, deadline, now, std::move(done), is_sunsubscribe(command)});
+      in_flight_.push_back(
+          Pending{{}, deadline, now, std::move(done), sunsubscribed_channel(command)});
       return;
     }
     lendable_ = false;
     if (lent_) {
       // A caller has the socket: queue, and let give_back() bring us back to it.
       deferred_ = true;
-      const bool sunsubscribe = is_sunsubscribe(command);
-      waiting_.push_back(Pending{std::move(command), deadline, now, std::move(done), sunsubscribe});
+      std::string sunsubscribe = sunsubscribed_channel(command);
+      waiting_.push_back(
+          Pending{std::move(command), deadline, now, std::move(done), std::move(sunsubscribe)});
       arm_timer(deadline);
       return;
     }
@@ -113,8 +115,8 @@ void Connection::send(std::string command, Clock::time_point deadline, Callback 
     }
     start_connect();
   }
-  const bool sunsubscribe = is_sunsubscribe(command);
-  Pending p{std::move(command), deadline, now, std::move(done), sunsubscribe};
+  std::string sunsubscribe = sunsubscribed_channel(command);
+  Pending p{std::move(command), deadline, now, std::move(done), std::move(sunsubscribe)};
   if (state_ == State::ready) {
     out_ += p.command;
     p.command.clear();
@@ -339,19 +341,26 @@ void Connection::on_read(std::size_t n) {
   start_read();
 }
 
-bool Connection::is_sunsubscribe(const std::string& command) {
-  // As resp::encode_command writes it: *<n>\r\n$12\r\nSUNSUBSCRIBE\r\n...
-  constexpr std::string_view kVerb = "\r\n$12\r\nSUNSUBSCRIBE\r\n";
-  return command.compare(2, kVerb.size(), kVerb) == 0 ||
-         (command.size() > 3 && command.compare(3, kVerb.size(), kVerb) == 0);
+std::string Connection::sunsubscribed_channel(const std::string& command) {
+  // As resp::encode_command writes it: *2\r\n$12\r\nSUNSUBSCRIBE\r\n$<n>\r\n<channel>\r\n
+  constexpr std::string_view kHead = "*2\r\n$12\r\nSUNSUBSCRIBE\r\n$";
+  if (command.compare(0, kHead.size(), kHead) != 0) return {};
+  const auto length_end = command.find("\r\n", kHead.size());
+  if (length_end == std::string::npos) return {};
+  std::string channel = command.substr(length_end + 2);
+  if (channel.size() < 2) return {};
+  channel.resize(channel.size() - 2);  // the closing \r\n
+  return channel;
 }
 
 bool Connection::is_push(const resp::Reply& reply) const {
   if (!reply.is_array() || reply.elements.size() != 3) return false;
   const std::string& kind = reply.elements[0].str;
   if (kind == "message" || kind == "smessage") return true;
-  // Our own SUNSUBSCRIBE is answered in order; any other is the server's.
-  return kind == "sunsubscribe" && (in_flight_.empty() || !in_flight_.front().sunsubscribe);
+  // Our own SUNSUBSCRIBE is answered in order, naming its channel; any other is the server's
+  // (a channel of another slot may be dropped while ours is under way).
+  return kind == "sunsubscribe" &&
+         (in_flight_.empty() || in_flight_.front().sunsubscribe != reply.elements[1].str);
 }
 
 std::optional<Connection::Failure> Connection::dispatch() {

@@ -131,9 +131,9 @@ class Connection {
     Clock::time_point deadline;
     Clock::time_point sent;
     Callback done;  // empty once answered or timed out
-    // A SUNSUBSCRIBE: its reply looks like the push a server sends when it drops a shard
-    // channel by itself, and is told from one by this.
-    bool sunsubscribe = false;
+    // The channel of a SUNSUBSCRIBE (else empty): its reply looks like the push a server sends
+    // when it drops a shard channel by itself, and is told from one by the channel it names.
+    std::string sunsubscribe = {};
   };
   class Stream;
 
@@ -152,7 +152,7 @@ class Connection {
   // (malformed reply, reply to no request) is returned, not acted on: each driver has its way.
   std::optional<Failure> dispatch();
   bool is_push(const resp::Reply& reply) const;
-  static bool is_sunsubscribe(const std::string& command);
+  static std::string sunsubscribed_channel(const std::string& command);
   // While borrowed: writes out_ (reading meanwhile, so neither side can block the other).
   bool borrowed_write(Clock::time_point deadline);
   bool borrowed_receive();  // reads into the reader; false sets loan_failure_

@@ -81,6 +81,7 @@ ClusterNode::ClusterNode(asio::io_context& io, net::NodeAddress seed,
       observer_(observer),
       display_(seed_.display()),
       refresh_timer_(io),
+      scan_timer_(io),
       waiting_(io, "the slot map of " + display_) {}
 
 ClusterNode::~ClusterNode() {
@@ -366,9 +367,19 @@ void ClusterNode::apply(const std::vector<SlotRange>& ranges) {
       owner_[s] = next[s];
     }
   }
+  if (!known_) scan();
   known_ = true;
   if (moved) epoch_.fetch_add(1, std::memory_order_acq_rel);
   rebind_moved_channels();
+}
+
+void ClusterNode::scan() {
+  scan_timer_.expires_after(kScanInterval);
+  scan_timer_.async_wait([this](const asio::error_code& ec) {
+    if (ec || closing_) return;
+    refresh();
+    scan();
+  });
 }
 
 void ClusterNode::set_owner(std::uint16_t slot, ServerNode* shard) {
@@ -435,14 +446,19 @@ void ClusterNode::bind(const std::string& channel, net::Clock::time_point deadli
         // Our map was stale: SSUBSCRIBE there was refused.
         shard->unsubscribe(channel);
         auto it = channels_.find(channel);
-        if (it == channels_.end() || it->second != shard || net::Clock::now() >= deadline) {
+        if (it == channels_.end() || it->second != shard) {
           if (done) done(std::move(r));
           return;
         }
+        it->second = nullptr;  // bound nowhere: the next map binds it (rebind_moved_channels)
         set_owner(redirect->slot,
                   &shard_at(redirect->host.empty() ? shard->address().host : redirect->host,
                             redirect->port));
         refresh();
+        if (net::Clock::now() >= deadline) {
+          if (done) done(std::move(r));
+          return;
+        }
         bind(channel, deadline, std::move(done));
       });
 }

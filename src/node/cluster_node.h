@@ -42,6 +42,10 @@ namespace dlock::node {
 class ClusterNode final : public Node {
  public:
   static constexpr std::chrono::milliseconds kRefreshInterval{100};
+  // The slot map is also asked for this often, redirect or not (Redisson's scanInterval): a
+  // failover this client sent nothing to is seen within it (a new master changes the epoch and
+  // the identity), even if the old master is back in charge by the time the client looks.
+  static constexpr std::chrono::milliseconds kScanInterval{1000};
   static constexpr int kMaxRedirects = 5;
   // Where calls that name no key of a lock go (INFO, and hello.lua's node keys): one master,
   // so that the greeting and the run id it reports are of the same server.
@@ -86,6 +90,7 @@ class ClusterNode final : public Node {
   void refresh();
   void ask_for_slots(std::vector<ServerNode*> candidates, std::size_t k, Error last);
   void apply(const std::vector<SlotRange>& ranges);
+  void scan();
   void set_owner(std::uint16_t slot, ServerNode* shard);
   // Runs `request` (or fails it) once the first slot map is known.
   void when_known(Request request);
@@ -115,6 +120,7 @@ class ClusterNode final : public Node {
   net::Clock::time_point refresh_allowed_at_{};
   asio::steady_timer refresh_timer_;
   bool refresh_timer_armed_ = false;
+  asio::steady_timer scan_timer_;  // kScanInterval, from the first slot map on
 
   PendingRequests waiting_;  // for the first slot map
 

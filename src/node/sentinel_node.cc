@@ -248,7 +248,10 @@ void SentinelNode::subscribe(const std::string& channel, net::Clock::time_point 
   if (master_ != nullptr) return master_->subscribe(channel, deadline, std::move(done));
   when_known(deadline, [this, channel, deadline, done = std::move(done)](const Error* failure) {
     if (channels_.count(channel) == 0) return;  // unsubscribed meanwhile
-    if (failure != nullptr) return done(*failure);
+    if (failure != nullptr) {
+      if (done) done(*failure);
+      return;
+    }
     master_->subscribe(channel, deadline, done);
   });
 }

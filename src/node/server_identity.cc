@@ -29,10 +29,15 @@ std::string master_identity(const std::string& info) {
 resp::Reply identity_reply(std::vector<std::string> parts) {
   std::sort(parts.begin(), parts.end());
   std::string all;
-  for (const auto& part : parts) all += part + ",";
+  std::string servers;
+  for (const auto& part : parts) {
+    all += part + ",";
+    servers += (servers.empty() ? "" : ",") + part.substr(0, part.find('/'));
+  }
   resp::Reply info;
   info.type = resp::Reply::Type::string;
-  info.str = "run_id:" + scripts::sha1_hex(all) + "\r\nuptime_in_seconds:0\r\n";
+  info.str =
+      "run_id:" + scripts::sha1_hex(all) + "\r\nuptime_in_seconds:0\r\nservers:" + servers + "\r\n";
   return info;
 }
 

@@ -24,8 +24,9 @@ std::string info_field(const std::string& info, std::string_view field);
 // either is missing or the server is not a master (role:master).
 std::string master_identity(const std::string& info);
 
-// The INFO reply the node gives for these parts: "run_id:<digest of the sorted parts>" and
-// "uptime_in_seconds:0".
+// The INFO reply the node gives for these parts: "run_id:<digest of the sorted parts>",
+// "uptime_in_seconds:0", and "servers:<run_id>,<run_id>...", the servers' own run_ids, by which
+// one server named twice (a redis:// URL and a sentinel URL of the same master) votes once.
 resp::Reply identity_reply(std::vector<std::string> parts);
 
 }  // namespace dlock::node

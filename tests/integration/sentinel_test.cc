@@ -296,6 +296,25 @@ TEST_F(SentinelNodeTest, ABadNameOrNodeSaysWhatIsWrong) {
   }
 }
 
+// The sentinels' master named a second time by its own redis:// URL is one server: it votes
+// once. Seen in an extension, which both names confirm (the same key): with the third node
+// gone, one server alone must not make a quorum of two.
+TEST_F(SentinelNodeTest, TheMasterNamedAlsoByItsAddressVotesOnce) {
+  test::RedisServer other;
+  ClientOptions options;
+  options.nodes = {set_->url(), set_->server(0).url(), other.url()};
+  options.node_timeout = 500ms;
+  auto c = Client::create(options);
+  ASSERT_TRUE(c) << c.error().message();
+  auto lease = c->try_lock("job", fixed(10s));  // the sentinel node and `other` grant
+  ASSERT_TRUE(lease) << lease.error().message();
+  other.kill9();
+  auto extended = lease->extend(10s);
+  ASSERT_FALSE(extended) << "one server confirmed the extension as two nodes";
+  EXPECT_NE(extended.error().message().find("same server"), std::string::npos)
+      << extended.error().message();
+}
+
 TEST(SentinelAuthTest, TheMastersPasswordIsUsedAndAWrongOneIsReported) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   test::SentinelSet set(1, "s3cret");

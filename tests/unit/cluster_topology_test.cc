@@ -1,14 +1,11 @@
 // SPDX-License-Identifier: MIT
-// Redis Cluster routing as pure logic: hash slots and tags, CLUSTER SLOTS and redirect parsing,
-// and the boot identity a cluster or sentinel node reports.
+// Redis Cluster routing as pure logic: CLUSTER SLOTS and redirect parsing, and the boot
+// identity a cluster or sentinel node reports (hash slots and tags: keys_test.cc).
 #include "node/cluster_topology.h"
 
 #include <gtest/gtest.h>
 
-#include <set>
-
 #include "node/server_identity.h"
-#include "node/slots.h"
 
 namespace dlock::node {
 namespace {
@@ -39,36 +36,6 @@ resp::Reply error(std::string s) {
   r.type = resp::Reply::Type::error;
   r.str = std::move(s);
   return r;
-}
-
-TEST(SlotsTest, KeySlotsAsRedisClusterComputesThem) {
-  // The examples of the Redis Cluster specification, and CLUSTER KEYSLOT on Redis 7.0.
-  EXPECT_EQ(key_slot("123456789"), 12739);
-  EXPECT_EQ(key_slot("foo"), 12182);
-  EXPECT_EQ(key_slot("{user1000}.following"), key_slot("{user1000}.followers"));
-  EXPECT_EQ(key_slot("foo{}{bar}"), key_slot("foo{}{bar}")) << "an empty tag hashes the key";
-  EXPECT_NE(key_slot("foo{}{bar}"), key_slot("bar"));
-  EXPECT_EQ(key_slot("foo{{bar}}zap"), key_slot("{bar"));
-  EXPECT_EQ(key_slot("foo{bar}{zap}"), key_slot("bar"));
-}
-
-TEST(SlotsTest, HashTagIsBetweenTheFirstBraces) {
-  EXPECT_EQ(hash_tag("a{b}c"), "b");
-  EXPECT_EQ(hash_tag("{}x{y}"), "");
-  EXPECT_EQ(hash_tag("x{"), "");
-  EXPECT_EQ(hash_tag("}x{y}"), "y");
-}
-
-TEST(SlotsTest, EverySlotHasAShortTagOfItsOwn) {
-  std::set<std::string> seen;
-  for (std::uint32_t s = 0; s < kSlotCount; ++s) {
-    const auto tag = slot_tag(static_cast<std::uint16_t>(s));
-    ASSERT_FALSE(tag.empty());
-    ASSERT_LE(tag.size(), 4u);
-    ASSERT_EQ(key_slot("{" + std::string(tag) + "}anything"), s);
-    seen.insert(std::string(tag));
-  }
-  EXPECT_EQ(seen.size(), kSlotCount);
 }
 
 TEST(ClusterTopologyTest, ParsesClusterSlots) {

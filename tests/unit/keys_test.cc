@@ -90,7 +90,7 @@ TEST(KeysTest, EverySlotHasAShortTagOfItsOwn) {
 TEST(KeysTest, EveryKeyOfANameIsInItsSlot) {
   for (const char* name :
        {"job", "a{b}c", "{x}", "x{}", "{}x", "}", "{", "a}b", "a{b", "x{a{b}c", "{{}}", "}{",
-        "a:b:c", "{user1000}.following", "{}", "dlock:sem:{x}:3", "😀{é}"}) {
+        "a:b:c", "{user1000}.following", "{}", "dlock:sem:{x}:3", "dlock:sem:{}x:5", "😀{é}"}) {
     const auto slot = node::key_slot(name);
     for (const auto& key :
          {fence_key(name), readers_key(name), writers_waiting_key(name), queue_key(name),
