@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <optional>
 #include <set>
 
@@ -115,8 +116,43 @@ void ClusterNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_
     });
     return;
   }
-  route(Request{std::make_shared<const std::vector<Call>>(1, in_slot(call, *slot)), *slot, deadline,
-                std::move(done)});
+  Request request{std::make_shared<const std::vector<Call>>(1, in_slot(call, *slot)), *slot,
+                  deadline, std::move(done)};
+  if (call.script == &scripts::acquire() || call.script == &scripts::fair_acquire()) {
+    // ARGV[3] of both is the ttl (ms).
+    std::int64_t ttl = 0;
+    if (call.args.size() >= 3) {
+      std::from_chars(call.args[2].data(), call.args[2].data() + call.args[2].size(), ttl);
+    }
+    if (ttl > home_max_ttl_ || home_max_ttl_epoch_ != epoch()) {
+      return raise_max_ttl_then(ttl, std::move(request));
+    }
+  }
+  route(std::move(request));
+}
+
+void ClusterNode::raise_max_ttl_then(std::int64_t ttl, Request acquisition) {
+  const std::uint64_t epoch_then = epoch();
+  const auto deadline = acquisition.deadline;
+  auto raise =
+      std::make_shared<const std::vector<Call>>(1, Call{&scripts::max_ttl_raise(),
+                                                        {node_key_in_slot(kMaxTtlKey, kHomeSlot)},
+                                                        {std::to_string(ttl)}});
+  route(Request{
+      std::move(raise), kHomeSlot, deadline,
+      [this, ttl, epoch_then, acquisition = std::move(acquisition)](Result<resp::Reply> r) mutable {
+        if (!r || r->is_error()) {
+          // Not recorded where greetings look: this node must not grant it.
+          return acquisition.done(r ? Result<resp::Reply>(Error(
+                                          errc::script_error, "raising the largest ttl: " + r->str))
+                                    : std::move(r));
+        }
+        if (epoch_then == epoch()) {
+          home_max_ttl_ = epoch_then == home_max_ttl_epoch_ ? std::max(home_max_ttl_, ttl) : ttl;
+          home_max_ttl_epoch_ = epoch_then;
+        }
+        route(std::move(acquisition));
+      }});
 }
 
 void ClusterNode::run_split_renew(const Call& call, net::Clock::time_point deadline,

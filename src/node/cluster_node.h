@@ -81,6 +81,9 @@ class ClusterNode final : public Node {
   void on_reply(ServerNode& shard, Request request, Result<resp::Reply> reply);
   void run_split_renew(const Call& call, net::Clock::time_point deadline,
                        net::Connection::Callback done);
+  // An acquisition whose ttl the greeting's copy of the largest ttl (slot 0's) may not know yet:
+  // raised there first, then sent (max_ttl_raise.lua).
+  void raise_max_ttl_then(std::int64_t ttl, Request acquisition);
   // INFO for the cluster as a whole: asked of every master, answered as one server would, with
   // a run_id that changes whenever any master does (see the header comment).
   void identify(Request request);
@@ -123,6 +126,11 @@ class ClusterNode final : public Node {
   asio::steady_timer scan_timer_;  // kScanInterval, from the first slot map on
 
   PendingRequests waiting_;  // for the first slot map
+
+  // The largest ttl known raised on slot 0's record, and the epoch it was raised in (a new
+  // epoch may mean a new master there). Io thread only.
+  std::int64_t home_max_ttl_ = 0;
+  std::uint64_t home_max_ttl_epoch_ = 0;
 
   std::map<std::string, ServerNode*> channels_;  // subscribed channel -> where (null: moving)
 };

@@ -76,15 +76,20 @@ const Script& fenced_read() {
   return s;
 }
 
+const Script& max_ttl_raise() {
+  static const Script s = load("max_ttl_raise");
+  return s;
+}
+
 const Script& force_release() {
   static const Script s = load("force_release", true);
   return s;
 }
 
 std::vector<const Script*> all() {
-  return {&acquire(),      &release(),     &inspect(),      &renew(),
-          &fence_raise(),  &hello(),       &fair_acquire(), &fair_leave(),
-          &fenced_write(), &fenced_read(), &force_release()};
+  return {&acquire(),      &release(),     &inspect(),       &renew(),
+          &fence_raise(),  &hello(),       &fair_acquire(),  &fair_leave(),
+          &fenced_write(), &fenced_read(), &force_release(), &max_ttl_raise()};
 }
 
 }  // namespace dlock::scripts

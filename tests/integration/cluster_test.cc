@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "lock/keys.h"
+#include "node/node_keys.h"
 #include "node/slots.h"
 #include "support/redis_server.h"
 #include "support/sharded_cluster.h"
@@ -285,7 +286,10 @@ TEST_F(ClusterFailoverTest, TheHolderKeepsALockTheReplicaHad) {
   Client a = client_of({cluster_->url()});
   Client b = client_of({cluster_->url()});
   const std::string name = "kept";
-  auto lease = a.try_lock(name, renewed(15s));
+  auto why_lost = std::make_shared<std::string>();
+  LockOptions options = renewed(15s);
+  options.on_lost = [why_lost](const Error& e) { *why_lost = e.message(); };
+  auto lease = a.try_lock(name, options);
   ASSERT_TRUE(lease) << lease.error().message();
   const std::size_t master = cluster_->master_of(name);
   const std::size_t replica = cluster_->replica_of(master);
@@ -296,7 +300,7 @@ TEST_F(ClusterFailoverTest, TheHolderKeepsALockTheReplicaHad) {
   // Past the failover and more than one ttl: every renewal since went to the new master.
   const auto until = std::chrono::steady_clock::now() + 20s;
   while (std::chrono::steady_clock::now() < until) {
-    ASSERT_TRUE(lease->is_held()) << "the holder lost a lock whose key survived";
+    ASSERT_TRUE(lease->is_held()) << "the holder lost a lock whose key survived: " << *why_lost;
     EXPECT_FALSE(b.try_lock(name, fixed(5s)));
     std::this_thread::sleep_for(500ms);
   }
@@ -338,6 +342,33 @@ TEST_F(ClusterFailoverTest, ALockTheReplicaLostIsNeverHeldTwice) {
   // Once the quarantine is over, the lock is free again.
   EXPECT_TRUE(
       test::eventually([&] { return static_cast<bool>(b.try_lock(name, fixed(5s))); }, 60s));
+}
+
+// A cluster that grants a lock knows its ttl where its greeting reads the largest ttl (slot
+// 0's record), whatever slot the lock is in: a node that restarts later is then quarantined for
+// at least that ttl even if the greeting that announced it missed the cluster. Here the
+// greeting cannot write on slot 0's master while the lock's own master answers: before, the
+// cluster granted the lock and its greeting record never learned the ttl.
+TEST_F(ClusterNodeTest, AClusterThatGrantsALockKnowsItsTtlWhereGreetingsLook) {
+  test::RedisServer s1;
+  test::RedisServer s2;
+  const std::size_t home = cluster_->master_of_slot(0);
+  std::string name = "far";
+  for (int i = 0; cluster_->master_of(name) == home; ++i) name = "far-" + std::to_string(i);
+  Client c = client_of({s1.url(), s2.url(), cluster_->url()}, 300ms);
+  ASSERT_TRUE(c.try_lock("warm-up", fixed(1s)));  // connected: the slot map is known
+  // Slot 0's master refuses writes (out of memory), so the greeting's record cannot learn the
+  // ttl there; the lock's own master answers as usual.
+  ASSERT_TRUE(cluster_->command(home, {"CONFIG", "SET", "maxmemory", "1"}));
+  auto lease = c.try_lock(name, fixed(45s));  // granted by s1 and s2
+  ASSERT_TRUE(cluster_->command(home, {"CONFIG", "SET", "maxmemory", "0"}));
+  ASSERT_TRUE(lease) << lease.error().message();
+  if (cluster_->exists(name)) {
+    auto record = cluster_->command(home, {"GET", node::node_key_in_slot(node::kMaxTtlKey, 0)});
+    ASSERT_TRUE(record && record->type == REDIS_REPLY_STRING)
+        << "the cluster granted a ttl that its greeting record does not know";
+    EXPECT_GE(std::stoll(record->str), 45000);
+  }
 }
 
 TEST_F(ClusterNodeTest, ABadNodeSaysWhatIsWrong) {
