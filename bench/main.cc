@@ -17,10 +17,13 @@
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "cluster_pair.h"
+#include "cluster_workloads.h"
 #include "contention.h"
 #include "redis_process.h"
 #include "report.h"
@@ -239,6 +242,16 @@ int run_all(const std::string& out_dir, bool smoke, const std::string& client_cp
                   v.at("ioredis").get<std::string>();
   }
 
+  // The clusters of section 5d, pinned like the servers above. Forming them takes Redis 2-3 s
+  // of waiting: a smoke run starts them now, so that CI does not wait for them (its numbers
+  // mean nothing anyway); a real run starts them when the section comes, so that nothing else
+  // is measured while they form.
+  std::optional<ClusterPair> clusters;
+  const auto start_clusters = [&] {
+    clusters.emplace(s.scratch / "clusters", [&server_cpus] { pin(server_cpus); });
+  };
+  if (wanted("cluster") && smoke) start_clusters();
+
   const int cycles = smoke ? 50 : 4000;
   const int warmup = smoke ? 5 : 300;
   const auto say = [](const std::string& what) {
@@ -401,6 +414,14 @@ int run_all(const std::string& out_dir, bool smoke, const std::string& client_cp
     }
   }
 
+  // 5d. Redis Cluster as a lock node: 1 and 3 masters.
+  if (wanted("cluster")) {
+    say("cluster: 1 and 3 masters");
+    if (!clusters) start_clusters();
+    r.cluster = measure_clusters(clusters->one(), clusters->three(), smoke, say);
+    clusters.reset();
+  }
+
   // 6. Instructions per cycle in the client.
   if (callgrind && wanted("callgrind")) {
     say("callgrind");
@@ -447,7 +468,7 @@ int main(int argc, char** argv) {
   app.add_option(
          "--only", sections,
          "Run only these sections: uncontended throughput async contention watchdog memory shared "
-         "observer callgrind (the report then has gaps)")
+         "observer cluster callgrind (the report then has gaps)")
       ->delimiter(',');
   app.add_option("--workers", workers, "Processes contending for one name")
       ->capture_default_str()

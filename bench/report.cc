@@ -9,6 +9,8 @@
 #include <sstream>
 #include <vector>
 
+#include "cluster_report.h"
+
 namespace dlock::bench {
 namespace {
 
@@ -140,6 +142,18 @@ std::vector<Target> targets(const Results& r) {
     const double x = tput(r, kDlock, 64) / tput(r, peer, 64);
     t.push_back({"64 in flight: more than " + peer, ratio(x), x > 1});
   }
+  if (r.cluster) {
+    const double spread = cluster_share_spread(*r.cluster);
+    t.push_back(
+        {"Redis Cluster, 3 masters, 256 in flight: the masters' shares of Redis CPU even "
+         "(largest ÷ smallest ≤ 1.25)",
+         ratio(spread), spread <= 1.25});
+    const double cost = cluster_cpu_per_lock_ratio(*r.cluster);
+    t.push_back(
+        {"Redis Cluster, 256 in flight: Redis CPU per lock on each of 3 masters ≤ 1.25 × "
+         "on a lone master",
+         ratio(cost), cost <= 1.25});
+  }
   const double per_tick = r.watchdog.commands_per_second * r.watchdog_ttl_ms / 3000.0;
   const double batches = std::ceil(r.watchdog_locks / 256.0);
   t.push_back({"watchdog, " + thousands(r.watchdog_locks) + " locks: one batched round per tick (" +
@@ -202,6 +216,7 @@ void write_csv(const Results& r, const std::filesystem::path& path) {
   }
   for (const auto& [impl, v] : r.instructions)
     out << "callgrind," << impl << ",1,per_cycle," << v << ",instructions\n";
+  if (r.cluster) write_cluster_csv(*r.cluster, out);
 }
 
 // Two panels: the uncontended cycle, and the wait under contention (log scale).
@@ -411,6 +426,8 @@ void write_report(const Results& r, const std::filesystem::path& dir, const std:
       md << " |\n";
     }
   }
+
+  if (r.cluster) write_cluster_markdown(*r.cluster, r.placement, md);
 
   md << "\n## Watchdog, memory, instructions\n\n"
      << "- Watchdog: " << thousands(r.watchdog_locks) << " locks held by one client with ttl "

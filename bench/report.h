@@ -5,8 +5,10 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 
+#include "cluster_workloads.h"
 #include "contention.h"
 #include "stats.h"
 #include "workloads.h"
@@ -56,6 +58,8 @@ struct Results {
   int mixed_threads = 0;
   int mixed_hold_us = 0;
   double mixed_read_share = 0;
+  // Redis Cluster as a lock node (cluster_workloads.h); empty when the section did not run.
+  std::optional<ClusterResults> cluster;
   std::string placement;  // where the client and the servers ran
   std::string versions;   // of every part measured
   std::string command;    // what produced the report

@@ -37,13 +37,23 @@ std::shared_ptr<Observer> observer_for(Impl impl) {
   return nullptr;
 }
 
-Client connect(const Ports& ports, Impl impl = Impl::dlock) {
+std::vector<std::string> urls_of(const Ports& ports) {
+  std::vector<std::string> urls;
+  for (auto p : ports) urls.push_back("redis://127.0.0.1:" + std::to_string(p));
+  return urls;
+}
+
+Client connect(const std::vector<std::string>& nodes, Impl impl = Impl::dlock) {
   ClientOptions options;
   options.observer = observer_for(impl);
-  for (auto p : ports) options.nodes.push_back("redis://127.0.0.1:" + std::to_string(p));
+  options.nodes = nodes;
   auto client = Client::create(options);
   if (!client) throw std::runtime_error("dlock: " + client.error().message());
   return std::move(*client);
+}
+
+Client connect(const Ports& ports, Impl impl = Impl::dlock) {
+  return connect(urls_of(ports), impl);
 }
 
 LockOptions lock_options(Impl impl) {
@@ -179,16 +189,35 @@ double throughput(Impl impl, const Ports& ports, int inflight, std::chrono::mill
   return static_cast<double>(cycles.load()) / (static_cast<double>(t1 - t0) / 1e9);
 }
 
+std::string async_name(int i) {
+  return "bench:async:" + std::to_string(i);
+}
+
+namespace {
+
+std::vector<std::string> async_names(int inflight) {
+  std::vector<std::string> names;
+  for (int i = 0; i < inflight; ++i) names.push_back(async_name(i));
+  return names;
+}
+
+}  // namespace
+
 double async_throughput(Impl impl, const Ports& ports, int inflight,
                         std::chrono::milliseconds run) {
-  std::vector<std::string> names;
-  for (int i = 0; i < inflight; ++i) names.push_back("bench:async:" + std::to_string(i));
+  const std::vector<std::string> names = async_names(inflight);
   if (impl == Impl::raw) {
     RawNodes raw(ports);
     return raw_rate(run, inflight, [&] { raw.pipelined_cycles_all(names, kToken, 30000); });
   }
-  Client client = connect(ports);
-  const LockOptions options = lock_options(impl);
+  return async_throughput(urls_of(ports), inflight, run);
+}
+
+double async_throughput(const std::vector<std::string>& nodes, int inflight,
+                        std::chrono::milliseconds run) {
+  const std::vector<std::string> names = async_names(inflight);
+  Client client = connect(nodes);
+  const LockOptions options = lock_options(Impl::dlock);
   asio::io_context io;
   bool stop = false;
   std::int64_t cycles = 0;

@@ -41,6 +41,12 @@ double throughput(Impl impl, const Ports& ports, int inflight, std::chrono::mill
 // of `ports`: dlock's asio API (that many coroutines on one io_context, Impl::dlock), or the raw
 // floor pipelined on one connection per node (Impl::raw).
 double async_throughput(Impl impl, const Ports& ports, int inflight, std::chrono::milliseconds run);
+// The i-th of the distinct names async_throughput locks.
+std::string async_name(int i);
+// dlock's part of the above on nodes named by URL: one redis-cluster:// URL makes a whole Redis
+// Cluster one node, and the distinct names spread over its hash slots.
+double async_throughput(const std::vector<std::string>& nodes, int inflight,
+                        std::chrono::milliseconds run);
 
 // CPU seconds (user + system) the redis-servers on `ports` used so far, summed.
 double server_cpu_seconds(const Ports& ports);
