@@ -109,8 +109,7 @@ TEST_F(SentinelNodeTest, TheHolderKeepsALockTheReplicaHad) {
   Client b = client_of(set_->url());
   auto lease = a.try_lock("kept", renewed(15s));
   ASSERT_TRUE(lease) << lease.error().message();
-  auto replicated = set_->command(set_->master(), {"WAIT", "1", "5000"});
-  ASSERT_TRUE(replicated && replicated->integer == 1) << "the key reached the replica";
+  ASSERT_TRUE(set_->replicated(set_->master())) << "the key reached the replica";
   const std::size_t promoted = fail_over("kept", b, *lease);
   ASSERT_EQ(promoted, 1u);
   const auto until = std::chrono::steady_clock::now() + 20s;
@@ -161,7 +160,7 @@ TEST_F(SentinelNodeTest, AGracefulFailoverMovesTheNodeOffTheOldMaster) {
   Client b = client_of(set_->url());
   auto lease = a.try_lock("moved", renewed(15s));
   ASSERT_TRUE(lease) << lease.error().message();
-  ASSERT_TRUE(set_->command(0, {"WAIT", "1", "5000"}));
+  ASSERT_TRUE(set_->replicated(0));
   auto asked = cli::redis_command(set_->set().sentinel(0).port(), "",
                                   {"SENTINEL", "FAILOVER", set_->set().options().master_name});
   ASSERT_TRUE(asked && asked->type == REDIS_REPLY_STATUS) << (asked ? asked->str : "no answer");
@@ -218,15 +217,22 @@ TEST_F(SentinelNodeTest, AWaiterFollowsTheFailover) {
     return r && r->elements == 2 && r->element[1]->integer == 1;
   };
   ASSERT_TRUE(test::eventually([&] { return listening(set_->master()); }));
-  ASSERT_TRUE(set_->command(set_->master(), {"WAIT", "1", "5000"}));
+  ASSERT_TRUE(set_->replicated(set_->master()));
   Client c = client_of(set_->url());
   const std::size_t promoted = fail_over("waited", c, *lease);
   ASSERT_EQ(promoted, 1u);
   EXPECT_TRUE(test::eventually([&] { return listening(promoted); }, 20s))
       << "the waiter listens on the new master";
   ASSERT_TRUE(test::eventually([&] { return lease->is_held() && on_server(promoted, "waited"); }));
+  // The holder's client has moved too (its status is read from the new master): until then
+  // its release would go to the dead one.
+  ASSERT_TRUE(test::eventually([&] {
+    auto status = a.status("waited");
+    return status && !status->nodes[0].error && status->held;
+  }));
   released = true;
-  ASSERT_TRUE(lease->unlock());
+  auto unlocked = lease->unlock();
+  ASSERT_TRUE(unlocked) << unlocked.error().message();
   auto got = waiter.get();
   ASSERT_TRUE(got) << got.error().message();
 }

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "redis_command.h"
+#include "support/replication.h"
 
 namespace dlock::test {
 
@@ -25,6 +26,13 @@ SentinelSet::~SentinelSet() {
   set_.reset();
   std::error_code ignored;
   std::filesystem::remove_all(dir_, ignored);
+}
+
+bool SentinelSet::replicated(std::size_t i) const {
+  return replicas_caught_up([&] {
+    auto r = command(i, {"INFO", "replication"});
+    return r && r->type == REDIS_REPLY_STRING ? std::string(r->str) : std::string();
+  });
 }
 
 ReplyPtr SentinelSet::command(std::size_t i, const std::vector<std::string>& args) const {

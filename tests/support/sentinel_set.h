@@ -29,6 +29,8 @@ class SentinelSet {
   cli::RedisProcess& server(std::size_t i) { return set_->server(i); }
   std::size_t master() const { return set_->master(); }
 
+  // Waits until server i's replicas have everything it wrote so far (false after 10 s).
+  bool replicated(std::size_t i) const;
   // A command on server i (a fresh hiredis connection), or null if it does not answer.
   ReplyPtr command(std::size_t i, const std::vector<std::string>& args) const;
 

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "node/slots.h"
+#include "support/replication.h"
 
 namespace dlock::test {
 
@@ -100,6 +101,13 @@ bool ShardedCluster::exists(const std::string& key) const {
   if (m == npos) return false;
   auto r = command(m, {"EXISTS", key});
   return r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+}
+
+bool ShardedCluster::replicated(std::size_t i) const {
+  return replicas_caught_up([&] {
+    auto r = command(i, {"INFO", "replication"});
+    return r && r->type == REDIS_REPLY_STRING ? std::string(r->str) : std::string();
+  });
 }
 
 std::size_t ShardedCluster::replica_of(std::size_t master) const {

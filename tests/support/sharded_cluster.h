@@ -42,6 +42,8 @@ class ShardedCluster {
   std::vector<std::size_t> masters() const;  // running servers with the master role and slots
   // The key exists on its master.
   bool exists(const std::string& key) const;
+  // Waits until server i's replicas have everything it wrote so far (false after 10 s).
+  bool replicated(std::size_t i) const;
   // The replica (running, replicating `master`), or npos.
   std::size_t replica_of(std::size_t master) const;
 
