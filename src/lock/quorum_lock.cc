@@ -27,10 +27,15 @@ const char* kQuarantined = "restarted recently: kept out of quorums until its lo
 const char* kDuplicate = "the same server as another node of this client: it votes once";
 const char* kUnannounced =
     "the ttl could not be announced to a quorum of nodes (restart protection needs it)";
+const char* kNewEpoch =
+    "reached another server process during the round (a reconnect, a failover, or a cluster "
+    "slot that moved): not counted until it is greeted again";
 
-const char* why_not_voting(const Membership::View& view, std::size_t i) {
+const char* why_not_voting(const Membership::View& view, const node::Fanout& nodes,
+                           std::size_t i) {
   if (view.ttl_unannounced) return kUnannounced;
-  return view.duplicate[i] ? kDuplicate : kQuarantined;
+  if (view.duplicate[i]) return kDuplicate;
+  return view.votes[i] && nodes.epoch(i) != view.epochs[i] ? kNewEpoch : kQuarantined;
 }
 
 std::string why_held(std::int64_t holder_ttl) {
@@ -152,7 +157,7 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
     } else if (r.kind == AcquireReply::Kind::held) {
       failures.push_back(node_error(i, errc::lock_held, why_held(r.holder_ttl)));
     } else if (!votes[i]) {
-      failures.push_back(node_error(i, errc::quorum_not_reached, why_not_voting(view, i)));
+      failures.push_back(node_error(i, errc::quorum_not_reached, why_not_voting(view, nodes_, i)));
     }
   }
   const AcquireTally tally = tally_acquire(replies, votes, nodes_.quorum());
@@ -386,7 +391,7 @@ Result<Clock::time_point> QuorumLock::judge_renewal(const Renewal& renewal,
           ++extended;
         } else {
           ++errors;
-          failures.push_back(node_error(i, errc::quorum_not_reached, why_not_voting(view, i)));
+          failures.push_back(node_error(i, errc::quorum_not_reached, why_not_voting(view, nodes_, i)));
         }
         break;
     }
