@@ -81,7 +81,7 @@ ClusterNode::ClusterNode(asio::io_context& io, net::NodeAddress seed,
       index_(index),
       observer_(observer),
       display_(seed_.display()),
-      refresh_timer_(io),
+      refresher_(io, kRefreshInterval, [this] { ask_for_slot_map(); }),
       scan_timer_(io),
       waiting_(io, "the slot map of " + display_) {}
 
@@ -93,13 +93,7 @@ ClusterNode::~ClusterNode() {
 
 void ClusterNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
                       net::Clock::time_point deadline, net::Connection::Callback done) {
-  if (observer_ != nullptr) {
-    done = [this, start = net::Clock::now(), done = std::move(done)](Result<resp::Reply> r) {
-      observer_->node_request(
-          NodeRequestEvent{index_, display_, net::Clock::now() - start, node_result(r)});
-      done(std::move(r));
-    };
-  }
+  done = observed(observer_, index_, display_, std::move(done));
   const Call& call = (*calls)[c];
   if (is_command(call, "INFO")) {
     Request request{std::make_shared<const std::vector<Call>>(1, call), kHomeSlot, deadline,
@@ -334,21 +328,10 @@ ServerNode& ClusterNode::shard_at(const std::string& host, std::uint16_t port) {
 }
 
 void ClusterNode::refresh() {
-  if (closing_ || refreshing_) return;
-  const auto now = net::Clock::now();
-  if (now < refresh_allowed_at_) {
-    if (!refresh_timer_armed_) {
-      refresh_timer_armed_ = true;
-      refresh_timer_.expires_at(refresh_allowed_at_);
-      refresh_timer_.async_wait([this](const asio::error_code& ec) {
-        refresh_timer_armed_ = false;
-        if (!ec) refresh();
-      });
-    }
-    return;
-  }
-  refreshing_ = true;
-  refresh_allowed_at_ = now + kRefreshInterval;
+  if (!closing_) refresher_.request();
+}
+
+void ClusterNode::ask_for_slot_map() {
   // Masters that serve slots first (they know the latest map), then the seed, then the rest.
   std::vector<ServerNode*> candidates;
   auto add = [&candidates](ServerNode* n) {
@@ -364,7 +347,7 @@ void ClusterNode::refresh() {
 
 void ClusterNode::ask_for_slots(std::vector<ServerNode*> candidates, std::size_t k, Error last) {
   if (k == candidates.size()) {
-    refreshing_ = false;
+    refresher_.finished();
     return waiting_.release(&last);
   }
   static const auto kSlots =
@@ -384,7 +367,7 @@ void ClusterNode::ask_for_slots(std::vector<ServerNode*> candidates, std::size_t
                      std::move(candidates), k + 1,
                      Error(e.code(), asked->address().display() + ": " + e.summary()));
                }
-               refreshing_ = false;
+               refresher_.finished();
                apply(*ranges);
                waiting_.release(nullptr);
              });

@@ -34,6 +34,7 @@
 #include "node/cluster_topology.h"
 #include "node/node.h"
 #include "node/pending_requests.h"
+#include "node/rate_limited.h"
 #include "node/server_node.h"
 #include "node/slots.h"
 
@@ -91,6 +92,7 @@ class ClusterNode final : public Node {
   ServerNode& shard_at(const std::string& host, std::uint16_t port);
   // Asks for the slot map (rate limited; one at a time); requests waiting for it go on then.
   void refresh();
+  void ask_for_slot_map();
   void ask_for_slots(std::vector<ServerNode*> candidates, std::size_t k, Error last);
   void apply(const std::vector<SlotRange>& ranges);
   void scan();
@@ -119,10 +121,7 @@ class ClusterNode final : public Node {
   std::array<ServerNode*, kSlotCount> owner_{};  // null: not served (or not known yet)
   bool known_ = false;                           // a slot map arrived once
 
-  bool refreshing_ = false;
-  net::Clock::time_point refresh_allowed_at_{};
-  asio::steady_timer refresh_timer_;
-  bool refresh_timer_armed_ = false;
+  RateLimited refresher_;          // runs ask_for_slot_map()
   asio::steady_timer scan_timer_;  // kScanInterval, from the first slot map on
 
   PendingRequests waiting_;  // for the first slot map

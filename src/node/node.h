@@ -51,6 +51,20 @@ inline NodeResult node_result(const Result<resp::Reply>& r) {
   return r.error().is(errc::cancelled) ? NodeResult::not_waited_for : NodeResult::error;
 }
 
+// `done`, reporting to `observer` (if any) how the request that it answers ended and how long
+// it took from now: node `index`, shown as `display` (which must outlive the request).
+inline net::Connection::Callback observed(Observer* observer, std::size_t index,
+                                          const std::string& display,
+                                          net::Connection::Callback done) {
+  if (observer == nullptr) return done;
+  return [observer, index, &display, start = net::Clock::now(),
+          done = std::move(done)](Result<resp::Reply> r) {
+    observer->node_request(
+        NodeRequestEvent{index, display, net::Clock::now() - start, node_result(r)});
+    done(std::move(r));
+  };
+}
+
 // A ServerNode or a ClusterNode, as the address says. `observer` (may be null) hears of every
 // request run() makes, as node `index`.
 std::unique_ptr<Node> make_node(asio::io_context& io, net::NodeAddress address,

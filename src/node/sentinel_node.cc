@@ -32,7 +32,8 @@ SentinelNode::SentinelNode(asio::io_context& io, net::NodeAddress address,
       index_(index),
       observer_(observer),
       display_(address_.display()),
-      resolve_timer_(io),
+      resolver_(io, kResolveInterval,
+                [this] { ask_sentinel(0, Error(errc::io_error, "no sentinel to ask")); }),
       waiting_(io, "the master '" + address_.master_name + "' of " + display_) {
   for (const auto& [host, port] : address_.sentinels) {
     net::NodeAddress sentinel;
@@ -67,13 +68,7 @@ SentinelNode::~SentinelNode() {
 
 void SentinelNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
                        net::Clock::time_point deadline, net::Connection::Callback done) {
-  if (observer_ != nullptr) {
-    done = [this, start = net::Clock::now(), done = std::move(done)](Result<resp::Reply> r) {
-      observer_->node_request(
-          NodeRequestEvent{index_, display_, net::Clock::now() - start, node_result(r)});
-      done(std::move(r));
-    };
-  }
+  done = observed(observer_, index_, display_, std::move(done));
   if (is_command((*calls)[c], "INFO")) return identify(deadline, std::move(done));
   send(std::move(calls), c, deadline, std::move(done));
 }
@@ -131,22 +126,7 @@ void SentinelNode::when_known(net::Clock::time_point deadline, PendingRequests::
 }
 
 void SentinelNode::resolve() {
-  if (closing_ || resolving_) return;
-  const auto now = net::Clock::now();
-  if (now < resolve_allowed_at_) {
-    if (!resolve_timer_armed_) {
-      resolve_timer_armed_ = true;
-      resolve_timer_.expires_at(resolve_allowed_at_);
-      resolve_timer_.async_wait([this](const asio::error_code& ec) {
-        resolve_timer_armed_ = false;
-        if (!ec) resolve();
-      });
-    }
-    return;
-  }
-  resolving_ = true;
-  resolve_allowed_at_ = now + kResolveInterval;
-  ask_sentinel(0, Error(errc::io_error, "no sentinel to ask"));
+  if (!closing_) resolver_.request();
 }
 
 void SentinelNode::ask_sentinel(std::size_t k, Error last) {
@@ -211,7 +191,7 @@ void SentinelNode::adopt(ServerNode& master) {
 }
 
 void SentinelNode::finish_resolving(const Error* failure) {
-  resolving_ = false;
+  resolver_.finished();
   // With a master known nothing waits; without one, fail what waits with the reason at once
   // (a wrong name or password is not worth waiting out).
   waiting_.release(master_ != nullptr ? nullptr : failure);

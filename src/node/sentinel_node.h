@@ -30,6 +30,7 @@
 
 #include "node/node.h"
 #include "node/pending_requests.h"
+#include "node/rate_limited.h"
 #include "node/server_node.h"
 
 namespace dlock::node {
@@ -91,10 +92,7 @@ class SentinelNode final : public Node {
   std::map<std::string, std::unique_ptr<ServerNode>> servers_;
   ServerNode* master_ = nullptr;
 
-  bool resolving_ = false;
-  net::Clock::time_point resolve_allowed_at_{};
-  asio::steady_timer resolve_timer_;
-  bool resolve_timer_armed_ = false;
+  RateLimited resolver_;     // runs ask_sentinel(0, ...)
   PendingRequests waiting_;  // for a master
 
   std::set<std::string> channels_;  // subscribed, on master_

@@ -77,14 +77,8 @@ void ServerNode::run_asking(std::shared_ptr<const std::vector<Call>> calls, std:
 void ServerNode::send(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
                       net::Clock::time_point deadline, net::Connection::Callback done,
                       bool asking) {
-  if (observer_ != nullptr) {
-    // Timed from here to the reply (a NOSCRIPT retry included).
-    done = [this, start = net::Clock::now(), done = std::move(done)](Result<resp::Reply> r) {
-      observer_->node_request(
-          NodeRequestEvent{index_, display_, net::Clock::now() - start, node_result(r)});
-      done(std::move(r));
-    };
-  }
+  // Timed from here to the reply (a NOSCRIPT retry included).
+  done = observed(observer_, index_, display_, std::move(done));
   // ASKING holds for the one command after it: both are queued back to back on this thread.
   auto ask = [this, asking, deadline] {
     if (asking) connection_.send(resp::encode_command({"ASKING"}), deadline, [](auto) {});

@@ -29,7 +29,8 @@ bool replicas_caught_up(const std::function<std::string()>& info, std::chrono::m
   const auto until = std::chrono::steady_clock::now() + limit;
   const long long target = std::atoll(node::info_field(info(), "master_repl_offset").c_str());
   while (std::chrono::steady_clock::now() < until) {
-    if (slowest_replica(info()) >= target && target > 0) return true;
+    const long long slowest = slowest_replica(info());
+    if (slowest >= 0 && slowest >= target) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return false;
