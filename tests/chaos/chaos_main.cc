@@ -21,6 +21,19 @@
 // quorums for one max ttl, which can overlap the next fault: for short stretches two nodes, now and
 // then three, cannot vote, and the lock is unavailable until one returns (safe, not live; the
 // checker allows it inside fault windows).
+//
+// With --cluster each lock node is a Redis Cluster (3 masters, --cluster-replicas replicas each;
+// 3 clusters as 3 Redlock nodes unless --nodes says otherwise) and the faults are the cluster
+// ones (cluster_faults.h): failover (a master killed, its replica promoted, the killed server
+// back as a replica), failover-lossy (the replica cut off first, so recent writes are lost),
+// freeze-master (a master stopped until its replica took over, then resumed), reshard (the
+// lock's slot moved to another master step by step: ASK, TRYAGAIN, then MOVED), stop-master
+// (shorter than the node timeout), and pause-holder as above. A failover changes the
+// cluster's boot identity, so that cluster sits out of quorums for one max ttl. The skewed,
+// nesting, reader and permit workers work as above; server restarts, stop-node,
+// --reply-faults and --naming mixed do not apply.
+//
+//   dlock_chaos --cluster --cluster-replicas 1 --duration 3m --history /tmp/c.jsonl
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -68,7 +81,7 @@ int main(int argc, char** argv) {
   std::string wait = "10s";
   std::string naming = "same";
   int worker_id = 0;
-  app.add_option("--nodes", run.nodes, "lock nodes (default 5)");
+  auto* nodes = app.add_option("--nodes", run.nodes, "lock nodes (default 5; with --cluster 3)");
   app.add_option("--workers", run.workers, "worker processes (default 6)");
   app.add_option("--duration", duration, "how long to inject faults (default 60s)");
   app.add_option("--ttl", ttl, "lock ttl (default 500ms)");
@@ -93,6 +106,16 @@ int main(int argc, char** argv) {
                  "same: 127.0.0.1 for all; mixed: workers spell nodes "
                  "as 127.0.0.1, localhost, 127.0.0.2 or a proxy")
       ->check(CLI::IsMember({"same", "mixed"}));
+  app.add_flag("--cluster", run.cluster,
+               "each lock node a Redis Cluster of 3 masters; faults: failover (kill -9 a master, "
+               "its replica takes over, it rejoins as a replica), failover-lossy (the replica "
+               "cut off first), freeze-master (SIGSTOP until replaced, then SIGCONT), reshard "
+               "(the lock's slot moves: ASK, TRYAGAIN, then MOVED), stop-master (below the node "
+               "timeout), pause-holder; off: server restarts, stop-node, --reply-faults, "
+               "--naming mixed");
+  app.add_option("--cluster-replicas", run.cluster_replicas,
+                 "with --cluster: replicas per master (default 1; 0: no failovers)")
+      ->check(CLI::Range(0u, 5u));
   app.add_option("--check", check_only, "only check this history file");
   app.add_option("--worker", worker_id)->group("");
   app.add_option("--worker-nodes", worker.nodes)->group("");
@@ -121,6 +144,17 @@ int main(int argc, char** argv) {
   run.ttl = *t;
   run.wait = *w;
   run.naming = naming == "mixed" ? Naming::mixed : Naming::same;
+  if (run.cluster) {
+    if (nodes->count() == 0) run.nodes = 3;
+    if (run.reply_faults || run.naming != Naming::same) {
+      std::cerr << "dlock_chaos: --cluster takes neither --reply-faults nor --naming mixed\n";
+      return 64;
+    }
+  }
+  if (run.nodes == 0) {
+    std::cerr << "dlock_chaos: --nodes must be at least 1\n";
+    return 64;
+  }
   if (run.skewed + run.nesting + run.readers + run.permit_holders > run.workers) {
     std::cerr << "dlock_chaos: --skewed, --nesting, --readers and --permit-holders exceed "
                  "--workers\n";

@@ -4,9 +4,11 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <thread>
 #include <tuple>
 
+#include "node/slots.h"
 #include "worker.h"
 
 namespace dlock::chaos {
@@ -17,6 +19,7 @@ using std::chrono::milliseconds;
 
 constexpr unsigned kProcessKinds = 5;
 constexpr unsigned kReplyKinds = 6;
+constexpr unsigned kClusterKinds = 6;
 
 // What the library sends on each call of these kinds names the lock in these keys and channels
 // (docs/protocol.md): the release channel only in a release, the fencing counter only in an
@@ -55,22 +58,64 @@ milliseconds FaultSchedule::pause() {
 }
 
 std::optional<Fault> FaultSchedule::inject() {
-  const unsigned kind = rng_() % (kProcessKinds + (reply_faults_ ? kReplyKinds : 0));
-  const std::size_t node = rng_() % t_.nodes->size();
-  std::optional<Fault> f;
-  if (kind < 4) {
-    f = node_fault(kind, node);
-  } else if (kind == 4) {
-    f = pause_holder();
-  } else if (kind < 9) {
-    f = proxy_window(kind, node);
-  } else {
-    f = lose_reply(kind, node);
-  }
+  std::optional<Fault> f = t_.nodes->clustered() ? cluster_fault() : standalone_fault();
   if (!f) return f;
   // Its effect lasts until the node votes again (a restarted node: one max ttl later).
   f->end_ns = real_now_ns() + (t_.max_ttl.count() + 1000) * 1'000'000;
   ++counts_[f->kind];
+  return f;
+}
+
+std::optional<Fault> FaultSchedule::standalone_fault() {
+  const unsigned kind = rng_() % (kProcessKinds + (reply_faults_ ? kReplyKinds : 0));
+  const std::size_t node = rng_() % t_.nodes->size();
+  if (kind < 4) return node_fault(kind, node);
+  if (kind == 4) return pause_holder();
+  if (kind < 9) return proxy_window(kind, node);
+  return lose_reply(kind, node);
+}
+
+std::optional<Fault> FaultSchedule::cluster_fault() {
+  const unsigned kind = rng_() % kClusterKinds;
+  const std::size_t node = rng_() % t_.nodes->size();
+  if (kind == 4) return pause_holder();
+  auto& cluster = t_.nodes->cluster(node);
+  const std::string name = "cluster-" + std::to_string(node + 1);
+  // Most of the time the lock's own slot and master: where the holders and waiters are.
+  const bool lock_slot = rng_() % 4 != 0;
+  const unsigned pick = rng_();
+  std::optional<Fault> f;
+  std::string kind_name;
+  if (kind < 2 || kind == 5) {
+    kind_name = kind == 0 ? "failover" : kind == 1 ? "failover-lossy" : "freeze-master";
+    FailoverPlan plan;
+    plan.slot = node::key_slot(kName);
+    plan.slot_master = lock_slot;
+    plan.pick = pick;
+    if (kind == 1) plan.lag = between(100, 600);
+    if (kind == 5) {
+      plan.freeze = true;
+      plan.thawed_after = between(0, 1000);
+    }
+    f = fail_over(cluster, name, plan);
+  } else if (kind == 2) {
+    kind_name = "reshard";
+    ReshardPlan plan;
+    // Else the semaphore's slot when permit holders use it, or the lock's.
+    const bool semaphore =
+        !lock_slot && std::find(t_.permit_holders.begin(), t_.permit_holders.end(), true) !=
+                          t_.permit_holders.end();
+    plan.slot = node::key_slot(semaphore ? kSemaphore : kName);
+    plan.pick = pick;
+    plan.migrating = between(300, 1500);
+    plan.migrated = between(100, 800);
+    f = reshard(cluster, name, plan, redirects_);
+  } else {
+    kind_name = "stop-master";
+    // Below the clusters' 2 s node timeout: a slow shard, not a failover.
+    f = stop_master(cluster, name, pick, between(200, 1200));
+  }
+  if (!f) ++counts_[kind_name + " (missed)"];
   return f;
 }
 

@@ -7,7 +7,9 @@
 // one, drop-replies (commands run, the replies vanish), delay-replies, blackhole (nothing
 // passes), cut (connections closed); and, for one worker on one node, lose-release-reply and
 // lose-acquire-reply (that call runs on the node, its reply never reaches the worker, and now
-// and then the connection is cut right after).
+// and then the connection is cut right after). Cluster faults (the nodes are Redis Clusters,
+// instead of the process and reply faults): failover, failover-lossy, freeze-master, reshard,
+// stop-master (cluster_faults.h), and pause-holder.
 #pragma once
 
 #include <sys/types.h>
@@ -20,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "cluster_faults.h"
 #include "history.h"
 #include "nodes.h"
 
@@ -49,8 +52,12 @@ class FaultSchedule {
   std::optional<Fault> inject();
   // Faults injected by kind, with "<kind> (missed)" for those that did not take effect.
   const std::map<std::string, std::size_t>& counts() const { return counts_; }
+  // What the old masters replied during reshards (cluster faults only).
+  const Redirects& redirects() const { return redirects_; }
 
  private:
+  std::optional<Fault> standalone_fault();
+  std::optional<Fault> cluster_fault();
   std::optional<Fault> node_fault(unsigned kind, std::size_t node);
   std::optional<Fault> pause_holder();
   std::optional<Fault> proxy_window(unsigned kind, std::size_t node);
@@ -64,6 +71,7 @@ class FaultSchedule {
   bool reply_faults_;
   std::size_t next_worker_ = 1;  // the holder to pause next (worker 0 may be skewed)
   std::map<std::string, std::size_t> counts_;
+  Redirects redirects_;
 };
 
 }  // namespace dlock::chaos

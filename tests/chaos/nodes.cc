@@ -3,6 +3,8 @@
 
 #include <cstdlib>
 
+#include "cluster_faults.h"
+
 namespace dlock::chaos {
 
 const char* to_string(Spelling s) {
@@ -56,8 +58,27 @@ Result<std::unique_ptr<ChaosNodes>> ChaosNodes::start(std::size_t nodes, bool se
   return set;
 }
 
+Result<std::unique_ptr<ChaosNodes>> ChaosNodes::start_clusters(std::size_t clusters,
+                                                               std::size_t replicas) {
+  auto set = start(0, /*second_loopback=*/false);  // the resource node alone
+  if (!set) return set;
+  // One after the other, on this thread: a server gets SIGKILL when the thread that started it
+  // ends (PR_SET_PDEATHSIG, redis_process.cc), so a helper thread cannot start them.
+  for (std::size_t i = 0; i < clusters; ++i) {
+    try {
+      auto cluster = std::make_unique<test::ShardedCluster>(kClusterMasters, replicas);
+      for (std::size_t k = 0; k < cluster->size(); ++k) sync_replicas_at_once(*cluster, k);
+      (*set)->clusters_.push_back(std::move(cluster));
+    } catch (const std::exception& e) {
+      return Error(errc::io_error, "cluster " + std::to_string(i + 1) + ": " + e.what());
+    }
+  }
+  return set;
+}
+
 ChaosNodes::~ChaosNodes() {
   proxies_.clear();
+  clusters_.clear();
   nodes_.clear();  // kills every server, by pid
   std::error_code ignored;
   std::filesystem::remove_all(dir_, ignored);
@@ -65,6 +86,8 @@ ChaosNodes::~ChaosNodes() {
 
 std::string ChaosNodes::urls_for(int worker, const std::vector<Spelling>& spellings) {
   std::string out;
+  for (const auto& c : clusters_) out += (out.empty() ? "" : ",") + c->url();
+  if (clustered()) return out;
   for (std::size_t i = 0; i < size(); ++i) {
     std::string host = to_string(spellings[i]);
     std::uint16_t port = nodes_[i]->port();

@@ -4,6 +4,12 @@
 // reached as 127.0.0.1:PORT, localhost:PORT, 127.0.0.2:PORT (the servers also listen on a
 // second loopback address) or through a fault-injecting proxy of its own (support/tcp_proxy.h):
 // restart protection and duplicate detection must not depend on the spelling.
+//
+// With --cluster each lock node is a whole Redis Cluster instead (support/sharded_cluster.h: 3
+// masters with R replicas each), named by one of its servers (redis-cluster://127.0.0.1:PORT);
+// the resource node stays one plain server. The cluster node finds its masters from CLUSTER
+// SLOTS, so other spellings and proxies (which would sit only in front of the seed) are not
+// offered there.
 #pragma once
 
 #include <dlock/result.h>
@@ -17,6 +23,7 @@
 #include <vector>
 
 #include "redis_process.h"
+#include "support/sharded_cluster.h"
 #include "support/tcp_proxy.h"
 
 namespace dlock::chaos {
@@ -36,17 +43,25 @@ class ChaosNodes {
   // `nodes` lock nodes and one resource node; with second_loopback they also listen on
   // 127.0.0.2.
   static Result<std::unique_ptr<ChaosNodes>> start(std::size_t nodes, bool second_loopback);
+  // `clusters` Redis Clusters of kClusterMasters masters with `replicas` replicas each as the
+  // lock nodes, and one resource node.
+  static Result<std::unique_ptr<ChaosNodes>> start_clusters(std::size_t clusters,
+                                                            std::size_t replicas);
+  static constexpr std::size_t kClusterMasters = 3;
   ~ChaosNodes();
   ChaosNodes(const ChaosNodes&) = delete;
   ChaosNodes& operator=(const ChaosNodes&) = delete;
 
-  std::size_t size() const { return nodes_.size() - 1; }  // lock nodes
-  cli::RedisProcess& node(std::size_t i) { return *nodes_[i]; }
+  // Lock nodes: servers, or clusters when clustered().
+  std::size_t size() const { return clustered() ? clusters_.size() : nodes_.size() - 1; }
+  cli::RedisProcess& node(std::size_t i) { return *nodes_[i]; }  // Requires: !clustered()
+  bool clustered() const { return !clusters_.empty(); }
+  test::ShardedCluster& cluster(std::size_t i) { return *clusters_[i]; }
   std::string resource_url() const { return nodes_.back()->url(); }
 
   // The node URLs worker `worker` uses, comma-separated; node i spelled as spellings[i]. A
   // proxy spelling starts that worker's own proxy in front of node i. Throws
-  // std::runtime_error when a proxy cannot listen.
+  // std::runtime_error when a proxy cannot listen. Clusters: their URLs, spellings ignored.
   std::string urls_for(int worker, const std::vector<Spelling>& spellings);
 
   // The proxies in front of node i, by worker.
@@ -57,7 +72,8 @@ class ChaosNodes {
  private:
   explicit ChaosNodes(std::filesystem::path dir) : dir_(std::move(dir)) {}
   std::filesystem::path dir_;
-  std::vector<std::unique_ptr<cli::RedisProcess>> nodes_;
+  std::vector<std::unique_ptr<cli::RedisProcess>> nodes_;        // lock nodes, then the resource
+  std::vector<std::unique_ptr<test::ShardedCluster>> clusters_;  // the lock nodes, or none
   std::map<std::pair<std::size_t, int>, std::unique_ptr<test::TcpProxy>> proxies_;
 };
 

@@ -222,6 +222,11 @@ void print_summary(const FaultSchedule& faults, const ChaosNodes& nodes, bool fa
   std::cout << "faults injected:";
   for (const auto& [kind, n] : faults.counts()) std::cout << " " << kind << "=" << n;
   std::cout << (faketime ? "" : " (no libfaketime: no skewed worker)") << "\n";
+  if (nodes.clustered()) {
+    const auto& r = faults.redirects();
+    std::cout << "reshards: the old masters replied ASK " << r.ask << ", TRYAGAIN " << r.tryagain
+              << ", MOVED " << r.moved << " times\n";
+  }
   if (!nodes.has_proxies()) return;
   const auto p = nodes.proxy_totals();
   std::cout << "proxies: " << p.connections << " connections, " << p.requests << " requests, "
@@ -233,12 +238,21 @@ void print_summary(const FaultSchedule& faults, const ChaosNodes& nodes, bool fa
 }  // namespace
 
 int run_chaos(const RunOptions& o) {
-  auto started = ChaosNodes::start(o.nodes, /*second_loopback=*/o.naming == Naming::mixed);
+  const auto starting = Clock::now();
+  auto started = o.cluster
+                     ? ChaosNodes::start_clusters(o.nodes, o.cluster_replicas)
+                     : ChaosNodes::start(o.nodes, /*second_loopback=*/o.naming == Naming::mixed);
   if (!started) {
     std::cerr << "dlock_chaos: " << started.error().message() << "\n";
     return 69;
   }
   ChaosNodes& nodes = **started;
+  if (o.cluster) {
+    std::cout << "lock nodes: " << o.nodes << " Redis Cluster(s) of " << ChaosNodes::kClusterMasters
+              << " masters with " << o.cluster_replicas << " replica(s) each, ready in "
+              << std::chrono::duration_cast<milliseconds>(Clock::now() - starting).count()
+              << " ms\n";
+  }
   Recorder recorder(o.history);
   if (!recorder.good()) {
     std::cerr << "dlock_chaos: cannot write " << o.history << "\n";

@@ -27,6 +27,10 @@ struct RunOptions {
   unsigned permits = 2;       // that semaphore's permits
   bool reply_faults = false;  // proxies in front of the nodes, and the faults they inject
   Naming naming = Naming::same;
+  // Each of the `nodes` lock nodes is a Redis Cluster of 3 masters with this many replicas
+  // each; the faults are then the cluster faults (faults.h).
+  bool cluster = false;
+  std::size_t cluster_replicas = 1;
 };
 
 // Runs the workers under faults for o.duration and writes the history. 0 on success, else an
