@@ -31,8 +31,7 @@ const char* kNewEpoch =
     "reached another server process during the round (a reconnect, a failover, or a cluster "
     "slot that moved): not counted until it is greeted again";
 
-const char* why_not_voting(const Membership::View& view, const node::Fanout& nodes,
-                           std::size_t i) {
+const char* why_not_voting(const Membership::View& view, const node::Fanout& nodes, std::size_t i) {
   if (view.ttl_unannounced) return kUnannounced;
   if (view.duplicate[i]) return kDuplicate;
   return view.votes[i] && nodes.epoch(i) != view.epochs[i] ? kNewEpoch : kQuarantined;
@@ -391,7 +390,8 @@ Result<Clock::time_point> QuorumLock::judge_renewal(const Renewal& renewal,
           ++extended;
         } else {
           ++errors;
-          failures.push_back(node_error(i, errc::quorum_not_reached, why_not_voting(view, nodes_, i)));
+          failures.push_back(
+              node_error(i, errc::quorum_not_reached, why_not_voting(view, nodes_, i)));
         }
         break;
     }

@@ -101,8 +101,8 @@ TEST_F(CliTest, CommandSeesNameTokenAndValidity) {
 // --min-replicas on a server without replicas: WAIT confirms none, so no node counts (69), the
 // message says why, and nothing is left locked. A bad --replica-timeout is a usage error.
 TEST_F(CliTest, ReplicaGuardWithoutReplicasRefusesTheLock) {
-  Ran ran = dlock_tool(args({"run", "--min-replicas", "1", "--replica-timeout", "20ms", "job", "--",
-                             "echo", "never"}));
+  Ran ran = dlock_tool(args(
+      {"run", "--min-replicas", "1", "--replica-timeout", "20ms", "job", "--", "echo", "never"}));
   EXPECT_EQ(ran.status, 69) << ran.output;
   EXPECT_NE(ran.output.find("REPLICAS 0 of 1"), std::string::npos) << ran.output;
   EXPECT_EQ(ran.output.find("never"), std::string::npos);
