@@ -117,7 +117,7 @@ ClientCore::ClientCore(const ClientOptions& options, std::unique_ptr<asio::ssl::
             waiters_.on_message(channel, payload);
           },
           options.observer.get()),
-      lock_(nodes_, options.drift_factor, options.observer.get()),
+      lock_(nodes_, options.drift_factor, options.observer.get(), options.allow_eviction),
       holds_(lock_),
       watchdog_(lock_, options.observer.get()) {}
 

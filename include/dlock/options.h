@@ -48,6 +48,12 @@ struct ClientOptions {
   // Clock drift allowance as a fraction of the ttl: drift = ttl * drift_factor + 2 ms.
   // Default: 0.01.
   double drift_factor = 0.01;
+  // Let nodes vote whose maxmemory-policy may evict keys with a ttl (a maxmemory limit and any
+  // policy but noeviction, e.g. the volatile-lru that managed Redis services often default
+  // to). Such a server drops a held lock's key under memory pressure and grants it to the next
+  // owner, so by default it never counts for a quorum, and errors name its policy. Turn this
+  // on only where memory can never run out. Default: false.
+  bool allow_eviction = false;
   TlsOptions tls;
   // Metrics and tracing hooks (dlock/observer.h; dlock::PrometheusObserver is a ready one).
   // Shared: one observer may serve several clients. Default: none (nothing is measured).

@@ -31,14 +31,45 @@ struct BootIdentity {
   }
 };
 
-std::optional<BootIdentity> parse_info(const Result<resp::Reply>& r) {
-  if (!r || r->type != resp::Reply::Type::string) return std::nullopt;
+// What a greeting learns of one node from its INFO (default sections): its boot identity, or
+// why it must not vote whatever the others say.
+struct NodeFacts {
+  std::optional<BootIdentity> id;
+  std::string excluded;  // non-empty: never votes, and why
+};
+
+NodeFacts parse_info(const Result<resp::Reply>& r, bool allow_eviction) {
+  if (!r || r->type != resp::Reply::Type::string) return {};
   auto field = [&](std::string_view name) { return node::info_field(r->str, name); };
+  if (const std::string role = field("role"); !role.empty() && role != "master") {
+    // A replica may accept writes (replica-read-only no) that its master never sees.
+    return {std::nullopt, "a replica (role:" + role +
+                              "): only a master may hold locks; name the master, or use a "
+                              "redis-sentinel:// URL that follows it"};
+  }
+  if (!allow_eviction && node::may_evict(r->str)) {
+    return {std::nullopt,
+            "may evict lock keys (maxmemory " + field("maxmemory") + ", maxmemory-policy " +
+                field("maxmemory_policy") +
+                "): an evicted lock is free to a second owner; set maxmemory-policy noeviction "
+                "(or give locks a server of their own that has it), or accept the risk with "
+                "ClientOptions::allow_eviction / --allow-eviction"};
+  }
   BootIdentity id{field("run_id"), field("uptime_in_seconds"), {}};
-  if (id.run_id.empty() || id.uptime_seconds.empty()) return std::nullopt;
+  if (id.run_id.empty() || id.uptime_seconds.empty()) return {};
   const std::string servers = field("servers");
   if (servers.empty()) {
-    id.servers.push_back(id.run_id);
+    // One server (a cluster or sentinel node names its servers, and reports their identity
+    // digest already). A replica promoted to master takes a new replication id: the same
+    // address, maybe the same run_id's uptime, but not the same keys. When it was promoted is
+    // not known (second_repl_offset is set only by a promotion), so its uptime is taken as 0:
+    // a quarantine then starts at the first greeting that sees it, never too early.
+    if (const std::string replid = field("master_replid"); !replid.empty()) {
+      id.run_id += "/" + replid;
+      const std::string second = field("second_repl_offset");
+      if (!second.empty() && second != "-1") id.uptime_seconds = "0";
+    }
+    id.servers.push_back(id.run_id.substr(0, id.run_id.find('/')));
   } else {
     for (std::size_t at = 0; at <= servers.size();) {
       const auto comma = std::min(servers.find(',', at), servers.size());
@@ -46,21 +77,24 @@ std::optional<BootIdentity> parse_info(const Result<resp::Reply>& r) {
       at = comma + 1;
     }
   }
-  return id;
+  return {std::move(id), {}};
 }
 
 }  // namespace
 
-Membership::Membership(node::Fanout& nodes, double drift_factor, Observer* observer)
+Membership::Membership(node::Fanout& nodes, double drift_factor, Observer* observer,
+                       bool allow_eviction)
     : nodes_(nodes),
       drift_factor_(drift_factor),
       observer_(observer),
+      allow_eviction_(allow_eviction),
       mu_([&nodes](std::function<void()> f) { nodes.post(std::move(f)); }),
       checked_epoch_(nodes.size(), kUnchecked),
       attempted_epoch_(nodes.size(), kUnchecked),
       retry_at_(nodes.size()),
       quarantine_until_(nodes.size(), Clock::time_point::min()),
-      duplicate_(nodes.size(), false) {}
+      duplicate_(nodes.size(), false),
+      excluded_(nodes.size()) {}
 
 Membership::View Membership::refresh(std::chrono::milliseconds ttl) {
   return engine::run_sync(refresh_task(ttl));
@@ -70,8 +104,9 @@ engine::Task<Membership::View> Membership::refresh_task(std::chrono::millisecond
   auto lock = co_await mu_.lock();
   // Greet again when the ttl grows, or a connection is new and not yet greeted: at once after
   // a reconnect, else (a node that did not answer) at most once a second.
-  bool stale = ttl > announced_ttl_;
   const auto start = Clock::now();
+  // Also now and then: a node's configuration (eviction, role) can change under a client.
+  bool stale = ttl > announced_ttl_ || start >= recheck_at_;
   for (std::size_t i = 0; i < nodes_.size() && !stale; ++i) {
     const std::uint64_t epoch = nodes_.epoch(i);
     stale = epoch != checked_epoch_[i] && (epoch != attempted_epoch_[i] || start >= retry_at_[i]);
@@ -84,14 +119,14 @@ engine::Task<Membership::View> Membership::refresh_task(std::chrono::millisecond
 }
 
 Membership::View Membership::view_locked(std::chrono::milliseconds ttl) const {
-  View view{std::vector<bool>(nodes_.size()), duplicate_, checked_epoch_};
+  View view{std::vector<bool>(nodes_.size()), duplicate_, checked_epoch_, excluded_};
   // A ttl not yet announced to a quorum: a node that restarts while such a lock lives would
   // be quarantined for a shorter ttl than the lock's. Nobody votes until it is announced.
   view.ttl_unannounced = ttl > announced_ttl_;
   if (view.ttl_unannounced) return view;
   const auto now = Clock::now();
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    view.votes[i] = now >= quarantine_until_[i] && !duplicate_[i];
+    view.votes[i] = now >= quarantine_until_[i] && !duplicate_[i] && excluded_[i].empty();
   }
   return view;
 }
@@ -103,19 +138,32 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   // times at most, until the epochs hold still around it.
   std::vector<std::uint64_t> epochs(nodes_.size());
   std::vector<std::optional<BootIdentity>> ids(nodes_.size());
+  std::vector<std::string> excluded(nodes_.size());
   for (int round = 0; round < 3; ++round) {
     for (std::size_t i = 0; i < nodes_.size(); ++i) epochs[i] = nodes_.epoch(i);
-    node::ScriptRound info(nodes_, {"INFO", "server"});
+    // The default sections: server (run_id, uptime), replication (role, replication ids),
+    // memory (maxmemory, its policy), stats (evicted_keys).
+    node::ScriptRound info(nodes_, {"INFO"});
     node::Outcomes infos = co_await info;
     bool settled = true;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      ids[i] = parse_info(infos[i]);
-      if (ids[i] && nodes_.epoch(i) != epochs[i]) {
+      NodeFacts facts = parse_info(infos[i], allow_eviction_);
+      ids[i] = std::move(facts.id);
+      excluded[i] = std::move(facts.excluded);
+      if ((ids[i] || !excluded[i].empty()) && nodes_.epoch(i) != epochs[i]) {
         ids[i].reset();
+        excluded[i].clear();
         settled = false;
       }
     }
     if (settled) break;
+  }
+  // A node that must not vote is known as such on this connection (its configuration is read
+  // again at the next periodic greeting); it takes no part in the boot records.
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (excluded[i].empty()) continue;
+    excluded_[i] = std::move(excluded[i]);
+    checked_epoch_[i] = epochs[i];
   }
   std::vector<std::string> args{std::to_string(max_ttl.count()), std::to_string(nodes_.size())};
   std::vector<std::size_t> greeted;  // node indexes, in the order of the hello pairs
@@ -132,11 +180,13 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
     retry_at_[i] = asked + std::chrono::seconds(1);
   }
   // A lone node cannot vouch for itself: without a quorum of answers nothing is settled.
+  recheck_at_ = asked + std::chrono::seconds(1);
   if (report.told < nodes_.quorum()) co_return false;
   const auto largest = std::max(max_ttl, report.max_ttl);
   for (std::size_t k = 0; k < greeted.size(); ++k) {
     const std::size_t i = greeted[k];
     if (nodes_.epoch(i) != epochs[i]) continue;  // reconnected meanwhile: greet again
+    excluded_[i].clear();
     // One server named twice (two addresses of one host, or a server URL and a cluster or
     // sentinel URL that reach it) would count one vote twice.
     duplicate_[i] = false;
@@ -161,6 +211,7 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
     checked_epoch_[i] = epochs[i];
   }
   announced_ttl_ = largest;
+  recheck_at_ = asked + kRecheckEvery;
   co_return true;
 }
 

@@ -27,6 +27,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/async_mutex.h"
@@ -39,8 +40,14 @@ class Membership {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `observer` (may be null) hears of every quarantine that starts or grows.
-  Membership(node::Fanout& nodes, double drift_factor, Observer* observer = nullptr);
+  // `observer` (may be null) hears of every quarantine that starts or grows. With
+  // `allow_eviction`, a node whose maxmemory-policy may evict keys with a ttl still votes.
+  Membership(node::Fanout& nodes, double drift_factor, Observer* observer = nullptr,
+             bool allow_eviction = false);
+
+  // How often the nodes are greeted again while nothing else asks for it: a node's role or
+  // eviction policy can change under a running client (a failover, CONFIG SET).
+  static constexpr std::chrono::seconds kRecheckEvery{30};
 
   // Which nodes may vote now. Valid for the connection epochs it names: a vote from a node
   // whose connection changed since is not counted (it may be a new process).
@@ -48,6 +55,8 @@ class Membership {
     std::vector<bool> votes;
     std::vector<bool> duplicate;  // the same server (run_id) as an earlier node: never votes
     std::vector<std::uint64_t> epochs;
+    // Non-empty: node i never votes (a replica, a server that may evict keys), and why.
+    std::vector<std::string> excluded;
     // The ttl asked for was not announced to a quorum yet (their greetings failed): no votes.
     bool ttl_unannounced = false;
     // True if node i may count for a quorum, given its connection epoch now.
@@ -60,7 +69,8 @@ class Membership {
     // against grants on a node that may have forgotten keys, not against keys it still has; a
     // failed-over node whose replica had the key lets its holder keep the lock.
     bool may_extend(const node::Fanout& nodes, std::size_t i) const {
-      return !ttl_unannounced && !duplicate[i] && nodes.epoch(i) == epochs[i];
+      return !ttl_unannounced && !duplicate[i] && excluded[i].empty() &&
+             nodes.epoch(i) == epochs[i];
     }
   };
 
@@ -83,6 +93,7 @@ class Membership {
   node::Fanout& nodes_;
   const double drift_factor_;
   Observer* const observer_;
+  const bool allow_eviction_;
   engine::AsyncMutex mu_;
   // Per node, all guarded by mu_: the connection epoch last greeted (kUnchecked: never), the
   // epoch of the last attempt and when a failed attempt may be retried, and the quarantine.
@@ -92,7 +103,9 @@ class Membership {
   std::vector<Clock::time_point> retry_at_;
   std::vector<Clock::time_point> quarantine_until_;
   std::vector<bool> duplicate_;
+  std::vector<std::string> excluded_;           // why node i never votes (empty: it may)
   std::chrono::milliseconds announced_ttl_{0};  // guarded by mu_
+  Clock::time_point recheck_at_{};              // guarded by mu_: the next periodic greeting
 };
 
 }  // namespace dlock::lock

@@ -31,7 +31,8 @@ const char* kNewEpoch =
     "reached another server process during the round (a reconnect, a failover, or a cluster "
     "slot that moved): not counted until it is greeted again";
 
-const char* why_not_voting(const Membership::View& view, const node::Fanout& nodes, std::size_t i) {
+std::string why_not_voting(const Membership::View& view, const node::Fanout& nodes, std::size_t i) {
+  if (!view.excluded[i].empty()) return "never votes: " + view.excluded[i];
   if (view.ttl_unannounced) return kUnannounced;
   if (view.duplicate[i]) return kDuplicate;
   return view.votes[i] && nodes.epoch(i) != view.epochs[i] ? kNewEpoch : kQuarantined;

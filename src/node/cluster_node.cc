@@ -277,6 +277,7 @@ void ClusterNode::identify(Request request) {
   }
   struct Gather {
     std::vector<std::string> parts;
+    std::vector<std::string> infos;
     std::size_t left = 0;
     std::optional<Error> failure;
     net::Connection::Callback done;
@@ -296,9 +297,10 @@ void ClusterNode::identify(Request request) {
                             : Error(r.error().code(), where + r.error().summary());
       }
       gather->parts.push_back(std::move(part));
+      if (r && r->type == resp::Reply::Type::string) gather->infos.push_back(std::move(r->str));
       if (--gather->left > 0) return;
       if (gather->failure) return gather->done(std::move(*gather->failure));
-      gather->done(identity_reply(std::move(gather->parts)));
+      gather->done(identity_reply(std::move(gather->parts), gather->infos));
     });
   }
 }

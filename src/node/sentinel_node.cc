@@ -116,7 +116,7 @@ void SentinelNode::identify(net::Clock::time_point deadline, net::Connection::Ca
       return done(Error(errc::io_error, master->address().display() +
                                             " is no master now (INFO): asking the sentinels"));
     }
-    done(identity_reply({std::move(part)}));
+    done(identity_reply({std::move(part)}, {r->str}));
   });
 }
 

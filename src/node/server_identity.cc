@@ -2,6 +2,7 @@
 #include "node/server_identity.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "scripts/script.h"
 
@@ -26,7 +27,13 @@ std::string master_identity(const std::string& info) {
   return run_id + "/" + replid;
 }
 
-resp::Reply identity_reply(std::vector<std::string> parts) {
+bool may_evict(const std::string& info) {
+  const std::string limit = info_field(info, "maxmemory");
+  const std::string policy = info_field(info, "maxmemory_policy");
+  return !limit.empty() && limit != "0" && !policy.empty() && policy != "noeviction";
+}
+
+resp::Reply identity_reply(std::vector<std::string> parts, const std::vector<std::string>& infos) {
   std::sort(parts.begin(), parts.end());
   std::string all;
   std::string servers;
@@ -38,6 +45,17 @@ resp::Reply identity_reply(std::vector<std::string> parts) {
   info.type = resp::Reply::Type::string;
   info.str =
       "run_id:" + scripts::sha1_hex(all) + "\r\nuptime_in_seconds:0\r\nservers:" + servers + "\r\n";
+  long long evicted = 0;
+  bool risk_named = false;
+  for (const auto& server : infos) {
+    evicted += std::atoll(info_field(server, "evicted_keys").c_str());
+    if (!risk_named && may_evict(server)) {
+      risk_named = true;
+      info.str += "maxmemory:" + info_field(server, "maxmemory") +
+                  "\r\nmaxmemory_policy:" + info_field(server, "maxmemory_policy") + "\r\n";
+    }
+  }
+  info.str += "evicted_keys:" + std::to_string(evicted) + "\r\n";
   return info;
 }
 

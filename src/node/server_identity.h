@@ -24,9 +24,17 @@ std::string info_field(const std::string& info, std::string_view field);
 // either is missing or the server is not a master (role:master).
 std::string master_identity(const std::string& info);
 
+// True if the server may drop keys that have a ttl (every lock key has one) under memory
+// pressure: a maxmemory limit with any maxmemory-policy but noeviction. INFO's memory section.
+bool may_evict(const std::string& info);
+
 // The INFO reply the node gives for these parts: "run_id:<digest of the sorted parts>",
 // "uptime_in_seconds:0", and "servers:<run_id>,<run_id>...", the servers' own run_ids, by which
 // one server named twice (a redis:// URL and a sentinel URL of the same master) votes once.
-resp::Reply identity_reply(std::vector<std::string> parts);
+// `infos` are the servers' own INFO replies: the first that may evict keys (may_evict) lends
+// its maxmemory and maxmemory_policy lines, and evicted_keys is their sum, so the lock layer
+// judges eviction the same way for every node kind.
+resp::Reply identity_reply(std::vector<std::string> parts,
+                           const std::vector<std::string>& infos = {});
 
 }  // namespace dlock::node

@@ -82,7 +82,7 @@ resp::Reply SimNode::execute(const node::Call& call) {
   // One reading of the clock per call: Redis freezes time while a script runs.
   const std::int64_t now = clock_.now_ms();
   if (call.script) return run_script(call, now);
-  if (call.keys.size() == 2 && call.keys[0] == "INFO" && call.keys[1] == "server") {
+  if (call.keys.size() == 1 && call.keys[0] == "INFO") {
     return info(now);
   }
   return error("ERR sim: command not modelled");

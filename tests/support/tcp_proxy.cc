@@ -79,6 +79,9 @@ class TcpProxy::Loop {
   void disarm() {
     control([&] { armed_ = false; });
   }
+  void retarget(const std::string& host, std::uint16_t port) {
+    control([&] { upstream_ = ipv4(host, port); });
+  }
   bool armed() const {
     std::lock_guard lock(mu_);
     return armed_;
@@ -110,7 +113,7 @@ class TcpProxy::Loop {
 
   const std::string host_;
   std::uint16_t port_ = 0;
-  const sockaddr_in upstream_;
+  sockaddr_in upstream_;  // guarded by mu_
   int listener_ = -1;
   int wake_[2] = {-1, -1};
   std::vector<std::unique_ptr<Conn>> conns_;  // the loop thread's only
@@ -367,6 +370,9 @@ void TcpProxy::disarm() {
 }
 bool TcpProxy::armed() const {
   return loop_->armed();
+}
+void TcpProxy::retarget(const std::string& upstream_host, std::uint16_t upstream_port) {
+  loop_->retarget(upstream_host, upstream_port);
 }
 TcpProxy::Stats TcpProxy::stats() const {
   return loop_->stats();

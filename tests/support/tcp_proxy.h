@@ -66,6 +66,9 @@ class TcpProxy {
   void lose_next_reply(const std::string& match, bool then_cut = false);
   void disarm();       // withdraws a lose_next_reply() that has not matched
   bool armed() const;  // a lose_next_reply() waits for its request
+  // New connections go to this server from now on (current ones stay where they are): an
+  // address that fails over to another server, as a keepalived or load-balancer pair does.
+  void retarget(const std::string& upstream_host, std::uint16_t upstream_port);
 
   Stats stats() const;
 

@@ -38,6 +38,10 @@ void add_connect_flags(CLI::App& app, ConnectFlags& flags) {
   app.add_option("--node-timeout", flags.node_timeout,
                  "deadline for one command on one node (default 200ms)")
       ->envname("DLOCK_NODE_TIMEOUT");
+  app.add_flag("--allow-eviction", flags.allow_eviction,
+               "let nodes vote whose maxmemory-policy may evict keys (an evicted lock is free "
+               "to a second owner: use only where memory can never run out)")
+      ->envname("DLOCK_ALLOW_EVICTION");
 }
 
 namespace {
@@ -134,6 +138,7 @@ Result<Client> make_client(const ConnectFlags& flags, std::shared_ptr<Observer> 
   auto timeout = parse_duration(flags.node_timeout);
   if (!timeout) return std::move(timeout).error();
   options.node_timeout = *timeout;
+  options.allow_eviction = flags.allow_eviction;
   return Client::create(std::move(options));
 }
 

@@ -19,6 +19,7 @@ struct ConnectFlags {
   std::string tls_cert;
   std::string tls_key;
   std::string node_timeout = "200ms";
+  bool allow_eviction = false;  // nodes whose maxmemory-policy may evict lock keys still vote
 };
 
 void add_connect_flags(CLI::App& app, ConnectFlags& flags);

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: MIT
+// Issue 28: safety on the Redis that people run, on real servers: a failover behind one
+// address, a URL that names a replica, a server that may evict keys. Each test failed on
+// c2b01e5 (two holders, or a lock granted by a server that must not vote).
+#include <dlock/dlock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "support/redis_server.h"
+#include "support/tcp_proxy.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::eventually;
+using test::RedisServer;
+using test::ServerOptions;
+
+Client client_of(std::vector<std::string> urls, bool allow_eviction = false) {
+  ClientOptions options;
+  options.nodes = std::move(urls);
+  options.node_timeout = 500ms;
+  options.reconnect_backoff_min = 20ms;
+  options.reconnect_backoff_max = 200ms;
+  options.allow_eviction = allow_eviction;
+  auto c = Client::create(options);
+  EXPECT_TRUE(c) << c.error().message();
+  return std::move(c).value();
+}
+
+LockOptions fixed(std::chrono::milliseconds ttl, std::string owner) {
+  LockOptions o;
+  o.ttl = ttl;
+  o.auto_renew = false;
+  o.owner = OwnerToken(std::move(owner));
+  return o;
+}
+
+std::string info_field(const RedisServer& server, const std::string& section,
+                       const std::string& field) {
+  auto r = server.command({"INFO", section});
+  if (!r || r->type != REDIS_REPLY_STRING) return {};
+  const std::string text(r->str, r->len);
+  const auto at = text.find(field + ":");
+  if (at == std::string::npos) return {};
+  const auto from = at + field.size() + 1;
+  return text.substr(from, text.find_first_of("\r\n", from) - from);
+}
+
+ServerOptions replica_of(const RedisServer& master, std::vector<std::string> extra = {}) {
+  ServerOptions o;
+  o.extra_args = {"--replicaof", "127.0.0.1", std::to_string(master.port())};
+  o.extra_args.insert(o.extra_args.end(), extra.begin(), extra.end());
+  return o;
+}
+
+bool in_sync(const RedisServer& replica) {
+  return info_field(replica, "replication", "master_link_status") == "up";
+}
+
+// Item 1: the first of 3 URLs is an address that forwards to master A (keepalived, a load
+// balancer, a managed endpoint). A's replica has run longer than the ttl and missed the grant;
+// the address then forwards to the promoted replica. The replica's run_id is new to the other
+// nodes, but its uptime is long: judged by uptime it booted long ago, and it voted at once.
+// A master that starts a replica's sync at once (Redis 7 waits 5 s for more replicas).
+ServerOptions quick_master() {
+  ServerOptions o;
+  o.extra_args = {"--repl-diskless-sync-delay", "0"};
+  return o;
+}
+
+TEST(Issue28FailoverTest, APromotedReplicaBehindTheSameAddressIsARestart) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer a(quick_master());
+  RedisServer replica(replica_of(a));
+  RedisServer b;
+  RedisServer c;
+  test::TcpProxy address("127.0.0.1", a.port());
+  const std::string address_url = "redis://127.0.0.1:" + std::to_string(address.port());
+  const std::vector<std::string> urls{address_url, b.url(), c.url()};
+  constexpr auto kTtl = 3s;
+  ASSERT_TRUE(eventually([&] { return in_sync(replica); }));
+
+  Client holder_client = client_of(urls);
+  ASSERT_TRUE(holder_client.try_lock("warm-up", fixed(kTtl, "w"))->unlock());  // greets
+  // The replica has run longer than the ttl.
+  ASSERT_TRUE(eventually(
+      [&] { return std::stoll(info_field(replica, "server", "uptime_in_seconds")) >= 4; }, 10s));
+  // Cut off before the grant (promoted early: it never sees the lock), and C is busy with
+  // another library's short lock, so the grant is on A and B only.
+  ASSERT_TRUE(replica.command({"REPLICAOF", "NO", "ONE"}));
+  c.command({"SET", "job", "other-library", "PX", "300"});
+  auto held = holder_client.try_lock("job", fixed(kTtl, "first"));
+  ASSERT_TRUE(held) << held.error().message();
+  ASSERT_TRUE(a.exists("job"));
+  ASSERT_TRUE(b.exists("job"));
+  ASSERT_FALSE(replica.exists("job"));
+
+  // The failover: the address now reaches the promoted replica.
+  address.retarget("127.0.0.1", replica.port());
+  address.cut();
+  ASSERT_TRUE(eventually([&] { return !c.exists("job"); }));
+
+  Client second_client = client_of(urls);
+  auto stolen = second_client.try_lock("job", fixed(kTtl, "second"));
+  ASSERT_TRUE(held->is_held());
+  EXPECT_FALSE(stolen) << "two holders: the promoted replica and C granted 'job' while "
+                          "'first' holds it on B";
+  if (!stolen) {
+    EXPECT_NE(stolen.error().message().find("restarted recently"), std::string::npos)
+        << stolen.error().message();
+  }
+  // The holder's own client sees the new server too once it reconnects.
+  auto again = holder_client.try_lock("job", fixed(kTtl, "third"));
+  EXPECT_FALSE(again) << "two holders through the holder's own client";
+}
+
+// Item 1: a server that answers role:slave never votes, even one that accepts writes.
+TEST(Issue28FailoverTest, AReplicaNeverVotesEvenIfItAcceptsWrites) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer master(quick_master());
+  RedisServer replica(replica_of(master, {"--replica-read-only", "no"}));
+  ASSERT_TRUE(eventually([&] { return in_sync(replica); }));
+  Client client = client_of({replica.url()});
+  auto lease = client.try_lock("job", fixed(2s, "x"));
+  ASSERT_FALSE(lease) << "a replica granted a lock its master never saw";
+  EXPECT_EQ(lease.error().code(), make_error_code(errc::quorum_not_reached));
+  EXPECT_NE(lease.error().message().find("replica (role:slave)"), std::string::npos)
+      << lease.error().message();
+  EXPECT_FALSE(replica.exists("job"));
+}
+
+ServerOptions evicting(const std::string& policy, const std::string& limit = "8mb") {
+  ServerOptions o;
+  o.extra_args = {"--maxmemory", limit, "--maxmemory-policy", policy};
+  return o;
+}
+
+// Item 2: a lock held on a server that evicts keys with a ttl is dropped under memory pressure
+// and granted again. Such a server does not vote; the error names its policy and the fix.
+TEST(Issue28EvictionTest, AServerThatMayEvictLockKeysDoesNotVote) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  for (const std::string policy : {"volatile-lru", "allkeys-lru", "volatile-ttl"}) {
+    RedisServer server(evicting(policy));
+    Client client = client_of({server.url()});
+    auto lease = client.try_lock("job", fixed(2s, "x"));
+    ASSERT_FALSE(lease) << policy << ": granted on a server that may evict it";
+    EXPECT_EQ(lease.error().code(), make_error_code(errc::quorum_not_reached));
+    const std::string message = lease.error().message();
+    EXPECT_NE(message.find("maxmemory-policy " + policy), std::string::npos) << message;
+    EXPECT_NE(message.find("noeviction"), std::string::npos) << message;
+  }
+}
+
+TEST(Issue28EvictionTest, NoevictionOrNoLimitVotes) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer noeviction(evicting("noeviction"));
+  RedisServer unlimited(evicting("volatile-lru", "0"));
+  for (RedisServer* server : {&noeviction, &unlimited}) {
+    Client client = client_of({server->url()});
+    auto lease = client.try_lock("job", fixed(2s, "x"));
+    ASSERT_TRUE(lease) << lease.error().message();
+    EXPECT_TRUE(lease->unlock());
+  }
+}
+
+// The opt-out, and what it risks: with allow_eviction the server votes, and eviction under
+// memory pressure really frees a held lock (the reason the default refuses).
+TEST(Issue28EvictionTest, AllowEvictionVotesAndEvictionReallyFreesAHeldLock) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(evicting("volatile-ttl", "4mb"));
+  Client client = client_of({server.url()}, /*allow_eviction=*/true);
+  auto lease = client.try_lock("job", fixed(30s, "x"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  // Other keys with longer ttls fill memory: volatile-ttl evicts the shortest ttl first.
+  const std::string value(64 * 1024, 'v');
+  for (int i = 0; i < 200 && server.exists("job"); ++i) {
+    server.command({"SET", "filler:" + std::to_string(i), value, "EX", "3600"});
+  }
+  EXPECT_FALSE(server.exists("job")) << "memory filled without evicting the lock";
+  EXPECT_NE(info_field(server, "stats", "evicted_keys"), "0");
+}
+
+// Item 2 through the CLI: `dlock run` on an evicting node refuses to start the command (no
+// quorum, exit 69) and names the policy; --allow-eviction runs it.
+TEST(Issue28EvictionTest, DlockRunRefusesAnEvictingNodeUnlessAllowed) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(evicting("volatile-lru"));
+  auto run = [&](const std::string& flags) {
+    const std::string cmd = std::string(DLOCK_TOOL_PATH) + " run -r " + server.url() + " " + flags +
+                            " -t 2s job -- echo ran 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[4096];
+    for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    const int status = pclose(p);
+    return std::make_pair(WEXITSTATUS(status), out);
+  };
+  const auto [refused, refused_out] = run("");
+  EXPECT_EQ(refused, 69) << refused_out;
+  EXPECT_NE(refused_out.find("maxmemory-policy volatile-lru"), std::string::npos) << refused_out;
+  EXPECT_EQ(refused_out.find("ran"), std::string::npos) << refused_out;
+  const auto [allowed, allowed_out] = run("--allow-eviction");
+  EXPECT_EQ(allowed, 0) << allowed_out;
+  EXPECT_NE(allowed_out.find("ran"), std::string::npos) << allowed_out;
+}
+
+}  // namespace
+}  // namespace dlock
