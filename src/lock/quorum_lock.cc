@@ -355,6 +355,11 @@ engine::Task<std::vector<Result<Clock::time_point>>> QuorumLock::renew_task(
     }
     calls.push_back(std::move(call));
   }
+  // The renewed leases live on past the grants that recorded their ttl: recorded again, on
+  // every node (also where a grant missed), for what a greeting reads after a restart.
+  calls.push_back(node::Call{&scripts::max_ttl_raise(),
+                             {kMaxTtlKey},
+                             {std::to_string(max_ttl.count()), std::to_string(max_ttl.count())}});
   const auto start = Clock::now();
   node::Round round(nodes_, std::move(calls));
   std::vector<node::Outcomes> outcomes = co_await round;

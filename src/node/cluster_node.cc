@@ -118,7 +118,8 @@ void ClusterNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_
     if (call.args.size() >= 3) {
       std::from_chars(call.args[2].data(), call.args[2].data() + call.args[2].size(), ttl);
     }
-    if (ttl > home_max_ttl_ || home_max_ttl_epoch_ != epoch()) {
+    if (ttl > home_max_ttl_ || home_max_ttl_epoch_ != epoch() ||
+        net::Clock::now() + std::chrono::milliseconds(ttl) > home_max_ttl_until_) {
       return raise_max_ttl_then(ttl, std::move(request));
     }
   }
@@ -128,25 +129,28 @@ void ClusterNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_
 void ClusterNode::raise_max_ttl_then(std::int64_t ttl, Request acquisition) {
   const std::uint64_t epoch_then = epoch();
   const auto deadline = acquisition.deadline;
-  auto raise =
-      std::make_shared<const std::vector<Call>>(1, Call{&scripts::max_ttl_raise(),
-                                                        {node_key_in_slot(kMaxTtlKey, kHomeSlot)},
-                                                        {std::to_string(ttl)}});
-  route(Request{
-      std::move(raise), kHomeSlot, deadline,
-      [this, ttl, epoch_then, acquisition = std::move(acquisition)](Result<resp::Reply> r) mutable {
-        if (!r || r->is_error()) {
-          // Not recorded where greetings look: this node must not grant it.
-          return acquisition.done(r ? Result<resp::Reply>(Error(
-                                          errc::script_error, "raising the largest ttl: " + r->str))
-                                    : std::move(r));
-        }
-        if (epoch_then == epoch()) {
-          home_max_ttl_ = epoch_then == home_max_ttl_epoch_ ? std::max(home_max_ttl_, ttl) : ttl;
-          home_max_ttl_epoch_ = epoch_then;
-        }
-        route(std::move(acquisition));
-      }});
+  const auto sent = net::Clock::now();
+  auto raise = std::make_shared<const std::vector<Call>>(
+      1, Call{&scripts::max_ttl_raise(),
+              {node_key_in_slot(kMaxTtlKey, kHomeSlot)},
+              {std::to_string(ttl), std::to_string(2 * ttl)}});
+  route(Request{std::move(raise), kHomeSlot, deadline,
+                [this, ttl, epoch_then, sent,
+                 acquisition = std::move(acquisition)](Result<resp::Reply> r) mutable {
+                  if (!r || r->is_error()) {
+                    // Not recorded where greetings look: this node must not grant it.
+                    return acquisition.done(
+                        r ? Result<resp::Reply>(
+                                Error(errc::script_error, "raising the largest ttl: " + r->str))
+                          : std::move(r));
+                  }
+                  if (epoch_then == epoch()) {
+                    home_max_ttl_ = ttl;
+                    home_max_ttl_epoch_ = epoch_then;
+                    home_max_ttl_until_ = sent + std::chrono::milliseconds(2 * ttl);
+                  }
+                  route(std::move(acquisition));
+                }});
 }
 
 void ClusterNode::run_split_renew(const Call& call, net::Clock::time_point deadline,

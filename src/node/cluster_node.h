@@ -82,8 +82,8 @@ class ClusterNode final : public Node {
   void on_reply(ServerNode& shard, Request request, Result<resp::Reply> reply);
   void run_split_renew(const Call& call, net::Clock::time_point deadline,
                        net::Connection::Callback done);
-  // An acquisition whose ttl the greeting's copy of the largest ttl (slot 0's) may not know yet:
-  // raised there first, then sent (max_ttl_raise.lua).
+  // An acquisition whose ttl the greeting's copy of the live ttls (slot 0's) may not hold for a
+  // ttl more: raised there first, then sent (max_ttl_raise.lua).
   void raise_max_ttl_then(std::int64_t ttl, Request acquisition);
   // INFO for the cluster as a whole: asked of every master, answered as one server would, with
   // a run_id that changes whenever any master does (see the header comment).
@@ -128,8 +128,11 @@ class ClusterNode final : public Node {
 
   // The largest ttl known raised on slot 0's record, and the epoch it was raised in (a new
   // epoch may mean a new master there). Io thread only.
+  // The last ttl raised in slot 0's dlock:max-ttl, on which connection epoch, and until when
+  // that entry lives (raised for twice the ttl: an acquisition needs it for one ttl more).
   std::int64_t home_max_ttl_ = 0;
   std::uint64_t home_max_ttl_epoch_ = 0;
+  net::Clock::time_point home_max_ttl_until_{};
 
   std::map<std::string, ServerNode*> channels_;  // subscribed channel -> where (null: moving)
 };

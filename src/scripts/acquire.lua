@@ -12,10 +12,11 @@
 -- KEYS[3]  this node's fence floor: dlock:fence-floor, the largest token it ever handed out or
 --          was raised to, for any name; a counter that expired starts again from it, so the
 --          tokens of a name grow across its counter's lifetimes
--- KEYS[4]  dlock:max-ttl, the largest ttl (ms) this node knows of (hello.lua): raised to ARGV[3]
---          on a grant, so every node that holds a key knows its ttl, also when the greeting that
---          announced it missed this node (a restart quarantine computed from it is then long
---          enough)
+-- KEYS[4]  dlock:max-ttl, the ttls (ms) of leases that may still live here (hello.lua): a zset
+--          ttl -> until when (ms, this server's clock), the key as long-lived as its last entry.
+--          A grant records ARGV[3] for ARGV[3] ms, so every node that holds a key knows its ttl,
+--          also when the greeting that announced it missed this node (a restart quarantine
+--          computed from it is then long enough), and forgets it once no such lease can live
 -- ARGV[1]  owner token
 -- ARGV[2]  hold id: unique per acquisition, "CLIENT.N" with N growing per client; release and
 --          renew act only when it matches
@@ -50,15 +51,6 @@
 local function counter()
   return tonumber(redis.call('get', KEYS[2]) or redis.call('get', KEYS[3]) or '0')
 end
-local function next_token()
-  local token = counter() + 1
-  redis.call('set', KEYS[2], token, 'px', ARGV[3])
-  if token > tonumber(redis.call('get', KEYS[3]) or '0') then redis.call('set', KEYS[3], token) end
-  if tonumber(ARGV[3]) > tonumber(redis.call('get', KEYS[4]) or '0') then
-    redis.call('set', KEYS[4], ARGV[3])
-  end
-  return token
-end
 local function server_ms()
   local t = redis.call('time')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -66,6 +58,24 @@ end
 -- A key lives at least `ms` more (never shortened: other holds share it).
 local function outlive(key, ms)
   if redis.call('pttl', key) < ms then redis.call('pexpire', key, ms) end
+end
+-- KEYS[4]: a lease of ARGV[3] ms may live until ARGV[3] ms from now. A string there is the
+-- never-shrinking record of dlock before 0.2: replaced.
+local function record_ttl()
+  local ttl = tonumber(ARGV[3])
+  local until_ms = server_ms() + ttl
+  if type(redis.pcall('zadd', KEYS[4], 'gt', until_ms, ttl)) ~= 'number' then
+    redis.call('del', KEYS[4])
+    redis.call('zadd', KEYS[4], until_ms, ttl)
+  end
+  outlive(KEYS[4], ttl)
+end
+local function next_token()
+  local token = counter() + 1
+  redis.call('set', KEYS[2], token, 'px', ARGV[3])
+  if token > tonumber(redis.call('get', KEYS[3]) or '0') then redis.call('set', KEYS[3], token) end
+  record_ttl()
+  return token
 end
 -- Drops readers past their expiry; returns how long the last live one has left (0: none).
 local function live_readers_left(now)

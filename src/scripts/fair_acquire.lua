@@ -9,7 +9,7 @@
 -- KEYS[4]  the queue's liveness: dlock:queue-alive:{NAME}, a hash waiter -> deadline (ms, this
 --          server's clock)
 -- KEYS[5]  this node's fence floor: dlock:fence-floor (as in acquire.lua)
--- KEYS[6]  dlock:max-ttl (as in acquire.lua)
+-- KEYS[6]  dlock:max-ttl (as in acquire.lua: a zset ttl -> until when, raised on a grant)
 -- ARGV[1]  owner token (the waiter)
 -- ARGV[2]  hold id (as in acquire.lua)
 -- ARGV[3]  ttl in milliseconds
@@ -36,9 +36,13 @@ local function next_token()
   local token = counter() + 1
   redis.call('set', KEYS[2], token, 'px', ARGV[3])
   if token > tonumber(redis.call('get', KEYS[5]) or '0') then redis.call('set', KEYS[5], token) end
-  if tonumber(ARGV[3]) > tonumber(redis.call('get', KEYS[6]) or '0') then
-    redis.call('set', KEYS[6], ARGV[3])
+  -- As acquire.lua's record_ttl (a string there is an older dlock's record: replaced).
+  local ttl = tonumber(ARGV[3])
+  if type(redis.pcall('zadd', KEYS[6], 'gt', now + ttl, ttl)) ~= 'number' then
+    redis.call('del', KEYS[6])
+    redis.call('zadd', KEYS[6], now + ttl, ttl)
   end
+  if redis.call('pttl', KEYS[6]) < ttl then redis.call('pexpire', KEYS[6], ttl) end
   return token
 end
 

@@ -7,14 +7,18 @@
 --
 -- KEYS[1]        dlock:boots, a hash: run_id -> "last_seen_ms boot_ms" (this node's clock);
 --                boot_ms is 0 for a boot that was there when this node was first greeted
--- KEYS[2]        dlock:max-ttl, the largest lock ttl (ms) any client announced; its presence
---                also says that this node was greeted before (it is "in use")
--- ARGV[1]        the client's largest ttl in ms
+-- KEYS[2]        dlock:max-ttl, the ttls (ms) of leases that may still live here: a zset
+--                ttl -> until when (ms, this node's clock), raised by grants (acquire.lua),
+--                renewals (max_ttl_raise.lua) and announcements (ARGV[1]); an entry goes
+--                when no lease of its ttl can still live, so a quarantine follows the ttls
+--                in use, not the largest ever used
+-- ARGV[1]        the client's largest ttl in ms, announced: recorded for that long
 -- ARGV[2]        how many nodes the client's lock set has (N)
 -- ARGV[2i + 1]   run_id of the i-th node the client sees
 -- ARGV[2i + 2]   its uptime in seconds
 --
--- This node vouches (flags unknown boots) only if it already holds the boot records of at least
+-- This node is "in use" once it holds boot records (it was greeted before). It vouches (flags
+-- unknown boots) only if it is in use and holds the boot records of at least
 -- a quorum (N/2 + 1) of servers: then it was in use in a set this large, and with at most a
 -- minority restarted it still knows the others. A node in use in another set (say, alone,
 -- before these nodes were added) knows too few, and would otherwise take every new node for a
@@ -23,7 +27,8 @@
 -- new boot and too few known ones, and a count of those would silence every node that
 -- remembers (simulation seed 2300480, docs/simulation.md finding 8).
 --
--- Replies {max_ttl, age_1, age_2, ...}: the largest ttl this node knows, then for the i-th node
+-- Replies {max_ttl, age_1, age_2, ...}: the largest ttl of a lease that may still live here
+-- (the announced one included), then for the i-th node
 -- how many ms ago (by this node's clock) it booted if it booted while this node was in use, or
 -- -1 if not (seen when this node was first greeted). The client keeps a node with an age below
 -- the largest ttl out of quorums until that ttl has passed since its boot.
@@ -32,10 +37,24 @@
 -- is past any quarantine, so forgetting it cannot shorten one.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local recorded = redis.call('get', KEYS[2])
-local in_use = recorded ~= false
-local max_ttl = math.max(tonumber(recorded or '0'), tonumber(ARGV[1]))
-redis.call('set', KEYS[2], max_ttl)
+local in_use = redis.call('exists', KEYS[1]) == 1
+-- dlock before 0.2 kept a string here that never shrank: it becomes one entry that ends after
+-- its own ttl (a quarantine computed from it is as long as before, once more).
+if redis.call('type', KEYS[2]).ok == 'string' then
+  local old = tonumber(redis.call('get', KEYS[2])) or 0
+  redis.call('del', KEYS[2])
+  if old > 0 then redis.call('zadd', KEYS[2], now + old, old) end
+end
+local announced = tonumber(ARGV[1])
+if announced > 0 then
+  redis.call('zadd', KEYS[2], 'gt', now + announced, announced)
+  if redis.call('pttl', KEYS[2]) < announced then redis.call('pexpire', KEYS[2], announced) end
+end
+redis.call('zremrangebyscore', KEYS[2], '-inf', now)
+local max_ttl = 0
+for _, ttl in ipairs(redis.call('zrange', KEYS[2], 0, -1)) do
+  max_ttl = math.max(max_ttl, tonumber(ttl))
+end
 
 -- Counted before old records are dropped: clients that stayed connected for over a day greet no
 -- more, so every record may be old when a restart finally makes one greet.

@@ -1,16 +1,25 @@
--- max_ttl_raise: raises a node's record of the largest lock ttl in use. A Redis Cluster node
--- sends it to the copy that its greeting reads (slot 0's: node/cluster_node.h) before it sends
--- an acquisition with a larger ttl to the lock's own slot, so that, as on a single server, the
--- node knows every ttl it granted (acquire.lua raises only the copy of the lock's slot).
+-- max_ttl_raise: records that leases of a ttl may live here for a while (dlock:max-ttl, the
+-- zset that greetings read: hello.lua). Sent with every renewal round (a renewed lease lives on
+-- past the grant that recorded it), and by a Redis Cluster node to the copy that its greeting
+-- reads (slot 0's: node/cluster_node.h) before an acquisition (acquire.lua records only in the
+-- lock's own slot).
 --
--- KEYS[1]  the largest ttl this node knows of: dlock:max-ttl:{<tag of slot 0>}
+-- KEYS[1]  dlock:max-ttl (on a cluster: dlock:max-ttl:{<tag of slot 0>}), a zset
+--          ttl -> until when (ms, this server's clock)
 -- ARGV[1]  a ttl in milliseconds
+-- ARGV[2]  how long (ms) from now leases of that ttl may live
 --
--- Replies the record after the call (never lower than ARGV[1]).
-local ttl = tonumber(ARGV[1])
-local current = tonumber(redis.call('get', KEYS[1]) or '0')
-if current >= ttl then
-  return current
+-- Replies the largest ttl recorded after the call (never lower than ARGV[1]).
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl, live = tonumber(ARGV[1]), tonumber(ARGV[2])
+if type(redis.pcall('zadd', KEYS[1], 'gt', now + live, ttl)) ~= 'number' then
+  redis.call('del', KEYS[1])  -- an older dlock's string record
+  redis.call('zadd', KEYS[1], now + live, ttl)
 end
-redis.call('set', KEYS[1], ARGV[1])
-return ttl
+if redis.call('pttl', KEYS[1]) < live then redis.call('pexpire', KEYS[1], live) end
+local max_ttl = ttl
+for _, entry in ipairs(redis.call('zrangebyscore', KEYS[1], now, '+inf')) do
+  max_ttl = math.max(max_ttl, tonumber(entry))
+end
+return max_ttl

@@ -210,5 +210,53 @@ TEST(Issue28EvictionTest, DlockRunRefusesAnEvictingNodeUnlessAllowed) {
   EXPECT_NE(allowed_out.find("ran"), std::string::npos) << allowed_out;
 }
 
+// Item 4: the largest ttl ever used was remembered forever, so a node that restarted was kept
+// out for it long after every lease of that ttl had ended. Now the record follows the leases
+// that may still live: one released 2 s lease, its ttl long past, keeps nobody out.
+TEST(Issue28TtlRecordTest, ARestartIsNotQuarantinedForATtlNoLeaseStillHas) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  test::RedisCluster nodes(3);
+  Client client = client_of(nodes.urls());
+  ASSERT_TRUE(client.try_lock("long", fixed(2s, "a"))->unlock());
+  ASSERT_TRUE(client.try_lock("short", fixed(300ms, "a"))->unlock());
+  std::this_thread::sleep_for(2500ms);  // no lease of 2 s can live now
+  nodes[1].restart(/*keep_data=*/false);
+  nodes[2].kill9();  // node 1's vote is needed
+  Client later = client_of(nodes.urls());
+  Result<Lease> lease = Error(errc::lock_held, "not tried");
+  // Quarantined, if at all, for the live 300 ms ttl (long past too), not for 2 s.
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(eventually(
+      [&] {
+        lease = later.try_lock("job", fixed(300ms, "b"));
+        return lease.has_value();
+      },
+      5s))
+      << lease.error().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms)
+      << "kept out for a ttl that no live lease has";
+}
+
+// Item 4, the other side: a lease renewed long past its grant keeps its ttl recorded, so a node
+// that restarts while it lives is still kept out (the record's end follows the renewals).
+TEST(Issue28TtlRecordTest, ARenewedLeaseKeepsARestartedNodeOut) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  test::RedisCluster nodes(3);
+  Client holder_client = client_of(nodes.urls());
+  // Another library's short lock on node 2: the holder's lease lives on nodes 0 and 1 only.
+  nodes[2].command({"SET", "job", "other-library", "PX", "300"});
+  LockOptions renewed = fixed(1500ms, "holder");
+  renewed.auto_renew = true;
+  auto held = holder_client.try_lock("job", renewed);
+  ASSERT_TRUE(held) << held.error().message();
+  std::this_thread::sleep_for(2500ms);  // several renewals: the grant's record alone has ended
+  ASSERT_TRUE(held->is_held());
+  ASSERT_FALSE(nodes[2].exists("job"));
+  nodes[1].restart(/*keep_data=*/false);
+  Client second = client_of(nodes.urls());
+  auto stolen = second.try_lock("job", fixed(1500ms, "second"));
+  EXPECT_FALSE(stolen) << "two holders: the restarted node 1 and node 2 granted 'job'";
+}
+
 }  // namespace
 }  // namespace dlock

@@ -95,6 +95,11 @@ resp::Reply SimNode::run_script(const node::Call& call, std::int64_t now) {
   if (name == "renew") return renew(call, now);
   if (name == "fence_raise") return fence_raise(call, now);
   if (name == "hello") return hello(call, now);
+  if (name == "max_ttl_raise") {
+    const std::int64_t ttl = number(at(call.args, 0));
+    record_ttl(at(call.keys, 0), ttl, number(at(call.args, 1)), now);
+    return integer(std::max(ttl, live_max_ttl(at(call.keys, 0), now)));
+  }
   return error("ERR sim: script " + std::string(name) + " not modelled");
 }
 
@@ -121,11 +126,27 @@ std::int64_t SimNode::next_token(const std::string& fence, const std::string& fl
   store_.set(fence, std::to_string(token), ttl, now);
   const auto f = store_.get(floor, now);
   if (token > (f ? number(*f) : 0)) store_.set(floor, std::to_string(token), std::nullopt, now);
-  // acquire.lua raises dlock:max-ttl (KEYS[4]) to the ttl on a grant.
-  const auto m = store_.get("dlock:max-ttl", now);
-  if (ttl > (m ? number(*m) : 0))
-    store_.set("dlock:max-ttl", std::to_string(ttl), std::nullopt, now);
+  // acquire.lua records in dlock:max-ttl (KEYS[4]) that a lease of `ttl` may live `ttl` more.
+  record_ttl("dlock:max-ttl", ttl, ttl, now);
   return token;
+}
+
+// The zset ttl -> until of the scripts, as a hash here: ZADD GT keeps the later until.
+void SimNode::record_ttl(const std::string& key, std::int64_t ttl, std::int64_t live,
+                         std::int64_t now) {
+  const HGet entry = store_.hget(key, std::to_string(ttl), now);
+  const std::int64_t until = now + live;
+  if (entry.kind != HGet::Kind::value || number(entry.value) < until) {
+    store_.hset(key, std::to_string(ttl), std::to_string(until), now);
+  }
+}
+
+std::int64_t SimNode::live_max_ttl(const std::string& key, std::int64_t now) {
+  std::int64_t largest = 0;
+  for (const auto& [ttl, until] : store_.hgetall(key, now)) {
+    if (number(until) > now) largest = std::max(largest, number(ttl));
+  }
+  return largest;
 }
 
 // string.match(id, '^(.*)%.(%d+)$') on both, as acquire.lua does.
@@ -211,10 +232,11 @@ resp::Reply SimNode::fence_raise(const node::Call& call, std::int64_t now) {
 resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
   const std::string& boots = at(call.keys, 0);
   const std::string& max_ttl_key = at(call.keys, 1);
-  const auto recorded = store_.get(max_ttl_key, now);
-  const bool in_use = recorded.has_value();
-  const std::int64_t max_ttl = std::max(recorded ? number(*recorded) : 0, number(at(call.args, 0)));
-  store_.set(max_ttl_key, std::to_string(max_ttl), std::nullopt, now);
+  // In use once it holds boot records; the announced ttl is recorded for as long as itself.
+  const bool in_use = !store_.hgetall(boots, now).empty();
+  const std::int64_t announced = number(at(call.args, 0));
+  if (announced > 0) record_ttl(max_ttl_key, announced, announced, now);
+  const std::int64_t max_ttl = live_max_ttl(max_ttl_key, now);
 
   // It vouches only if it holds the boot records of a quorum of the set's size (ARGV[2]),
   // named now or not, counted before old records are dropped.
