@@ -11,7 +11,8 @@
 --          the lock (ttl ms after the last grant): Redis keeps nothing for unused names
 -- KEYS[3]  this node's fence floor: dlock:fence-floor, the largest token it ever handed out or
 --          was raised to, for any name; a counter that expired starts again from it, so the
---          tokens of a name grow across its counter's lifetimes
+--          tokens of a name grow across its counter's lifetimes; a node without one counts from
+--          its clock in microseconds (counter() below)
 -- KEYS[4]  dlock:max-ttl, the ttls (ms) of leases that may still live here (hello.lua): a zset
 --          ttl -> until when (ms, this server's clock), the key as long-lived as its last entry.
 --          A grant records ARGV[3] for ARGV[3] ms, so every node that holds a key knows its ttl,
@@ -48,12 +49,19 @@
 --                     registered). Refused by a waiting writer: when its registration ends.
 --   {0, fence, pttl, 1}  refused by readers, and the writer registered as waiting: it must
 --                     leave (fair_leave.lua) if it gives up
-local function counter()
-  return tonumber(redis.call('get', KEYS[2]) or redis.call('get', KEYS[3]) or '0')
-end
 local function server_ms()
   local t = redis.call('time')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- The name's counter, else the node's floor, else (a node that lost its memory, or a new one)
+-- the server's clock in microseconds: tokens grow by one per grant, far slower than that clock,
+-- so a node that restarted empty still counts from above every token handed out before, even
+-- when every node lost its memory (a quiet rolling restart). Exact in a Lua number below 2^53.
+local function counter()
+  local known = redis.call('get', KEYS[2]) or redis.call('get', KEYS[3])
+  if known then return tonumber(known) end
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 -- A key lives at least `ms` more (never shortened: other holds share it).
 local function outlive(key, ms)

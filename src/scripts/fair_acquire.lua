@@ -29,8 +29,11 @@
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local owner = ARGV[1]
+-- As acquire.lua's: the counter, the floor, else the clock in microseconds.
 local function counter()
-  return tonumber(redis.call('get', KEYS[2]) or redis.call('get', KEYS[5]) or '0')
+  local known = redis.call('get', KEYS[2]) or redis.call('get', KEYS[5])
+  if known then return tonumber(known) end
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local function next_token()
   local token = counter() + 1

@@ -35,11 +35,12 @@ class FencingRedlockTest : public test::ClusterTest {};
 // The naive "maximum of the quorum's counters" fails here: the largest counter sits on one
 // node, which is then killed. The token must still have been raised on a majority.
 TEST_P(FencingRedlockTest, TokenSurvivesTheLossOfTheNodeItCameFrom) {
-  (*nodes_)[0].command({"SET", "dlock:fence:{job}", "100"});
+  // Above the other nodes' first counters (their clocks in microseconds, about 1.8e15 now).
+  (*nodes_)[0].command({"SET", "dlock:fence:{job}", "4000000000000000"});
   Client client = make_client();
   auto first = client.try_lock("job", fixed(5s));
   ASSERT_TRUE(first) << first.error().message();
-  EXPECT_EQ(first->fencing_token().value(), 101u);
+  EXPECT_EQ(first->fencing_token().value(), 4000000000000001u);
   ASSERT_TRUE(first->unlock());
   (*nodes_)[0].kill9();
   auto second = client.try_lock("job", fixed(5s));

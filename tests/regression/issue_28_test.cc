@@ -258,5 +258,30 @@ TEST(Issue28TtlRecordTest, ARenewedLeaseKeepsARestartedNodeOut) {
   EXPECT_FALSE(stolen) << "two holders: the restarted node 1 and node 2 granted 'job'";
 }
 
+// Item 5: a quiet rolling restart without persistence (one node at a time, each after the ttl
+// has passed) erased every copy of a name's token, and the next token started again from 1. A
+// node without a fence floor now counts from its clock in microseconds.
+TEST(Issue28FencingTest, TokensKeepGrowingAcrossAQuietRollingRestart) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  test::RedisCluster nodes(3);
+  Client client = client_of(nodes.urls());
+  FencingToken last;
+  for (int i = 0; i < 5; ++i) {
+    auto lease = client.lock("job", 10s, fixed(400ms, "a"));
+    ASSERT_TRUE(lease) << lease.error().message();
+    last = lease->fencing_token();
+    ASSERT_TRUE(lease->unlock());
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    std::this_thread::sleep_for(600ms);  // quiet: longer than the ttl
+    nodes[i].restart(/*keep_data=*/false);
+  }
+  std::this_thread::sleep_for(600ms);
+  Client later = client_of(nodes.urls());
+  auto lease = later.lock("job", 10s, fixed(400ms, "b"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  EXPECT_GT(lease->fencing_token(), last) << "a token went down after every node restarted";
+}
+
 }  // namespace
 }  // namespace dlock

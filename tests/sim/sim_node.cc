@@ -116,7 +116,7 @@ std::int64_t SimNode::counter(const std::string& fence, const std::string& floor
   // tonumber(redis.call('get', KEYS[2]) or redis.call('get', KEYS[3]) or '0')
   if (auto v = store_.get(fence, now)) return number(*v);
   if (auto v = store_.get(floor, now)) return number(*v);
-  return 0;
+  return now * 1000;  // acquire.lua: the server's clock in microseconds
 }
 
 std::int64_t SimNode::next_token(const std::string& fence, const std::string& floor,
