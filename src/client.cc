@@ -117,7 +117,8 @@ ClientCore::ClientCore(const ClientOptions& options, std::unique_ptr<asio::ssl::
             waiters_.on_message(channel, payload);
           },
           options.observer.get()),
-      lock_(nodes_, options.drift_factor, options.observer.get(), options.allow_eviction),
+      lock_(nodes_, options.drift_factor, options.observer.get(),
+            lock::MembershipOptions{options.allow_eviction, options.start_from_quorum}),
       holds_(lock_),
       watchdog_(lock_, options.observer.get()) {}
 

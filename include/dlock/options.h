@@ -54,6 +54,12 @@ struct ClientOptions {
   // owner, so by default it never counts for a quorum, and errors name its policy. Turn this
   // on only where memory can never run out. Default: false.
   bool allow_eviction = false;
+  // Restart protection needs the nodes to remember each other, so a lock set that no node
+  // remembers (brand new, or, indistinguishably, every node restarted empty) starts only once
+  // every node has answered: a node down or broken at first use blocks the set until it
+  // answers. With this on, a quorum is enough; a node that was down then and later restarts
+  // before it joined is not recognised as restarted. Default: false.
+  bool start_from_quorum = false;
   TlsOptions tls;
   // Metrics and tracing hooks (dlock/observer.h; dlock::PrometheusObserver is a ready one).
   // Shared: one observer may serve several clients. Default: none (nothing is measured).

@@ -12,7 +12,6 @@
 #include "scripts/script.h"
 
 namespace dlock::lock {
-namespace {
 
 struct BootIdentity {
   std::string run_id;
@@ -30,6 +29,8 @@ struct BootIdentity {
     return false;
   }
 };
+
+namespace {
 
 // What a greeting learns of one node from its INFO (default sections): its boot identity, or
 // why it must not vote whatever the others say.
@@ -80,14 +81,26 @@ NodeFacts parse_info(const Result<resp::Reply>& r, bool allow_eviction) {
   return {std::move(id), {}};
 }
 
+// Why a greeting's answers could not be trusted, for the errors of the nodes left unchecked.
+std::string unsettled_text(const BootReport& report, const GreetingVerdict& verdict) {
+  if (verdict.brand_new) {
+    return "a lock set's first greeting needs an answer from every node (" +
+           std::to_string(report.told) +
+           " answered; ClientOptions::start_from_quorum starts it from a quorum)";
+  }
+  return "too few nodes answered that can vouch for the others (" +
+         std::to_string(verdict.counted) +
+         " in use and not restarted recently): waiting for the nodes that remember";
+}
+
 }  // namespace
 
 Membership::Membership(node::Fanout& nodes, double drift_factor, Observer* observer,
-                       bool allow_eviction)
+                       MembershipOptions options)
     : nodes_(nodes),
       drift_factor_(drift_factor),
       observer_(observer),
-      allow_eviction_(allow_eviction),
+      options_(options),
       mu_([&nodes](std::function<void()> f) { nodes.post(std::move(f)); }),
       checked_epoch_(nodes.size(), kUnchecked),
       attempted_epoch_(nodes.size(), kUnchecked),
@@ -119,7 +132,7 @@ engine::Task<Membership::View> Membership::refresh_task(std::chrono::millisecond
 }
 
 Membership::View Membership::view_locked(std::chrono::milliseconds ttl) const {
-  View view{std::vector<bool>(nodes_.size()), duplicate_, checked_epoch_, excluded_};
+  View view{std::vector<bool>(nodes_.size()), duplicate_, checked_epoch_, excluded_, unsettled_};
   // A ttl not yet announced to a quorum: a node that restarts while such a lock lives would
   // be quarantined for a shorter ttl than the lock's. Nobody votes until it is announced.
   view.ttl_unannounced = ttl > announced_ttl_;
@@ -131,27 +144,27 @@ Membership::View Membership::view_locked(std::chrono::milliseconds ttl) const {
   return view;
 }
 
-engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
+engine::Task<Membership::Identities> Membership::identify() {
   // A run_id belongs to a connection only if the connection is the same before INFO and after
   // hello: a reconnect in between may have reached another process. The first INFO on a new
   // client also makes the connections (their epochs change), so INFO is asked again, a few
   // times at most, until the epochs hold still around it.
-  std::vector<std::uint64_t> epochs(nodes_.size());
-  std::vector<std::optional<BootIdentity>> ids(nodes_.size());
+  Identities found{std::vector<std::uint64_t>(nodes_.size()),
+                   std::vector<std::optional<BootIdentity>>(nodes_.size())};
   std::vector<std::string> excluded(nodes_.size());
   for (int round = 0; round < 3; ++round) {
-    for (std::size_t i = 0; i < nodes_.size(); ++i) epochs[i] = nodes_.epoch(i);
+    for (std::size_t i = 0; i < nodes_.size(); ++i) found.epochs[i] = nodes_.epoch(i);
     // The default sections: server (run_id, uptime), replication (role, replication ids),
     // memory (maxmemory, its policy), stats (evicted_keys).
     node::ScriptRound info(nodes_, {"INFO"});
     node::Outcomes infos = co_await info;
     bool settled = true;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      NodeFacts facts = parse_info(infos[i], allow_eviction_);
-      ids[i] = std::move(facts.id);
+      NodeFacts facts = parse_info(infos[i], options_.allow_eviction);
+      found.ids[i] = std::move(facts.id);
       excluded[i] = std::move(facts.excluded);
-      if ((ids[i] || !excluded[i].empty()) && nodes_.epoch(i) != epochs[i]) {
-        ids[i].reset();
+      if ((found.ids[i] || !excluded[i].empty()) && nodes_.epoch(i) != found.epochs[i]) {
+        found.ids[i].reset();
         excluded[i].clear();
         settled = false;
       }
@@ -163,9 +176,17 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     if (excluded[i].empty()) continue;
     excluded_[i] = std::move(excluded[i]);
-    checked_epoch_[i] = epochs[i];
+    checked_epoch_[i] = found.epochs[i];
   }
-  std::vector<std::string> args{std::to_string(max_ttl.count()), std::to_string(nodes_.size())};
+  co_return found;
+}
+
+engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
+  auto identifying = identify();
+  const Identities found = co_await std::move(identifying);
+  const auto& ids = found.ids;
+  std::vector<std::string> args{std::to_string(max_ttl.count()), std::to_string(nodes_.size()),
+                                "greet"};
   std::vector<std::size_t> greeted;  // node indexes, in the order of the hello pairs
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     if (!ids[i]) continue;
@@ -174,18 +195,31 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   }
   const auto asked = Clock::now();
   node::ScriptRound hello(nodes_, scripts::hello(), {kBootsKey, kMaxTtlKey}, std::move(args));
-  const BootReport report = tally_hello(co_await hello, greeted.size());
+  const BootReport report = tally_hello(co_await hello, greeted);
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    attempted_epoch_[i] = epochs[i];
+    attempted_epoch_[i] = found.epochs[i];
     retry_at_[i] = asked + std::chrono::seconds(1);
   }
-  // A lone node cannot vouch for itself: without a quorum of answers nothing is settled.
   recheck_at_ = asked + std::chrono::seconds(1);
-  if (report.told < nodes_.quorum()) co_return false;
+  const GreetingVerdict verdict =
+      judge_greeting(report, nodes_.size(), nodes_.quorum(), options_.start_from_quorum);
+  if (!verdict.trusted) {
+    // Nothing votes until a greeting is trusted: try again soon, not in a second (a node that
+    // does not answer costs the node timeout per try, but nothing works meanwhile anyway).
+    unsettled_ = unsettled_text(report, verdict);
+    for (auto& at : retry_at_) at = asked + kUnsettledRetry;
+    recheck_at_ = asked + kUnsettledRetry;
+    co_return false;
+  }
+  unsettled_.clear();
   const auto largest = std::max(max_ttl, report.max_ttl);
+  auto joining = join(greeted, ids, report, largest);
+  const std::vector<bool> member = co_await std::move(joining);
   for (std::size_t k = 0; k < greeted.size(); ++k) {
     const std::size_t i = greeted[k];
-    if (nodes_.epoch(i) != epochs[i]) continue;  // reconnected meanwhile: greet again
+    // Reconnected meanwhile, or not a member (it did not answer, or its join failed): it does
+    // not vote, and is greeted again.
+    if (nodes_.epoch(i) != found.epochs[i] || !member[k]) continue;
     excluded_[i].clear();
     // One server named twice (two addresses of one host, or a server URL and a cluster or
     // sentinel URL that reach it) would count one vote twice.
@@ -193,26 +227,58 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
     for (std::size_t j = 0; j < k; ++j) {
       if (ids[greeted[j]]->shares_a_server_with(*ids[i])) duplicate_[i] = true;
     }
-    if (const auto age = report.boot_age[k]; age && *age < largest) {
-      // Booted `age` ago by the reporting node's clock; allow for its drift against ours.
-      const auto wait = largest - *age;
-      const auto until = asked + wait + drift(wait, drift_factor_);
-      if (observer_ != nullptr) {
-        // Once per quarantine: one that starts now, not one a later greeting lengthens.
-        const auto now = Clock::now();
-        if (until > now && quarantine_until_[i] <= now) {
-          observer_->quarantined(
-              QuarantineEvent{i, nodes_.address(i).display(),
-                              std::chrono::ceil<std::chrono::milliseconds>(until - now)});
-        }
-      }
-      quarantine_until_[i] = std::max(quarantine_until_[i], until);
-    }
-    checked_epoch_[i] = epochs[i];
+    if (const auto age = report.boot_age[k]; age && *age < largest)
+      quarantine(i, asked, largest - *age);
+    checked_epoch_[i] = found.epochs[i];
   }
   announced_ttl_ = largest;
   recheck_at_ = asked + kRecheckEvery;
   co_return true;
+}
+
+engine::Task<std::vector<bool>> Membership::join(
+    const std::vector<std::size_t>& greeted, const std::vector<std::optional<BootIdentity>>& ids,
+    const BootReport& report, std::chrono::milliseconds largest) {
+  std::vector<bool> member(greeted.size());
+  bool anyone = false;
+  for (std::size_t k = 0; k < greeted.size(); ++k) {
+    member[k] = report.answered[k] && report.in_use[k];
+    anyone = anyone || (report.answered[k] && !report.in_use[k]);
+  }
+  if (!anyone) co_return member;
+  // Every boot with the age this greeting learned: the new member reports a recent restart as
+  // the older members do. Sent to every node: an old member only gains records it lacked.
+  std::vector<std::string> args{std::to_string(largest.count()), std::to_string(nodes_.size()),
+                                "join"};
+  for (std::size_t k = 0; k < greeted.size(); ++k) {
+    const auto& age = report.boot_age[k];
+    args.insert(args.end(), {ids[greeted[k]]->run_id, std::to_string(age ? age->count() : -1)});
+  }
+  node::ScriptRound joined(nodes_, scripts::hello(), {kBootsKey, kMaxTtlKey}, std::move(args));
+  const node::Outcomes outcomes = co_await joined;
+  for (std::size_t k = 0; k < greeted.size(); ++k) {
+    const auto& r = outcomes[greeted[k]];
+    const bool ok = r && r->is_array() && r->elements.size() == 2 && r->elements[1].is_integer() &&
+                    r->elements[1].integer == 1;
+    member[k] = member[k] || (report.answered[k] && ok);
+  }
+  co_return member;
+}
+
+void Membership::quarantine(std::size_t i, Clock::time_point asked,
+                            std::chrono::milliseconds wait) {
+  // Booted `largest - wait` ago by the reporting node's clock; allow for its drift against ours.
+  const auto until = asked + wait + drift(wait, drift_factor_);
+  if (observer_ != nullptr) {
+    // Once per quarantine: one that starts now, not one a later greeting lengthens.
+    const auto now = Clock::now();
+    if (until > now && quarantine_until_[i] <= now) {
+      observer_->quarantined(
+          QuarantineEvent{i, nodes_.address(i).display(),
+                          std::chrono::ceil<std::chrono::milliseconds>(until - now)});
+    }
+  }
+  quarantine_until_[i] = std::max(quarantine_until_[i], until);
 }
 
 std::vector<std::chrono::milliseconds> Membership::quarantine() {

@@ -27,6 +27,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,18 +37,29 @@
 
 namespace dlock::lock {
 
+struct BootIdentity;  // one node's boot identity as INFO gives it (membership.cc)
+struct BootReport;    // lock/tally.h
+
+struct MembershipOptions {
+  // A node whose maxmemory-policy may evict keys with a ttl still votes (ClientOptions).
+  bool allow_eviction = false;
+  // A lock set none of whose nodes is in use starts once a quorum answers, not all (ClientOptions).
+  bool start_from_quorum = false;
+};
+
 class Membership {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `observer` (may be null) hears of every quarantine that starts or grows. With
-  // `allow_eviction`, a node whose maxmemory-policy may evict keys with a ttl still votes.
+  // `observer` (may be null) hears of every quarantine that starts or grows.
   Membership(node::Fanout& nodes, double drift_factor, Observer* observer = nullptr,
-             bool allow_eviction = false);
+             MembershipOptions options = {});
 
   // How often the nodes are greeted again while nothing else asks for it: a node's role or
   // eviction policy can change under a running client (a failover, CONFIG SET).
   static constexpr std::chrono::seconds kRecheckEvery{30};
+  // How soon a greeting whose answers could not be trusted is tried again.
+  static constexpr std::chrono::milliseconds kUnsettledRetry{100};
 
   // Which nodes may vote now. Valid for the connection epochs it names: a vote from a node
   // whose connection changed since is not counted (it may be a new process).
@@ -57,6 +69,9 @@ class Membership {
     std::vector<std::uint64_t> epochs;
     // Non-empty: node i never votes (a replica, a server that may evict keys), and why.
     std::vector<std::string> excluded;
+    // Non-empty: the last greeting's answers could not be trusted (why); nodes not greeted
+    // since do not vote.
+    std::string unsettled;
     // The ttl asked for was not announced to a quorum yet (their greetings failed): no votes.
     bool ttl_unannounced = false;
     // True if node i may count for a quorum, given its connection epoch now.
@@ -85,15 +100,28 @@ class Membership {
   engine::Task<std::vector<std::chrono::milliseconds>> quarantine_task();
 
  private:
-  // Greets the nodes: INFO, then hello.lua. Under mu_.
+  // What INFO says of every node, on which connection epoch. Under mu_.
+  struct Identities {
+    std::vector<std::uint64_t> epochs;
+    std::vector<std::optional<BootIdentity>> ids;
+  };
+  engine::Task<Identities> identify();
+  // Greets the nodes: INFO, hello.lua 'greet', and 'join' for nodes not yet members when the
+  // answers can be trusted (judge_greeting). Under mu_.
   engine::Task<bool> greet(std::chrono::milliseconds max_ttl);
+  // Per greeted node, whether it is a member after this greeting. Under mu_.
+  engine::Task<std::vector<bool>> join(const std::vector<std::size_t>& greeted,
+                                       const std::vector<std::optional<BootIdentity>>& ids,
+                                       const BootReport& report, std::chrono::milliseconds largest);
+  // Keeps node i out for `wait` from `asked` (plus drift). Under mu_.
+  void quarantine(std::size_t i, Clock::time_point asked, std::chrono::milliseconds wait);
   // The view for `ttl` from the current state. Under mu_.
   View view_locked(std::chrono::milliseconds ttl) const;
 
   node::Fanout& nodes_;
   const double drift_factor_;
   Observer* const observer_;
-  const bool allow_eviction_;
+  const MembershipOptions options_;
   engine::AsyncMutex mu_;
   // Per node, all guarded by mu_: the connection epoch last greeted (kUnchecked: never), the
   // epoch of the last attempt and when a failed attempt may be retried, and the quarantine.
@@ -104,6 +132,7 @@ class Membership {
   std::vector<Clock::time_point> quarantine_until_;
   std::vector<bool> duplicate_;
   std::vector<std::string> excluded_;           // why node i never votes (empty: it may)
+  std::string unsettled_;                       // guarded by mu_: View::unsettled
   std::chrono::milliseconds announced_ttl_{0};  // guarded by mu_
   Clock::time_point recheck_at_{};              // guarded by mu_: the next periodic greeting
 };

@@ -33,6 +33,9 @@ const char* kNewEpoch =
 
 std::string why_not_voting(const Membership::View& view, const node::Fanout& nodes, std::size_t i) {
   if (!view.excluded[i].empty()) return "never votes: " + view.excluded[i];
+  if (!view.unsettled.empty() && nodes.epoch(i) != view.epochs[i]) {
+    return "not greeted: " + view.unsettled;
+  }
   if (view.ttl_unannounced) return kUnannounced;
   if (view.duplicate[i]) return kDuplicate;
   return view.votes[i] && nodes.epoch(i) != view.epochs[i] ? kNewEpoch : kQuarantined;

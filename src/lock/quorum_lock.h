@@ -86,12 +86,12 @@ struct Renewal {
 
 class QuorumLock {
  public:
-  // `observer` (may be null) hears of quarantines. `allow_eviction`: see Membership.
+  // `observer` (may be null) hears of quarantines.
   QuorumLock(node::Fanout& nodes, double drift_factor, Observer* observer = nullptr,
-             bool allow_eviction = false)
+             MembershipOptions membership = {})
       : nodes_(nodes),
         drift_factor_(drift_factor),
-        membership_(nodes, drift_factor, observer, allow_eviction) {}
+        membership_(nodes, drift_factor, observer, membership) {}
 
   // One attempt at a new hold. Errors: lock_held, quorum_not_reached, timeout (quorum came
   // after the ttl). With `fair`, in arrival order through the name's queue.

@@ -104,24 +104,61 @@ Extension judge_extension(std::size_t extended, std::size_t errors, std::size_t 
   return extended + errors >= quorum ? Extension::no_quorum : Extension::lost;
 }
 
-BootReport tally_hello(const std::vector<Result<resp::Reply>>& replies, std::size_t greeted) {
+BootReport tally_hello(const std::vector<Result<resp::Reply>>& replies,
+                       const std::vector<std::size_t>& greeted) {
   BootReport report;
-  report.boot_age.resize(greeted);
-  for (const auto& r : replies) {
-    if (!r || !r->is_array() || r->elements.size() != greeted + 1) continue;
+  const std::size_t n = greeted.size();
+  report.boot_age.resize(n);
+  report.age_by_others.resize(n);
+  report.answered.resize(n);
+  report.in_use.resize(n);
+  const auto shorter = [](std::optional<std::chrono::milliseconds>& shortest, std::int64_t age) {
+    shortest = std::min(shortest.value_or(std::chrono::milliseconds::max()),
+                        std::chrono::milliseconds(age));
+  };
+  for (std::size_t node = 0; node < replies.size(); ++node) {
+    const auto& r = replies[node];
+    if (!r || !r->is_array() || r->elements.size() != n + 2) continue;
     const auto max_ttl = int_at(*r, 0);
-    if (!max_ttl) continue;
+    const auto in_use = int_at(*r, 1);
+    if (!max_ttl || !in_use) continue;
     ++report.told;
     report.max_ttl = std::max(report.max_ttl, node_duration(*max_ttl));
-    for (std::size_t k = 0; k < greeted; ++k) {
-      const auto age = int_at(*r, k + 1);
+    report.any_in_use = report.any_in_use || *in_use == 1;
+    for (std::size_t k = 0; k < n; ++k) {
+      if (greeted[k] == node) {
+        report.answered[k] = true;
+        report.in_use[k] = *in_use == 1;
+      }
+      const auto age = int_at(*r, k + 2);
       if (!age || *age < 0) continue;
-      auto& shortest = report.boot_age[k];
-      shortest = std::min(shortest.value_or(std::chrono::milliseconds::max()),
-                          std::chrono::milliseconds(*age));
+      shorter(report.boot_age[k], *age);
+      if (greeted[k] != node) shorter(report.age_by_others[k], *age);
     }
   }
   return report;
+}
+
+GreetingVerdict judge_greeting(const BootReport& report, std::size_t nodes, std::size_t quorum,
+                               bool start_from_quorum) {
+  GreetingVerdict verdict;
+  verdict.brand_new = !report.any_in_use;
+  for (std::size_t k = 0; k < report.answered.size(); ++k) {
+    if (!report.answered[k]) continue;
+    const auto& seen = report.age_by_others[k];
+    if (report.in_use[k]) {
+      if (!seen || *seen >= report.max_ttl) ++verdict.counted;
+    } else if (!seen) {
+      ++verdict.fresh;
+    }
+  }
+  if (report.told < quorum) return verdict;
+  if (verdict.brand_new) {
+    verdict.trusted = start_from_quorum || verdict.fresh == nodes;
+  } else {
+    verdict.trusted = verdict.counted >= 1 && verdict.counted + verdict.fresh + quorum > nodes;
+  }
+  return verdict;
 }
 
 }  // namespace dlock::lock

@@ -68,15 +68,41 @@ Extension judge_extension(std::size_t extended, std::size_t errors, std::size_t 
                           std::chrono::steady_clock::time_point now,
                           std::chrono::steady_clock::time_point valid_until);
 
-// Membership: the replies of hello.lua from every node. Returns, per greeted node, the
-// shortest time since its boot that any answering node reported (nullopt: no node saw it boot
-// while in use), and in `max_ttl` the largest ttl any answer named. `told` counts the nodes
-// whose reply had the expected shape.
+// Membership: the replies of hello.lua ('greet') from every node. `greeted[k]` is the node
+// index of the k-th identity the greeting named.
 struct BootReport {
+  // Per greeted node: the shortest time since its boot that any answering node reported
+  // (nullopt: no node saw it boot while in use), and the shortest that another node reported
+  // (its own report does not make it a restarted node in the eyes of others: a lone node's
+  // replicated records report its own failover).
   std::vector<std::optional<std::chrono::milliseconds>> boot_age;
-  std::chrono::milliseconds max_ttl{0};
-  std::size_t told = 0;
+  std::vector<std::optional<std::chrono::milliseconds>> age_by_others;
+  std::vector<bool> answered;            // its reply had the expected shape
+  std::vector<bool> in_use;              // ... and it said it is in use (it holds boot records)
+  std::chrono::milliseconds max_ttl{0};  // the largest any answer named
+  std::size_t told = 0;                  // replies with the expected shape, greeted or not
+  bool any_in_use = false;               // some answer, greeted or not, came from a node in use
 };
-BootReport tally_hello(const std::vector<Result<resp::Reply>>& replies, std::size_t greeted);
+BootReport tally_hello(const std::vector<Result<resp::Reply>>& replies,
+                       const std::vector<std::size_t>& greeted);
+
+// Whether a greeting's answers can be trusted, and so its quarantines and largest ttl. An
+// answer counts only from a node in use that no other node reports as booted within the
+// largest ttl: a node that restarted empty knows no ttl and no boot, and a node never made a
+// member (not in use) has no records of the set. Every lease was granted by a quorum of nodes
+// that were in use, so the counted nodes must meet every such quorum: with `fresh` answering
+// nodes known never to have been members (not in use, and no member saw them boot), at most
+// N - fresh nodes can hold leases, and counted + fresh >= N - quorum + 1 makes the counted ones
+// meet each quorum in a node that remembers. A brand-new set (no answer from a node in use)
+// starts only when all N answer, or, with `start_from_quorum`, a quorum (an opt-in: it cannot
+// tell a new set from one whose members all restarted empty). Either way a quorum must answer.
+struct GreetingVerdict {
+  bool trusted = false;
+  std::size_t counted = 0;
+  std::size_t fresh = 0;
+  bool brand_new = false;
+};
+GreetingVerdict judge_greeting(const BootReport& report, std::size_t nodes, std::size_t quorum,
+                               bool start_from_quorum);
 
 }  // namespace dlock::lock

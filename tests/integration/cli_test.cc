@@ -80,6 +80,13 @@ class CliTest : public ::testing::Test {
   std::unique_ptr<RedisServer> server_;
 };
 
+// The number after the last `prefix` in `text` (0 if absent): a fencing token the command
+// printed. Tokens start from the node's clock in microseconds and grow by one per grant.
+std::uint64_t token_after(const std::string& text, const std::string& prefix) {
+  const auto at = text.rfind(prefix);
+  return at == std::string::npos ? 0 : std::stoull(text.substr(at + prefix.size()));
+}
+
 TEST_F(CliTest, ReturnsTheCommandsOwnExitStatus) {
   EXPECT_EQ(dlock_tool(args({"run", "job", "--", "sh", "-c", "exit 7"})).status, 7);
   EXPECT_EQ(dlock_tool(args({"run", "job", "--", "true"})).status, 0);
@@ -90,12 +97,14 @@ TEST_F(CliTest, CommandSeesNameTokenAndValidity) {
   Ran ran = dlock_tool(args({"run", "-t", "10s", "job", "--", "sh", "-c",
                              "echo \"N=$DLOCK_NAME T=$DLOCK_TOKEN V=$DLOCK_VALIDITY_MS\""}));
   ASSERT_EQ(ran.status, 0) << ran.output;
-  EXPECT_NE(ran.output.find("N=job T=1 V="), std::string::npos) << ran.output;
+  EXPECT_NE(ran.output.find("N=job T="), std::string::npos) << ran.output;
+  const std::uint64_t first = token_after(ran.output, "T=");
+  EXPECT_GT(first, 0u) << ran.output;
   const auto v = std::stol(ran.output.substr(ran.output.find("V=") + 2));
   EXPECT_GT(v, 8000);
   EXPECT_LE(v, 10000);
   Ran again = dlock_tool(args({"run", "job", "--", "sh", "-c", "echo T=$DLOCK_TOKEN"}));
-  EXPECT_NE(again.output.find("T=2"), std::string::npos) << again.output;
+  EXPECT_EQ(token_after(again.output, "T="), first + 1) << again.output;
 }
 
 // --min-replicas on a server without replicas: WAIT confirms none, so no node counts (69), the
@@ -146,13 +155,14 @@ TEST_F(CliTest, ConflictExitCodeIsChosenWithE) {
 TEST_F(CliTest, ShellCommandWithC) {
   Ran ran = dlock_tool(args({"run", "job", "-c", "echo \"T=$DLOCK_TOKEN\"; exit 5"}));
   EXPECT_EQ(ran.status, 5) << ran.output;
-  EXPECT_NE(ran.output.find("T=1"), std::string::npos) << ran.output;
+  const std::uint64_t token = token_after(ran.output, "T=");
+  EXPECT_GT(token, 0u) << ran.output;
   EXPECT_FALSE(server_->exists("job")) << "released after the command";
   // Both forms at once, or an empty one, is a usage error and takes no lock.
   EXPECT_EQ(dlock_tool(args({"run", "job", "-c", "true", "--", "true"})).status, 64);
   EXPECT_EQ(dlock_tool(args({"run", "job", "-c", ""})).status, 64);
   EXPECT_EQ(dlock_tool(args({"run", "job", "-c", "", "--", "true"})).status, 64);
-  EXPECT_EQ(server_->command({"GET", "dlock:fence:{job}"})->str, std::string("1"));
+  EXPECT_EQ(server_->command({"GET", "dlock:fence:{job}"})->str, std::to_string(token));
 }
 
 // --fair: waiters queue in arrival order (docs/features.md); from the shell it must take the
@@ -253,7 +263,8 @@ TEST(CliRedisFileTest, KeepsThePasswordOutOfTheCommandLine) {
                         "tr '\\0' ' ' < /proc/$PPID/cmdline; echo; echo T=$DLOCK_TOKEN"});
   ASSERT_EQ(ran.status, 0) << ran.output;
   EXPECT_NE(ran.output.find("dlock run --redis-file"), std::string::npos) << ran.output;
-  EXPECT_NE(ran.output.find("T=1"), std::string::npos) << ran.output;
+  const std::uint64_t first = token_after(ran.output, "T=");
+  EXPECT_GT(first, 0u) << ran.output;
   EXPECT_EQ(ran.output.find("sesame"), std::string::npos) << ran.output;
   EXPECT_EQ(ran.output.find("warning"), std::string::npos) << ran.output;
   Ran from_env = dlock_tool({"run", "job", "--", "true"}, "DLOCK_REDIS_FILE=" + nodes.path());
@@ -275,7 +286,7 @@ TEST(CliRedisFileTest, KeepsThePasswordOutOfTheCommandLine) {
   Ran open_file = dlock_tool({"run", "--redis-file", readable.path(), "job", "--", "true"});
   EXPECT_EQ(open_file.status, 0) << open_file.output;
   EXPECT_NE(open_file.output.find("chmod 600"), std::string::npos) << open_file.output;
-  EXPECT_EQ(server.command({"GET", "dlock:fence:{job}"})->str, std::string("4"));
+  EXPECT_EQ(server.command({"GET", "dlock:fence:{job}"})->str, std::to_string(first + 3));
 }
 
 // '#' starts a comment at the start of a line or after a blank (a URL may hold one); a
@@ -316,7 +327,7 @@ TEST_F(CliTest, MissingCommandExits127) {
 TEST_F(CliTest, NodesComeFromDlockRedisWhenNoFlagIsGiven) {
   Ran ran = dlock_tool({"run", "job", "--", "true"}, "DLOCK_REDIS=" + quote(server_->url()));
   EXPECT_EQ(ran.status, 0) << ran.output;
-  EXPECT_EQ(server_->command({"GET", "dlock:fence:{job}"})->str, std::string("1"));
+  EXPECT_EQ(server_->command({"EXISTS", "dlock:fence:{job}"})->integer, 1) << "taken there";
 }
 
 TEST_F(CliTest, KeepsTheLockForACommandThreeTimesLongerThanTheTtl) {
@@ -536,7 +547,7 @@ TEST_F(CliTest, StatusJsonDescribesEachNode) {
   ASSERT_EQ(j["nodes"].size(), 1u);
   EXPECT_EQ(j["nodes"][0]["owners"][0]["owner"], "worker-7");
   EXPECT_GT(j["nodes"][0]["ttl_ms"].get<long>(), 20000);
-  EXPECT_EQ(j["nodes"][0]["fence"], 1);
+  EXPECT_EQ(j["nodes"][0]["fence"], lease->fencing_token().value());
   ASSERT_TRUE(lease->unlock());
   auto free = nlohmann::json::parse(dlock_tool(args({"status", "--json", "job"})).output);
   EXPECT_EQ(free["held"], false);
@@ -589,7 +600,7 @@ TEST_F(CliTest, AcquireJsonAndAnOwnerFromTheEnvironment) {
   auto j = nlohmann::json::parse(acquired.output);
   EXPECT_EQ(j["name"], "deploy");
   EXPECT_EQ(j["owner"], "job-42");
-  EXPECT_EQ(j["fence"], 1);
+  EXPECT_GT(j["fence"].get<std::uint64_t>(), 0u);
   EXPECT_GT(j["validity_ms"].get<long>(), 50000);
   Ran released = dlock_tool(args({"release", "deploy"}), "DLOCK_OWNER=job-42");
   EXPECT_EQ(released.status, 0) << released.output;

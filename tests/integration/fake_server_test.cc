@@ -102,14 +102,40 @@ class FakeServer {
 class FakeServerTest : public ::testing::TestWithParam<Misbehaviour> {
  protected:
   void SetUp() override { DLOCK_REQUIRE_REDIS_OR_SKIP(); }
-  static Client client_for(std::vector<std::string> nodes) {
+  // A node broken from the start never answers a lock set's first greeting: the set starts
+  // from a quorum only with the opt-in (ClientOptions::start_from_quorum).
+  static Client client_for(std::vector<std::string> nodes, bool start_from_quorum = true) {
     ClientOptions o;
     o.nodes = std::move(nodes);
     o.node_timeout = 200ms;
     o.connect_timeout = 500ms;
+    o.start_from_quorum = start_from_quorum;
     return std::move(Client::create(o)).value();
   }
 };
+
+// Without the opt-in, a brand-new set with a broken node does not start (restart protection
+// cannot tell it from a set whose other members all restarted empty), and says so.
+TEST_P(FakeServerTest, ABrandNewSetWithItStartsOnlyWithTheOptIn) {
+  FakeServer fake(GetParam());
+  test::RedisCluster good(2);
+  Client strict = client_for({good[0].url(), fake.url(), good[1].url()}, false);
+  auto refused = strict.try_lock("job");
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(refused.error().is(errc::quorum_not_reached)) << refused.error().message();
+  EXPECT_NE(refused.error().message().find("first greeting needs an answer from every node"),
+            std::string::npos)
+      << refused.error().message();
+  EXPECT_FALSE(good[0].exists("job"));
+  Client opted_in = client_for({good[0].url(), fake.url(), good[1].url()});
+  auto lease = opted_in.try_lock("job");
+  ASSERT_TRUE(lease) << lease.error().message();
+  // Once the set started, the strict client sees members: it needs no opt-in any more.
+  ASSERT_TRUE(lease->unlock());
+  Client later = client_for({good[0].url(), fake.url(), good[1].url()}, false);
+  auto again = later.try_lock("job");
+  EXPECT_TRUE(again) << again.error().message();
+}
 
 TEST_P(FakeServerTest, AloneItGivesAnErrorNamingItQuickly) {
   FakeServer fake(GetParam());

@@ -61,6 +61,11 @@ TEST_P(FencingRedlockTest, ThousandAcquisitionsStayOrderedWhileMinorityNodesRest
       std::shuffle(order.begin(), order.end(), rng);
       for (std::size_t k = 0; k < victims; ++k) (*nodes_)[order[k]].restart(/*keep_data=*/false);
       ++restarts;
+      // A minority at a time: the restarted nodes rejoin (the client reconnects, greets, and
+      // they join) before the next ones restart. Restarts that pile up faster than that make
+      // a majority of nodes that remember nothing, and the set then waits for good
+      // (RestartTest.WithOneMemberDownARestartedNodeWaitsForTheNodesThatRemember).
+      std::this_thread::sleep_for(300ms);
     }
     auto lease = client.lock("job", 20s, fixed(300ms));
     ASSERT_TRUE(lease) << "acquisition " << i << ": " << lease.error().message();

@@ -54,6 +54,8 @@ TEST_F(RedlockTest, AcquiresOnAllNodesAndReleasesEverywhere) {
 
 TEST_F(RedlockTest, WorksWithTwoNodesKilled) {
   Client client = make_client();
+  // Every node answers the lock set's first greeting (a brand-new set needs them all).
+  ASSERT_TRUE(client.try_lock("warm-up", ttl(1s))->unlock());
   (*nodes_)[1].kill9();
   (*nodes_)[3].kill9();
   for (int i = 0; i < 3; ++i) {
@@ -172,6 +174,25 @@ TEST_F(RedlockTest, ThreadsKeepACounterExactWhileTwoNodesDie) {
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(overlaps.load(), 0);
   EXPECT_EQ(counter, kThreads * kRounds);
+}
+
+// A brand-new set with a minority down starts with ClientOptions::start_from_quorum.
+TEST_F(RedlockTest, ABrandNewSetWithTwoNodesDownStartsFromAQuorumWithTheOptIn) {
+  (*nodes_)[1].kill9();
+  (*nodes_)[3].kill9();
+  Client strict = make_client();
+  auto refused = strict.try_lock("job", ttl(10s));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message().find("first greeting needs an answer from every node"),
+            std::string::npos)
+      << refused.error().message();
+  ClientOptions o;
+  o.nodes = nodes_->urls();
+  o.start_from_quorum = true;
+  Client opted_in = std::move(Client::create(o)).value();
+  auto lease = opted_in.try_lock("job", ttl(10s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  EXPECT_EQ(nodes_with("job", {0, 2, 4}), 3u);
 }
 
 }  // namespace

@@ -194,10 +194,12 @@ TEST_P(Issue12ReviewMaxTtlTest, RestartedNodeIsQuarantinedForATtlItsGreetingMiss
 
   // X announces 20 s: A (0) and B (1) record it, C (2) answers the greeting with an error.
   // X's acquisition is granted by A and C; B answers it with an error.
+  // X has greeted every node once (all members in its view), before its next greeting fails on C.
+  Client x = make_client();
+  ASSERT_TRUE(x.try_lock("warm-up-x", fixed(500ms)));
   allow_keys(1, {"dlock:boots", "dlock:max-ttl"});
   allow_keys(2, {"job", "dlock:fence:*", "dlock:fence-floor", "dlock:max-ttl", "dlock:readers:*",
                  "dlock:writers-waiting:*"});
-  Client x = make_client();
   auto held = x.try_lock("job", fixed(20s, "x"));
   ASSERT_TRUE(held) << held.error().message();
   allow_keys(2, {"*"});

@@ -226,15 +226,19 @@ class Issue12NamingTest : public test::ClusterTest {
   }
   // hello.lua run by hand on node `node`, naming `run_ids` (each with uptime 0) in a set of
   // size() nodes, with a largest ttl of 10 s.
-  test::ReplyPtr hello(std::size_t node, const std::vector<std::string>& run_ids) {
+  // hello.lua 'greet' (uptime 0 for every boot), or 'join' (no boot known to have happened
+  // while the set was in use).
+  test::ReplyPtr hello(std::size_t node, const std::vector<std::string>& run_ids,
+                       const std::string& mode = "greet") {
     std::vector<std::string> args{"EVAL",
                                   std::string(scripts::hello().source),
                                   "2",
                                   "dlock:boots",
                                   "dlock:max-ttl",
                                   "10000",
-                                  std::to_string(size())};
-    for (const auto& id : run_ids) args.insert(args.end(), {id, "0"});
+                                  std::to_string(size()),
+                                  mode};
+    for (const auto& id : run_ids) args.insert(args.end(), {id, mode == "join" ? "-1" : "0"});
     return (*nodes_)[node].command(args);
   }
 };
@@ -287,16 +291,19 @@ TEST_P(Issue12NamingTest, GreetingThatNamesABareQuorumStillReportsARestart) {
   const std::vector<std::string> boots{"boot-0", "boot-1", "boot-2", "boot-3", "boot-4"};
   for (std::size_t i = 0; i < size(); ++i) {
     auto r = hello(i, boots);
-    ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == boots.size() + 1)
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == boots.size() + 2)
         << (r && r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
-    for (std::size_t k = 1; k < r->elements; ++k) EXPECT_EQ(r->element[k]->integer, -1);
+    EXPECT_EQ(r->element[1]->integer, 0) << "not in use before it joined";
+    for (std::size_t k = 2; k < r->elements; ++k) EXPECT_EQ(r->element[k]->integer, -1);
+    ASSERT_TRUE(hello(i, boots, "join"));
   }
   auto r = hello(1, {"boot-0-restarted", "boot-1", "boot-2"});
-  ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 4)
+  ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 5)
       << (r && r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
-  EXPECT_GE(r->element[1]->integer, 0) << "node 1 did not report node 0's new boot";
-  EXPECT_EQ(r->element[2]->integer, -1);
+  EXPECT_EQ(r->element[1]->integer, 1);
+  EXPECT_GE(r->element[2]->integer, 0) << "node 1 did not report node 0's new boot";
   EXPECT_EQ(r->element[3]->integer, -1);
+  EXPECT_EQ(r->element[4]->integer, -1);
 }
 
 // Found by review (failed on b202c53): clients that stay connected greet no more, so after a day
@@ -305,12 +312,12 @@ TEST_P(Issue12NamingTest, GreetingThatNamesABareQuorumStillReportsARestart) {
 // aged by hand.
 TEST_P(Issue12NamingTest, RecordsOlderThanADayStillMakeANodeVouch) {
   const std::vector<std::string> boots{"boot-0", "boot-1", "boot-2", "boot-3", "boot-4"};
-  ASSERT_TRUE(hello(0, boots));
+  ASSERT_TRUE(hello(0, boots, "join"));
   for (const auto& id : boots) (*nodes_)[0].command({"HSET", "dlock:boots", id, "1 0"});
   auto r = hello(0, {"boot-0", "boot-1-restarted", "boot-2", "boot-3", "boot-4"});
-  ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 6)
+  ASSERT_TRUE(r && r->type == REDIS_REPLY_ARRAY && r->elements == 7)
       << (r && r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
-  EXPECT_GE(r->element[2]->integer, 0) << "node 0 did not report node 1's new boot";
+  EXPECT_GE(r->element[3]->integer, 0) << "node 0 did not report node 1's new boot";
 }
 
 TEST_P(Issue12NamingTest, OneServerNamedTwiceVotesOnce) {

@@ -232,16 +232,33 @@ resp::Reply SimNode::fence_raise(const node::Call& call, std::int64_t now) {
 resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
   const std::string& boots = at(call.keys, 0);
   const std::string& max_ttl_key = at(call.keys, 1);
-  // In use once it holds boot records; the announced ttl is recorded for as long as itself.
+  // In use once it holds boot records. 'greet' on a node not in use writes nothing; 'join' makes
+  // it a member with the ages the greeting learned.
   const bool in_use = !store_.hgetall(boots, now).empty();
+  const bool joining = at(call.args, 2) == "join";
+  if (!in_use && !joining) {
+    std::vector<std::int64_t> result{live_max_ttl(max_ttl_key, now), 0};
+    for (std::size_t i = 3; i + 1 < call.args.size(); i += 2) result.push_back(-1);
+    return array(result);
+  }
   const std::int64_t announced = number(at(call.args, 0));
   if (announced > 0) record_ttl(max_ttl_key, announced, announced, now);
   const std::int64_t max_ttl = live_max_ttl(max_ttl_key, now);
+  if (joining) {
+    for (std::size_t i = 3; i + 1 < call.args.size(); i += 2) {
+      const std::int64_t age = number(call.args[i + 1]);
+      if (store_.hget(boots, call.args[i], now).kind != HGet::Kind::value) {
+        store_.hset(boots, call.args[i],
+                    std::to_string(now) + " " + std::to_string(age >= 0 ? now - age : 0), now);
+      }
+    }
+    return array({max_ttl, 1});
+  }
 
   // It vouches only if it holds the boot records of a quorum of the set's size (ARGV[2]),
   // named now or not, counted before old records are dropped.
-  const bool vouches = in_use && store_.hgetall(boots, now).size() >=
-                                     static_cast<std::size_t>(number(at(call.args, 1)) / 2 + 1);
+  const bool vouches = store_.hgetall(boots, now).size() >=
+                       static_cast<std::size_t>(number(at(call.args, 1)) / 2 + 1);
 
   // Records not seen for a day (or twice the largest ttl) are dropped.
   const std::int64_t keep = std::max<std::int64_t>(2 * max_ttl, 86400000);
@@ -249,9 +266,9 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
     const auto seen = leading_number(record);
     if (!seen || *seen < now - keep) store_.hdel(boots, run_id, now);
   }
-  std::vector<std::int64_t> result{max_ttl};
-  // for i = 3, #ARGV - 1, 2: the pairs (run_id, uptime) after ARGV[1] and ARGV[2].
-  for (std::size_t i = 2; i + 1 < call.args.size(); i += 2) {
+  std::vector<std::int64_t> result{max_ttl, 1};
+  // for i = 4, #ARGV - 1, 2: the pairs (run_id, uptime) after ARGV[1..3].
+  for (std::size_t i = 3; i + 1 < call.args.size(); i += 2) {
     const std::string& run_id = call.args[i];
     const std::int64_t uptime = number(call.args[i + 1]);
     const HGet record = store_.hget(boots, run_id, now);

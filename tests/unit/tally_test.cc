@@ -149,22 +149,89 @@ TEST(TallyTest, ExtensionJudgement) {
 }
 
 TEST(TallyTest, HelloTakesTheYoungestBootAndTheLargestTtl) {
-  // Three answers for two greeted nodes; one reply of the wrong shape; one lost.
-  const std::vector<Result<resp::Reply>> replies{array({30000, -1, 5000}), array({60000, -1, 2000}),
-                                                 array({1000, 3}), lost(), array({10000, -1, -1})};
-  const BootReport r = tally_hello(replies, 2);
+  // Five nodes, two greeted (nodes 0 and 4); one reply of the wrong shape; one lost.
+  const std::vector<Result<resp::Reply>> replies{array({30000, 1, -1, 5000}),
+                                                 array({60000, 1, -1, 2000}), array({1000, 1, 3}),
+                                                 lost(), array({10000, 1, -1, -1})};
+  const BootReport r = tally_hello(replies, {0, 4});
   EXPECT_EQ(r.told, 3u);
   EXPECT_EQ(r.max_ttl, 60000ms);
   EXPECT_FALSE(r.boot_age[0]);
   ASSERT_TRUE(r.boot_age[1]);
   EXPECT_EQ(*r.boot_age[1], 2000ms) << "the shortest age gives the longest quarantine";
+  EXPECT_TRUE(r.answered[0] && r.answered[1]);
+  EXPECT_TRUE(r.in_use[0] && r.in_use[1]);
+}
+
+TEST(TallyTest, HelloTellsANodesOwnReportFromOthers) {
+  // Node 0 reports its own boot (a lone HA node's replicated records); node 1 reports node 2's.
+  const std::vector<Result<resp::Reply>> replies{
+      array({1000, 1, 100, -1, -1}), array({1000, 1, -1, -1, 300}), array({0, 0, -1, -1, -1})};
+  const BootReport r = tally_hello(replies, {0, 1, 2});
+  EXPECT_EQ(*r.boot_age[0], 100ms);
+  EXPECT_FALSE(r.age_by_others[0]) << "its own report only";
+  EXPECT_EQ(*r.age_by_others[2], 300ms);
+  EXPECT_FALSE(r.in_use[2]);
+  EXPECT_TRUE(r.any_in_use);
+}
+
+// An answer of a given shape: greeted node k answered (in use or not), and who reported its boot.
+BootReport report_of(std::vector<int> states, std::chrono::milliseconds max_ttl = 1000ms) {
+  // states[k]: 0 no answer, 1 in use, 2 in use but reported booted 100 ms ago by another node,
+  // 3 not in use, 4 not in use and reported booted by another node.
+  BootReport r;
+  r.max_ttl = max_ttl;
+  for (const int s : states) {
+    r.answered.push_back(s != 0);
+    r.in_use.push_back(s == 1 || s == 2);
+    r.boot_age.push_back(s == 2 || s == 4 ? std::optional(100ms) : std::nullopt);
+    r.age_by_others.push_back(r.boot_age.back());
+    r.told += s != 0;
+    r.any_in_use = r.any_in_use || s == 1 || s == 2;
+  }
+  return r;
+}
+
+TEST(TallyTest, AGreetingCountsOnlyMembersNotRestartedRecently) {
+  // Two members answer: trusted.
+  EXPECT_TRUE(judge_greeting(report_of({1, 1, 0}), 3, 2, false).trusted);
+  // Finding 6's sibling: a member and the restarted node (reported by it): the restarted one's
+  // answer knows no ttl; only one answer counts. Waits for the node that remembers.
+  EXPECT_FALSE(judge_greeting(report_of({4, 1, 0}), 3, 2, false).trusted);
+  // Finding 2: the restarted node (empty) and a node never made a member: no member answers,
+  // and not every node did.
+  const auto finding2 = judge_greeting(report_of({3, 0, 3}), 3, 2, false);
+  EXPECT_FALSE(finding2.trusted);
+  EXPECT_TRUE(finding2.brand_new);
+  // One member, and one node no member ever saw boot (never a member): at most two nodes can
+  // hold leases, and the member is in every quorum of them.
+  EXPECT_TRUE(judge_greeting(report_of({1, 0, 3}), 3, 2, false).trusted);
+  // One member, and a node it saw boot (a restart, or a new node not yet past the ttl).
+  EXPECT_FALSE(judge_greeting(report_of({1, 0, 4}), 3, 2, false).trusted);
+  // A member reported booted long ago (past the largest ttl) counts again.
+  EXPECT_TRUE(judge_greeting(report_of({2, 1, 0}, 50ms), 3, 2, false).trusted);
+  EXPECT_FALSE(judge_greeting(report_of({2, 1, 0}, 1000ms), 3, 2, false).trusted);
+  // Five nodes: three members needed when nobody is known to be fresh.
+  EXPECT_FALSE(judge_greeting(report_of({1, 1, 4, 0, 0}), 5, 3, false).trusted);
+  EXPECT_TRUE(judge_greeting(report_of({1, 1, 1, 0, 0}), 5, 3, false).trusted);
+  EXPECT_TRUE(judge_greeting(report_of({1, 1, 3, 0, 0}), 5, 3, false).trusted);
+}
+
+TEST(TallyTest, ABrandNewSetStartsWhenEveryNodeAnswersOrWithTheOptIn) {
+  EXPECT_TRUE(judge_greeting(report_of({3, 3, 3}), 3, 2, false).trusted);
+  EXPECT_FALSE(judge_greeting(report_of({3, 3, 0}), 3, 2, false).trusted);
+  EXPECT_TRUE(judge_greeting(report_of({3, 3, 0}), 3, 2, true).trusted);
+  EXPECT_FALSE(judge_greeting(report_of({3, 0, 0}), 3, 2, true).trusted) << "not even a quorum";
+  // A lone node: its own answer.
+  EXPECT_TRUE(judge_greeting(report_of({3}), 1, 1, false).trusted);
+  EXPECT_TRUE(judge_greeting(report_of({1}), 1, 1, false).trusted);
 }
 
 // A largest ttl or a holder's ttl that an older client left on a node (it accepted any ttl) is
 // capped before deadlines are computed from it: no time_point overflow.
 TEST(TallyTest, NodeDurationsAreCappedAtTenYears) {
   constexpr std::int64_t kHuge = 1'000'000'000'000'000;  // ms: about 31,700 years
-  const BootReport r = tally_hello({array({kHuge, -1})}, 1);
+  const BootReport r = tally_hello({array({kHuge, 1, -1})}, {0});
   EXPECT_EQ(r.max_ttl, std::chrono::hours(24 * 365 * 10));
 }
 

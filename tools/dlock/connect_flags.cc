@@ -42,6 +42,11 @@ void add_connect_flags(CLI::App& app, ConnectFlags& flags) {
                "let nodes vote whose maxmemory-policy may evict keys (an evicted lock is free "
                "to a second owner: use only where memory can never run out)")
       ->envname("DLOCK_ALLOW_EVICTION");
+  app.add_flag("--start-from-quorum", flags.start_from_quorum,
+               "let a lock set that no node remembers start once a quorum answers, not every "
+               "node (restart protection then cannot tell a new set from one whose members all "
+               "restarted empty)")
+      ->envname("DLOCK_START_FROM_QUORUM");
 }
 
 namespace {
@@ -139,6 +144,7 @@ Result<Client> make_client(const ConnectFlags& flags, std::shared_ptr<Observer> 
   if (!timeout) return std::move(timeout).error();
   options.node_timeout = *timeout;
   options.allow_eviction = flags.allow_eviction;
+  options.start_from_quorum = flags.start_from_quorum;
   return Client::create(std::move(options));
 }
 

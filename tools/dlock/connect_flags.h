@@ -19,7 +19,8 @@ struct ConnectFlags {
   std::string tls_cert;
   std::string tls_key;
   std::string node_timeout = "200ms";
-  bool allow_eviction = false;  // nodes whose maxmemory-policy may evict lock keys still vote
+  bool allow_eviction = false;     // nodes whose maxmemory-policy may evict lock keys still vote
+  bool start_from_quorum = false;  // a brand-new lock set starts once a quorum answers
 };
 
 void add_connect_flags(CLI::App& app, ConnectFlags& flags);

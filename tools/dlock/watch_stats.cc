@@ -69,6 +69,10 @@ void WatchStats::poll(const LockStatus& status) {
   fence_ = std::max(fence_.value_or(0), fence);
   if (!first_fence_) first_fence_ = fence;
   if (!period_fence_) period_fence_ = fence;
+  // A name never taken had no counter (0); its first starts from the node's clock, so the rise
+  // from 0 counts nothing: the first counter seen counts as one grant (a lower bound).
+  if (fence > 0 && *first_fence_ == 0) first_fence_ = fence - 1;
+  if (fence > 0 && *period_fence_ == 0) period_fence_ = fence - 1;
 }
 
 std::string WatchStats::take_line(std::chrono::nanoseconds period) {
