@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace dlock {
@@ -87,6 +88,16 @@ struct QuarantineEvent {
   std::chrono::milliseconds duration;
 };
 
+// What a greeting read of a node's server (INFO), at every greeting (about every 30 s).
+struct NodeHealthEvent {
+  std::size_t node;
+  std::string_view address;
+  std::uint64_t evicted_keys;  // the server's evicted_keys (a cluster's: all masters' sum)
+  // Why the node never votes (a replica; a maxmemory-policy that may evict lock keys), or
+  // empty: it may vote.
+  std::string_view never_votes;
+};
+
 // noexcept: a callback runs in the middle of the client's work (inside a round, on the io or
 // watchdog thread); an exception there would leave connections or rounds half done, so an
 // observer that throws terminates the process instead. Overrides must be noexcept too.
@@ -99,6 +110,7 @@ class Observer {
   virtual void lost(const LostEvent&) noexcept {}
   virtual void node_request(const NodeRequestEvent&) noexcept {}
   virtual void quarantined(const QuarantineEvent&) noexcept {}
+  virtual void node_health(const NodeHealthEvent&) noexcept {}
 };
 
 }  // namespace dlock

@@ -41,6 +41,7 @@ class PrometheusObserver final : public Observer {
   void lost(const LostEvent& e) noexcept override;
   void node_request(const NodeRequestEvent& e) noexcept override;
   void quarantined(const QuarantineEvent& e) noexcept override;
+  void node_health(const NodeHealthEvent& e) noexcept override;
 
  private:
   struct State;

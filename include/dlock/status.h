@@ -82,6 +82,12 @@ struct NodeLockState {
   // Non-zero: the node restarted recently and stays out of quorums for this long (it may have
   // lost the keys of live locks). See docs/features.md, restarted-node protection.
   std::chrono::milliseconds quarantine{0};
+  // The server's evicted_keys (INFO; a cluster's: the sum over its masters), if it answered: a
+  // count that grows means the server drops keys under memory pressure.
+  std::optional<std::uint64_t> evicted_keys;
+  // Why this node never votes (a replica; a maxmemory-policy that may evict lock keys), or
+  // empty.
+  std::string never_votes;
 };
 
 struct LockStatus {

@@ -2,6 +2,7 @@
 #include "lock/membership.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 
 #include "engine/run.h"
@@ -38,6 +39,14 @@ struct NodeFacts {
   std::optional<BootIdentity> id;
   std::string excluded;  // non-empty: never votes, and why
 };
+
+// The server's evicted_keys, if its INFO says.
+std::optional<std::uint64_t> evicted_keys(const Result<resp::Reply>& r) {
+  if (!r || r->type != resp::Reply::Type::string) return std::nullopt;
+  const std::string n = node::info_field(r->str, "evicted_keys");
+  if (n.empty()) return std::nullopt;
+  return std::strtoull(n.c_str(), nullptr, 10);
+}
 
 NodeFacts parse_info(const Result<resp::Reply>& r, bool allow_eviction) {
   if (!r || r->type != resp::Reply::Type::string) return {};
@@ -161,6 +170,10 @@ engine::Task<Membership::Identities> Membership::identify() {
     bool settled = true;
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
       NodeFacts facts = parse_info(infos[i], options_.allow_eviction);
+      if (const auto evicted = evicted_keys(infos[i]); evicted && observer_ != nullptr) {
+        observer_->node_health(
+            NodeHealthEvent{i, nodes_.address(i).display(), *evicted, facts.excluded});
+      }
       found.ids[i] = std::move(facts.id);
       excluded[i] = std::move(facts.excluded);
       if ((found.ids[i] || !excluded[i].empty()) && nodes_.epoch(i) != found.epochs[i]) {
@@ -279,6 +292,10 @@ void Membership::quarantine(std::size_t i, Clock::time_point asked,
     }
   }
   quarantine_until_[i] = std::max(quarantine_until_[i], until);
+}
+
+std::string Membership::never_votes(const Result<resp::Reply>& info) const {
+  return parse_info(info, options_.allow_eviction).excluded;
 }
 
 std::vector<std::chrono::milliseconds> Membership::quarantine() {

@@ -95,6 +95,10 @@ class Membership {
   View refresh(std::chrono::milliseconds ttl);
   engine::Task<View> refresh_task(std::chrono::milliseconds ttl);
 
+  // Why a node whose INFO (default sections) says this never votes (a replica, an eviction
+  // policy this client does not accept), or empty.
+  std::string never_votes(const Result<resp::Reply>& info) const;
+
   // Per node, how long it stays out of quorums (zero: it votes). Refreshes as above.
   std::vector<std::chrono::milliseconds> quarantine();
   engine::Task<std::vector<std::chrono::milliseconds>> quarantine_task();

@@ -2,10 +2,12 @@
 #include "lock/quorum_lock.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "engine/run.h"
 #include "lock/keys.h"
 #include "lock/validity.h"
+#include "node/server_identity.h"
 #include "scripts/script.h"
 
 namespace dlock::lock {
@@ -429,6 +431,7 @@ Result<Clock::time_point> QuorumLock::judge_renewal(const Renewal& renewal,
 
 LockStatus QuorumLock::inspect(const std::string& name) {
   const std::vector<std::chrono::milliseconds> quarantine = membership_.quarantine();
+  const node::Outcomes infos = nodes_.run_command({"INFO"});
   node::Outcomes outcomes =
       nodes_.run_script(scripts::inspect(),
                         {name, fence_key(name), queue_key(name), std::string(kFenceFloorKey),
@@ -442,6 +445,12 @@ LockStatus QuorumLock::inspect(const std::string& name) {
     NodeLockState n;
     n.node = nodes_.address(i).display();
     n.quarantine = quarantine[i];
+    n.never_votes = membership_.never_votes(infos[i]);
+    if (infos[i] && infos[i]->type == resp::Reply::Type::string) {
+      if (const auto evicted = node::info_field(infos[i]->str, "evicted_keys"); !evicted.empty()) {
+        n.evicted_keys = std::strtoull(evicted.c_str(), nullptr, 10);
+      }
+    }
     const auto& o = outcomes[i];
     if (!o) {
       n.error = o.error().summary();

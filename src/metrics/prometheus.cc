@@ -97,6 +97,8 @@ struct NodeStats {
   std::uint64_t errors = 0;
   std::uint64_t not_waited_for = 0;
   std::uint64_t quarantines = 0;
+  std::uint64_t evicted_keys = 0;  // the server's, at the last greeting
+  bool never_votes = false;
   Histogram latency{node_buckets()};
 };
 
@@ -173,6 +175,13 @@ void PrometheusObserver::quarantined(const QuarantineEvent& e) noexcept {
   ++state_->node(e.address).quarantines;
 }
 
+void PrometheusObserver::node_health(const NodeHealthEvent& e) noexcept {
+  std::lock_guard lock(state_->mu);
+  NodeStats& n = state_->node(e.address);
+  n.evicted_keys = e.evicted_keys;
+  n.never_votes = !e.never_votes.empty();
+}
+
 std::string PrometheusObserver::text() const {
   std::ostringstream out;
   out.imbue(std::locale::classic());  // no digit grouping, whatever the global locale
@@ -234,6 +243,18 @@ std::string PrometheusObserver::text() const {
   for (const auto& [address, n] : s.nodes) {
     out << "dlock_node_quarantines_total{node=\"" << label_value(address) << "\"} " << n.quarantines
         << "\n";
+  }
+  header("dlock_node_evicted_keys", "gauge",
+         "The node's evicted_keys (INFO) at its last greeting: growth means it drops keys.");
+  for (const auto& [address, n] : s.nodes) {
+    out << "dlock_node_evicted_keys{node=\"" << label_value(address) << "\"} " << n.evicted_keys
+        << "\n";
+  }
+  header("dlock_node_never_votes", "gauge",
+         "1 if the node never votes (a replica, or a maxmemory-policy that may evict locks).");
+  for (const auto& [address, n] : s.nodes) {
+    out << "dlock_node_never_votes{node=\"" << label_value(address) << "\"} "
+        << (n.never_votes ? 1 : 0) << "\n";
   }
   return out.str();
 }

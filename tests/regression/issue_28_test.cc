@@ -186,6 +186,52 @@ TEST(Issue28EvictionTest, AllowEvictionVotesAndEvictionReallyFreesAHeldLock) {
   EXPECT_NE(info_field(server, "stats", "evicted_keys"), "0");
 }
 
+// Item 2: evictions are seen. Status (library and `dlock status --json`) gives each node's
+// evicted_keys and why a node never votes; the Prometheus exporter has both as gauges.
+TEST(Issue28EvictionTest, StatusAndMetricsShowEvictionsAndNodesThatNeverVote) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(evicting("volatile-ttl", "4mb"));
+  const std::string value(64 * 1024, 'v');
+  for (int i = 0; i < 200; ++i) {
+    server.command({"SET", "filler:" + std::to_string(i), value, "EX", std::to_string(100 + i)});
+  }
+  ASSERT_NE(info_field(server, "stats", "evicted_keys"), "0");
+
+  Client strict = client_of({server.url()});
+  auto status = strict.status("job");
+  ASSERT_TRUE(status) << status.error().message();
+  ASSERT_TRUE(status->nodes[0].evicted_keys);
+  EXPECT_GT(*status->nodes[0].evicted_keys, 0u);
+  EXPECT_NE(status->nodes[0].never_votes.find("maxmemory-policy volatile-ttl"), std::string::npos)
+      << status->nodes[0].never_votes;
+
+  auto metrics = std::make_shared<PrometheusObserver>();
+  ClientOptions options;
+  options.nodes = {server.url()};
+  options.allow_eviction = true;
+  options.observer = metrics;
+  Client allowed = std::move(Client::create(options)).value();
+  ASSERT_TRUE(allowed.try_lock("job", fixed(1s, "x")));  // greets: reads INFO
+  EXPECT_TRUE(allowed.status("job")->nodes[0].never_votes.empty()) << "allowed to vote";
+  const std::string text = metrics->text();
+  EXPECT_NE(text.find("dlock_node_evicted_keys{node=\"" + server.url() + "\"} "), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("dlock_node_evicted_keys{node=\"" + server.url() + "\"} 0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("dlock_node_never_votes{node=\"" + server.url() + "\"} 0"), std::string::npos)
+      << text;
+
+  FILE* p = popen(
+      (std::string(DLOCK_TOOL_PATH) + " status --json -r " + server.url() + " job").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  pclose(p);
+  EXPECT_NE(out.find("\"evicted_keys\":"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"never_votes\":"), std::string::npos) << out;
+}
+
 // Item 2 through the CLI: `dlock run` on an evicting node refuses to start the command (no
 // quorum, exit 69) and names the policy; --allow-eviction runs it.
 TEST(Issue28EvictionTest, DlockRunRefusesAnEvictingNodeUnlessAllowed) {

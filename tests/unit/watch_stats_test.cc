@@ -86,5 +86,30 @@ TEST(WatchStatsTest, NodeRequestsPerPeriodWithoutTheOnesNotWaitedFor) {
       << line;
 }
 
+// A server that evicts keys (maxmemory with an evicting policy) may drop a held lock: the line
+// says how many keys each node evicted since the watch started.
+TEST(WatchStatsTest, KeysANodeEvictedSinceStartAreShown) {
+  WatchStats stats;
+  stats.node_request(NodeRequestEvent{0, "redis://a:1", 1ms, NodeResult::ok});
+  NodeLockState a = answered(7, false);
+  a.evicted_keys = 5;
+  stats.poll(status({a}, false));
+  a.evicted_keys = 9;
+  stats.poll(status({a}, false));
+  const std::string line = stats.take_line(1s);
+  EXPECT_NE(line.find("redis://a:1 ok 1 err 0"), std::string::npos) << line;
+  EXPECT_NE(line.find("evicted +4 keys since start"), std::string::npos) << line;
+}
+
+// A name never taken has no counter; its first starts from the node's clock: the rise from
+// nothing counts as one grant, not as the clock's value.
+TEST(WatchStatsTest, AFirstCounterCountsAsOneGrant) {
+  WatchStats stats;
+  stats.poll(status({answered(0, false)}, false));
+  stats.poll(status({answered(1795000000000001, true)}, true));
+  const std::string line = stats.take_line(1s);
+  EXPECT_NE(line.find("fence 1795000000000001 (+1, +1 since start)"), std::string::npos) << line;
+}
+
 }  // namespace
 }  // namespace dlock::cli

@@ -19,6 +19,8 @@ nlohmann::json to_json(const LockStatus& s) {
   for (const auto& n : s.nodes) {
     nlohmann::json j{{"node", n.node}, {"ok", !n.error.has_value()}};
     j["quarantined_ms"] = n.quarantine.count();
+    if (n.evicted_keys) j["evicted_keys"] = *n.evicted_keys;
+    if (!n.never_votes.empty()) j["never_votes"] = n.never_votes;
     if (n.error) {
       j["error"] = *n.error;
     } else {
@@ -68,24 +70,27 @@ void print_table(const LockStatus& s) {
   int width = 28;
   for (const auto& n : s.nodes) width = std::max(width, static_cast<int>(n.node.size()) + 2);
   std::cout << std::left << std::setw(width) << "NODE" << std::setw(9) << "STATE" << std::setw(10)
-            << "TTL" << std::setw(8) << "FENCE" << std::setw(7) << "QUEUE"
+            << "TTL" << std::setw(18) << "FENCE" << std::setw(7) << "QUEUE"
             << "HOLDER / ERROR\n";
   for (const auto& n : s.nodes) {
     std::cout << std::setw(width) << n.node;
     if (n.error) {
-      std::cout << std::setw(9) << "error" << std::setw(10) << "-" << std::setw(8) << "-"
+      std::cout << std::setw(9) << "error" << std::setw(10) << "-" << std::setw(18) << "-"
                 << std::setw(7) << "-" << *n.error << "\n";
       continue;
     }
     const std::string ttl = n.ttl ? std::to_string(n.ttl->count()) + "ms" : "-";
-    const std::string note =
-        n.quarantine.count() > 0
-            ? "  [restarted: out of quorums for " + std::to_string(n.quarantine.count()) + " ms]"
-            : "";
+    std::string note = n.quarantine.count() > 0 ? "  [restarted: out of quorums for " +
+                                                      std::to_string(n.quarantine.count()) + " ms]"
+                                                : "";
+    if (!n.never_votes.empty()) note += "  [never votes: " + n.never_votes + "]";
+    if (n.evicted_keys.value_or(0) > 0) {
+      note += "  [evicted " + std::to_string(*n.evicted_keys) + " keys]";
+    }
     const char* state = n.kind == KeyKind::free     ? "free"
                         : n.kind == KeyKind::shared ? "read"
                                                     : "held";
-    std::cout << std::setw(9) << state << std::setw(10) << ttl << std::setw(8) << n.fence.value()
+    std::cout << std::setw(9) << state << std::setw(10) << ttl << std::setw(18) << n.fence.value()
               << std::setw(7) << n.queued << holder_of(n) << note << "\n";
   }
 }

@@ -52,6 +52,13 @@ void WatchStats::poll(const LockStatus& status) {
   std::size_t answered = 0;
   std::uint64_t fence = 0;
   std::size_t queued = 0;
+  first_evicted_.resize(status.nodes.size());
+  evicted_.resize(status.nodes.size());
+  for (std::size_t i = 0; i < status.nodes.size(); ++i) {
+    if (!status.nodes[i].evicted_keys) continue;
+    if (!first_evicted_[i]) first_evicted_[i] = status.nodes[i].evicted_keys;
+    evicted_[i] = status.nodes[i].evicted_keys;
+  }
   for (const auto& n : status.nodes) {
     if (n.error) continue;
     ++answered;
@@ -94,7 +101,8 @@ std::string WatchStats::take_line(std::chrono::nanoseconds period) {
   polls_ = held_polls_ = unknown_polls_ = 0;
 
   std::lock_guard lock(mu_);
-  for (auto& n : nodes_) {
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    NodeWindow& n = nodes_[i];
     const std::uint64_t timed = n.ok + n.errors;
     out << " | " << n.address << " ok " << n.ok << " err " << n.errors;
     if (n.not_waited_for > 0) out << " not-waited-for " << n.not_waited_for;
@@ -103,6 +111,9 @@ std::string WatchStats::take_line(std::chrono::nanoseconds period) {
           << millis(n.max);
     }
     if (n.quarantines > 0) out << " quarantined " << n.quarantines;
+    if (i < evicted_.size() && evicted_[i] && *evicted_[i] > *first_evicted_[i]) {
+      out << " evicted +" << (*evicted_[i] - *first_evicted_[i]) << " keys since start";
+    }
     n = NodeWindow{std::move(n.address)};
   }
   return out.str();

@@ -2,7 +2,8 @@
 // `dlock watch --stats`: what the watch's own polls see, one line per period. Each line has
 // the lock's fencing counter (it grows by one per grant, so its rise counts acquisitions by
 // every client), how often the lock was held and waited for, and per node the watch's own
-// requests: replies, errors, latency, quarantines.
+// requests: replies, errors, latency, quarantines, and keys the server evicted since the watch
+// started (a server that evicts under memory pressure may drop a held lock).
 #pragma once
 
 #include <dlock/observer.h>
@@ -52,6 +53,9 @@ class WatchStats final : public Observer {
   std::uint64_t held_polls_ = 0;
   std::uint64_t unknown_polls_ = 0;  // fewer than a quorum answered
   std::size_t queued_ = 0;           // the latest poll's fair-queue length
+  // Per node (status order): the server's evicted_keys at the first poll and the latest.
+  std::vector<std::optional<std::uint64_t>> first_evicted_;
+  std::vector<std::optional<std::uint64_t>> evicted_;
 };
 
 }  // namespace dlock::cli
