@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "access.h"
+#include "lock/keys.h"
 #include "support/cluster_fixture.h"
 
 namespace dlock {
@@ -372,6 +373,23 @@ TEST_P(SemaphoreTest, ResizeGrowsAlwaysAndShrinksOnlyWhenNoPermitAboveIsHeld) {
   ASSERT_FALSE(none);
   EXPECT_TRUE(none.error().is(errc::lock_held))
       << "2 permits, both held: " << none.error().message();
+}
+
+// Issue 28 item 3, fair mode: a fair waiter that names another count is refused before it
+// queues, and leaves no place in line behind.
+TEST_P(SemaphoreTest, AFairWaiterWithAnotherPermitCountIsRefusedAndDoesNotQueue) {
+  Client a = make_client(), b = make_client();
+  Semaphore two(a, "pool", 2, renewed(10s));
+  auto p1 = two.try_acquire_lease();
+  auto p2 = two.try_acquire_lease();
+  ASSERT_TRUE(p1 && p2);
+  LockOptions fair = renewed(10s);
+  fair.fair = true;
+  Semaphore four(b, "pool", 4, fair);
+  auto refused = four.acquire_lease(2s);
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(refused.error().is(errc::invalid_argument)) << refused.error().message();
+  EXPECT_EQ(nodes_with(lock::queue_key(four.slot_name(0))), 0u) << "left a place in line";
 }
 
 INSTANTIATE_TEST_SUITE_P(Nodes, SemaphoreTest, ::testing::Values(1, 3), test::node_count_name);
