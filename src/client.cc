@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <dlock/client.h>
+#include <dlock/semaphore.h>
 
 #include <functional>
 #include <random>
@@ -329,6 +330,16 @@ Result<std::vector<ForcedRelease>> Client::force_release(std::string_view name,
                                                          bool include_foreign) {
   if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
   return core_->algorithm().force_release(std::string(name), include_foreign);
+}
+
+Result<std::size_t> Client::resize_semaphore(std::string_view name, std::size_t permits) {
+  if (name.empty()) return Error(errc::invalid_argument, "semaphore name must not be empty");
+  if (permits == 0 || permits > Semaphore::kMaxPermits) {
+    return Error(errc::invalid_argument, "a semaphore has 1 to " +
+                                             std::to_string(Semaphore::kMaxPermits) +
+                                             " permits, got " + std::to_string(permits));
+  }
+  return core_->algorithm().resize_permits(std::string(name), permits, Semaphore::kMaxPermits);
 }
 
 std::size_t Client::node_count() const {

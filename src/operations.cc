@@ -102,7 +102,7 @@ lock::WriterWait writer_wait(const LockOptions& options, lock::HoldKind kind, bo
 engine::Task<std::variant<Lease, lock::Refused>> attempt_task(
     std::shared_ptr<ClientCore> core, std::string name, LockOptions options, OwnerToken owner,
     std::optional<lock::FairTicket> fair, bool thread_bound, lock::HoldKind kind,
-    lock::WriterWait writer) {
+    lock::WriterWait writer, std::size_t permits) {
   auto state = std::make_shared<LeaseState>();
   state->ttl = options.ttl;
   state->auto_renew = options.auto_renew;
@@ -114,7 +114,7 @@ engine::Task<std::variant<Lease, lock::Refused>> attempt_task(
 
   const lock::ReplicaGuard guard{options.min_replicas, options.replica_timeout};
   auto acquiring = core->holds().acquire_task(state, std::move(name), owner, options.ttl, fair,
-                                              kind, writer, guard);
+                                              kind, writer, guard, permits);
   if (auto refused = co_await std::move(acquiring)) co_return std::move(*refused);
   {
     std::lock_guard lock(state->mu);

@@ -57,11 +57,13 @@ void report_acquire(const ClientCore& core, std::string_view name, const Result<
 
 // One attempt; a held lock becomes a Lease tracked by the watchdog. `thread_bound`: the owner
 // is the calling thread's (renewal stops when that thread exits). `kind`: a write (exclusive)
-// or read (shared) hold; `writer`: a waiting writer's registration (lock/quorum_lock.h).
+// or read (shared) hold; `writer`: a waiting writer's registration (lock/quorum_lock.h);
+// `permits`: for a semaphore's slot, its permit count (checked against the nodes' record).
 engine::Task<std::variant<Lease, lock::Refused>> attempt_task(
     std::shared_ptr<ClientCore> core, std::string name, LockOptions options, OwnerToken owner,
     std::optional<lock::FairTicket> fair, bool thread_bound,
-    lock::HoldKind kind = lock::HoldKind::write, lock::WriterWait writer = {});
+    lock::HoldKind kind = lock::HoldKind::write, lock::WriterWait writer = {},
+    std::size_t permits = 0);
 // A read hold's extra rules: no fair mode (the fair queue orders writers only).
 std::optional<Error> check_shared(const LockOptions& options);
 // How a waiting writer registers (nothing for a read hold, a try, or fair mode, which queues).

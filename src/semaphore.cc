@@ -43,7 +43,8 @@ Pass one_pass(const std::shared_ptr<detail::ClientCore>& core, const std::string
     slot_options.owner = owner;
     const std::string slot = lock::semaphore_slot(name, (first + k) % permits);
     ++rounds.sent;
-    auto r = engine::run_sync(detail::attempt_task(core, slot, slot_options, owner, fair, false));
+    auto r = engine::run_sync(detail::attempt_task(core, slot, slot_options, owner, fair, false,
+                                                   lock::HoldKind::write, {}, permits));
     if (auto* lease = std::get_if<Lease>(&r)) {
       pass.lease = std::move(*lease);
       return pass;
@@ -58,6 +59,13 @@ Pass one_pass(const std::shared_ptr<detail::ClientCore>& core, const std::string
       }
       if (!pass.error) pass.error = std::move(refused.error);
       continue;
+    }
+    if (refused.error.is(errc::invalid_argument)) {
+      // Another permit count is recorded on a node: say so in the semaphore's own name.
+      pass.error =
+          Error(errc::invalid_argument, "semaphore '" + name + "': " + refused.error.summary(),
+                refused.error.nodes());
+      return pass;
     }
     const bool retryable =
         refused.error.is(errc::quorum_not_reached) || refused.error.is(errc::timeout);

@@ -85,6 +85,17 @@ class Client {
   Result<std::vector<ForcedRelease>> force_release(std::string_view name,
                                                    bool include_foreign = false);
 
+  // Changes the permit count of the semaphore `name` (dlock::Semaphore's name). The first
+  // acquisition records a semaphore's count on the nodes, and a client that names another one
+  // is refused (errc::invalid_argument) while any permit is held; the record goes with the last
+  // permit. Growing is always allowed; shrinking to `permits` only while no permit numbered
+  // `permits` or above is held (errc::lock_held otherwise; nothing changes). Clients of the old
+  // count are refused afterwards. Returns the count the nodes had, 0 when none had a record (no
+  // permit held: the next acquisition sets the count, nothing to resize). Errors:
+  // invalid_argument (bad name or count), lock_held, quorum_not_reached (a node did not answer
+  // and keeps the old count: call it again). Blocks for one or two rounds.
+  Result<std::size_t> resize_semaphore(std::string_view name, std::size_t permits);
+
   std::size_t node_count() const;
   std::size_t quorum() const;
 

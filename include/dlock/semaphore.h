@@ -22,6 +22,10 @@
 // waits by pub/sub: every slot publishes its release on the semaphore's one channel. A full
 // try costs up to N quorum rounds.
 //
+// One count per semaphore: the first acquisition records `permits` on the nodes, and while any
+// permit is held an acquisition that names another count is refused (errc::invalid_argument,
+// naming both); the record goes with the last permit. Client::resize_semaphore changes it.
+//
 // Not reentrant: every acquisition takes one more permit, under an owner of its own
 // (LockOptions::owner is refused with errc::invalid_argument: a semaphore has many holders).
 // Fair (LockOptions::fair): waiters queue once for the whole semaphore and get permits in
@@ -30,8 +34,9 @@
 //
 // Errors: acquire_lease / try_acquire_lease return them (errc::lock_held when every permit is
 // taken, errc::wait_timeout, errc::cancelled, errc::quorum_not_reached, errc::invalid_argument
-// for a bad name, permit count or option). The std-style calls throw dlock::Exception for
-// anything but contention, as Mutex does; release() never throws.
+// for a bad name, permit count or option, or a count other than the one the nodes recorded). The
+// std-style calls throw dlock::Exception for anything but contention, as Mutex does; release()
+// never throws.
 //
 // Thread-safety: one Semaphore may be shared by any number of threads. The std-style calls
 // keep their permits in the Semaphore (release() gives back the one taken last, whichever

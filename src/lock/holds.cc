@@ -79,8 +79,9 @@ std::optional<Refused> Holds::acquire(const std::shared_ptr<detail::LeaseState>&
                                       const std::string& name, const OwnerToken& owner,
                                       std::chrono::milliseconds ttl,
                                       const std::optional<FairTicket>& fair, HoldKind kind,
-                                      WriterWait writer, ReplicaGuard guard) {
-  return engine::run_sync(acquire_task(lease, name, owner, ttl, fair, kind, writer, guard));
+                                      WriterWait writer, ReplicaGuard guard, std::size_t permits) {
+  return engine::run_sync(
+      acquire_task(lease, name, owner, ttl, fair, kind, writer, guard, permits));
 }
 
 engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail::LeaseState> lease,
@@ -88,7 +89,7 @@ engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail:
                                                          std::chrono::milliseconds ttl,
                                                          std::optional<FairTicket> fair,
                                                          HoldKind kind, WriterWait writer,
-                                                         ReplicaGuard guard) {
+                                                         ReplicaGuard guard, std::size_t permits) {
   // An upgrade would wait for its own read hold (below, once it is known not to be reentrant).
   const auto upgrade = [&] {
     return Refused{Error(errc::invalid_argument,
@@ -150,7 +151,7 @@ engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail:
     }
     if (!lease->hold && !refused) {
       HoldId id{name, owner, next_hold_id(), kind};
-      auto acquiring = lock_.acquire_task(id, ttl, fair, writer, guard);
+      auto acquiring = lock_.acquire_task(id, ttl, fair, writer, guard, permits);
       auto result = co_await std::move(acquiring);
       if (auto* acquired = std::get_if<Acquired>(&result)) {
         hold = std::make_shared<Hold>(std::move(id), acquired->fence);

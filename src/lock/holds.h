@@ -46,11 +46,14 @@ class Holds {
                                  std::chrono::milliseconds ttl,
                                  const std::optional<FairTicket>& fair,
                                  HoldKind kind = HoldKind::write, WriterWait writer = {},
-                                 ReplicaGuard guard = {});
-  engine::Task<std::optional<Refused>> acquire_task(
-      std::shared_ptr<detail::LeaseState> lease, std::string name, OwnerToken owner,
-      std::chrono::milliseconds ttl, std::optional<FairTicket> fair,
-      HoldKind kind = HoldKind::write, WriterWait writer = {}, ReplicaGuard guard = {});
+                                 ReplicaGuard guard = {}, std::size_t permits = 0);
+  engine::Task<std::optional<Refused>> acquire_task(std::shared_ptr<detail::LeaseState> lease,
+                                                    std::string name, OwnerToken owner,
+                                                    std::chrono::milliseconds ttl,
+                                                    std::optional<FairTicket> fair,
+                                                    HoldKind kind = HoldKind::write,
+                                                    WriterWait writer = {}, ReplicaGuard guard = {},
+                                                    std::size_t permits = 0);
 
   // What ending one lease did.
   struct Ended {

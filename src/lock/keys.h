@@ -92,6 +92,15 @@ inline std::string_view semaphore_of_slot(std::string_view name) {
   return name.substr(0, colon);
 }
 
+// The permit record of the semaphore a slot name belongs to (empty for any other name): a hash
+// n -> the semaphore's permit count, held -> permits granted on the node and not released,
+// that lives at least as long as every permit of the semaphore on the node (acquire.lua). In
+// the semaphore's slot, beside its queue: dlock:permits:{NAME}:dlock:sem:{NAME}.
+inline std::string permit_record_key(std::string_view name) {
+  const auto semaphore = semaphore_of_slot(name);
+  return semaphore.empty() ? std::string() : auxiliary_key("dlock:permits:", semaphore);
+}
+
 // What a lock's fair queue and release channel are named after: the lock, or for a slot of a
 // semaphore the semaphore (one queue and one channel for all its slots).
 inline std::string_view queued_as(std::string_view name) {

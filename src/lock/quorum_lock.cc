@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 
 #include "engine/run.h"
 #include "lock/keys.h"
@@ -108,7 +109,7 @@ NodeError QuorumLock::node_error(std::size_t i, errc code, std::string reason) c
 
 node::ScriptRound QuorumLock::send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
                                            const std::optional<FairTicket>& fair, WriterWait writer,
-                                           ReplicaGuard guard) {
+                                           ReplicaGuard guard, std::size_t permits) {
   const std::string& name = hold.name;
   node::Call call;
   if (!fair) {
@@ -126,6 +127,11 @@ node::ScriptRound QuorumLock::send_acquire(const HoldId& hold, std::chrono::mill
         {hold.owner.str(), hold.id, std::to_string(ttl.count()), std::to_string(fair->arrival_ms),
          std::to_string(fair->waiter_timeout.count()), fair->enqueue ? "1" : "0"}};
   }
+  // A semaphore's slot: its permit record, and the count this client uses.
+  if (const std::string record = permit_record_key(name); permits > 0 && !record.empty()) {
+    call.keys.push_back(record);
+    call.args.push_back(std::to_string(permits));
+  }
   call.min_replicas = guard.replicas;
   call.replica_timeout = guard.timeout;
   return node::ScriptRound(nodes_, std::move(call));
@@ -134,20 +140,21 @@ node::ScriptRound QuorumLock::send_acquire(const HoldId& hold, std::chrono::mill
 std::variant<Acquired, Refused> QuorumLock::acquire(const HoldId& hold,
                                                     std::chrono::milliseconds ttl,
                                                     const std::optional<FairTicket>& fair,
-                                                    WriterWait writer, ReplicaGuard guard) {
-  return engine::run_sync(acquire_task(hold, ttl, fair, writer, guard));
+                                                    WriterWait writer, ReplicaGuard guard,
+                                                    std::size_t permits) {
+  return engine::run_sync(acquire_task(hold, ttl, fair, writer, guard, permits));
 }
 
 engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
     HoldId hold, std::chrono::milliseconds ttl, std::optional<FairTicket> fair, WriterWait writer,
-    ReplicaGuard guard) {
+    ReplicaGuard guard, std::size_t permits) {
   auto refreshing = membership_.refresh_task(ttl);
   const Membership::View view = co_await std::move(refreshing);
   const auto start = Clock::now();
   // The acquire waits for every node (up to the node timeout), unlike release: the fencing
   // token is the largest counter among the answers, and only reading every live node keeps it
   // growing while a minority of nodes restarts empty (docs/fencing.md).
-  node::ScriptRound round = send_acquire(hold, ttl, fair, writer, guard);
+  node::ScriptRound round = send_acquire(hold, ttl, fair, writer, guard, permits);
   const node::Outcomes outcomes = co_await round;
 
   std::vector<AcquireReply> replies;
@@ -161,13 +168,19 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
       failures.push_back(node_error(i, r.error));
     } else if (r.kind == AcquireReply::Kind::held) {
       failures.push_back(node_error(i, errc::lock_held, why_held(r.holder_ttl)));
+    } else if (r.kind == AcquireReply::Kind::mismatch) {
+      failures.push_back(node_error(i, errc::invalid_argument,
+                                    "the semaphore has " + std::to_string(r.permits) +
+                                        " permits here, not " + std::to_string(permits)));
     } else if (!votes[i]) {
       failures.push_back(node_error(i, errc::quorum_not_reached, why_not_voting(view, nodes_, i)));
     }
   }
   const AcquireTally tally = tally_acquire(replies, votes, nodes_.quorum());
 
-  bool ok = tally.granted >= nodes_.quorum() &&
+  // A node that recorded another permit count refuses, whatever the others said: two counts
+  // in use would let more holders in than the semaphore has permits.
+  bool ok = !tally.recorded_permits && tally.granted >= nodes_.quorum() &&
             validity(ttl, Clock::now() - start, drift_factor_).count() > 0;
   bool fence_failed = false;
   if (ok && !tally.token_on_quorum) {
@@ -190,6 +203,16 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
   // refused, a stale hold of ours not taken over) it changes nothing.
   auto releasing = release_task(hold);
   (void)co_await std::move(releasing);
+  if (tally.recorded_permits) {
+    co_return Refused{Error(errc::invalid_argument,
+                            "lock '" + hold.name + "': the semaphore has " +
+                                std::to_string(*tally.recorded_permits) + " permits, not " +
+                                std::to_string(permits) +
+                                ": every client must name the same count (change it with "
+                                "Client::resize_semaphore or `dlock semaphore resize`)",
+                            std::move(failures)),
+                      std::nullopt};
+  }
   Refused refused =
       refusal(hold.name, tally, Clock::now() - start, ttl, std::move(failures), fence_failed);
   refused.writer_registered = tally.writer_registered;
@@ -270,8 +293,12 @@ engine::Task<Result<void>> QuorumLock::release_task(HoldId hold, std::size_t* li
                               return parse_release(r).kind == ReleaseReply::Kind::freed;
                             }};
   const std::string& name = hold.name;
-  node::ScriptRound round(nodes_, scripts::release(),
-                          {name, queue_key(name), queue_alive_key(name), readers_key(name)},
+  std::vector<std::string> keys{name, queue_key(name), queue_alive_key(name), readers_key(name)};
+  // A semaphore's slot: its permit is counted off the record (deleted with the last one).
+  if (std::string record = permit_record_key(name); !record.empty()) {
+    keys.push_back(std::move(record));
+  }
+  node::ScriptRound round(nodes_, scripts::release(), std::move(keys),
                           {hold.owner.str(), release_channel(name), hold.id, kind_arg(hold.kind)},
                           std::move(confirmed_by));
   node::Outcomes outcomes = co_await round;
@@ -349,16 +376,40 @@ engine::Task<std::vector<Result<Clock::time_point>>> QuorumLock::renew_task(
   auto refreshing = membership_.refresh_task(max_ttl);
   const Membership::View view = co_await std::move(refreshing);
 
+  // Up to kRenewChunk holds per call. A semaphore's permits re-arm its permit record in the
+  // same call (one entry per semaphore and call, with the largest ttl), so that the record
+  // lives as long as they do; its reply is not part of any judgement.
+  struct Place {
+    std::size_t call = 0;
+    std::size_t entry = 0;
+  };
+  std::vector<Place> places(live.size());
   std::vector<node::Call> calls;
-  for (std::size_t first = 0; first < live.size(); first += kRenewChunk) {
-    node::Call call{&scripts::renew(), {}, {}};
-    for (std::size_t j = first; j < std::min(live.size(), first + kRenewChunk); ++j) {
-      const Renewal& r = renewals[live[j]];
-      call.keys.push_back(r.hold.kind == HoldKind::read ? readers_key(r.hold.name) : r.hold.name);
-      call.args.insert(call.args.end(), {r.hold.owner.str(), r.hold.id,
-                                         std::to_string(r.ttl.count()), kind_arg(r.hold.kind)});
+  std::map<std::string, std::size_t> records;  // record key -> its entry in the last call
+  std::size_t holds_in_call = 0;
+  for (std::size_t j = 0; j < live.size(); ++j) {
+    if (calls.empty() || holds_in_call == kRenewChunk) {
+      calls.push_back(node::Call{&scripts::renew(), {}, {}});
+      records.clear();
+      holds_in_call = 0;
     }
-    calls.push_back(std::move(call));
+    node::Call& call = calls.back();
+    const Renewal& r = renewals[live[j]];
+    places[j] = Place{calls.size() - 1, call.keys.size()};
+    ++holds_in_call;
+    call.keys.push_back(r.hold.kind == HoldKind::read ? readers_key(r.hold.name) : r.hold.name);
+    call.args.insert(call.args.end(), {r.hold.owner.str(), r.hold.id, std::to_string(r.ttl.count()),
+                                       kind_arg(r.hold.kind)});
+    std::string record = permit_record_key(r.hold.name);
+    if (record.empty()) continue;
+    const auto [at, added] = records.emplace(record, call.keys.size());
+    if (added) {
+      call.keys.push_back(std::move(record));
+      call.args.insert(call.args.end(), {"", "", std::to_string(r.ttl.count()), "p"});
+    } else {
+      std::string& ttl = call.args[4 * at->second + 2];
+      if (std::stoll(ttl) < r.ttl.count()) ttl = std::to_string(r.ttl.count());
+    }
   }
   // The renewed leases live on past the grants that recorded their ttl: recorded again, on
   // every node (also where a grant missed), for what a greeting reads after a restart.
@@ -370,7 +421,7 @@ engine::Task<std::vector<Result<Clock::time_point>>> QuorumLock::renew_task(
   std::vector<node::Outcomes> outcomes = co_await round;
   const auto now = Clock::now();
   for (std::size_t j = 0; j < live.size(); ++j) {
-    results[live[j]] = judge_renewal(renewals[live[j]], outcomes[j / kRenewChunk], j % kRenewChunk,
+    results[live[j]] = judge_renewal(renewals[live[j]], outcomes[places[j].call], places[j].entry,
                                      view, start, now);
   }
   co_return results;
@@ -427,6 +478,66 @@ Result<Clock::time_point> QuorumLock::judge_renewal(const Renewal& renewal,
   return Error(errc::lock_lost,
                "lock '" + name + "' is no longer held by this owner (" + counts + ")",
                std::move(failures));
+}
+
+Result<std::size_t> QuorumLock::resize_permits(const std::string& name, std::size_t permits,
+                                               std::size_t max_permits) {
+  const std::string record = permit_record_key(semaphore_slot(name, 0));
+  const auto resize_to = [&](std::size_t n, std::size_t check_from) {
+    std::vector<std::string> keys{record};
+    for (std::size_t i = check_from; i < max_permits; ++i) keys.push_back(semaphore_slot(name, i));
+    return nodes_.run_script(scripts::semaphore_resize(), std::move(keys), {std::to_string(n)});
+  };
+  const node::Outcomes outcomes = resize_to(permits, permits);
+  std::size_t had = 0;
+  std::size_t answered = 0;
+  std::optional<std::int64_t> held_slot;
+  std::vector<std::size_t> changed_from(outcomes.size(), 0);  // 0: not changed
+  std::vector<NodeError> failures;
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    const auto& o = outcomes[i];
+    const bool shaped = o && o->is_array() && o->elements.size() == 2 &&
+                        o->elements[0].is_integer() && o->elements[1].is_integer();
+    if (!shaped) {
+      failures.push_back(
+          !o ? node_error(i, o.error())
+             : node_error(i, errc::script_error, o->is_error() ? o->str : "semaphore_resize"));
+      continue;
+    }
+    ++answered;
+    const std::int64_t status = o->elements[0].integer;
+    const std::int64_t detail = o->elements[1].integer;
+    if (status == 1 && detail > 0) {
+      had = std::max(had, static_cast<std::size_t>(detail));
+      if (static_cast<std::size_t>(detail) != permits) {
+        changed_from[i] = static_cast<std::size_t>(detail);
+      }
+    } else if (status == -2) {
+      held_slot = detail;
+      failures.push_back(
+          node_error(i, errc::lock_held, "permit " + std::to_string(detail) + " is held here"));
+    }
+  }
+  if (held_slot) {
+    // Set back where it changed: a count that differs between nodes refuses every client.
+    const std::size_t back = *std::max_element(changed_from.begin(), changed_from.end());
+    if (back > 0) (void)resize_to(back, max_permits);
+    return Error(errc::lock_held,
+                 "semaphore '" + name + "': permit " + std::to_string(*held_slot) +
+                     " is held, so it cannot shrink to " + std::to_string(permits) +
+                     " (its holder would be one too many); nothing changed, try again once "
+                     "it is released",
+                 std::move(failures));
+  }
+  if (answered < outcomes.size()) {
+    return Error(errc::quorum_not_reached,
+                 "semaphore '" + name + "': " + std::to_string(answered) + " of " +
+                     std::to_string(outcomes.size()) +
+                     " nodes resized; the others keep the old count and refuse clients of the "
+                     "new one: run it again",
+                 std::move(failures));
+  }
+  return had;
 }
 
 LockStatus QuorumLock::inspect(const std::string& name) {

@@ -94,10 +94,13 @@ class QuorumLock {
         membership_(nodes, drift_factor, observer, membership) {}
 
   // One attempt at a new hold. Errors: lock_held, quorum_not_reached, timeout (quorum came
-  // after the ttl). With `fair`, in arrival order through the name's queue.
+  // after the ttl). With `fair`, in arrival order through the name's queue. `permits`: for a
+  // slot of a semaphore, the permit count this client uses; a node that recorded another one
+  // refuses, and the attempt fails with invalid_argument (whatever the other nodes said).
   std::variant<Acquired, Refused> acquire(const HoldId& hold, std::chrono::milliseconds ttl,
                                           const std::optional<FairTicket>& fair = std::nullopt,
-                                          WriterWait writer = {}, ReplicaGuard guard = {});
+                                          WriterWait writer = {}, ReplicaGuard guard = {},
+                                          std::size_t permits = 0);
 
   // Takes a waiter out of the fair queue and the waiting writers on all nodes (it gave up, or
   // got the lock).
@@ -119,11 +122,9 @@ class QuorumLock {
   std::vector<Result<Clock::time_point>> renew(const std::vector<Renewal>& renewals);
 
   // The same operations as Tasks (engine/task.h): the blocking ones above run these and wait.
-  engine::Task<std::variant<Acquired, Refused>> acquire_task(HoldId hold,
-                                                             std::chrono::milliseconds ttl,
-                                                             std::optional<FairTicket> fair,
-                                                             WriterWait writer = {},
-                                                             ReplicaGuard guard = {});
+  engine::Task<std::variant<Acquired, Refused>> acquire_task(
+      HoldId hold, std::chrono::milliseconds ttl, std::optional<FairTicket> fair,
+      WriterWait writer = {}, ReplicaGuard guard = {}, std::size_t permits = 0);
   engine::Task<bool> leave_queue_task(std::string name, OwnerToken owner);
   // `listeners`, if given, must outlive the Task.
   engine::Task<Result<void>> release_task(HoldId hold, std::size_t* listeners = nullptr);
@@ -134,6 +135,14 @@ class QuorumLock {
   node::Fanout& fanout() noexcept { return nodes_; }
 
   LockStatus inspect(const std::string& name);
+  // Changes the permit count recorded for the semaphore `name` (dlock::Semaphore's name) on
+  // every node (semaphore_resize.lua); `max_permits` bounds the slots a shrink checks. Returns the
+  // count the nodes had (0: no node had a record, no permit is held). Errors: lock_held (shrinking
+  // while a permit at `permits` or above is held; the nodes that changed are set back),
+  // quorum_not_reached (some node did not answer: it keeps the old count, so clients of the new one
+  // are refused there; run it again).
+  Result<std::size_t> resize_permits(const std::string& name, std::size_t permits,
+                                     std::size_t max_permits);
   std::vector<ForcedRelease> force_release(const std::string& name, bool include_foreign);
 
   std::size_t quorum() const noexcept { return nodes_.quorum(); }
@@ -145,7 +154,7 @@ class QuorumLock {
   NodeError node_error(std::size_t i, errc code, std::string reason) const;
   node::ScriptRound send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
                                  const std::optional<FairTicket>& fair, WriterWait writer,
-                                 ReplicaGuard guard);
+                                 ReplicaGuard guard, std::size_t permits);
   // One renewal's outcome from every node's reply to its batch (`slot`: its place there).
   Result<Clock::time_point> judge_renewal(const Renewal& renewal, const node::Outcomes& per_node,
                                           std::size_t slot, const Membership::View& view,

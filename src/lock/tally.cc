@@ -34,8 +34,15 @@ AcquireReply parse_acquire(const Result<resp::Reply>& outcome) {
   const auto status = outcome ? int_at(*outcome, 0) : std::nullopt;
   const auto fence = outcome ? int_at(*outcome, 1) : std::nullopt;
   const auto detail = outcome ? int_at(*outcome, 2) : std::nullopt;
-  if (!status || !fence || !detail || *fence < 0 || (*status != 0 && *status != 1)) {
+  if (!status || !fence || !detail || *fence < 0 || *status < -1 || *status > 1 ||
+      (*status == -1 && *detail <= 0)) {
     reply.error = failure(outcome, "acquire");
+    return reply;
+  }
+  if (*status == -1) {
+    reply.kind = AcquireReply::Kind::mismatch;
+    reply.counter = static_cast<std::uint64_t>(*fence);
+    reply.permits = *detail;
     return reply;
   }
   reply.kind = *status == 1 ? AcquireReply::Kind::granted : AcquireReply::Kind::held;
@@ -53,6 +60,7 @@ AcquireTally tally_acquire(const std::vector<AcquireReply>& replies, const std::
     if (r.kind == AcquireReply::Kind::granted) t.token = std::max(t.token, r.counter);
     // A refusing node's counter may be the current holder's token: ours must be larger.
     if (r.kind == AcquireReply::Kind::held) t.token = std::max(t.token, r.counter + 1);
+    if (r.kind == AcquireReply::Kind::mismatch) t.recorded_permits = r.permits;
   }
   std::size_t holding = 0;
   for (std::size_t i = 0; i < replies.size(); ++i) {

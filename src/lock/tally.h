@@ -19,10 +19,12 @@ namespace dlock::lock {
 
 // One node's answer to acquire.lua / fair_acquire.lua.
 struct AcquireReply {
-  enum class Kind { granted, held, failed };
+  // mismatch: a slot of a semaphore whose record on the node names another permit count.
+  enum class Kind { granted, held, mismatch, failed };
   Kind kind = Kind::failed;
   std::uint64_t counter = 0;     // granted: the fencing counter after INCR; held: as it is
   std::int64_t holder_ttl = -1;  // held: the holder's pttl in ms (-1: none, -2: a waiter is first)
+  std::int64_t permits = 0;      // mismatch: the permit count the node recorded
   bool writer_registered = false;  // held by readers, and this writer registered as waiting
   Error error;                     // failed: why (no answer, error reply, bad shape)
 };
@@ -39,6 +41,9 @@ struct AcquireTally {
   bool token_on_quorum = false;
   std::optional<std::chrono::milliseconds> holder_ttl;  // the longest pttl of a refusing holder
   bool writer_registered = false;  // some node registered the writer as waiting for readers
+  // A node recorded another permit count for the semaphore (its count): the attempt must fail,
+  // whatever the others said.
+  std::optional<std::int64_t> recorded_permits;
 };
 // `votes[i]`: node i may count for a quorum (not quarantined, same connection as greeted).
 AcquireTally tally_acquire(const std::vector<AcquireReply>& replies, const std::vector<bool>& votes,

@@ -154,10 +154,13 @@ void ClusterNode::raise_max_ttl_then(std::int64_t ttl, Request acquisition) {
 }
 
 void ClusterNode::run_split_renew(const Call& call, net::Clock::time_point deadline,
-                                  net::Connection::Callback done) {
-  // renew.lua: KEYS[i] with ARGV[4i-3 .. 4i]. One call per slot; the replies go back in order.
-  std::map<std::uint16_t, std::vector<std::size_t>> groups;
-  for (std::size_t i = 0; i < call.keys.size(); ++i) groups[key_slot(call.keys[i])].push_back(i);
+                                  net::Connection::Callback done, bool per_key) {
+  // renew.lua: KEYS[i] with ARGV[4i-3 .. 4i]. One call per slot (per key: one per key, each
+  // following its own ASK); the replies go back in order.
+  std::map<std::size_t, std::vector<std::size_t>> groups;
+  for (std::size_t i = 0; i < call.keys.size(); ++i) {
+    groups[per_key ? i : key_slot(call.keys[i])].push_back(i);
+  }
   struct Merge {
     resp::Reply reply;
     std::size_t left = 0;
@@ -170,7 +173,8 @@ void ClusterNode::run_split_renew(const Call& call, net::Clock::time_point deadl
   merge->reply.elements.assign(call.keys.size(), error_reply("ERR no answer"));
   merge->left = groups.size();
   merge->done = std::move(done);
-  for (auto& [slot, indexes] : groups) {
+  for (auto& [group, indexes] : groups) {
+    const std::uint16_t slot = key_slot(call.keys[indexes.front()]);
     Call part{call.script, {}, {}};
     for (std::size_t i : indexes) {
       part.keys.push_back(call.keys[i]);
@@ -250,8 +254,14 @@ void ClusterNode::on_reply(ServerNode& shard, Request request, Result<resp::Repl
     return send_to(target, std::move(request), redirect->ask);
   }
   if (reply->is_error_code("TRYAGAIN")) {
-    // A script's keys are split between the two masters of a migrating slot: wait for the
-    // migration to move the rest.
+    // A script's keys are split between the two masters of a migrating slot. A renewal of
+    // several keys (permits of one semaphore, names sharing a hash tag) cannot wait for the
+    // migration to end, or its leases run out meanwhile: it goes key by key, each key to the
+    // master that has it (ASK). Anything else waits for the migration to move the rest.
+    const Call& call = request.calls->front();
+    if (call.script == &scripts::renew() && call.keys.size() > 1) {
+      return run_split_renew(call, request.deadline, std::move(request.done), true);
+    }
     const auto again = net::Clock::now() + kTryAgainPause;
     if (again >= request.deadline) return request.done(std::move(reply));
     auto timer = std::make_shared<asio::steady_timer>(io_, again);

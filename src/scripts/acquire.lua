@@ -30,6 +30,13 @@
 -- ARGV[5]  writes: how long (ms) a writer refused because of readers is registered as waiting,
 --          so new readers stay out meanwhile; '0' not to register (try_lock)
 -- ARGV[6]  writes: '1' if this owner may have registered as waiting before (drop it on a grant)
+-- KEYS[7]  only for a slot of a semaphore: the semaphore's permit record, a hash
+--          n -> the permit count, held -> permits granted on this node and not released yet;
+--          it lives at least as long as every permit of the semaphore on this node (a grant
+--          raises its ttl to the slot's, renew.lua re-arms it beside the permits, the release
+--          of the last permit deletes it)
+-- ARGV[7]  only with KEYS[7]: the permit count this client uses; a record of another count
+--          refuses the grant, a grant records it
 --
 -- A write hold needs the lock key absent (or stale, below) and no live reader. A read hold
 -- needs no writer (except the reader's own write hold: a writer may also read, a downgrade)
@@ -49,6 +56,7 @@
 --                     registered). Refused by a waiting writer: when its registration ends.
 --   {0, fence, pttl, 1}  refused by readers, and the writer registered as waiting: it must
 --                     leave (fair_leave.lua) if it gives up
+--   {-1, fence, n}    a semaphore slot whose record says n permits, not ARGV[7]: nothing changed
 local function server_ms()
   local t = redis.call('time')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -92,6 +100,12 @@ local function live_readers_left(now)
   if not last[1] then return 0 end
   return tonumber(last[2]) - now
 end
+-- A semaphore's slot: only the count recorded on this node may be granted here.
+local record = KEYS[7]
+if record then
+  local n = redis.call('hget', record, 'n')
+  if n and n ~= ARGV[7] then return {-1, counter(), tonumber(n)} end
+end
 -- `fresh`: the lock key was absent (then no ttl to compare with).
 local function grant_write(fresh)
   redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
@@ -99,6 +113,11 @@ local function grant_write(fresh)
     redis.call('pexpire', KEYS[1], ARGV[3])
   else
     outlive(KEYS[1], tonumber(ARGV[3]))
+  end
+  if record then
+    if fresh then redis.call('hincrby', record, 'held', 1) end
+    redis.call('hset', record, 'n', ARGV[7])
+    outlive(record, redis.call('pttl', KEYS[1]))
   end
   if ARGV[6] == '1' then redis.call('zrem', KEYS[6], ARGV[1]) end
   return {1, next_token(), 0}

@@ -20,12 +20,16 @@
 --          for live readers to leave
 -- KEYS[8]  writers waiting for readers: dlock:writers-waiting:{NAME} (as in acquire.lua); a
 --          queued writer refused because of readers is registered there until its timeout
+-- KEYS[9]  only for a slot of a semaphore: the semaphore's permit record (as KEYS[7] of
+--          acquire.lua)
+-- ARGV[7]  only with KEYS[9]: the permit count this client uses (as ARGV[7] of acquire.lua)
 --
 -- Replies as acquire.lua: {1, fence, 0} acquired (an older hold of the same client is taken
 -- over, as there, but never while a reader is live), or {0, fence, pttl} not acquired, where
 -- pttl is the holder's remaining ttl, or -2 when the lock is free but another waiter is first
 -- in line; {0, fence, pttl, 1} when live readers kept it and the waiter was registered as a
--- waiting writer (pttl: the last reader's remaining ms).
+-- waiting writer (pttl: the last reader's remaining ms); {-1, fence, n} a semaphore slot whose
+-- record says n permits, not ARGV[7] (nothing changed, not queued).
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local owner = ARGV[1]
@@ -47,6 +51,20 @@ local function next_token()
   end
   if redis.call('pttl', KEYS[6]) < ttl then redis.call('pexpire', KEYS[6], ttl) end
   return token
+end
+local record = KEYS[9]
+if record then
+  local n = redis.call('hget', record, 'n')
+  if n and n ~= ARGV[7] then return {-1, counter(), tonumber(n)} end
+end
+-- A grant of a semaphore's slot records the count, and the record outlives the slot.
+local function record_permit(fresh)
+  if not record then return end
+  if fresh then redis.call('hincrby', record, 'held', 1) end
+  redis.call('hset', record, 'n', ARGV[7])
+  if redis.call('pttl', record) < redis.call('pttl', KEYS[1]) then
+    redis.call('pexpire', record, redis.call('pttl', KEYS[1]))
+  end
 end
 
 -- Drop dead waiters from the head of the line.
@@ -89,6 +107,7 @@ if stale_mine and readers_left == 0 then
   if redis.call('pttl', KEYS[1]) < tonumber(ARGV[3]) then
     redis.call('pexpire', KEYS[1], ARGV[3])
   end
+  record_permit(false)
   return {1, next_token(), 0}
 end
 if kind == 'none' and (not head or head == owner) and readers_left == 0 then
@@ -97,6 +116,7 @@ if kind == 'none' and (not head or head == owner) and readers_left == 0 then
   redis.call('hdel', KEYS[4], owner)
   redis.call('hset', KEYS[1], owner, ARGV[2])
   redis.call('pexpire', KEYS[1], ARGV[3])
+  record_permit(true)
   return {1, next_token(), 0}
 end
 

@@ -12,6 +12,8 @@
 -- KEYS[4]  the read holds: dlock:readers:{NAME}, a zset "HOLD_ID OWNER" -> expiry (ms)
 -- ARGV[4]  'w' a write (exclusive) hold, 'r' a read hold
 -- ARGV[5]  'publish', or 'spublish' on a Redis Cluster (waiters listen on shard channels)
+-- KEYS[5]  only for a slot of a semaphore: the semaphore's permit record (acquire.lua); a
+--          freed permit is counted off, and the record deleted with the last one
 --
 -- A read hold frees the lock only when it was the last live reader and no writer holds (a
 -- writer that also reads); until then nothing is published.
@@ -57,6 +59,9 @@ else
     return {0, 0}
   end
   redis.call('del', KEYS[1])
+  if KEYS[5] and redis.call('hincrby', KEYS[5], 'held', -1) <= 0 then
+    redis.call('del', KEYS[5])
+  end
 end
 local next_waiter = '~' .. ARGV[1]
 while true do

@@ -6,7 +6,9 @@
 -- ARGV[4i - 3]  the i-th hold's owner token
 -- ARGV[4i - 2]  the i-th hold's id
 -- ARGV[4i - 1]  the i-th ttl in milliseconds
--- ARGV[4i]      'w' a write hold, 'r' a read hold
+-- ARGV[4i]      'w' a write hold, 'r' a read hold, 'p' a semaphore's permit record
+--               (acquire.lua KEYS[7]; owner and hold id empty): re-armed beside its permits
+--               so that it lives as long as they do
 --
 -- A ttl is never shortened: reentrant leases of one hold share the key, and each was promised
 -- that the key lives at least its own ttl from its last renewal. A read hold past its expiry
@@ -14,6 +16,7 @@
 --
 -- Replies an array with one integer per key, in order:
 --   1  the hold is here and the key now expires no sooner than ARGV[4i - 1] ms from now
+--      (a permit record: the record is here, and re-armed so)
 --   0  this hold is not here (expired, released, taken over): nothing changed
 local now = nil  -- the server's clock, read only for read holds
 local function outlive(key, ms)
@@ -23,7 +26,12 @@ local result = {}
 for i = 1, #KEYS do
   local owner, id, ttl = ARGV[4 * i - 3], ARGV[4 * i - 2], tonumber(ARGV[4 * i - 1])
   result[i] = 0
-  if ARGV[4 * i] == 'r' then
+  if ARGV[4 * i] == 'p' then
+    if redis.call('exists', KEYS[i]) == 1 then
+      outlive(KEYS[i], ttl)
+      result[i] = 1
+    end
+  elseif ARGV[4 * i] == 'r' then
     if not now then
       local t = redis.call('time')
       now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -86,10 +86,15 @@ const Script& force_release() {
   return s;
 }
 
+const Script& semaphore_resize() {
+  static const Script s = load("semaphore_resize");
+  return s;
+}
+
 std::vector<const Script*> all() {
-  return {&acquire(),      &release(),     &inspect(),       &renew(),
-          &fence_raise(),  &hello(),       &fair_acquire(),  &fair_leave(),
-          &fenced_write(), &fenced_read(), &force_release(), &max_ttl_raise()};
+  return {&acquire(),       &release(),       &inspect(),         &renew(),        &fence_raise(),
+          &hello(),         &fair_acquire(),  &fair_leave(),      &fenced_write(), &fenced_read(),
+          &force_release(), &max_ttl_raise(), &semaphore_resize()};
 }
 
 }  // namespace dlock::scripts

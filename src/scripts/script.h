@@ -32,6 +32,7 @@ const Script& fair_leave();
 const Script& fenced_write();
 const Script& fenced_read();
 const Script& force_release();
+const Script& semaphore_resize();
 
 // Every script, for tests that load them all on a server.
 std::vector<const Script*> all();

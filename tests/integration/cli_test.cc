@@ -532,6 +532,41 @@ TEST_F(CliTest, PermitsLetNRunsHoldTheSemaphoreAtOnce) {
             0);
 }
 
+// Issue 28 item 3: two holders of a 2-permit semaphore, and a run that says -n 4 is refused as
+// a usage error naming both counts (before: it got a permit, three holders of two permits).
+// `dlock semaphore resize` changes the count, shrinking only when no permit above it is held.
+TEST_F(CliTest, APermitCountOtherThanTheSemaphoresIsAUsageError) {
+  Client c = client();
+  LockOptions o;
+  o.ttl = 30s;
+  Semaphore held(c, "uploads", 2, o);
+  auto first = held.try_acquire_lease();
+  auto second = held.try_acquire_lease();
+  ASSERT_TRUE(first && second);
+  Ran more = dlock_tool(args({"run", "-n", "4", "uploads", "--", "echo", "never"}));
+  EXPECT_EQ(more.status, 64) << more.output;
+  EXPECT_EQ(more.output.find("never"), std::string::npos) << more.output;
+  EXPECT_NE(more.output.find("2 permits"), std::string::npos) << more.output;
+  EXPECT_NE(more.output.find("not 4"), std::string::npos) << more.output;
+
+  Ran grow = dlock_tool(args({"semaphore", "resize", "uploads", "3"}));
+  EXPECT_EQ(grow.status, 0) << grow.output;
+  Ran third = dlock_tool(args({"run", "-n", "3", "uploads", "--", "echo", "ran"}));
+  EXPECT_EQ(third.status, 0) << third.output;
+  EXPECT_NE(third.output.find("ran"), std::string::npos) << third.output;
+  Ran old = dlock_tool(args({"run", "-n", "2", "uploads", "--", "true"}));
+  EXPECT_EQ(old.status, 64) << old.output;
+  // Slots 0 and 1 are held: shrinking to 1 would leave two holders of one permit.
+  Ran shrink = dlock_tool(args({"semaphore", "resize", "uploads", "1"}));
+  EXPECT_EQ(shrink.status, 75) << shrink.output;
+  Ran bad = dlock_tool(args({"semaphore", "resize", "uploads", "0"}));
+  EXPECT_EQ(bad.status, 64) << bad.output;
+  ASSERT_TRUE(first->unlock());
+  ASSERT_TRUE(second->unlock());
+  Ran after = dlock_tool(args({"semaphore", "resize", "uploads", "1"}));
+  EXPECT_EQ(after.status, 0) << after.output;
+}
+
 TEST_F(CliTest, StatusJsonDescribesEachNode) {
   Client c = client();
   LockOptions o;

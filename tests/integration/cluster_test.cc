@@ -251,6 +251,44 @@ TEST_F(ClusterNodeTest, ASlotReshardedWhileItsLockIsHeldAndWaitedFor) {
   EXPECT_TRUE(got->is_held());
 }
 
+// Issue 28 item 7: the permits of one semaphore are renewed in one script call (their keys
+// share a slot). While their slot migrates with its keys split between the two masters, that
+// call is answered TRYAGAIN for the whole migration; the renewal goes key by key then, each
+// following its own ASK, so the holders keep their permits.
+TEST_F(ClusterNodeTest, PermitsStayHeldWhileTheirSlotMigratesKeyByKey) {
+  Client a = make_client();
+  Client c = make_client();
+  Semaphore pool(a, "pool", 3, renewed(1500ms));
+  std::vector<Lease> permits;
+  for (int i = 0; i < 3; ++i) {
+    auto p = pool.try_acquire_lease();
+    ASSERT_TRUE(p) << p.error().message();
+    permits.push_back(std::move(*p));
+  }
+  const auto slot = node::key_slot(pool.slot_name(0));
+  const std::size_t from = cluster_->master_of_slot(slot);
+  std::size_t to = 0;
+  while (to == from) ++to;
+
+  cluster_->begin_migration(slot, to);
+  cluster_->migrate_key(pool.slot_name(0), to);  // one permit here, two there
+  std::this_thread::sleep_for(4500ms);           // three ttls of the watchdog renewing
+  for (std::size_t i = 0; i < permits.size(); ++i) {
+    EXPECT_TRUE(permits[i].is_held()) << "permit " << i << " lost during the migration";
+  }
+  Semaphore other(c, "pool", 3, fixed(5s));
+  EXPECT_FALSE(other.try_acquire_lease()) << "a fourth permit during the migration";
+  cluster_->migrate_keys(slot, to);
+  cluster_->finish_migration(slot, to);
+  ASSERT_TRUE(cluster_->wait_until_stable());
+  std::this_thread::sleep_for(3s);  // two ttls on the new master
+  for (std::size_t i = 0; i < permits.size(); ++i) {
+    EXPECT_TRUE(permits[i].is_held()) << "permit " << i << " lost after the migration";
+  }
+  EXPECT_FALSE(other.try_acquire_lease()) << "a fourth permit after the migration";
+  for (auto& p : permits) EXPECT_TRUE(p.unlock());
+}
+
 // A master with a replica each: the replica takes over when its master dies.
 class ClusterFailoverTest : public ::testing::Test {
  protected:

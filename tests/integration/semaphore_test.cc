@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "access.h"
+#include "lock/keys.h"
 #include "support/cluster_fixture.h"
 
 namespace dlock {
@@ -299,6 +300,97 @@ TEST_P(SemaphoreTest, QuorumRulesAsForTheMutex) {
   auto no_quorum = s.try_acquire_lease();
   ASSERT_FALSE(no_quorum);
   EXPECT_TRUE(no_quorum.error().is(errc::quorum_not_reached)) << no_quorum.error().message();
+}
+
+// Issue 28 item 3: the permit count is the semaphore's, recorded on the nodes by the first
+// acquisition, not whatever each client says: two holders of a 2-permit semaphore and a client
+// that says 4 (or 1) is refused, naming both numbers. The record goes with the last permit.
+TEST_P(SemaphoreTest, AnotherPermitCountIsRefusedWhilePermitsAreHeld) {
+  Client a = make_client(), b = make_client();
+  Semaphore two(a, "pool", 2, renewed(10s));
+  auto p1 = two.try_acquire_lease();
+  auto p2 = two.try_acquire_lease();
+  ASSERT_TRUE(p1 && p2);
+  Semaphore four(b, "pool", 4, renewed(10s));
+  auto third = four.try_acquire_lease();
+  ASSERT_FALSE(third) << "a third holder of a 2-permit semaphore: " << third->name();
+  EXPECT_TRUE(third.error().is(errc::invalid_argument)) << third.error().message();
+  EXPECT_NE(third.error().message().find("2 permits"), std::string::npos)
+      << third.error().message();
+  EXPECT_NE(third.error().message().find("not 4"), std::string::npos) << third.error().message();
+  Semaphore one(b, "pool", 1, renewed(10s));
+  auto fewer = one.acquire_lease(300ms);
+  ASSERT_FALSE(fewer);
+  EXPECT_TRUE(fewer.error().is(errc::invalid_argument)) << fewer.error().message();
+  EXPECT_EQ(slots_held(four), 2u) << "a refused attempt leaves nothing behind";
+
+  ASSERT_TRUE(p1->unlock());
+  ASSERT_TRUE(p2->unlock());
+  // Every permit is back: the record is gone with them, the next acquisition sets the count.
+  Result<Lease> fresh(Error(errc::lock_held, ""));
+  EXPECT_TRUE(eventually([&] { return (fresh = four.try_acquire_lease()).has_value(); }, 5s))
+      << fresh.error().message();
+  auto old = two.try_acquire_lease();
+  ASSERT_FALSE(old);
+  EXPECT_TRUE(old.error().is(errc::invalid_argument)) << old.error().message();
+}
+
+// Issue 28 item 3: changing the count is explicit. Growing is always allowed; shrinking only
+// while no permit at the new count or above is held, and a refused shrink changes nothing.
+TEST_P(SemaphoreTest, ResizeGrowsAlwaysAndShrinksOnlyWhenNoPermitAboveIsHeld) {
+  Client c = make_client();
+  EXPECT_TRUE(c.resize_semaphore("pool", 0).error().is(errc::invalid_argument));
+  auto nothing = c.resize_semaphore("pool", 3);
+  ASSERT_TRUE(nothing) << nothing.error().message();
+  EXPECT_EQ(*nothing, 0u) << "no permit held: nothing recorded";
+  Semaphore two(c, "pool", 2, renewed(10s));
+  auto p0 = two.try_acquire_lease();
+  auto p1 = two.try_acquire_lease();
+  ASSERT_TRUE(p0 && p1);
+  auto grown = c.resize_semaphore("pool", 3);
+  ASSERT_TRUE(grown) << grown.error().message();
+  EXPECT_EQ(*grown, 2u);
+  Semaphore three(c, "pool", 3, renewed(10s));
+  auto p2 = three.try_acquire_lease();
+  ASSERT_TRUE(p2) << p2.error().message();
+  EXPECT_EQ(p2->name(), three.slot_name(2));
+  auto old = two.try_acquire_lease();
+  ASSERT_FALSE(old);
+  EXPECT_TRUE(old.error().is(errc::invalid_argument)) << old.error().message();
+
+  auto shrink = c.resize_semaphore("pool", 2);
+  ASSERT_FALSE(shrink) << "shrunk while permit 2 is held";
+  EXPECT_TRUE(shrink.error().is(errc::lock_held)) << shrink.error().message();
+  auto full = three.try_acquire_lease();
+  ASSERT_FALSE(full);
+  EXPECT_TRUE(full.error().is(errc::lock_held)) << "still 3 permits: " << full.error().message();
+
+  ASSERT_TRUE(p2->unlock());
+  Result<std::size_t> shrunk(Error(errc::lock_held, ""));
+  EXPECT_TRUE(eventually([&] { return (shrunk = c.resize_semaphore("pool", 2)).has_value(); }, 5s))
+      << shrunk.error().message();
+  EXPECT_EQ(*shrunk, 3u);
+  auto none = two.try_acquire_lease();
+  ASSERT_FALSE(none);
+  EXPECT_TRUE(none.error().is(errc::lock_held))
+      << "2 permits, both held: " << none.error().message();
+}
+
+// Issue 28 item 3, fair mode: a fair waiter that names another count is refused before it
+// queues, and leaves no place in line behind.
+TEST_P(SemaphoreTest, AFairWaiterWithAnotherPermitCountIsRefusedAndDoesNotQueue) {
+  Client a = make_client(), b = make_client();
+  Semaphore two(a, "pool", 2, renewed(10s));
+  auto p1 = two.try_acquire_lease();
+  auto p2 = two.try_acquire_lease();
+  ASSERT_TRUE(p1 && p2);
+  LockOptions fair = renewed(10s);
+  fair.fair = true;
+  Semaphore four(b, "pool", 4, fair);
+  auto refused = four.acquire_lease(2s);
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(refused.error().is(errc::invalid_argument)) << refused.error().message();
+  EXPECT_EQ(nodes_with(lock::queue_key(four.slot_name(0))), 0u) << "left a place in line";
 }
 
 INSTANTIATE_TEST_SUITE_P(Nodes, SemaphoreTest, ::testing::Values(1, 3), test::node_count_name);

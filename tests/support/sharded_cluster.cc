@@ -150,6 +150,17 @@ void ShardedCluster::migrate_keys(std::uint16_t slot, std::size_t to) {
   }
 }
 
+void ShardedCluster::migrate_key(const std::string& key, std::size_t to) {
+  std::vector<std::string> migrate{
+      "MIGRATE", "127.0.0.1", std::to_string(cluster_->server(to).port()), "", "0", "5000"};
+  if (!password_.empty()) migrate.insert(migrate.end(), {"AUTH", password_});
+  migrate.insert(migrate.end(), {"KEYS", key});
+  auto r = command(master_of(key), migrate);
+  if (!r || r->type == REDIS_REPLY_ERROR) {
+    throw std::runtime_error(std::string("MIGRATE failed: ") + (r ? r->str : "no answer"));
+  }
+}
+
 void ShardedCluster::finish_migration(std::uint16_t slot, std::size_t to) {
   const std::string s = std::to_string(slot);
   const std::string target = id(to);

@@ -52,6 +52,9 @@ class ShardedCluster {
   // TRYAGAIN); after it, MOVED.
   void begin_migration(std::uint16_t slot, std::size_t to);
   void migrate_keys(std::uint16_t slot, std::size_t to);
+  // One key of a migrating slot to `to` (MIGRATE): the slot's keys are then split between the
+  // two masters, and a script naming keys on both sides is answered TRYAGAIN.
+  void migrate_key(const std::string& key, std::size_t to);
   void finish_migration(std::uint16_t slot, std::size_t to);
   void move_slot(std::uint16_t slot, std::size_t to);
 

@@ -31,6 +31,19 @@ TEST(KeysTest, SemaphoreNamesWithBracesAndColonsParseFromTheRight) {
   EXPECT_NE(release_channel(semaphore_slot("a}:5", 0)), release_channel(semaphore_slot("a", 0)));
 }
 
+// Issue 28: a semaphore's permit record, one per semaphore, in its slot; none for other names.
+TEST(KeysTest, APermitRecordPerSemaphoreInItsSlot) {
+  EXPECT_EQ(permit_record_key(semaphore_slot("downloads", 3)),
+            "dlock:permits:{downloads}:dlock:sem:{downloads}");
+  for (const char* name : {"downloads", "a}:5", "{x}", "a{b}c"}) {
+    const std::string record = permit_record_key(semaphore_slot(name, 7));
+    EXPECT_EQ(record, permit_record_key(semaphore_slot(name, 0))) << name;
+    EXPECT_EQ(node::key_slot(record), node::key_slot(semaphore_slot(name, 0))) << name;
+  }
+  EXPECT_EQ(permit_record_key("downloads"), "");
+  EXPECT_EQ(permit_record_key("dlock:sem:{x"), "");
+}
+
 // A fair semaphore's waiters queue once for all its slots.
 TEST(KeysTest, SemaphoreSlotsShareTheSemaphoresQueue) {
   EXPECT_EQ(queue_key(semaphore_slot("downloads", 3)),

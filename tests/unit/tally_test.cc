@@ -64,6 +64,21 @@ TEST(TallyTest, ParsesEachAcquireReply) {
   EXPECT_EQ(parse_acquire(integer(1)).kind, Kind::failed);
 }
 
+// Issue 28: a node that recorded another permit count for the semaphore refuses; one such node
+// fails the attempt, even beside a quorum of grants.
+TEST(TallyTest, AnotherRecordedPermitCountOnAnyNodeFailsTheAttempt) {
+  const auto mismatch = parse_acquire(array({-1, 4, 2}));
+  EXPECT_EQ(mismatch.kind, Kind::mismatch);
+  EXPECT_EQ(mismatch.permits, 2);
+  EXPECT_EQ(parse_acquire(array({-1, 4, 0})).kind, Kind::failed) << "a count of 0 is no count";
+  const auto t = tally_acquire({granted(5), granted(5), mismatch}, {true, true, true}, 2);
+  EXPECT_EQ(t.granted, 2u);
+  ASSERT_TRUE(t.recorded_permits);
+  EXPECT_EQ(*t.recorded_permits, 2);
+  EXPECT_FALSE(
+      tally_acquire({granted(5), granted(5), held(4, 10)}, {true, true, true}, 2).recorded_permits);
+}
+
 TEST(TallyTest, UnequalCountersNeedARaise) {
   // The issue's counters: 11, 11, 10, 10, 10, all granted: the token is 11, held by 2 of 5.
   const auto t = tally_acquire({granted(11), granted(11), granted(10), granted(10), granted(10)},

@@ -12,6 +12,7 @@
 #include "release_command.h"
 #include "run_command.h"
 #include "sandbox_command.h"
+#include "semaphore_command.h"
 #include "status_command.h"
 #include "watch_command.h"
 
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   cli::SandboxFlags sandbox_flags;
   cli::DemoFlags demo_flags;
   cli::DemoWorkerFlags worker_flags;
+  cli::SemaphoreFlags semaphore_flags;
   CLI::App* run = cli::add_run_command(app, run_flags);
   CLI::App* acquire = cli::add_acquire_command(app, acquire_flags);
   CLI::App* status = cli::add_status_command(app, status_flags);
@@ -37,6 +39,7 @@ int main(int argc, char** argv) {
   CLI::App* sandbox = cli::add_sandbox_command(app, sandbox_flags);
   CLI::App* demo = cli::add_demo_command(app, demo_flags);
   CLI::App* worker = cli::add_demo_worker_command(app, worker_flags);
+  CLI::App* resize = cli::add_semaphore_command(app, semaphore_flags);
   // Everything after the first "--" is the command of `dlock run`, passed on untouched; CLI11
   // parses only what comes before it.
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -61,5 +64,6 @@ int main(int argc, char** argv) {
   if (sandbox->parsed()) return cli::sandbox_command(sandbox_flags);
   if (demo->parsed()) return cli::demo_command(demo_flags);
   if (worker->parsed()) return cli::demo_worker_command(worker_flags);
+  if (resize->parsed()) return cli::semaphore_resize_command(semaphore_flags);
   return cli::kExitUsage;
 }

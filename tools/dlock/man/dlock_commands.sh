@@ -9,10 +9,11 @@ exec >"$3"
 # roff: a backslash is written \e; a line starting with . or ' would be a request.
 escape() { sed -e 's/\\/\\e/g' -e "s/^\([.']\)/\\\\\&\1/"; }
 echo "[COMMANDS]"
-for cmd in run acquire release status watch sandbox demo; do
+for cmd in run acquire release status watch sandbox demo "semaphore resize"; do
   echo ".SS $cmd"
   echo ".nf"
-  "$dlock" "$cmd" --help | escape
+  # shellcheck disable=SC2086 # "semaphore resize" is two words
+  "$dlock" $cmd --help | escape
   echo ".fi"
 done
 cat "$fixed"
