@@ -116,7 +116,8 @@ Membership::Membership(node::Fanout& nodes, double drift_factor, Observer* obser
       retry_at_(nodes.size()),
       quarantine_until_(nodes.size(), Clock::time_point::min()),
       duplicate_(nodes.size(), false),
-      excluded_(nodes.size()) {}
+      excluded_(nodes.size()),
+      checked_id_(nodes.size()) {}
 
 Membership::View Membership::refresh(std::chrono::milliseconds ttl) {
   return engine::run_sync(refresh_task(ttl));
@@ -128,7 +129,8 @@ engine::Task<Membership::View> Membership::refresh_task(std::chrono::millisecond
   // a reconnect, else (a node that did not answer) at most once a second.
   const auto start = Clock::now();
   // Also now and then: a node's configuration (eviction, role) can change under a client.
-  bool stale = ttl > announced_ttl_ || start >= recheck_at_;
+  bool stale = ttl > announced_ttl_ || start >= recheck_at_ ||
+               start + ttl + drift(ttl, drift_factor_) > announced_until_;
   for (std::size_t i = 0; i < nodes_.size() && !stale; ++i) {
     const std::uint64_t epoch = nodes_.epoch(i);
     stale = epoch != checked_epoch_[i] && (epoch != attempted_epoch_[i] || start >= retry_at_[i]);
@@ -228,6 +230,14 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   const auto largest = std::max(max_ttl, report.max_ttl);
   auto joining = join(greeted, ids, report, largest);
   const std::vector<bool> member = co_await std::move(joining);
+  // Only the nodes that hold this greeting's announcement vote until it lapses: one that missed
+  // it (no answer, a failed join, no INFO) could grant a lease whose ttl nobody else recorded
+  // in time (a late grant after another client's greeting). It is greeted again.
+  std::vector<bool> confirmed(nodes_.size());
+  for (std::size_t k = 0; k < greeted.size(); ++k) confirmed[greeted[k]] = member[k];
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (!confirmed[i] && excluded_[i].empty()) checked_epoch_[i] = kUnchecked;
+  }
   for (std::size_t k = 0; k < greeted.size(); ++k) {
     const std::size_t i = greeted[k];
     // Reconnected meanwhile, or not a member (it did not answer, or its join failed): it does
@@ -240,11 +250,19 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
     for (std::size_t j = 0; j < k; ++j) {
       if (ids[greeted[j]]->shares_a_server_with(*ids[i])) duplicate_[i] = true;
     }
-    if (const auto age = report.boot_age[k]; age && *age < largest)
+    if (const auto age = report.boot_age[k]; age && *age < largest) {
       quarantine(i, asked, largest - *age);
+    } else if (checked_epoch_[i] == found.epochs[i] && !checked_id_[i].empty() &&
+               checked_id_[i] != ids[i]->run_id) {
+      // Another server on the same connection (a proxy that kept it) that no node reports as
+      // booted recently: it may lack keys all the same; out for the largest live ttl.
+      quarantine(i, asked, largest);
+    }
+    checked_id_[i] = ids[i]->run_id;
     checked_epoch_[i] = found.epochs[i];
   }
   announced_ttl_ = largest;
+  announced_until_ = asked + 2 * max_ttl - drift(2 * max_ttl, drift_factor_);
   recheck_at_ = asked + kRecheckEvery;
   co_return true;
 }

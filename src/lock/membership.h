@@ -58,6 +58,8 @@ class Membership {
   // How often the nodes are greeted again while nothing else asks for it: a node's role or
   // eviction policy can change under a running client (a failover, CONFIG SET).
   static constexpr std::chrono::seconds kRecheckEvery{30};
+  // View::epochs for a node not greeted on any connection yet (or that missed the last one).
+  static constexpr std::uint64_t kUnchecked = ~std::uint64_t{0};
   // How soon a greeting whose answers could not be trusted is tried again.
   static constexpr std::chrono::milliseconds kUnsettledRetry{100};
 
@@ -129,7 +131,6 @@ class Membership {
   engine::AsyncMutex mu_;
   // Per node, all guarded by mu_: the connection epoch last greeted (kUnchecked: never), the
   // epoch of the last attempt and when a failed attempt may be retried, and the quarantine.
-  static constexpr std::uint64_t kUnchecked = ~std::uint64_t{0};
   std::vector<std::uint64_t> checked_epoch_;
   std::vector<std::uint64_t> attempted_epoch_;
   std::vector<Clock::time_point> retry_at_;
@@ -138,7 +139,14 @@ class Membership {
   std::vector<std::string> excluded_;           // why node i never votes (empty: it may)
   std::string unsettled_;                       // guarded by mu_: View::unsettled
   std::chrono::milliseconds announced_ttl_{0};  // guarded by mu_
-  Clock::time_point recheck_at_{};              // guarded by mu_: the next periodic greeting
+  // Guarded by mu_: until when the last announcement lives on every node that voted since
+  // (hello.lua records it for twice the ttl); an acquisition whose lease could outlive it
+  // greets first.
+  Clock::time_point announced_until_{};
+  // Guarded by mu_: the identity each node had when it was last checked (a proxy that keeps a
+  // client's connection can put another server behind the same epoch).
+  std::vector<std::string> checked_id_;
+  Clock::time_point recheck_at_{};  // guarded by mu_: the next periodic greeting
 };
 
 }  // namespace dlock::lock

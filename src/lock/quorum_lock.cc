@@ -30,6 +30,9 @@ const char* kQuarantined = "restarted recently: kept out of quorums until its lo
 const char* kDuplicate = "the same server as another node of this client: it votes once";
 const char* kUnannounced =
     "the ttl could not be announced to a quorum of nodes (restart protection needs it)";
+const char* kNotGreeted =
+    "missed the last greeting (no answer, or not a member yet): not counted until a greeting "
+    "reaches it";
 const char* kNewEpoch =
     "reached another server process during the round (a reconnect, a failover, or a cluster "
     "slot that moved): not counted until it is greeted again";
@@ -41,6 +44,7 @@ std::string why_not_voting(const Membership::View& view, const node::Fanout& nod
   }
   if (view.ttl_unannounced) return kUnannounced;
   if (view.duplicate[i]) return kDuplicate;
+  if (view.epochs[i] == Membership::kUnchecked) return kNotGreeted;
   return view.votes[i] && nodes.epoch(i) != view.epochs[i] ? kNewEpoch : kQuarantined;
 }
 
@@ -420,6 +424,18 @@ engine::Task<std::vector<Result<Clock::time_point>>> QuorumLock::renew_task(
   node::Round round(nodes_, std::move(calls));
   std::vector<node::Outcomes> outcomes = co_await round;
   const auto now = Clock::now();
+  // A node whose record was not raised (out of memory, say) does not count as renewed: the
+  // lease would outlive what a greeting reads there after a restart.
+  const node::Outcomes raised = std::move(outcomes.back());
+  outcomes.pop_back();
+  for (std::size_t i = 0; i < raised.size(); ++i) {
+    const auto& r = raised[i];
+    if (r && r->is_integer() && r->integer >= max_ttl.count()) continue;
+    const Error why =
+        !r ? r.error()
+           : Error(errc::script_error, "max_ttl_raise: " + (r->is_error() ? r->str : "bad reply"));
+    for (auto& call : outcomes) call[i] = why;
+  }
   for (std::size_t j = 0; j < live.size(); ++j) {
     results[live[j]] = judge_renewal(renewals[live[j]], outcomes[places[j].call], places[j].entry,
                                      view, start, now);

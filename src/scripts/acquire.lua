@@ -80,7 +80,9 @@ end
 local function record_ttl()
   local ttl = tonumber(ARGV[3])
   local until_ms = server_ms() + ttl
-  if type(redis.pcall('zadd', KEYS[4], 'gt', until_ms, ttl)) ~= 'number' then
+  local added = redis.pcall('zadd', KEYS[4], 'gt', until_ms, ttl)
+  if type(added) ~= 'number' then
+    if redis.call('type', KEYS[4]).ok ~= 'string' then error(added.err) end  -- e.g. OOM
     redis.call('del', KEYS[4])
     redis.call('zadd', KEYS[4], until_ms, ttl)
   end

@@ -45,7 +45,9 @@ local function next_token()
   if token > tonumber(redis.call('get', KEYS[5]) or '0') then redis.call('set', KEYS[5], token) end
   -- As acquire.lua's record_ttl (a string there is an older dlock's record: replaced).
   local ttl = tonumber(ARGV[3])
-  if type(redis.pcall('zadd', KEYS[6], 'gt', now + ttl, ttl)) ~= 'number' then
+  local added = redis.pcall('zadd', KEYS[6], 'gt', now + ttl, ttl)
+  if type(added) ~= 'number' then
+    if redis.call('type', KEYS[6]).ok ~= 'string' then error(added.err) end  -- e.g. OOM
     redis.call('del', KEYS[6])
     redis.call('zadd', KEYS[6], now + ttl, ttl)
   end

@@ -18,8 +18,8 @@
 --                renewals (max_ttl_raise.lua) and announcements (ARGV[1]); an entry goes
 --                when no lease of its ttl can still live, so a quarantine follows the ttls
 --                in use, not the largest ever used
--- ARGV[1]        greet: the client's largest ttl in ms, announced (recorded for that long);
---                join: the largest ttl the greeting learned (recorded for that long)
+-- ARGV[1]        greet: the client's largest ttl in ms, announced (recorded for twice that);
+--                join: the largest ttl the greeting learned (recorded for twice that)
 -- ARGV[2]        how many nodes the client's lock set has (N)
 -- ARGV[3]        'greet' or 'join'
 -- ARGV[2i + 2]   run_id of the i-th node the client sees
@@ -59,9 +59,12 @@ local function live_max_ttl(record)
     redis.call('del', KEYS[2])
     if old > 0 then redis.call('zadd', KEYS[2], now + old, old) end
   end
+  -- For twice the ttl: the client announces again once one ttl has passed, so every lease it
+  -- grants under this announcement ends while the entry lives, also one whose grant on some
+  -- node runs late, after another client's greeting read this node.
   if record > 0 then
-    redis.call('zadd', KEYS[2], 'gt', now + record, record)
-    if redis.call('pttl', KEYS[2]) < record then redis.call('pexpire', KEYS[2], record) end
+    redis.call('zadd', KEYS[2], 'gt', now + 2 * record, record)
+    if redis.call('pttl', KEYS[2]) < 2 * record then redis.call('pexpire', KEYS[2], 2 * record) end
   end
   redis.call('zremrangebyscore', KEYS[2], '-inf', now)
   local largest = 0

@@ -13,8 +13,12 @@
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl, live = tonumber(ARGV[1]), tonumber(ARGV[2])
-if type(redis.pcall('zadd', KEYS[1], 'gt', now + live, ttl)) ~= 'number' then
-  redis.call('del', KEYS[1])  -- an older dlock's string record
+local added = redis.pcall('zadd', KEYS[1], 'gt', now + live, ttl)
+if type(added) ~= 'number' then
+  -- Only an older dlock's string record is replaced; any other error (out of memory) stands,
+  -- and deletes nothing.
+  if redis.call('type', KEYS[1]).ok ~= 'string' then return added end
+  redis.call('del', KEYS[1])
   redis.call('zadd', KEYS[1], now + live, ttl)
 end
 if redis.call('pttl', KEYS[1]) < live then redis.call('pexpire', KEYS[1], live) end

@@ -187,40 +187,38 @@ class Issue12ReviewMaxTtlTest : public test::ClusterTest {
   }
 };
 
+// The review's case: X announces 20 s, C's greeting fails, and C grants X's lock with a ttl its
+// greeting never recorded; A, which granted too, restarts; a greeting that C answers learned too
+// short a ttl. acquire.lua records the ttl it grants, which closed it then. Since issue 28 a
+// node that missed the last greeting does not vote at all until a greeting reaches it (a grant
+// could otherwise run late, after another client read it: SimDirected.
+// AGrantThatRunsAfterAGreetingLeavesItsTtlUnknown), so X's lock is refused outright.
 TEST_P(Issue12ReviewMaxTtlTest, RestartedNodeIsQuarantinedForATtlItsGreetingMissed) {
-  // All three nodes are in use from the start (max-ttl 500 ms everywhere).
   Client first = make_client();
   ASSERT_TRUE(first.try_lock("warm-up", fixed(500ms)));
-
-  // X announces 20 s: A (0) and B (1) record it, C (2) answers the greeting with an error.
-  // X's acquisition is granted by A and C; B answers it with an error.
   // X has greeted every node once (all members in its view), before its next greeting fails on C.
   Client x = make_client();
   ASSERT_TRUE(x.try_lock("warm-up-x", fixed(500ms)));
+  // X announces 20 s: A (0) and B (1) record it, C (2) answers the greeting with an error; B
+  // then answers X's acquisition with an error, so only A and C could grant it.
   allow_keys(1, {"dlock:boots", "dlock:max-ttl"});
   allow_keys(2, {"job", "dlock:fence:*", "dlock:fence-floor", "dlock:max-ttl", "dlock:readers:*",
                  "dlock:writers-waiting:*"});
   auto held = x.try_lock("job", fixed(20s, "x"));
-  ASSERT_TRUE(held) << held.error().message();
+  allow_keys(1, {"*"});
   allow_keys(2, {"*"});
-
-  // A restarts empty (one node: a minority). B now fails greetings but serves locks.
-  allow_keys(1, {"job", "dlock:fence:*", "dlock:fence-floor", "dlock:queue*", "dlock:max-ttl",
-                 "dlock:readers:*", "dlock:writers-waiting:*"});
-  (*nodes_)[0].restart(false);
-
-  Client y = make_client();
-  Result<Lease> stolen = Error(errc::lock_held, "");
-  test::eventually(
+  ASSERT_FALSE(held) << "C voted for a ttl its greeting missed";
+  EXPECT_NE(held.error().message().find("greeting"), std::string::npos) << held.error().message();
+  EXPECT_FALSE((*nodes_)[0].exists("job")) << "the refused attempt left its key on A";
+  // Once a greeting reaches C again, it votes.
+  Result<Lease> later = Error(errc::lock_held, "");
+  EXPECT_TRUE(test::eventually(
       [&] {
-        stolen = y.try_lock("job", fixed(500ms, "y"));
-        return bool(stolen);
+        later = x.try_lock("job", fixed(20s, "x"));
+        return bool(later);
       },
-      4s);
-  EXPECT_FALSE(stolen && held->is_held())
-      << "two holders: x (token " << held->fencing_token().value() << ", "
-      << held->validity().count() << " ms left) and y (token "
-      << (stolen ? stolen->fencing_token().value() : 0) << ")";
+      5s))
+      << later.error().message();
 }
 
 INSTANTIATE_TEST_SUITE_P(Nodes, Issue12ReviewMaxTtlTest, ::testing::Values(3),

@@ -72,6 +72,10 @@ struct ClusterOptions {
   // Directed schedules: a fault to force for (client, node, the round's first call); nullopt
   // leaves the choice to the seed. Restarts forced here bypass the profile.
   std::function<std::optional<Fault>(std::size_t, std::size_t, const node::Call&)> plan;
+  // Review: runs just before a round's calls are delivered to a node; in_order: nodes in index
+  // order.
+  std::function<void(std::size_t, std::size_t, const node::Call&)> before_deliver;
+  bool in_order = false;
 };
 
 class SimCluster {
@@ -84,6 +88,7 @@ class SimCluster {
   Trace& trace() { return trace_; }
   const Trace& trace() const { return trace_; }
   void attach(SimFanout& fanout) { fanouts_.push_back(&fanout); }
+  const ClusterOptions& options() const { return options_; }
 
   // A round of calls begins: its faults are all picked before any is delivered.
   void begin_round() { reserved_.assign(size(), false); }

@@ -33,7 +33,7 @@ void SimFanout::use(std::size_t i) {
 std::vector<std::size_t> SimFanout::arrival(const std::vector<Fault>& faults) {
   std::vector<std::size_t> order(size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  for (std::size_t i = order.size(); i > 1; --i) {
+  for (std::size_t i = order.size(); i > 1 && !cluster_.options().in_order; --i) {
     std::swap(order[i - 1], order[cluster_.rng().below(i)]);
   }
   // A timeout is known only at the deadline, after every reply that came.
@@ -45,6 +45,8 @@ std::vector<std::size_t> SimFanout::arrival(const std::vector<Fault>& faults) {
 
 std::vector<Result<resp::Reply>> SimFanout::deliver(std::size_t i, Fault fault,
                                                     const std::vector<node::Call>& calls) {
+  if (cluster_.options().before_deliver)
+    cluster_.options().before_deliver(client_, i, calls.front());
   SimNode& node = cluster_.node(i);
   const auto fail = [&](errc code, const char* why) {
     return std::vector<Result<resp::Reply>>(calls.size(), Error(code, why));

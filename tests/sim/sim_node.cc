@@ -242,7 +242,7 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
     return array(result);
   }
   const std::int64_t announced = number(at(call.args, 0));
-  if (announced > 0) record_ttl(max_ttl_key, announced, announced, now);
+  if (announced > 0) record_ttl(max_ttl_key, announced, 2 * announced, now);
   const std::int64_t max_ttl = live_max_ttl(max_ttl_key, now);
   if (joining) {
     for (std::size_t i = 3; i + 1 < call.args.size(); i += 2) {
