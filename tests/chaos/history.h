@@ -3,7 +3,7 @@
 // event; the controller adds the faults it injected. The checker reads them back and looks for:
 //   (a) two holders of one name whose validity windows overlap by more than the drift;
 //   (b) the fenced resource accepting a token lower than one it had accepted, or its counter
-//       differing from the number of accepted writes;
+//       outside [accepted writes, accepted writes + writes whose answer never came];
 //   (c) a waiter that did not get the lock in time while a majority was up and no fault ran.
 // A nesting worker's event (outcome "held" when it did not write) spans all the time it
 // believed it held the lock through nested reentrant leases; (a) applies to it like any other.
@@ -76,6 +76,9 @@ struct Report {
   std::size_t accepted = 0;
   std::size_t refused = 0;
   std::size_t timeouts = 0;
+  // Writes sent whose answer never came (outcome "error" with write_ns set): each may or may
+  // not have been applied, so the counter may exceed the accepted writes by up to this many.
+  std::size_t unknown_writes = 0;
   std::size_t held_only = 0;          // held the lock without writing (outcome "held")
   std::size_t expected_overlaps = 0;  // paused or skewed holders
   std::size_t caught_by_fencing = 0;  // of those, the stale write was refused
