@@ -1,11 +1,24 @@
 #!/usr/bin/env bash
 # The test command (README and CI): installs what it needs, checks formatting, then builds
-# and runs every test in three builds: -Werror (dev, then the install checks and a smoke run
-# of the benchmark),
-# AddressSanitizer+UBSan, ThreadSanitizer; then runs the libFuzzer targets (clang) for a
-# bounded time each.
-# Usage: bash scripts/test.sh [dev|asan|tsan|fuzz ...]   (default: all four)
-# DLOCK_FUZZ_SECONDS sets the time per fuzz target (default 20).
+# and runs the tests in three builds: -Werror (dev: every test, then the install checks and
+# a smoke run of the benchmark), AddressSanitizer+UBSan and ThreadSanitizer (the tests a
+# sanitizer can find something in: see "Which tests run where" below); then runs the
+# libFuzzer targets (clang) for a bounded time each.
+# Usage: bash scripts/test.sh              everything, as CI runs it
+#        bash scripts/test.sh quick        dev build; unit, simulation and core integration
+#                                          tests (no failover, chaos or overload suites): the
+#                                          loop to run before every commit
+#        bash scripts/test.sh dev|asan|tsan|fuzz ...   those steps only
+# DLOCK_FUZZ_SECONDS sets the time per fuzz target (default 20); DLOCK_TEST_JOBS the ctest
+# jobs (default 4 per core: most tests wait on redis-server and timers, not on the CPU).
+#
+# Which tests run where (labels: tests/CMakeLists.txt, tests/labels.cmake):
+#   dev   every test;
+#   asan  unit, sim, integration and regression tests, the cluster node tests and the CLI,
+#         but not the long failover suites (label failover), chaos, overload or the examples
+#         (label slow: they check timing and safety, which the dev build checks at full speed);
+#   tsan  the same minus the cluster tests (label cluster) and the examples.
+#   Tests labelled serial need a quiet CPU: ctest runs them one at a time (RUN_SERIAL).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +27,7 @@ bash scripts/install-deps.sh
 # CI must not skip server tests: a missing redis-server is a failure, not a skip.
 export DLOCK_REQUIRE_REDIS=1
 jobs=$(nproc 2>/dev/null || echo 2)
+test_jobs=${DLOCK_TEST_JOBS:-$((4 * jobs))}
 
 # Each step with the time it starts, so a CI log shows where the minutes go.
 step() { printf '\n== [%s] %s\n' "$(date +%T)" "$*"; }
@@ -23,6 +37,19 @@ git ls-files '*.h' '*.cc' | xargs clang-format --dry-run -Werror
 
 presets=("$@")
 ((${#presets[@]})) || presets=(dev asan tsan fuzz)
+quick=0
+if [ "${presets[*]}" = quick ]; then
+  quick=1
+  presets=(dev)
+fi
+# What ctest runs per preset (labels, tests/CMakeLists.txt).
+ctest_args() {
+  case "$1" in
+    dev) ((quick)) && echo "-LE slow|failover|chaos|cluster|sentinel" || true ;;
+    asan) echo "-LE slow|failover|chaos" ;;
+    tsan) echo "-LE slow|failover|chaos|cluster" ;;
+  esac
+}
 for preset in "${presets[@]}"; do
   if [ "$preset" = fuzz ]; then
     step "fuzz: reply reader, URL and duration parsing (${DLOCK_FUZZ_SECONDS:-20}s each)"
@@ -45,8 +72,10 @@ for preset in "${presets[@]}"; do
   timeout 1500 cmake --preset "$preset" >/dev/null
   timeout 1500 cmake --build "build/$preset" -j "$jobs"
   step "$preset: tests"
-  timeout 1200 ctest --test-dir "build/$preset" -j "$jobs" --output-on-failure
-  if [ "$preset" = dev ]; then
+  # shellcheck disable=SC2046 # the labels are one word each
+  timeout 1200 ctest --test-dir "build/$preset" -j "$test_jobs" --output-on-failure \
+    $(ctest_args "$preset")
+  if [ "$preset" = dev ] && ((!quick)); then
     step "install: cmake --install, find_package, pkg-config, add_subdirectory, the .deb"
     timeout 900 bash scripts/check-install.sh "build/$preset"
     # Only that it still works (a few iterations of everything, peers included); the numbers
