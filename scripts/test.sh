@@ -10,15 +10,17 @@
 #                                          loop to run before every commit
 #        bash scripts/test.sh dev|asan|tsan|fuzz ...   those steps only
 # DLOCK_FUZZ_SECONDS sets the time per fuzz target (default 20); DLOCK_TEST_JOBS the ctest
-# jobs (default 4 per core: most tests wait on redis-server and timers, not on the CPU).
+# jobs (default 8 per core in dev, 4 in the sanitizer builds: most tests wait on
+# redis-server and timers, not on the CPU; the CPU-heavy ones count as 4 jobs, PROCESSORS).
 #
-# Which tests run where (labels: tests/CMakeLists.txt, tests/labels.cmake):
+# Which tests run where (labels: tests/labels.cmake, tests/chaos/CMakeLists.txt):
 #   dev   every test;
-#   asan  unit, sim, integration and regression tests, the cluster node tests and the CLI,
-#         but not the long failover suites (label failover), chaos, overload or the examples
-#         (label slow: they check timing and safety, which the dev build checks at full speed);
-#   tsan  the same minus the cluster tests (label cluster) and the examples.
-#   Tests labelled serial need a quiet CPU: ctest runs them one at a time (RUN_SERIAL).
+#   asan  unit and simulation tests, the integration and regression tests on real servers
+#         (connections, the engine, lock logic, the CLI and its signal handling), the cluster
+#         and Sentinel node tests; not the long failover suites (label failover), the chaos
+#         runs or overload and the examples (label slow): those check timing and safety under
+#         faults, which the dev build checks at full speed, and they run there;
+#   tsan  the same minus the cluster tests (label cluster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,7 +29,6 @@ bash scripts/install-deps.sh
 # CI must not skip server tests: a missing redis-server is a failure, not a skip.
 export DLOCK_REQUIRE_REDIS=1
 jobs=$(nproc 2>/dev/null || echo 2)
-test_jobs=${DLOCK_TEST_JOBS:-$((4 * jobs))}
 
 # Each step with the time it starts, so a CI log shows where the minutes go.
 step() { printf '\n== [%s] %s\n' "$(date +%T)" "$*"; }
@@ -70,8 +71,15 @@ for preset in "${presets[@]}"; do
   fi
   step "$preset: configure and build"
   timeout 1500 cmake --preset "$preset" >/dev/null
-  timeout 1500 cmake --build "build/$preset" -j "$jobs"
+  if ((quick)); then
+    timeout 1500 cmake --build "build/$preset" -j "$jobs" --target quick_tests
+  else
+    timeout 1500 cmake --build "build/$preset" -j "$jobs"
+  fi
   step "$preset: tests"
+  per_core=4
+  [ "$preset" = dev ] && per_core=8
+  test_jobs=${DLOCK_TEST_JOBS:-$((per_core * jobs))}
   # shellcheck disable=SC2046 # the labels are one word each
   timeout 1200 ctest --test-dir "build/$preset" -j "$test_jobs" --output-on-failure \
     $(ctest_args "$preset")
