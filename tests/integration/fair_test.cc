@@ -67,6 +67,7 @@ TEST_P(FairTest, ReleaseWakesOnlyTheFirstInLine) {
   Client client = make_client();
   auto held = client.try_lock("job", fair());
   ASSERT_TRUE(held);
+  const long start = evalsha_calls();
   constexpr int kWaiters = 8;
   std::vector<std::future<bool>> waiters;
   for (int i = 0; i < kWaiters; ++i) {
@@ -77,8 +78,23 @@ TEST_P(FairTest, ReleaseWakesOnlyTheFirstInLine) {
     }));
   }
   ASSERT_TRUE(eventually([&] { return queued() == kWaiters; }));
-  std::this_thread::sleep_for(200ms);
-  const long before = evalsha_calls();
+  // Every waiter tries twice before it sleeps: once (which queues it), then again once it
+  // listens for releases, so that a release in between is not missed. Count from after the
+  // second tries, once no script has run for 500 ms (every waiter asleep: its next check-in is
+  // seconds away). A fixed 200 ms after the queue was full was too short on a loaded machine
+  // (ASan, ctest -j8 on 2 cores: late second tries counted as hand-offs, 31 > 24).
+  long settled = evalsha_calls();
+  ASSERT_TRUE(eventually(
+      [&] {
+        std::this_thread::sleep_for(500ms);
+        const long now = evalsha_calls();
+        const bool quiet = now == settled && now - start >= 2 * kWaiters;
+        settled = now;
+        return quiet;
+      },
+      30s))
+      << settled - start << " scripts ran while " << kWaiters << " waiters went to sleep";
+  const long before = settled;
   ASSERT_TRUE(held->unlock());
   for (auto& w : waiters) EXPECT_TRUE(w.get());
   const long calls = evalsha_calls() - before;

@@ -355,7 +355,12 @@ TEST_F(LockTest, UnreachableNodeIsNamedWithItsReason) {
 }
 
 TEST_F(LockTest, ThreadsKeepANonAtomicCounterExact) {
-  Client client = make_client();
+  // A node timeout of seconds, not the default 200 ms: the test is about exclusion, and 8
+  // threads on a loaded 2-core machine under ASan once waited longer than 200 ms for a reply
+  // (2 failed calls in a full CI run).
+  ClientOptions options;
+  options.node_timeout = 2s;
+  Client client = make_client(options);
   constexpr int kThreads = 8;
   constexpr int kRounds = 25;
   long counter = 0;  // deliberately not atomic: the lock is what protects it
@@ -368,6 +373,7 @@ TEST_F(LockTest, ThreadsKeepANonAtomicCounterExact) {
       for (int i = 0; i < kRounds; ++i) {
         auto lease = client.lock("counter", 60s, ttl(10s));
         if (!lease) {
+          ADD_FAILURE() << "lock: " << lease.error().message();
           ++failures;
           continue;
         }
@@ -376,7 +382,10 @@ TEST_F(LockTest, ThreadsKeepANonAtomicCounterExact) {
         std::this_thread::yield();
         counter = seen + 1;
         inside.fetch_sub(1);
-        if (!lease->unlock()) ++failures;
+        if (auto released = lease->unlock(); !released) {
+          ADD_FAILURE() << "unlock: " << released.error().message();
+          ++failures;
+        }
       }
     });
   }

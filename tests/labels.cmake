@@ -1,0 +1,57 @@
+# Labels for the discovered GoogleTest cases, by test name, read by ctest after the discovered
+# tests are added (TEST_INCLUDE_FILES keeps their order). gtest_discover_tests (CMake 3.25)
+# flattens a list-valued property, so PROPERTIES LABELS "unit;sim" would set "unit" alone:
+# every case's full list is set here. scripts/test.sh picks tests per preset by these labels:
+#   unit, sim          pure logic
+#   integration        real redis-server processes; regression: one file per issue
+#   cluster, sentinel  a Redis Cluster or a Sentinel set per test (seconds to start)
+#   failover           the long failover suites (a master killed, a replica promoted)
+#   slow               overload (100,000 locks) and the examples (a process per example)
+#   cpu                busy on the CPU, not waiting on servers: counts as 4 of ctest's jobs
+# COST: the long tests start first (ctest -j runs by descending cost when it has no timings
+# of an earlier run, as on a fresh clone), so none of them is left alone at the end.
+function(dlock_label base)
+  foreach(test IN LISTS ARGN)
+    set(labels ${base})
+    set(cost 1)
+    if(test MATCHES "^Cluster(Node|Failover|Redlock|Auth)Test\\.")
+      list(APPEND labels cluster)
+      set(cost 10)
+    endif()
+    if(test MATCHES "Sentinel" AND base MATCHES "integration")
+      list(APPEND labels sentinel)
+      set(cost 10)
+    endif()
+    if(test MATCHES "^(ClusterFailoverTest\\.|SentinelNodeTest\\.(TheHolderKeeps|ALockTheReplicaLost|AGracefulFailover|AWaiterFollows))")
+      list(APPEND labels failover)
+      set(cost 30)
+    endif()
+    if(test MATCHES "^(OverloadTest\\.|Examples/)")
+      list(APPEND labels slow)
+    endif()
+    if(test MATCHES "^(ClusterNodeTest\\.ASlotResharded|Nodes/WaitingTest\\.WaiterEnteringWhileItsChannelIsDropped|Planted/SimSelfTest\\.)")
+      set(cost 20)
+    elseif(base MATCHES "sim")
+      set(cost 8)
+    endif()
+    if(test MATCHES "^OverloadTest\\.")
+      list(APPEND labels cpu)
+      set_tests_properties("${test}" PROPERTIES PROCESSORS 4)
+      set(cost 30)
+    endif()
+    set_tests_properties("${test}" PROPERTIES LABELS "${labels}" COST ${cost})
+  endforeach()
+endfunction()
+
+dlock_label(unit ${unit_tests_TESTS})
+dlock_label("unit;sim" ${sim_test_TESTS})
+foreach(target lock_test redlock_test tls_auth_test cli_test watchdog_test fencing_test
+               restart_test reentrancy_test waiting_test fair_test lockable_test
+               fenced_store_test ops_test fake_server_test async_test observer_test
+               shared_lock_test semaphore_test cluster_test sentinel_test node_set_test
+               overload_test examples_test tcp_proxy_test)
+  dlock_label(integration ${${target}_TESTS})
+endforeach()
+foreach(target issue_12_test issue_12_review_test)
+  dlock_label("integration;regression" ${${target}_TESTS})
+endforeach()
