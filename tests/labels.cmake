@@ -52,6 +52,6 @@ foreach(target lock_test redlock_test tls_auth_test cli_test watchdog_test fenci
                overload_test examples_test tcp_proxy_test)
   dlock_label(integration ${${target}_TESTS})
 endforeach()
-foreach(target issue_12_test issue_12_review_test)
+foreach(target issue_12_test issue_12_review_test issue_28_test)
   dlock_label("integration;regression" ${${target}_TESTS})
 endforeach()
