@@ -244,10 +244,13 @@ TEST_F(SentinelNodeTest, AWaiterFollowsTheFailover) {
 // The replica guard: a grant counts only once WAIT confirmed the replicas; too few replicas,
 // or one that does not answer, refuse the lock and leave nothing behind on the master.
 TEST_F(SentinelNodeTest, TheReplicaGuardCountsAGrantOnlyOnceReplicasHaveIt) {
+  // WAIT counts only a replica that is connected and synced: a fresh set's replica may still be
+  // syncing (a clean-clone CI run with 16 tests at once refused the first lock that way).
+  ASSERT_TRUE(set_->replicated(0));
   Client a = client_of(set_->url());
   LockOptions guarded = fixed(10s);
   guarded.min_replicas = 1;
-  guarded.replica_timeout = 200ms;
+  guarded.replica_timeout = 400ms;  // below the client's node timeout (500 ms); a busy machine
   for (int i = 0; i < 5; ++i) {
     const std::string name = "guarded-" + std::to_string(i);
     auto lease = a.try_lock(name, guarded);
