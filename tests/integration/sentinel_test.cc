@@ -268,7 +268,9 @@ TEST_F(SentinelNodeTest, TheReplicaGuardCountsAGrantOnlyOnceReplicasHaveIt) {
   EXPECT_FALSE(on_server(0, "guarded")) << "a refused attempt cleans up";
 
   set_->server(1).pause();
-  r = a.try_lock("guarded", guarded);
+  LockOptions short_wait = guarded;
+  short_wait.replica_timeout = 200ms;  // well inside the node timeout: WAIT's own answer comes
+  r = a.try_lock("guarded", short_wait);
   set_->server(1).resume();
   ASSERT_FALSE(r) << "a replica that does not answer confirms nothing";
   EXPECT_NE(r.error().message().find("REPLICAS 0 of 1"), std::string::npos) << r.error().message();
