@@ -1,5 +1,6 @@
 -- acquire: takes the lock for a new hold of an owner. Reentrancy is counted by the client (one
--- hold per owner on the server), so this script never adds to an existing hold. An older hold
+-- hold per owner on the server), so this script never adds to an existing hold. This very hold
+-- found here (the same server reached twice in one round) is granted again. An older hold
 -- of the same client found here is stale (its release was lost: the client asks for a new hold
 -- only when it has no live one) and is taken over by the new hold id, with a fencing token
 -- raised as for any new holder. Any other hold of the same owner is held: a later hold of the
@@ -171,7 +172,9 @@ local mine = redis.pcall('hget', KEYS[1], ARGV[1])
 local function older_hold_of_this_client(id)
   local client, n = string.match(id, '^(.*)%.(%d+)$')
   local my_client, my_n = string.match(ARGV[2], '^(.*)%.(%d+)$')
-  return client ~= nil and client == my_client and tonumber(n) < tonumber(my_n)
+  -- <=: this very hold, met again (one server named twice, or a duplicated request), is
+  -- ours as well: refusing it would make an acquisition refuse itself.
+  return client ~= nil and client == my_client and tonumber(n) <= tonumber(my_n)
 end
 if type(mine) == 'string' and older_hold_of_this_client(mine) then return grant_write(false) end
 return {0, counter(), redis.call('pttl', KEYS[1])}

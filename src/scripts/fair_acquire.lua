@@ -87,7 +87,9 @@ local kind = redis.call('type', KEYS[1])['ok']
 local function older_hold_of_this_client(id)
   local client, n = string.match(id, '^(.*)%.(%d+)$')
   local my_client, my_n = string.match(ARGV[2], '^(.*)%.(%d+)$')
-  return client ~= nil and client == my_client and tonumber(n) < tonumber(my_n)
+  -- <=: this very hold, met again (one server named twice, or a duplicated request), is
+  -- ours as well: refusing it would make an acquisition refuse itself.
+  return client ~= nil and client == my_client and tonumber(n) <= tonumber(my_n)
 end
 local mine = kind == 'hash' and redis.call('hget', KEYS[1], owner)
 local stale_mine = mine and older_hold_of_this_client(mine)

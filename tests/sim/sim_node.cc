@@ -160,7 +160,7 @@ bool SimNode::older_hold_of_same_client(const std::string& id, const std::string
   };
   const auto a = split(id);
   const auto b = split(mine);
-  return a && b && a->first == b->first && a->second < b->second;
+  return a && b && a->first == b->first && a->second <= b->second;  // acquire.lua: <=
 }
 
 resp::Reply SimNode::acquire(const node::Call& call, std::int64_t now) {
