@@ -11,6 +11,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "redis_process.h"
+
 namespace dlock::test::proxy {
 
 sockaddr_in ipv4(const std::string& host, std::uint16_t port) {
@@ -23,7 +25,10 @@ sockaddr_in ipv4(const std::string& host, std::uint16_t port) {
   return a;
 }
 
-int listen_on(const std::string& host, std::uint16_t& port) {
+namespace {
+
+// Listens on any free port of host.
+int listen_on_any(const std::string& host, std::uint16_t& port) {
   sockaddr_in at = ipv4(host, 0);
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   const int yes = 1;
@@ -37,6 +42,20 @@ int listen_on(const std::string& host, std::uint16_t& port) {
   }
   port = ntohs(at.sin_port);
   return fd;
+}
+
+}  // namespace
+
+int listen_on(const std::string& host, std::uint16_t& port) {
+  // A port that no other test process claimed (tools/dlock/redis_process.h): one whose server
+  // is down for a moment belongs to a test that will start it again, and whose clients are
+  // reconnecting to it.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int fd = listen_on_any(host, port);
+    if (cli::claim_port(port)) return fd;
+    close(fd);
+  }
+  throw std::runtime_error("TcpProxy: no unclaimed port on " + host);
 }
 
 // Small requests and replies must not wait for Nagle: a proxy that batches would add delays

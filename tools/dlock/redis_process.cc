@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <thread>
 
 namespace dlock::cli {
@@ -48,6 +50,40 @@ std::uint16_t try_bind(std::uint16_t port) {
 
 }  // namespace
 
+// A port this process chose stays its own until it exits. A server killed by a test (or a
+// sandbox node that crashed) is started again on its port, and clients reconnecting to it
+// meanwhile must not reach a server that another process started there: parallel tests did,
+// and a foreign client's boot records made a fresh lock set wait for members that remember.
+// The claim is a POSIX record lock on byte `port` of one file per user, which the kernel
+// drops when the process exits however it ends. Best effort: without the file, no claims.
+bool claim_port(std::uint16_t port) {
+  static std::mutex mu;
+  static std::set<std::uint16_t> mine;
+  static const int fd = [] {
+    const char* tmp = std::getenv("TMPDIR");
+    const std::string path = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+                             "/dlock-ports-" + std::to_string(getuid()) + ".lock";
+    // Never closed: closing any descriptor of the file would drop all of this process's locks.
+    return open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  }();
+  static pid_t owner = getpid();
+  const std::lock_guard<std::mutex> lock(mu);
+  if (owner != getpid()) {
+    // A forked child: record locks are not inherited, so neither are the claims.
+    owner = getpid();
+    mine.clear();
+  }
+  if (fd < 0 || mine.count(port) != 0) return true;
+  struct flock range {};
+  range.l_type = F_WRLCK;
+  range.l_whence = SEEK_SET;
+  range.l_start = port;
+  range.l_len = 1;
+  if (fcntl(fd, F_SETLK, &range) != 0) return false;
+  mine.insert(port);
+  return true;
+}
+
 std::string redis_server_binary() {
   const char* env = std::getenv("DLOCK_REDIS_SERVER");
   return env != nullptr && *env != '\0' ? env : "redis-server";
@@ -70,7 +106,12 @@ bool redis_server_available() {
 }
 
 std::uint16_t free_loopback_port() {
-  return try_bind(0);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const std::uint16_t port = try_bind(0);
+    if (port == 0) return 0;
+    if (claim_port(port)) return port;
+  }
+  return 0;
 }
 
 std::uint16_t free_cluster_port() {
@@ -78,7 +119,8 @@ std::uint16_t free_cluster_port() {
   static std::atomic<unsigned> next{20000 + static_cast<unsigned>(getpid()) % 10000};
   for (int attempt = 0; attempt < 2000; ++attempt) {
     const auto port = static_cast<std::uint16_t>(20000 + next.fetch_add(7) % 12000);
-    if (try_bind(port) == port && try_bind(static_cast<std::uint16_t>(port + 10000)) != 0) {
+    const auto bus = static_cast<std::uint16_t>(port + 10000);
+    if (try_bind(port) == port && try_bind(bus) != 0 && claim_port(port) && claim_port(bus)) {
       return port;
     }
   }

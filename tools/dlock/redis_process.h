@@ -60,10 +60,15 @@ class RedisProcess {
 std::string redis_server_binary();
 // True if redis_server_binary() can be executed.
 bool redis_server_available();
-// A port on 127.0.0.1 that was free a moment ago.
+// Claims a port for this process until it exits (true if it is, or claims are unavailable);
+// false if another process claimed it. Every port a test or sandbox picks is claimed, so
+// that a port whose server is down for a moment is not taken by a parallel test.
+bool claim_port(std::uint16_t port);
+// A port on 127.0.0.1 that was free a moment ago, claimed by this process until it exits:
+// no other process that picks its ports here takes it, also while its server is down.
 std::uint16_t free_loopback_port();
 // One for a Redis Cluster node: it and its cluster bus port (10000 above) were free a moment
-// ago; 0 if none was found.
+// ago (both claimed as above); 0 if none was found.
 std::uint16_t free_cluster_port();
 
 }  // namespace dlock::cli
