@@ -46,6 +46,20 @@ SimCluster::SimCluster(const ClusterOptions& options, Rng& rng, Trace& trace,
     trace_.line("node " + std::to_string(i) + ": run_id " + nodes_.back()->run_id().substr(0, 8) +
                 " clock rate " + std::to_string(rate));
   }
+  if (options.evictions && options.nodes >= 3 && rng_.chance(0.25)) {
+    nodes_[0]->set_evicting();
+    trace_.line("node 0: maxmemory-policy volatile-lru");
+  }
+}
+
+void SimCluster::tick() {
+  for (std::size_t i = 0; i < size(); ++i) {
+    if (options_.failovers && rng_.chance(0.5)) nodes_[i]->replicate();
+    if (nodes_[i]->evicting() && rng_.chance(0.3)) {
+      const std::string key = nodes_[i]->evict(static_cast<std::size_t>(rng_.below(1000)));
+      if (!key.empty()) trace_.line("node " + std::to_string(i) + " evicts " + key);
+    }
+  }
 }
 
 Fault SimCluster::pick_fault(std::size_t client, std::size_t i, const node::Call& first) {
@@ -104,11 +118,26 @@ std::size_t SimCluster::failed_since(Clock::time_point t) const {
 }
 
 void SimCluster::restart(std::size_t i, const std::string& why) {
-  nodes_[i]->restart(rng_.hex(40));
+  // A failover loses what the replica had not yet copied, as a restart loses everything: both
+  // count against the profile's bound alike.
+  replace(i, options_.failovers && rng_.chance(0.5), why);
+}
+
+void SimCluster::fail_over(std::size_t i, const std::string& why) {
+  replace(i, true, why);
+}
+
+void SimCluster::replace(std::size_t i, bool failover, const std::string& why) {
+  if (failover) {
+    nodes_[i]->fail_over(rng_.hex(40), rng_.hex(40));
+    ++stats_.failovers;
+  } else {
+    nodes_[i]->restart(rng_.hex(40));
+  }
   restarted_at_[i] = Clock::now();
   ++stats_.restarts;
-  trace_.line("node " + std::to_string(i) + " restarts (" + why + "): run_id " +
-              nodes_[i]->run_id().substr(0, 8));
+  trace_.line("node " + std::to_string(i) + (failover ? " fails over (" : " restarts (") + why +
+              "): run_id " + nodes_[i]->run_id().substr(0, 8));
   // Requests buffered for the old process die with it.
   std::erase_if(deferred_, [i](const Deferred& d) { return d.node == i; });
   for (SimFanout* f : fanouts_) f->drop(i, rng_.chance(0.5));

@@ -69,6 +69,12 @@ struct ClusterOptions {
   double restart_share = 0.1;  // of the faults, the share that are restarts
   Clock::duration restart_window{};
   Mutation mutation = Mutation::none;
+  // Half of the restarts are failovers to a lagging replica (SimNode::fail_over), which keeps
+  // replicating at random steps (tick()).
+  bool failovers = false;
+  // In a quarter of the clusters of 3 nodes or more, node 0 may evict keys with a ttl (and
+  // says so in INFO): it evicts one now and then (tick()).
+  bool evictions = false;
   // Directed schedules: a fault to force for (client, node, the round's first call); nullopt
   // leaves the choice to the seed. Restarts forced here bypass the profile.
   std::function<std::optional<Fault>(std::size_t, std::size_t, const node::Call&)> plan;
@@ -97,6 +103,10 @@ class SimCluster {
   // Whether node i may restart now under the profile.
   bool may_restart(std::size_t i) const;
   void restart(std::size_t i, const std::string& why);
+  // Node i's address now reaches its promoted replica (SimNode::fail_over).
+  void fail_over(std::size_t i, const std::string& why);
+  // Between two steps: replicas catch up, evicting nodes evict.
+  void tick();
 
   // Keeps `calls` of `client` to run on node i at a later step (dropped if the node restarts).
   void defer(std::size_t client, std::size_t i, const std::vector<node::Call>& calls);
@@ -121,7 +131,8 @@ class SimCluster {
 
   struct Stats {
     std::map<std::string, std::size_t> faults;  // by fault_name
-    std::size_t restarts = 0;
+    std::size_t restarts = 0;                   // failovers included
+    std::size_t failovers = 0;
     std::size_t late_runs = 0;
   };
   Stats& stats() { return stats_; }
@@ -145,6 +156,9 @@ class SimCluster {
   // the profile's bound already.
   std::vector<bool> reserved_;
   std::vector<SimFanout*> fanouts_;
+  // A restart or a failover of node i: the bookkeeping both share.
+  void replace(std::size_t i, bool failover, const std::string& why);
+
   std::vector<Deferred> deferred_;
   std::map<std::string, Clock::duration> late_delay_;
   std::vector<std::pair<std::string, std::string>> touched_;

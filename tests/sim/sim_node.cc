@@ -65,7 +65,12 @@ const std::string& at(const std::vector<std::string>& v, std::size_t i) {
 }  // namespace
 
 SimNode::SimNode(NodeClock clock, std::string run_id, Mutation mutation)
-    : clock_(clock), mutation_(mutation), run_id_(std::move(run_id)), boot_ms_(clock_.now_ms()) {}
+    : clock_(clock),
+      mutation_(mutation),
+      run_id_(std::move(run_id)),
+      replid_("r" + run_id_),
+      boot_ms_(clock_.now_ms()),
+      replica_boot_ms_(boot_ms_ - 3'600'000) {}
 
 std::int64_t SimNode::ttl_of(const std::string& arg) const {
   return number(arg) * (mutation_ == Mutation::triple_ttl ? 3 : 1);
@@ -73,9 +78,34 @@ std::int64_t SimNode::ttl_of(const std::string& arg) const {
 
 void SimNode::restart(std::string run_id) {
   store_.clear();
+  replica_.clear();
+  replid_ = "r" + run_id;
   run_id_ = std::move(run_id);
+  promoted_ = false;
   boot_ms_ = clock_.now_ms();
   ++generation_;
+}
+
+void SimNode::fail_over(std::string run_id, std::string replid) {
+  store_ = replica_;
+  run_id_ = std::move(run_id);
+  replid_ = std::move(replid);
+  promoted_ = true;
+  boot_ms_ = replica_boot_ms_;
+  // The old master, back as a replica, resyncs in full from the new one.
+  replica_ = store_;
+  ++generation_;
+}
+
+std::string SimNode::evict(std::size_t pick) {
+  std::vector<std::string> volatile_keys;
+  for (const auto& [key, entry] : store_.live(now_ms())) {
+    if (entry.expire_at) volatile_keys.push_back(key);
+  }
+  if (volatile_keys.empty()) return "";
+  const std::string key = volatile_keys[pick % volatile_keys.size()];
+  store_.del(key);
+  return key;
 }
 
 resp::Reply SimNode::execute(const node::Call& call) {
@@ -107,7 +137,13 @@ resp::Reply SimNode::info(std::int64_t now) const {
   resp::Reply r;
   r.type = resp::Reply::Type::string;
   r.str = "# Server\r\nredis_version:7.0.0\r\nrun_id:" + run_id_ +
-          "\r\nuptime_in_seconds:" + std::to_string((now - boot_ms_) / 1000) + "\r\n";
+          "\r\nuptime_in_seconds:" + std::to_string((now - boot_ms_) / 1000) +
+          "\r\n# Replication\r\nrole:master\r\nmaster_replid:" + replid_ +
+          "\r\nsecond_repl_offset:" +
+          (promoted_ && mutation_ != Mutation::promotion_unnoticed ? "1" : "-1") + "\r\n";
+  if (evicting_ && mutation_ != Mutation::eviction_unreported) {
+    r.str += "# Memory\r\nmaxmemory:1000000\r\nmaxmemory_policy:volatile-lru\r\n";
+  }
   return r;
 }
 

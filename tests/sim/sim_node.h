@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // SimNode: an in-memory model of one Redis node running dlock's scripts. Each script is
 // re-stated in C++ line by line from its Lua source (src/scripts/*.lua), by the name the client
-// calls it by (node::Call::script->name); the plain command INFO answers run_id and
-// uptime_in_seconds. Keys expire on the node's own clock, which drifts. A restart wipes the
-// data (a node without persistence) and gives the node a new run_id.
+// calls it by (node::Call::script->name); the plain command INFO answers run_id,
+// uptime_in_seconds, the replication state (role, master_replid, second_repl_offset) and the
+// eviction policy. Keys expire on the node's own clock, which drifts. A restart wipes the data
+// (a node without persistence) and gives the node a new run_id; a failover puts the node's
+// replica behind its address, with a lagging copy of the data and a long uptime.
 //
 // The model is what the simulation trusts in place of Redis: the real scripts are run against
 // real servers by the integration tests, not here.
@@ -23,10 +25,12 @@ namespace dlock::sim {
 // of violation is caught (a checker that never fails proves nothing).
 enum class Mutation {
   none,
-  grant_when_held,     // acquire takes the lock from another owner
-  no_fence_increment,  // acquire hands out the counter without incrementing it
-  triple_ttl,          // acquire and renew arm keys for three times the ttl
-  forget_boots,        // hello never reports a boot: restarted nodes vote at once
+  grant_when_held,      // acquire takes the lock from another owner
+  no_fence_increment,   // acquire hands out the counter without incrementing it
+  triple_ttl,           // acquire and renew arm keys for three times the ttl
+  forget_boots,         // hello never reports a boot: restarted nodes vote at once
+  promotion_unnoticed,  // INFO hides a promotion (no second_repl_offset): a long uptime
+  eviction_unreported,  // INFO hides the eviction policy of a node that evicts
 };
 
 class SimNode {
@@ -37,8 +41,20 @@ class SimNode {
   // simulation does not model (fair mode, inspect, force_release) answer an error reply.
   resp::Reply execute(const node::Call& call);
 
-  // The process dies and comes back empty, with a new identity and uptime 0.
+  // The process dies and comes back empty, with a new identity and uptime 0 (its replica
+  // resyncs from it: empty too).
   void restart(std::string run_id);
+  // The address now reaches the node's replica, promoted: another process (a new run_id and
+  // replication id, and the replica's long uptime) holding what it had replicated, which lags.
+  void fail_over(std::string run_id, std::string replid);
+  // The replica catches up: a copy of the data as of now.
+  void replicate() { replica_ = store_; }
+  // A server with maxmemory and a policy that may evict keys with a ttl (volatile-lru); INFO
+  // says so (unless the mutation hides it).
+  void set_evicting() { evicting_ = true; }
+  bool evicting() const { return evicting_; }
+  // Evicts one key that has a ttl, chosen by `pick` among them; returns its name, or "".
+  std::string evict(std::size_t pick);
 
   const std::string& run_id() const { return run_id_; }
   // Counts restarts: a request buffered for an earlier process never runs on a later one.
@@ -71,7 +87,12 @@ class SimNode {
   NodeClock clock_;
   const Mutation mutation_;
   std::string run_id_;
+  std::string replid_;
+  bool promoted_ = false;  // INFO's second_repl_offset is set
+  bool evicting_ = false;
   std::int64_t boot_ms_;
+  std::int64_t replica_boot_ms_;  // the replica has run an hour before the node (a long uptime)
+  Store replica_;
   std::uint64_t generation_ = 0;
   Store store_;
 };

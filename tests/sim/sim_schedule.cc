@@ -32,6 +32,8 @@ Schedule::Schedule(const ScheduleOptions& options)
   co.nodes = options.nodes;
   co.profile = options.profile;
   co.mutation = options.mutation;
+  co.failovers = true;
+  co.evictions = true;
   static constexpr double kFaultRates[] = {0.0, 0.05, 0.15, 0.3};
   co.fault_rate = kFaultRates[rng_.below(4)];
   co.restart_share = 0.1;
@@ -75,6 +77,7 @@ ScheduleReport Schedule::run() {
   report.counts = counts_;
   for (const auto& [fault, n] : cluster_->stats().faults) report.counts["fault " + fault] += n;
   report.counts["restarts"] += cluster_->stats().restarts;
+  report.counts["failovers"] += cluster_->stats().failovers;
   report.counts["late runs"] += cluster_->stats().late_runs;
   report.counts["steps"] += k;
   return report;
@@ -92,6 +95,7 @@ void Schedule::step(std::size_t index) {
   trace_.step(index, op);
   cluster_->set_step(index);
   cluster_->run_due(index);
+  cluster_->tick();
   if (pick < 30) {
     acquire_new();
   } else if (pick < 42) {

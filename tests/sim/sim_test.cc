@@ -143,7 +143,10 @@ INSTANTIATE_TEST_SUITE_P(MajorityRestartsUnsafe, SimTest,
                                            Case{5, Profile::majority}),
                          case_name);
 
-// The checker must catch each planted bug: else a clean run would prove nothing.
+// The checker must catch each planted bug: else a clean run would prove nothing. (The
+// promotion and eviction mutations need a rarer coincidence than 600 random schedules
+// reliably meet: SimDirected.AFailoverToALaggingReplicaIsARestart and
+// ...ANodeThatMayEvictNeverVotes plant them in a schedule that shows them.)
 struct Planted {
   Mutation mutation;
   Violation::Kind expected;
