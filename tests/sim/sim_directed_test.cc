@@ -27,7 +27,8 @@ bool is(const node::Call& call, std::string_view script) {
 class World {
  public:
   World(std::size_t nodes, Plan plan,
-        std::function<void(std::size_t, std::size_t, const node::Call&)> hook = {})
+        std::function<void(std::size_t, std::size_t, const node::Call&)> hook = {},
+        std::size_t clients = 2)
       : rng_(1), trace_(Clock::now()) {
     ClusterOptions o;
     o.nodes = nodes;
@@ -36,7 +37,7 @@ class World {
     o.before_deliver = std::move(hook);
     o.in_order = static_cast<bool>(o.before_deliver);
     cluster_ = std::make_unique<SimCluster>(o, rng_, trace_, Clock::now());
-    for (std::size_t c = 0; c < 2; ++c) {
+    for (std::size_t c = 0; c < clients; ++c) {
       fanouts_.push_back(std::make_unique<SimFanout>(*cluster_, c));
       locks_.push_back(std::make_unique<lock::QuorumLock>(*fanouts_.back(), 0.01));
       holds_.push_back(std::make_unique<lock::Holds>(*locks_.back()));
@@ -308,6 +309,60 @@ TEST(SimDirected, AGrantThatRunsAfterAGreetingLeavesItsTtlUnknown) {
   ASSERT_EQ(in_window, nullptr);
   std::this_thread::sleep_for(40ms);  // node 0's 20 ms quarantine ends
   const auto other = w.take(1, "b", 20ms);
+  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
+      << "two owners hold 'x'";
+}
+
+// Review of 714b02b: a greeting announces the ttl it was asked for (max_ttl), but announced_ttl_
+// becomes the largest ttl any answer named (`largest`), and an acquisition whose ttl is at most
+// that neither greets again nor is refused as unannounced. Client 1 used 300 ms (its record is
+// about to lapse); client 0 greets for 200 ms, learns 300 ms, and then takes 'x' for 300 ms under
+// an announcement of 200 ms only. The grant runs on node 0 first; node 1's is not sent; before
+// node 2's runs (a slow connection, answered in time), node 0 restarts empty and client 2 greets:
+// nodes 1 and 2 know 200 ms (client 0's announcement) but no 300 ms, so node 0 sits out 200 ms.
+// Node 2 then grants; client 0 holds on nodes 0 and 2 for ~295 ms. Client 2 (announced 150 ms,
+// so no new greeting for ~295 ms) takes 'x' on nodes 0 and 1 after 215 ms.
+TEST(SimDirected, ALearnedTtlLargerThanTheAnnouncedOneIsNotAnnounced) {
+  bool armed = false;
+  bool window = false;
+  World* world = nullptr;
+  std::shared_ptr<detail::LeaseState> in_window;
+  World w(
+      3,
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        if (armed && client == 0 && node == 1 && is(call, "acquire")) {
+          return std::optional(Fault::unsent);
+        }
+        if (window && client == 2 && is(call, "acquire")) return std::optional(Fault::error_reply);
+        return std::optional<Fault>();
+      },
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        if (!armed || client != 0 || node != 2 || !is(call, "acquire")) return;
+        armed = false;
+        world->trace().step(90, "node 0 restarts; the holder's connection breaks, replaced later");
+        world->cluster().node(0).restart("restarted-node-0");
+        world->fanout(0).drop(0, false);
+        window = true;
+        in_window = world->take(2, "c", 150ms);  // greets for 150 ms: learns 200 ms, no 300 ms
+        window = false;
+      },
+      3);
+  world = &w;
+  const auto t0 = Clock::now();
+  const auto big = w.take(1, "b", 300ms);  // 300 ms announced (for 600 ms) and granted
+  ASSERT_NE(big, nullptr);
+  w.end(1, big);
+  std::this_thread::sleep_until(t0 + 555ms);
+  const auto small = w.take(0, "a", 200ms);  // greets for 200 ms, learns 300 ms
+  ASSERT_NE(small, nullptr);
+  w.end(0, small);
+  std::this_thread::sleep_until(t0 + 615ms);  // client 1's records of 300 ms have lapsed
+  armed = true;
+  const auto held = w.take(0, "a", 300ms);  // no new greeting: 300 <= the largest it learned
+  ASSERT_NE(held, nullptr) << "granted on nodes 0 and 2";
+  ASSERT_EQ(in_window, nullptr);
+  std::this_thread::sleep_for(215ms);  // node 0's 200 ms quarantine ends
+  const auto other = w.take(2, "c", 20ms);
   EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
       << "two owners hold 'x'";
 }
