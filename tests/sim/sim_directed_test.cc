@@ -367,5 +367,55 @@ TEST(SimDirected, ALearnedTtlLargerThanTheAnnouncedOneIsNotAnnounced) {
       << "two owners hold 'x'";
 }
 
+// Review of 859a53e / 714b02b: another server behind a node's address, one that is not a
+// promoted replica and has been up for an hour (a standby master behind a VIP or a proxy that
+// closed the connections as safety.md advises, a DNS name moved). Every member reports its run_id
+// as a boot of an hour ago (hello.lua: now - uptime), longer than any ttl, so no quarantine: it
+// votes at once without the keys the old server held. Client 1 holds 'x' on nodes 0 and 1.
+TEST(SimDirected, AnotherServerWithALongUptimeBehindAnAddressVotesAtOnce) {
+  World w(3, [](std::size_t client, std::size_t node, const node::Call& call) {
+    if (client == 1 && node == 2 && is(call, "acquire")) return std::optional(Fault::unsent);
+    return std::optional<Fault>();
+  });
+  const auto held = w.take(1, "b", 300ms);  // on nodes 0 and 1
+  ASSERT_NE(held, nullptr);
+  w.trace().step(1, "node 0's address reaches another server, up for an hour; connections break");
+  w.cluster().node(0).replace("standby-server-0", 3600 * 1000);
+  w.fanout(0).drop(0, true);
+  w.fanout(1).drop(0, true);
+  const auto other = w.take(0, "a", 300ms);
+  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
+      << "two owners hold 'x'";
+}
+
+// The same on one connection (a proxy that kept it), seen by a client that knew the old server:
+// greet() quarantines a changed identity only if the node's checked epoch is the connection's,
+// but a node that missed the client's last greeting (an error reply: the connection stays) was
+// set to kUnchecked, so the change is not noticed.
+TEST(SimDirected, AnotherServerOnTheSameConnectionAfterAMissedGreetingVotesAtOnce) {
+  bool miss = false;
+  World w(3, [&](std::size_t client, std::size_t node, const node::Call& call) {
+    if (client == 1 && node == 2 && is(call, "acquire")) return std::optional(Fault::unsent);
+    if (miss && client == 0 && node == 0 && is(call, "hello")) {
+      return std::optional(Fault::error_reply);
+    }
+    return std::optional<Fault>();
+  });
+  const auto first = w.take(0, "a", 300ms);  // client 0 knows node 0's server
+  ASSERT_NE(first, nullptr);
+  w.end(0, first);
+  miss = true;
+  const auto second = w.take(0, "a", 400ms);  // a larger ttl: greets; node 0 answers an error
+  miss = false;
+  if (second) w.end(0, second);
+  const auto held = w.take(1, "b", 300ms);  // on nodes 0 and 1
+  ASSERT_NE(held, nullptr);
+  w.trace().step(3, "node 0's proxy puts another server (up for an hour) on the same connection");
+  w.cluster().node(0).replace("standby-server-0", 3600 * 1000);
+  const auto other = w.take(0, "a", 500ms);  // a larger ttl: greets again, node 0 answers
+  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
+      << "two owners hold 'x'";
+}
+
 }  // namespace
 }  // namespace dlock::sim

@@ -78,6 +78,11 @@ void SimNode::restart(std::string run_id) {
   ++generation_;
 }
 
+void SimNode::replace(std::string run_id, std::int64_t uptime_ms) {
+  restart(std::move(run_id));
+  boot_ms_ = clock_.now_ms() - uptime_ms;
+}
+
 resp::Reply SimNode::execute(const node::Call& call) {
   // One reading of the clock per call: Redis freezes time while a script runs.
   const std::int64_t now = clock_.now_ms();

@@ -39,6 +39,9 @@ class SimNode {
 
   // The process dies and comes back empty, with a new identity and uptime 0.
   void restart(std::string run_id);
+  // Review: the address now reaches another server, empty of this set's keys, that has been up
+  // for `uptime_ms` (not a promoted replica: no second replication id).
+  void replace(std::string run_id, std::int64_t uptime_ms);
 
   const std::string& run_id() const { return run_id_; }
   // Counts restarts: a request buffered for an earlier process never runs on a later one.
