@@ -136,7 +136,7 @@ engine::Task<Membership::View> Membership::refresh_task(std::chrono::millisecond
     stale = epoch != checked_epoch_[i] && (epoch != attempted_epoch_[i] || start >= retry_at_[i]);
   }
   if (stale) {
-    auto greeting = greet(std::max(ttl, announced_ttl_));
+    auto greeting = greet(std::max({ttl, announced_ttl_, learned_ttl_}));
     co_await std::move(greeting);
   }
   co_return view_locked(ttl);
@@ -261,7 +261,10 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
     checked_id_[i] = ids[i]->run_id;
     checked_epoch_[i] = found.epochs[i];
   }
-  announced_ttl_ = largest;
+  // What this greeting wrote on the nodes, not what it learned: a lease of a larger ttl needs
+  // its own announcement (a late grant of it may run after another client read a node).
+  announced_ttl_ = max_ttl;
+  learned_ttl_ = std::max(learned_ttl_, largest);
   announced_until_ = asked + 2 * max_ttl - drift(2 * max_ttl, drift_factor_);
   recheck_at_ = asked + kRecheckEvery;
   co_return true;

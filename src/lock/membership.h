@@ -139,6 +139,7 @@ class Membership {
   std::vector<std::string> excluded_;           // why node i never votes (empty: it may)
   std::string unsettled_;                       // guarded by mu_: View::unsettled
   std::chrono::milliseconds announced_ttl_{0};  // guarded by mu_
+  std::chrono::milliseconds learned_ttl_{0};    // guarded by mu_: the largest any greeting named
   // Guarded by mu_: until when the last announcement lives on every node that voted since
   // (hello.lua records it for twice the ttl); an acquisition whose lease could outlive it
   // greets first.
