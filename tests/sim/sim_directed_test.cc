@@ -417,5 +417,44 @@ TEST(SimDirected, AnotherServerOnTheSameConnectionAfterAMissedGreetingVotesAtOnc
       << "two owners hold 'x'";
 }
 
+// Review: a failback behind one address. Address 0 moves from server S1 to a standby S2 (its own
+// data, not a replica of S1) and later back to S1, which kept running all along. S1's run_id is
+// known to every member (no boot while in use), so it votes at once; but a lease was granted on
+// S2 meanwhile, and S1 never had its key. Client 1 holds 'x' on S2 and node 1; client 0 then
+// wins on S1 and node 2.
+TEST(SimDirected, AFailbackToAServerThatMissedGrantsVotesAtOnce) {
+  bool unsent = false;
+  World w(3, [&](std::size_t client, std::size_t node, const node::Call& call) {
+    if (unsent && client == 1 && node == 2 && is(call, "acquire")) {
+      return std::optional(Fault::unsent);
+    }
+    return std::optional<Fault>();
+  });
+  for (std::size_t c = 0; c < 2; ++c) {  // every node a member, both clients greeted
+    const auto warm = w.take(c, c == 0 ? "a" : "b", 100ms);
+    ASSERT_NE(warm, nullptr);
+    w.end(c, warm);
+  }
+  SimNode::Server parked{"standby-server-0", w.cluster().node(0).now_ms() - 3600 * 1000, {}};
+  const auto move = [&](const char* why) {
+    w.trace().step(10, why);
+    w.cluster().node(0).swap_server(parked);
+    for (std::size_t c = 0; c < 2; ++c) w.fanout(c).drop(0, true);
+  };
+  move("address 0 moves to the standby server S2 (up for an hour, empty)");
+  std::shared_ptr<detail::LeaseState> held;
+  for (int i = 0; i < 30 && !held; ++i) {  // S2 may sit out one max ttl first
+    unsent = true;
+    held = w.take(1, "b", 300ms);  // on S2 (node 0) and node 1
+    unsent = false;
+    if (!held) std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_NE(held, nullptr);
+  move("address 0 moves back to S1 (never restarted; it has no key of 'x')");
+  const auto other = w.take(0, "a", 100ms);
+  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
+      << "two owners hold 'x'";
+}
+
 }  // namespace
 }  // namespace dlock::sim

@@ -83,6 +83,13 @@ void SimNode::replace(std::string run_id, std::int64_t uptime_ms) {
   boot_ms_ = clock_.now_ms() - uptime_ms;
 }
 
+void SimNode::swap_server(Server& other) {
+  std::swap(run_id_, other.run_id);
+  std::swap(boot_ms_, other.boot_ms);
+  std::swap(store_, other.store);
+  ++generation_;
+}
+
 resp::Reply SimNode::execute(const node::Call& call) {
   // One reading of the clock per call: Redis freezes time while a script runs.
   const std::int64_t now = clock_.now_ms();
