@@ -112,9 +112,10 @@ for i = 4, #ARGV - 1, 2 do
   if record then
     boot = tonumber(string.match(record, ' (%d+)$')) or 0
   elseif vouches then
-    -- Booted while this node was in use. uptime is whole seconds, rounded down: the estimate
-    -- is at most a second late, which only lengthens the quarantine.
-    boot = now - uptime * 1000
+    -- First seen while this node was in use: whatever its uptime, it answers for this
+    -- address only from now (another server put behind it has none of the keys the one before
+    -- held), so it counts as booted now.
+    boot = now
   end
   redis.call('hset', KEYS[1], run_id, now .. ' ' .. boot)
   if boot > 0 then

@@ -288,7 +288,8 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
     if (record.kind == HGet::Kind::value) {
       boot = trailing_number(record.value).value_or(0);
     } else if (vouches) {
-      boot = now - uptime * 1000;
+      boot = now;  // hello.lua: first seen now, whatever its uptime
+      (void)uptime;
     }
     store_.hset(boots, run_id, std::to_string(now) + " " + std::to_string(boot), now);
     result.push_back(boot > 0 && mutation_ != Mutation::forget_boots ? now - boot : -1);
