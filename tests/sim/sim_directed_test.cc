@@ -456,5 +456,63 @@ TEST(SimDirected, AFailbackToAServerThatMissedGrantsVotesAtOnce) {
       << "two owners hold 'x'";
 }
 
+// Review: a greeting that could not be trusted leaves the last trusted view in place: every node
+// whose connection did not change still votes (greet() returns before it touches the checked
+// epochs), although docs/safety.md says nobody votes meanwhile. So the re-greeting that was
+// meant to renew the client's announcement (it lapses two ttls after the last trusted one) can
+// fail on a majority (error replies, or timeouts on connections that stay), and the client goes
+// on to grant a lease that outlives its announcement: the late grant of
+// AGrantThatRunsAfterAGreetingLeavesItsTtlUnknown again. Client 0 announced 300 ms at t0; at
+// t0 + 585 it takes 'x' for 300 ms; its greeting gets error replies from nodes 1 and 2; node 0
+// grants, node 2's acquire is not sent, node 1's runs slowly: meanwhile node 0 restarts and
+// client 1 greets after t0 + 600, when no node holds a record of 300 ms.
+TEST(SimDirected, AnUntrustedGreetingKeepsVotesPastTheAnnouncement) {
+  bool untrust = false;
+  bool armed = false;
+  bool window = false;
+  World* world = nullptr;
+  Clock::time_point t0;
+  std::shared_ptr<detail::LeaseState> in_window;
+  World w(
+      3,
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        if (untrust && client == 0 && node != 0 && is(call, "hello")) {
+          return std::optional(Fault::error_reply);
+        }
+        if (armed && client == 0 && node == 2 && is(call, "acquire")) {
+          return std::optional(Fault::unsent);
+        }
+        if (window && client == 1 && is(call, "acquire")) return std::optional(Fault::error_reply);
+        return std::optional<Fault>();
+      },
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        if (!armed || client != 0 || node != 1 || !is(call, "acquire")) return;
+        armed = false;
+        world->trace().step(90, "node 0 restarts; node 1's acquire is slow");
+        world->cluster().node(0).restart("restarted-node-0");
+        world->fanout(0).drop(0, false);
+        std::this_thread::sleep_until(t0 + 615ms);  // every record of 300 ms has lapsed
+        window = true;
+        in_window = world->take(1, "b", 150ms);  // greets for 150 ms: no node knows 300 ms
+        window = false;
+      });
+  world = &w;
+  t0 = Clock::now();
+  const auto warm = w.take(0, "a", 300ms);  // 300 ms announced (for 600 ms) and granted
+  ASSERT_NE(warm, nullptr);
+  w.end(0, warm);
+  std::this_thread::sleep_until(t0 + 585ms);
+  untrust = true;
+  armed = true;
+  const auto held = w.take(0, "a", 300ms);  // re-greets (untrusted), votes with the old view
+  untrust = false;
+  ASSERT_NE(held, nullptr) << "granted on nodes 0 and 1";
+  ASSERT_EQ(in_window, nullptr);
+  std::this_thread::sleep_for(160ms);  // node 0's 150 ms quarantine ends
+  const auto other = w.take(1, "b", 20ms);
+  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
+      << "two owners hold 'x'";
+}
+
 }  // namespace
 }  // namespace dlock::sim
