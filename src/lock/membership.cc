@@ -149,8 +149,13 @@ Membership::View Membership::view_locked(std::chrono::milliseconds ttl) const {
   view.ttl_unannounced = ttl > announced_ttl_;
   if (view.ttl_unannounced) return view;
   const auto now = Clock::now();
+  // A lease granted now must end while this client's last trusted announcement lives on the
+  // nodes that vote (a grant that runs late there is read by others meanwhile); a greeting
+  // that could not be trusted renewed nothing, so nobody votes once it would lapse.
+  const bool announced = now + ttl + drift(ttl, drift_factor_) <= announced_until_;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    view.votes[i] = now >= quarantine_until_[i] && !duplicate_[i] && excluded_[i].empty();
+    view.votes[i] =
+        announced && now >= quarantine_until_[i] && !duplicate_[i] && excluded_[i].empty();
   }
   return view;
 }
