@@ -514,5 +514,51 @@ TEST(SimDirected, AnUntrustedGreetingKeepsVotesPastTheAnnouncement) {
       << "two owners hold 'x'";
 }
 
+// Review of 2d4e762: judge_greeting counts a node that answers "not in use" as fresh (never a
+// member) when nobody reported its boot, but the boot it is judged by is the run_id INFO read.
+// Node 0 restarts between client 1's INFO and its hello (the client reconnects at once), so the
+// empty process answers under the old run_id, which every member knows: fresh. Node 2 does not
+// answer client 1; node 1 counted + node 0 "fresh" make the greeting trusted, and node 0 joins
+// with the small largest ttl that greeting learned (client 0's 400 ms lease on nodes 0 and 2
+// never reached node 1). Node 0 does not vote yet (its epoch changed); the next greeting names
+// its new run_id (node 1 reports it booted now: untrusted), and the one after a small ttl counts
+// node 0 as a member whose boot is older than every ttl it knows: node 0 votes, with no key.
+TEST(SimDirected, ARestartBetweenInfoAndHelloCountsAsAFreshNode) {
+  bool split = false;
+  bool armed = false;
+  World* world = nullptr;
+  World w(
+      3,
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        (void)call;
+        // Client 0 does not reach node 1; client 1 does not reach node 2 (error replies).
+        if (split && ((client == 0 && node == 1) || (client == 1 && node == 2))) {
+          return std::optional(Fault::error_reply);
+        }
+        return std::optional<Fault>();
+      },
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        if (!armed || client != 1 || node != 0 || !is(call, "hello")) return;
+        armed = false;
+        world->trace().step(90, "node 0 restarts between client 1's INFO and its hello");
+        world->cluster().restart(0, "directed");
+      });
+  world = &w;
+  const auto warm = w.take(1, "b", 20ms);  // a brand-new set: every node answers and joins
+  ASSERT_NE(warm, nullptr);
+  w.end(1, warm);
+  split = true;
+  const auto held = w.take(0, "a", 400ms);  // on nodes 0 and 2; node 1 never hears of 400 ms
+  ASSERT_NE(held, nullptr);
+  armed = true;
+  std::shared_ptr<detail::LeaseState> other;
+  for (int i = 0; i < 20 && !other && held_at(*held, Clock::now()); ++i) {
+    other = w.take(1, "b", 20ms);
+    if (!other) std::this_thread::sleep_for(30ms);
+  }
+  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
+      << "two owners hold 'x'";
+}
+
 }  // namespace
 }  // namespace dlock::sim
