@@ -215,7 +215,16 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   }
   const auto asked = Clock::now();
   node::ScriptRound hello(nodes_, scripts::hello(), {kBootsKey, kMaxTtlKey}, std::move(args));
-  const BootReport report = tally_hello(co_await hello, greeted);
+  node::Outcomes answers = co_await hello;
+  // An answer from another process than the one INFO identified (the connection changed in
+  // between: a restart, a moved address) says nothing about the boot the greeting named: an
+  // empty process would pass for a fresh node under a run_id every member knows.
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_.epoch(i) != found.epochs[i]) {
+      answers[i] = Error(errc::io_error, "the connection changed since INFO");
+    }
+  }
+  const BootReport report = tally_hello(answers, greeted);
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     attempted_epoch_[i] = found.epochs[i];
     retry_at_[i] = asked + std::chrono::seconds(1);
