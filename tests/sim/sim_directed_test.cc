@@ -560,5 +560,41 @@ TEST(SimDirected, ARestartBetweenInfoAndHelloCountsAsAFreshNode) {
       << "two owners hold 'x'";
 }
 
+// Review: Membership::quarantine() counts a reported boot age back from `asked`, the time taken
+// before the hello round was sent, but the nodes measured the age when they ran it. A greeting
+// whose requests reach the nodes 150 ms late (the client paused right after reading the clock,
+// or a slow link; the answers still come within the node timeout) ends the quarantine 150 ms too
+// early, and the drift allowance of a 1 s ttl is 12 ms. Client 0 holds 'x' (1 s) on nodes 0
+// and 2; node 0 restarts at once and client 1 greets (the boot is recorded right away); client 2
+// greets with the 150 ms delay and then votes with node 0 about 140 ms before client 0's lease
+// ends.
+TEST(SimDirected, ASlowGreetingEndsAQuarantineEarly) {
+  bool slow = false;
+  World w(
+      3,
+      [](std::size_t client, std::size_t node, const node::Call& call) {
+        if (client == 0 && node == 1 && is(call, "acquire")) return std::optional(Fault::unsent);
+        return std::optional<Fault>();
+      },
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        if (!slow || client != 2 || node != 0 || !is(call, "hello")) return;
+        slow = false;
+        std::this_thread::sleep_for(150ms);  // every node of this round runs it 150 ms late
+      },
+      3);
+  const auto held = w.take(0, "a", 1000ms);  // on nodes 0 and 2
+  ASSERT_NE(held, nullptr);
+  w.trace().step(1, "node 0 restarts");
+  w.cluster().restart(0, "directed");
+  const auto booted = Clock::now();
+  EXPECT_EQ(w.take(1, "b", 1000ms), nullptr);  // first sight of node 0's boot: quarantined
+  slow = true;
+  EXPECT_EQ(w.take(2, "c", 1000ms), nullptr);  // quarantines node 0 from its slow greeting
+  std::this_thread::sleep_until(booted + 880ms);
+  const auto other = w.take(2, "c", 1000ms);
+  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
+      << "two owners hold 'x'";
+}
+
 }  // namespace
 }  // namespace dlock::sim
