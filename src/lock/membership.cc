@@ -224,6 +224,9 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
       answers[i] = Error(errc::io_error, "the connection changed since INFO");
     }
   }
+  // The nodes measured boot ages when they ran the script, at most now: a boot counted back
+  // from `asked` would be placed too early by however long the requests took to get there.
+  const auto answered_at = Clock::now();
   const BootReport report = tally_hello(answers, greeted);
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     attempted_epoch_[i] = found.epochs[i];
@@ -265,7 +268,7 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
       if (ids[greeted[j]]->shares_a_server_with(*ids[i])) duplicate_[i] = true;
     }
     if (const auto age = report.boot_age[k]; age && *age < largest) {
-      quarantine(i, asked, largest - *age);
+      quarantine(i, answered_at, largest - *age);
     } else if (checked_epoch_[i] == found.epochs[i] && !checked_id_[i].empty() &&
                checked_id_[i] != ids[i]->run_id) {
       // Another server on the same connection (a proxy that kept it) that no node reports as
