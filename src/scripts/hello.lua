@@ -97,13 +97,6 @@ end
 -- more, so every record may be old when a restart finally makes one greet.
 local vouches = redis.call('hlen', KEYS[1]) >= math.floor(tonumber(ARGV[2]) / 2) + 1
 
-local keep = math.max(2 * max_ttl, 86400000)
-local all = redis.call('hgetall', KEYS[1])
-for i = 1, #all, 2 do
-  local seen = tonumber(string.match(all[i + 1], '^(%d+)'))
-  if not seen or seen < now - keep then redis.call('hdel', KEYS[1], all[i]) end
-end
-
 local result = {max_ttl, 1}
 for i = 4, #ARGV - 1, 2 do
   local run_id, uptime = ARGV[i], tonumber(ARGV[i + 1])
@@ -124,4 +117,13 @@ for i = 4, #ARGV - 1, 2 do
     result[#result + 1] = -1
   end
 end
+-- Old records are dropped after the run_ids named now were read (and seen again): a record that
+-- only aged is a known boot, not a first sight.
+local keep = math.max(2 * max_ttl, 86400000)
+local all = redis.call('hgetall', KEYS[1])
+for i = 1, #all, 2 do
+  local seen = tonumber(string.match(all[i + 1], '^(%d+)'))
+  if not seen or seen < now - keep then redis.call('hdel', KEYS[1], all[i]) end
+end
+
 return result

@@ -272,12 +272,6 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
   const bool vouches = store_.hgetall(boots, now).size() >=
                        static_cast<std::size_t>(number(at(call.args, 1)) / 2 + 1);
 
-  // Records not seen for a day (or twice the largest ttl) are dropped.
-  const std::int64_t keep = std::max<std::int64_t>(2 * max_ttl, 86400000);
-  for (const auto& [run_id, record] : store_.hgetall(boots, now)) {
-    const auto seen = leading_number(record);
-    if (!seen || *seen < now - keep) store_.hdel(boots, run_id, now);
-  }
   std::vector<std::int64_t> result{max_ttl, 1};
   // for i = 4, #ARGV - 1, 2: the pairs (run_id, uptime) after ARGV[1..3].
   for (std::size_t i = 3; i + 1 < call.args.size(); i += 2) {
@@ -293,6 +287,12 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
     }
     store_.hset(boots, run_id, std::to_string(now) + " " + std::to_string(boot), now);
     result.push_back(boot > 0 && mutation_ != Mutation::forget_boots ? now - boot : -1);
+  }
+  // Records not seen for a day (or twice the largest ttl) are dropped.
+  const std::int64_t keep = std::max<std::int64_t>(2 * max_ttl, 86400000);
+  for (const auto& [run_id, record] : store_.hgetall(boots, now)) {
+    const auto seen = leading_number(record);
+    if (!seen || *seen < now - keep) store_.hdel(boots, run_id, now);
   }
   return array(result);
 }
