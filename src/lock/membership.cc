@@ -136,7 +136,11 @@ engine::Task<Membership::View> Membership::refresh_task(std::chrono::millisecond
     stale = epoch != checked_epoch_[i] && (epoch != attempted_epoch_[i] || start >= retry_at_[i]);
   }
   if (stale) {
-    auto greeting = greet(std::max(ttl, announced_ttl_));
+    // Only this call's ttl is announced: a lease granted earlier is covered by the records of
+    // its grant and of its renewals, and a ttl announced again at every greeting (this
+    // client's largest, or the largest it learned) would keep the record, and with it every
+    // quarantine, as long as the longest-lived client runs.
+    auto greeting = greet(ttl);
     co_await std::move(greeting);
   }
   co_return view_locked(ttl);
@@ -149,8 +153,13 @@ Membership::View Membership::view_locked(std::chrono::milliseconds ttl) const {
   view.ttl_unannounced = ttl > announced_ttl_;
   if (view.ttl_unannounced) return view;
   const auto now = Clock::now();
+  // A lease granted now must end while this client's last trusted announcement lives on the
+  // nodes that vote (a grant that runs late there is read by others meanwhile); a greeting
+  // that could not be trusted renewed nothing, so nobody votes once it would lapse.
+  const bool announced = now + ttl + drift(ttl, drift_factor_) <= announced_until_;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    view.votes[i] = now >= quarantine_until_[i] && !duplicate_[i] && excluded_[i].empty();
+    view.votes[i] =
+        announced && now >= quarantine_until_[i] && !duplicate_[i] && excluded_[i].empty();
   }
   return view;
 }
@@ -210,7 +219,19 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   }
   const auto asked = Clock::now();
   node::ScriptRound hello(nodes_, scripts::hello(), {kBootsKey, kMaxTtlKey}, std::move(args));
-  const BootReport report = tally_hello(co_await hello, greeted);
+  node::Outcomes answers = co_await hello;
+  // An answer from another process than the one INFO identified (the connection changed in
+  // between: a restart, a moved address) says nothing about the boot the greeting named: an
+  // empty process would pass for a fresh node under a run_id every member knows.
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_.epoch(i) != found.epochs[i]) {
+      answers[i] = Error(errc::io_error, "the connection changed since INFO");
+    }
+  }
+  // The nodes measured boot ages when they ran the script, at most now: a boot counted back
+  // from `asked` would be placed too early by however long the requests took to get there.
+  const auto answered_at = Clock::now();
+  const BootReport report = tally_hello(answers, greeted);
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     attempted_epoch_[i] = found.epochs[i];
     retry_at_[i] = asked + std::chrono::seconds(1);
@@ -251,7 +272,7 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
       if (ids[greeted[j]]->shares_a_server_with(*ids[i])) duplicate_[i] = true;
     }
     if (const auto age = report.boot_age[k]; age && *age < largest) {
-      quarantine(i, asked, largest - *age);
+      quarantine(i, answered_at, largest - *age);
     } else if (checked_epoch_[i] == found.epochs[i] && !checked_id_[i].empty() &&
                checked_id_[i] != ids[i]->run_id) {
       // Another server on the same connection (a proxy that kept it) that no node reports as
@@ -261,7 +282,9 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
     checked_id_[i] = ids[i]->run_id;
     checked_epoch_[i] = found.epochs[i];
   }
-  announced_ttl_ = largest;
+  // What this greeting wrote on the nodes, not what it learned: a lease of a larger ttl needs
+  // its own announcement (a late grant of it may run after another client read a node).
+  announced_ttl_ = max_ttl;
   announced_until_ = asked + 2 * max_ttl - drift(2 * max_ttl, drift_factor_);
   recheck_at_ = asked + kRecheckEvery;
   co_return true;

@@ -91,9 +91,11 @@ class Membership {
     }
   };
 
-  // Before using a lock with `ttl`: greets the nodes again if a connection is new or `ttl` is
-  // larger than any announced so far (two round trips), else only reads the current view.
-  // Nobody votes for a ttl that could not be announced to a quorum.
+  // Before using a lock with `ttl`: greets the nodes again (two round trips) if a connection
+  // is new, `ttl` is larger than the last greeting announced, or that announcement would lapse
+  // before a lease of `ttl` ends; else only reads the current view. A greeting announces only
+  // `ttl`. Nobody votes for a ttl that could not be announced to a quorum, nor once the last
+  // trusted announcement would lapse before such a lease ends.
   View refresh(std::chrono::milliseconds ttl);
   engine::Task<View> refresh_task(std::chrono::milliseconds ttl);
 

@@ -23,7 +23,8 @@
 -- ARGV[2]        how many nodes the client's lock set has (N)
 -- ARGV[3]        'greet' or 'join'
 -- ARGV[2i + 2]   run_id of the i-th node the client sees
--- ARGV[2i + 3]   greet: its uptime in seconds; join: how many ms ago it booted as the greeting
+-- ARGV[2i + 3]   greet: its uptime in seconds (not used: a boot first seen while this node is
+--                in use counts as now, below); join: how many ms ago it booted as the greeting
 --                learned it (-1: not while the set was in use)
 --
 -- This node is "in use" once it holds boot records (it joined, or was greeted in use before).
@@ -39,7 +40,7 @@
 -- Replies {max_ttl, in_use, age_1, age_2, ...} to 'greet': the largest ttl of a lease that
 -- may still live here (the announced one included), 1 if this node is in use (0: nothing was
 -- written), then for the i-th node how many ms ago (by this node's clock) it booted if it
--- booted while this node was in use, or -1 if not (seen when this node was first greeted, or
+-- booted (was first seen) while this node was in use, or -1 if not (seen when this node was first greeted, or
 -- this node is not in use). The client keeps a node with an age below the largest ttl out of
 -- quorums until that ttl has passed since its boot. Replies {max_ttl, 1} to 'join'.
 --
@@ -97,24 +98,18 @@ end
 -- more, so every record may be old when a restart finally makes one greet.
 local vouches = redis.call('hlen', KEYS[1]) >= math.floor(tonumber(ARGV[2]) / 2) + 1
 
-local keep = math.max(2 * max_ttl, 86400000)
-local all = redis.call('hgetall', KEYS[1])
-for i = 1, #all, 2 do
-  local seen = tonumber(string.match(all[i + 1], '^(%d+)'))
-  if not seen or seen < now - keep then redis.call('hdel', KEYS[1], all[i]) end
-end
-
 local result = {max_ttl, 1}
 for i = 4, #ARGV - 1, 2 do
-  local run_id, uptime = ARGV[i], tonumber(ARGV[i + 1])
+  local run_id = ARGV[i]
   local record = redis.call('hget', KEYS[1], run_id)
   local boot = 0
   if record then
     boot = tonumber(string.match(record, ' (%d+)$')) or 0
   elseif vouches then
-    -- Booted while this node was in use. uptime is whole seconds, rounded down: the estimate
-    -- is at most a second late, which only lengthens the quarantine.
-    boot = now - uptime * 1000
+    -- First seen while this node was in use: whatever its uptime, it answers for this
+    -- address only from now (another server put behind it has none of the keys the one before
+    -- held), so it counts as booted now.
+    boot = now
   end
   redis.call('hset', KEYS[1], run_id, now .. ' ' .. boot)
   if boot > 0 then
@@ -123,4 +118,13 @@ for i = 4, #ARGV - 1, 2 do
     result[#result + 1] = -1
   end
 end
+-- Old records are dropped after the run_ids named now were read (and seen again): a record that
+-- only aged is a known boot, not a first sight.
+local keep = math.max(2 * max_ttl, 86400000)
+local all = redis.call('hgetall', KEYS[1])
+for i = 1, #all, 2 do
+  local seen = tonumber(string.match(all[i + 1], '^(%d+)'))
+  if not seen or seen < now - keep then redis.call('hdel', KEYS[1], all[i]) end
+end
+
 return result

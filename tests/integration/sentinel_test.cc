@@ -261,6 +261,9 @@ TEST_F(SentinelNodeTest, TheReplicaGuardCountsAGrantOnlyOnceReplicasHaveIt) {
 
   LockOptions two = guarded;
   two.min_replicas = 2;
+  // WAIT for a second replica that does not exist always runs its whole timeout: 400 ms of a
+  // 500 ms node timeout left the reply late on a busy machine (a dev run with other builds).
+  two.replica_timeout = 100ms;
   auto r = a.try_lock("guarded", two);
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.error().is(errc::quorum_not_reached)) << r.error().message();

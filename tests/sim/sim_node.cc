@@ -108,6 +108,18 @@ std::string SimNode::evict(std::size_t pick) {
   return key;
 }
 
+void SimNode::replace(std::string run_id, std::int64_t uptime_ms) {
+  restart(std::move(run_id));
+  boot_ms_ = clock_.now_ms() - uptime_ms;
+}
+
+void SimNode::swap_server(Server& other) {
+  std::swap(run_id_, other.run_id);
+  std::swap(boot_ms_, other.boot_ms);
+  std::swap(store_, other.store);
+  ++generation_;
+}
+
 resp::Reply SimNode::execute(const node::Call& call) {
   // One reading of the clock per call: Redis freezes time while a script runs.
   const std::int64_t now = clock_.now_ms();
@@ -296,12 +308,6 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
   const bool vouches = store_.hgetall(boots, now).size() >=
                        static_cast<std::size_t>(number(at(call.args, 1)) / 2 + 1);
 
-  // Records not seen for a day (or twice the largest ttl) are dropped.
-  const std::int64_t keep = std::max<std::int64_t>(2 * max_ttl, 86400000);
-  for (const auto& [run_id, record] : store_.hgetall(boots, now)) {
-    const auto seen = leading_number(record);
-    if (!seen || *seen < now - keep) store_.hdel(boots, run_id, now);
-  }
   std::vector<std::int64_t> result{max_ttl, 1};
   // for i = 4, #ARGV - 1, 2: the pairs (run_id, uptime) after ARGV[1..3].
   for (std::size_t i = 3; i + 1 < call.args.size(); i += 2) {
@@ -312,10 +318,17 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
     if (record.kind == HGet::Kind::value) {
       boot = trailing_number(record.value).value_or(0);
     } else if (vouches) {
-      boot = now - uptime * 1000;
+      boot = now;  // hello.lua: first seen now, whatever its uptime
+      (void)uptime;
     }
     store_.hset(boots, run_id, std::to_string(now) + " " + std::to_string(boot), now);
     result.push_back(boot > 0 && mutation_ != Mutation::forget_boots ? now - boot : -1);
+  }
+  // Records not seen for a day (or twice the largest ttl) are dropped.
+  const std::int64_t keep = std::max<std::int64_t>(2 * max_ttl, 86400000);
+  for (const auto& [run_id, record] : store_.hgetall(boots, now)) {
+    const auto seen = leading_number(record);
+    if (!seen || *seen < now - keep) store_.hdel(boots, run_id, now);
   }
   return array(result);
 }

@@ -55,6 +55,17 @@ class SimNode {
   bool evicting() const { return evicting_; }
   // Evicts one key that has a ttl, chosen by `pick` among them; returns its name, or "".
   std::string evict(std::size_t pick);
+  // Review: the address now reaches another server, empty of this set's keys, that has been up
+  // for `uptime_ms` (not a promoted replica: no second replication id).
+  void replace(std::string run_id, std::int64_t uptime_ms);
+  // Review: another server with its own identity and data answers at this address; the one that
+  // answered is handed back in `other` (a failback swaps them again).
+  struct Server {
+    std::string run_id;
+    std::int64_t boot_ms = 0;
+    Store store;
+  };
+  void swap_server(Server& other);
 
   const std::string& run_id() const { return run_id_; }
   // Counts restarts: a request buffered for an earlier process never runs on a later one.
