@@ -308,6 +308,35 @@ TEST(Issue28TtlRecordTest, ARenewedLeaseKeepsARestartedNodeOut) {
   EXPECT_FALSE(stolen) << "two holders: the restarted node 1 and node 2 granted 'job'";
 }
 
+// Item 4, found again by the review's fix: a greeting announced the largest ttl the client
+// had ever announced (or learned), so a long-lived client that once used 1 s announced it again
+// at every greeting, and the record, and with it every quarantine, never ended while the client
+// ran. A greeting now announces only the ttl of the call that made it.
+TEST(Issue28TtlRecordTest, ALongLivedClientStopsAnnouncingATtlItNoLongerUses) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  test::RedisCluster nodes(3);
+  Client client = client_of(nodes.urls());
+  ASSERT_TRUE(client.try_lock("long", fixed(1000ms, "a"))->unlock());
+  // Short leases for 4 s: the client greets again whenever its announcement would lapse.
+  const auto until = std::chrono::steady_clock::now() + 4s;
+  while (std::chrono::steady_clock::now() < until) {
+    auto lease = client.try_lock("short", fixed(200ms, "a"));
+    ASSERT_TRUE(lease) << lease.error().message();
+    ASSERT_TRUE(lease->unlock());
+    std::this_thread::sleep_for(50ms);
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const auto time = nodes[i].command({"TIME"});
+    const auto score = nodes[i].command({"ZSCORE", "dlock:max-ttl", "1000"});
+    ASSERT_TRUE(time && score);
+    const long long now_ms =
+        std::stoll(time->element[0]->str) * 1000 + std::stoll(time->element[1]->str) / 1000;
+    if (score->type == REDIS_REPLY_NIL) continue;
+    EXPECT_LE(std::stoll(score->str), now_ms)
+        << "node " << i << " still records 1 s, 3 s after its last lease ended";
+  }
+}
+
 // Item 5: a quiet rolling restart without persistence (one node at a time, each after the ttl
 // has passed) erased every copy of a name's token, and the next token started again from 1. A
 // node without a fence floor now counts from its clock in microseconds.
