@@ -7,6 +7,7 @@ Usage: /usr/bin/python3 service_test.py DLOCK_BINARY PROTO_DIR [unittest argumen
 (/usr/bin/python3: Debian's interpreter, the one that sees python3-grpcio.)
 """
 import fcntl
+import json
 import os
 import shutil
 import signal
@@ -17,6 +18,7 @@ import tempfile
 import threading
 import time
 import unittest
+import urllib.parse
 
 DLOCK = sys.argv[1] if len(sys.argv) > 1 else "dlock"
 PROTO_DIR = sys.argv[2] if len(sys.argv) > 2 else "proto"
@@ -97,16 +99,18 @@ class Service:
     """A `dlock serve` process in front of `redis_urls`, on a free gRPC port."""
 
     def __init__(self, redis_urls):
-        args = [DLOCK, "serve", "--grpc-listen", "127.0.0.1:0", "--http-listen", "off"]
+        args = [DLOCK, "serve", "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"]
         for url in redis_urls:
             args += ["-r", url]
         # stderr is the test's own: what dlock serve says there shows in ctest's output.
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline()
-        if not line.startswith("dlock serve: grpc "):
+        lines = [self.proc.stdout.readline(), self.proc.stdout.readline()]
+        if not (lines[0].startswith("dlock serve: grpc ") and
+                lines[1].startswith("dlock serve: http ")):
             self.proc.kill()
-            raise RuntimeError("dlock serve did not start: %r" % line)
-        self.address = line.split()[-1]
+            raise RuntimeError("dlock serve did not start: %r" % lines)
+        self.address = lines[0].split()[-1]
+        self.http = "http://" + lines[1].split()[-1]
         self.channel = grpc.insecure_channel(self.address)
         self.stub = pb_grpc.LocksStub(self.channel)
 
@@ -121,6 +125,21 @@ class Service:
                 self.proc.wait()
         self.proc.stdout.close()
         return self.proc.returncode
+
+
+def curl(method, url, body=None, max_time=30):
+    """(HTTP status, the JSON body or the text) of one request made with curl."""
+    args = ["curl", "-s", "-X", method, "--max-time", str(max_time), "-w", "\n%{http_code}",
+            url]
+    if body is not None:
+        args += ["-H", "Content-Type: application/json", "--data-binary", "@-"]
+    r = subprocess.run(args, input=body if isinstance(body, str) else json.dumps(body),
+                       capture_output=True, text=True)
+    text, _, status = r.stdout.rpartition("\n")
+    try:
+        return int(status), json.loads(text)
+    except ValueError:
+        return int(status or 0), text.strip()
 
 
 def code_of(call, *args, **kwargs):
@@ -316,6 +335,94 @@ class ServiceTest(unittest.TestCase):
         next_grant = self.acquire(ttl_ms=1000)
         self.assertGreater(next_grant.fencing_token, grant.fencing_token)
 
+    def test_http_acquire_extend_release_and_status(self):
+        base = self.service.http + "/v1/locks/" + self.name
+        status, grant = curl("POST", base + ":acquire", {"ttl_ms": 600})
+        self.assertEqual(status, 200, grant)
+        self.assertTrue(grant["owner"])
+        self.assertIsInstance(grant["fencing_token"], str)  # a decimal string: it can pass 2^53
+        self.assertGreater(int(grant["fencing_token"]), 0)
+        self.assertGreater(grant["validity_ms"], 0)
+        status, refused = curl("POST", base + ":acquire", {"ttl_ms": 1000})
+        self.assertEqual(status, 409)
+        self.assertIn("error", refused)
+        other = self.other.http + "/v1/locks/" + self.name
+        status, extended = curl("POST", other + ":extend", {"owner": grant["owner"],
+                                                            "ttl_ms": 10000})
+        self.assertEqual(status, 200, extended)
+        self.assertGreater(extended["validity_ms"], 5000)
+        time.sleep(1.2)  # twice the first ttl
+        self.assertEqual(curl("POST", base + ":acquire", {"ttl_ms": 1000})[0], 409)
+        self.assertEqual(curl("POST", base + ":release", {"owner": "intruder"})[0], 409)
+        self.assertEqual(curl("POST", base + ":extend", {"owner": "intruder"})[0], 409)
+        status, held = curl("GET", other)
+        self.assertEqual(status, 200)
+        self.assertEqual((held["name"], held["held"]), (self.name, True))
+        # The same lease through gRPC, the other transport.
+        self.other.stub.Release(pb.ReleaseRequest(name=self.name, owner=grant["owner"]),
+                                timeout=30)
+        status, free = curl("GET", base)
+        self.assertEqual((status, free["held"]), (200, False))
+        status, again = curl("POST", base + ":acquire", "")  # no body: the default ttl
+        self.assertEqual(status, 200, again)
+        self.assertGreater(int(again["fencing_token"]), int(grant["fencing_token"]))
+        self.assertGreater(again["validity_ms"], 20000)  # the default ttl is 30 s
+        self.assertEqual(curl("POST", base + ":release", {"owner": again["owner"]}), (200, {}))
+
+    def test_http_bad_input_and_unknown_paths(self):
+        base = self.service.http + "/v1/locks/" + self.name
+        for body in ["{", "[1]", {"ttl_ms": 0}, {"ttl_ms": -1}, {"ttl_ms": "5"},
+                     {"wait_ms": -1}, {"owner": 7}, {"mode": "ALL"}]:
+            with self.subTest(body=body):
+                status, answer = curl("POST", base + ":acquire", body)
+                self.assertEqual(status, 400)
+                self.assertIn("error", answer)
+        self.assertEqual(curl("POST", base + ":release", {})[0], 400)  # no owner
+        self.assertEqual(curl("POST", base + ":acquire", {"mode": "SHARED"})[0], 501)
+        self.assertEqual(curl("POST", base + ":acquire", "x" * (70 * 1024))[0], 413)
+        self.assertEqual(curl("GET", base + ":acquire")[0], 405)
+        self.assertEqual(curl("POST", base + ":steal", {})[0], 404)
+        self.assertEqual(curl("GET", self.service.http + "/v1/locks/bad%zz")[0], 400)
+        self.assertEqual(curl("GET", base)[1]["held"], False)
+
+    def test_http_percent_encoded_names(self):
+        name = self.name + "/a:b c"
+        encoded = self.service.http + "/v1/locks/" + urllib.parse.quote(name, safe="")
+        status, grant = curl("POST", encoded + ":acquire", {"ttl_ms": 10000})
+        self.assertEqual(status, 200, grant)
+        status_reply = self.stub.Status(pb.StatusRequest(name=name), timeout=30)
+        self.assertTrue(status_reply.held)
+        self.assertEqual(curl("POST", encoded + ":release", {"owner": grant["owner"]})[0], 200)
+
+    def test_http_wait_granted_on_release_and_a_client_that_hangs_up_leaves_nothing(self):
+        base = self.service.http + "/v1/locks/" + self.name
+        holder = self.acquire(ttl_ms=30000)
+        result = {}
+        waiter = threading.Thread(target=lambda: result.update(
+            answer=curl("POST", base + ":acquire", {"ttl_ms": 10000, "wait_ms": 20000})))
+        waiter.start()
+        time.sleep(0.3)
+        self.stub.Release(pb.ReleaseRequest(name=self.name, owner=holder.owner), timeout=30)
+        waiter.join(30)
+        status, grant = result["answer"]
+        self.assertEqual(status, 200, grant)
+        # curl gives up after 1 s of a 20 s fair wait: the service cancels the wait.
+        started = time.monotonic()
+        status, _ = curl("POST", base + ":acquire",
+                         {"ttl_ms": 1000, "wait_ms": 20000, "fair": True}, max_time=1)
+        self.assertEqual(status, 0)  # no answer: curl hung up
+        self.assertLess(time.monotonic() - started, 10)
+        self.assert_nothing_left_of_waits()
+        self.assertEqual(curl("POST", base + ":release", {"owner": grant["owner"]})[0], 200)
+
+    def test_http_health_readiness_and_metrics(self):
+        self.assertEqual(curl("GET", self.service.http + "/healthz"), (200, "ok"))
+        self.assertEqual(curl("GET", self.service.http + "/readyz"), (200, "ready"))
+        self.acquire(ttl_ms=1000)
+        status, text = curl("GET", self.service.http + "/metrics")
+        self.assertEqual(status, 200)
+        self.assertIn("dlock_acquisitions_total", text)
+
     def test_keepalive_and_watch_are_unimplemented_yet(self):
         with self.assertRaises(grpc.RpcError) as raised:
             list(self.stub.Watch(pb.WatchRequest(name=self.name), timeout=30))
@@ -339,10 +446,41 @@ class NoQuorumTest(unittest.TestCase):
                 with self.subTest(request=str(request)):
                     self.assertEqual(code_of(call, request, timeout=30),
                                      grpc.StatusCode.UNAVAILABLE)
+            self.assertEqual(curl("POST", service.http + "/v1/locks/q4:acquire", {})[0], 503)
+            self.assertEqual(curl("GET", service.http + "/readyz")[0], 503)
+            self.assertEqual(curl("GET", service.http + "/healthz")[0], 200)
         finally:
             self.assertEqual(service.stop(), 0)
             for n in nodes:
                 n.close()
+
+
+class ShutdownTest(unittest.TestCase):
+    def test_sigterm_ends_the_waits_in_flight_and_leaves_the_lock_held(self):
+        node = Redis()
+        service = Service([node.url])
+        try:
+            holder = service.stub.Acquire(pb.AcquireRequest(name="s", ttl_ms=30000), timeout=30)
+            grpc_wait = service.stub.Acquire.future(
+                pb.AcquireRequest(name="s", ttl_ms=1000, wait_ms=60000, fair=True), timeout=60)
+            http_wait = {}
+            waiter = threading.Thread(target=lambda: http_wait.update(answer=curl(
+                "POST", service.http + "/v1/locks/s:acquire",
+                {"ttl_ms": 1000, "wait_ms": 60000, "fair": True}, max_time=60)))
+            waiter.start()
+            self.assertTrue(wait_until(lambda: node.cli("ZCARD", "dlock:queue:{s}") == "2"))
+            started = time.monotonic()
+            self.assertEqual(service.stop(), 0)
+            self.assertLess(time.monotonic() - started, 15)
+            self.assertNotEqual(code_of(grpc_wait.result), grpc.StatusCode.OK)
+            waiter.join(30)
+            self.assertNotEqual(http_wait["answer"][0], 200)
+            self.assertTrue(wait_until(lambda: node.cli("ZCARD", "dlock:queue:{s}") == "0"))
+            # The holder's lock outlives the service: it is in Redis, not in the instance.
+            self.assertNotEqual(node.cli("HGET", "s", holder.owner), "")
+        finally:
+            service.stop()
+            node.close()
 
 
 class ReflectionTest(unittest.TestCase):

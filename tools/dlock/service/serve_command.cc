@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "service/serve_command.h"
 
+#include <dlock/prometheus.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 
@@ -10,6 +11,7 @@
 
 #include "exit_codes.h"
 #include "service/grpc_service.h"
+#include "service/http_server.h"
 #include "service/operations.h"
 #include "stop_signals.h"
 
@@ -33,10 +35,9 @@ CLI::App* add_serve_command(CLI::App& app, ServeFlags& flags) {
       ->envname("DLOCK_TLS_KEY");
   serve->add_option("--grpc-listen", flags.grpc_listen,
                     "HOST:PORT of the gRPC listener, or off (default 127.0.0.1:7700; port 0: any)");
-  serve
-      ->add_option("--http-listen", flags.http_listen,
-                   "HOST:PORT of the HTTP/JSON listener, or off (not served yet)")
-      ->each([&flags](const std::string&) { flags.http_listen_given = true; });
+  serve->add_option("--http-listen", flags.http_listen,
+                    "HOST:PORT of the HTTP/JSON listener, or off (default 127.0.0.1:7701; port "
+                    "0: any)");
   serve->add_option("--tls-cert", flags.tls_cert, "the service's certificate (not served yet)");
   serve->add_option("--tls-key", flags.tls_key, "the service's private key (not served yet)");
   serve->add_option("--tls-client-ca", flags.tls_client_ca,
@@ -45,10 +46,11 @@ CLI::App* add_serve_command(CLI::App& app, ServeFlags& flags) {
                     "bearer tokens and their name prefixes (not served yet)");
   serve->footer(
       "Serves dlock.v1.Locks (proto/dlock/v1/lock.proto): Acquire, Extend, Release, Status, "
-      "with server reflection. Prints `dlock serve: grpc HOST:PORT` once it listens. Stops on "
-      "SIGINT or SIGTERM: waits in flight end with CANCELLED; held locks stay held (they end "
-      "with their ttl, or their owner extends or releases them through another instance). See "
-      "docs/service.md.\n"
+      "with server reflection; and HTTP/JSON: POST /v1/locks/NAME:acquire, :extend, :release, "
+      "GET /v1/locks/NAME, /healthz, /readyz, /metrics. Prints `dlock serve: grpc HOST:PORT` "
+      "and `dlock serve: http HOST:PORT` once it listens. Stops on SIGINT or SIGTERM: waits in "
+      "flight are cancelled; held locks stay held (they end with their ttl, or their owner "
+      "extends or releases them through another instance). See docs/service.md.\n"
       "Exit status: 0 stopped by a signal; 64 usage error; 69 a listener could not be opened.\n\n"
       "Examples:\n"
       "  dlock serve -r redis://10.0.0.1:6379 -r redis://10.0.0.2:6379 -r redis://10.0.0.3:6379\n"
@@ -83,14 +85,14 @@ std::optional<std::string> not_served_yet(const ServeFlags& flags) {
     return "--tls-cert, --tls-key and --tls-client-ca are not served yet (issue 31)";
   }
   if (!flags.tokens.empty()) return "--tokens is not served yet (issue 31)";
-  if (flags.http_listen_given && flags.http_listen != "off") {
-    return "the HTTP/JSON listener is not served yet (issue 31): give --http-listen off";
-  }
   return std::nullopt;
 }
 
-int run_grpc(const std::string& address, service::Operations& ops, StopSignals& signals) {
-  service::GrpcLocks locks(ops);
+std::string host_of(const std::string& address) {
+  return address.substr(0, address.rfind(':'));
+}
+
+std::unique_ptr<grpc::Server> start_grpc(const std::string& address, service::GrpcLocks& locks) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
@@ -99,16 +101,41 @@ int run_grpc(const std::string& address, service::Operations& ops, StopSignals& 
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     std::cerr << "dlock: cannot listen on " << address << " for gRPC\n";
-    return kExitUnavailable;
+    return nullptr;
   }
-  const std::string host = address.substr(0, address.rfind(':'));
-  std::cout << "dlock serve: grpc " << host << ":" << port << std::endl;
-  while (signals.wait_for(std::chrono::milliseconds(200)) == 0) {
+  std::cout << "dlock serve: grpc " << host_of(address) << ":" << port << std::endl;
+  return server;
+}
+
+// /readyz: ready when a quorum of nodes answers and may vote (not quarantined, not a replica
+// or an evicting server), as an acquisition would need.
+void check_ready(service::Operations& ops, std::function<void(bool)> done) {
+  ops.status("dlock:readyz", [done](service::Outcome<LockStatus> outcome) {
+    const auto* status = std::get_if<LockStatus>(&outcome);
+    if (status == nullptr) return done(false);
+    std::size_t voting = 0;
+    for (const NodeLockState& n : status->nodes) {
+      if (!n.error && n.quarantine.count() == 0 && n.never_votes.empty()) ++voting;
+    }
+    done(voting >= status->quorum);
+  });
+}
+
+struct Listeners {
+  std::string grpc;  // empty: off
+  std::string http;
+};
+
+Result<Listeners> listeners(const ServeFlags& flags) {
+  if (auto why = not_served_yet(flags)) return Error(errc::invalid_argument, *why);
+  auto grpc_address = listen_address(flags.grpc_listen);
+  if (!grpc_address) return grpc_address.error();
+  auto http_address = listen_address(flags.http_listen);
+  if (!http_address) return http_address.error();
+  if (grpc_address->empty() && http_address->empty()) {
+    return Error(errc::invalid_argument, "no listener: --grpc-listen and --http-listen are off");
   }
-  // Calls in flight get a moment to finish; waits still running are then cancelled (their
-  // callers see CANCELLED, and nothing of the wait stays on the nodes).
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  return kExitOk;
+  return Listeners{*grpc_address, *http_address};
 }
 
 }  // namespace
@@ -116,29 +143,42 @@ int run_grpc(const std::string& address, service::Operations& ops, StopSignals& 
 int serve_command(const ServeFlags& flags) {
   // Before any thread starts (the client's, gRPC's): they inherit the blocked signals.
   StopSignals signals;
-  if (auto why = not_served_yet(flags)) {
-    std::cerr << "dlock: " << *why << "\n";
+  auto addresses = listeners(flags);
+  if (!addresses) {
+    std::cerr << "dlock: " << addresses.error().message() << "\n";
     return kExitUsage;
   }
-  auto grpc_address = listen_address(flags.grpc_listen);
-  if (!grpc_address) {
-    std::cerr << "dlock: " << grpc_address.error().message() << "\n";
-    return kExitUsage;
-  }
-  if (grpc_address->empty()) {
-    std::cerr << "dlock: no listener: --grpc-listen is off (and HTTP is not served yet)\n";
-    return kExitUsage;
-  }
-  auto client = make_client(flags.connect);
+  auto metrics = std::make_shared<PrometheusObserver>();
+  auto client = make_client(flags.connect, metrics);
   if (!client) {
     std::cerr << "dlock: " << client.error().message() << "\n";
     return kExitUsage;
   }
-  if (!flags.http_listen_given) {
-    std::cerr << "dlock: note: the HTTP/JSON listener is not served yet (issue 31)\n";
-  }
   service::Operations ops(*client, 4);
-  return run_grpc(*grpc_address, ops, signals);
+  service::GrpcLocks locks(ops);
+  std::unique_ptr<grpc::Server> grpc_server;
+  if (!addresses->grpc.empty() && !(grpc_server = start_grpc(addresses->grpc, locks))) {
+    return kExitUnavailable;
+  }
+  service::HttpHandlers handlers{&ops, [&ops](auto done) { check_ready(ops, std::move(done)); },
+                                 [metrics] { return metrics->text(); }};
+  service::HttpServer http(std::move(handlers));
+  if (!addresses->http.empty()) {
+    auto port = http.start(addresses->http);
+    if (!port) {
+      std::cerr << "dlock: " << port.error().message() << "\n";
+      return kExitUnavailable;
+    }
+    std::cout << "dlock serve: http " << host_of(addresses->http) << ":" << *port << std::endl;
+  }
+  while (signals.wait_for(std::chrono::milliseconds(200)) == 0) {
+  }
+  // Calls in flight get a moment to finish; waits still running are then cancelled (nothing
+  // of them stays on the nodes), and the listeners close.
+  if (grpc_server)
+    grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  http.stop();
+  return kExitOk;
 }
 
 }  // namespace dlock::cli

@@ -14,11 +14,10 @@ struct ServeFlags {
   ConnectFlags connect;
   std::string grpc_listen = "127.0.0.1:7700";  // HOST:PORT, or off
   std::string http_listen = "127.0.0.1:7701";  // HOST:PORT, or off
-  bool http_listen_given = false;
-  std::string tls_cert;       // the service's certificate (PEM)
-  std::string tls_key;        // its key
-  std::string tls_client_ca;  // clients must show a certificate signed by this CA
-  std::string tokens;         // bearer tokens and the name prefixes each may use
+  std::string tls_cert;                        // the service's certificate (PEM)
+  std::string tls_key;                         // its key
+  std::string tls_client_ca;                   // clients must show a certificate signed by this CA
+  std::string tokens;                          // bearer tokens and the name prefixes each may use
 };
 
 CLI::App* add_serve_command(CLI::App& app, ServeFlags& flags);
