@@ -415,6 +415,45 @@ class ServiceTest(unittest.TestCase):
         self.assert_nothing_left_of_waits()
         self.assertEqual(curl("POST", base + ":release", {"owner": grant["owner"]})[0], 200)
 
+    def http_socket(self):
+        host, port = self.service.http[len("http://"):].rsplit(":", 1)
+        return socket.create_connection((host, int(port)), timeout=30)
+
+    def test_http_pipelined_requests_on_one_connection_are_answered_in_order(self):
+        body = json.dumps({"ttl_ms": 10000, "owner": "piped"})
+        acquire = ("POST /v1/locks/%s:acquire HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+                   "\r\n%s" % (self.name, len(body), body))
+        health = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        closing = "GET /v1/locks/%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % (
+            self.name)
+        with self.http_socket() as s:
+            s.sendall((acquire + health + closing).encode())
+            received = b""
+            while chunk := s.recv(65536):  # the server closes after the third answer
+                received += chunk
+        answers = received.decode().split("HTTP/1.1 ")[1:]
+        self.assertEqual([a.split()[0] for a in answers], ["200", "200", "200"], received)
+        self.assertIn('"owner":"piped"', answers[0])
+        self.assertTrue(answers[1].endswith("ok\n"))
+        self.assertIn('"held":true', answers[2])
+        self.stub.Release(pb.ReleaseRequest(name=self.name, owner="piped"), timeout=30)
+
+    def test_http_a_client_that_floods_during_a_wait_is_cut_off_and_its_wait_ends(self):
+        holder = self.acquire(ttl_ms=30000)
+        body = json.dumps({"ttl_ms": 1000, "wait_ms": 20000, "fair": True})
+        with self.http_socket() as s:
+            s.sendall(("POST /v1/locks/%s:acquire HTTP/1.1\r\nHost: x\r\nContent-Length: %d"
+                       "\r\n\r\n%s" % (self.name, len(body), body)).encode())
+            queue = "dlock:queue:{%s}" % self.name
+            self.assertTrue(wait_until(lambda: self.nodes[0].cli("ZCARD", queue) == "1"))
+            try:
+                s.sendall(b"x" * (1024 * 1024))  # far over what may wait its turn
+                self.assertEqual(s.recv(65536), b"")  # closed without an answer
+            except (ConnectionResetError, BrokenPipeError):
+                pass  # closed while we were still sending
+        self.assert_nothing_left_of_waits()
+        self.stub.Release(pb.ReleaseRequest(name=self.name, owner=holder.owner), timeout=30)
+
     def test_http_health_readiness_and_metrics(self):
         self.assertEqual(curl("GET", self.service.http + "/healthz"), (200, "ok"))
         self.assertEqual(curl("GET", self.service.http + "/readyz"), (200, "ready"))

@@ -14,6 +14,9 @@ namespace dlock::service {
 
 namespace {
 
+// What a connection may send ahead while its request is served: a few requests' worth.
+constexpr std::size_t kMaxPipelined = 4 * kMaxBody;
+
 const char* reason(int status) {
   switch (status) {
     case 200:
@@ -100,6 +103,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       return;
     }
     input_.append(buffer_.data(), n);
+    if (busy_ && input_.size() > kMaxPipelined) {
+      // A client that sends request after request while one waits: it is not read without
+      // bounds (memory); the connection closes, and the request in flight ends.
+      return close();
+    }
     if (!busy_) parse();
     read();  // always one read outstanding, so that a hang-up is seen at once
   }
