@@ -522,6 +522,41 @@ class ShutdownTest(unittest.TestCase):
             node.close()
 
 
+class FlagsTest(unittest.TestCase):
+    def run_serve(self, *flags):
+        return subprocess.run([DLOCK, "serve", "-r", "redis://127.0.0.1:1"] + list(flags),
+                              capture_output=True, text=True, timeout=30)
+
+    def test_what_is_not_served_yet_is_refused_rather_than_ignored(self):
+        for flags in [["--tokens", "/dev/null"], ["--tls-cert", "c.pem", "--tls-key", "k.pem"],
+                      ["--tls-client-ca", "ca.pem"]]:
+            with self.subTest(flags=flags):
+                r = self.run_serve(*flags)
+                self.assertEqual(r.returncode, 64)
+                self.assertIn("not served yet", r.stderr)
+
+    def test_bad_or_no_listeners_are_usage_errors_and_a_port_in_use_is_69(self):
+        self.assertEqual(self.run_serve("--grpc-listen", "off", "--http-listen", "off")
+                         .returncode, 64)
+        self.assertEqual(self.run_serve("--grpc-listen", "7700").returncode, 64)
+        self.assertEqual(self.run_serve("--http-listen", "localhost:x").returncode, 64)
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            r = self.run_serve("--grpc-listen", "off", "--http-listen", "127.0.0.1:%d" % port)
+            self.assertEqual(r.returncode, 69, r.stderr)
+        # A second instance on a running one's gRPC port fails, rather than share it.
+        node = Redis()
+        first = Service([node.url])
+        try:
+            r = self.run_serve("--grpc-listen", first.address, "--http-listen", "off")
+            self.assertEqual(r.returncode, 69, r.stderr)
+        finally:
+            first.stop()
+            node.close()
+
+
 class ReflectionTest(unittest.TestCase):
     def test_reflection_lists_the_locks_service(self):
         # The reflection protocol by hand (python3-grpcio has no reflection client): a

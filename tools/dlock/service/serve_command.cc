@@ -95,6 +95,9 @@ std::string host_of(const std::string& address) {
 std::unique_ptr<grpc::Server> start_grpc(const std::string& address, service::GrpcLocks& locks) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second dlock serve on the same port would then share
+  // it silently instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&locks);
