@@ -19,6 +19,10 @@ packages=(
   clang libclang-rt-14-dev # the libFuzzer targets
   libfaketime              # the chaos runner's worker with a skewed clock
   help2man                 # dlock(1), made from the tool's --help
+  # `dlock serve` (docs/service.md): gRPC and protobuf, and the Python client of its tests
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  libhttp-parser-dev       # its HTTP/1.1 transport
+  python3-grpcio python3-protobuf curl
   dpkg-dev file            # cpack's Debian package (dpkg-shlibdeps) in scripts/check-install.sh
 )
 

@@ -321,6 +321,25 @@ Result<void> Client::unlock(std::string_view name, const OwnerToken& owner) {
   return r;
 }
 
+Result<Millis> Client::extend(std::string_view name, const OwnerToken& owner, Millis ttl) {
+  if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
+  if (owner.empty()) return Error(errc::invalid_argument, "owner must not be empty");
+  if (auto bad = core_->check(name, ttl)) return std::move(*bad);
+  // No lease here says how long the hold was valid, so the round may last up to the new ttl:
+  // what the nodes re-arm lives ttl from when they answer, all after `start`, and the judge
+  // counts the validity from `start`.
+  const auto start = lock::Clock::now();
+  auto until = core_->algorithm().extend(lock::HoldId{std::string(name), owner, ""}, ttl,
+                                         start + std::chrono::milliseconds(ttl));
+  if (!until) return std::move(until).error();
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(*until - lock::Clock::now());
+  if (left.count() <= 0) {
+    return Error(errc::timeout, "lock '" + std::string(name) + "': extended too late to be valid");
+  }
+  return Millis(left);
+}
+
 Result<LockStatus> Client::status(std::string_view name) {
   if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
   return core_->algorithm().inspect(std::string(name));

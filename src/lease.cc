@@ -69,6 +69,10 @@ std::chrono::milliseconds Lease::validity() const {
   return std::max(left, std::chrono::milliseconds(0));
 }
 
+Result<OwnerToken> Lease::detach() {
+  return detail::detach(*this);
+}
+
 bool Lease::is_held() const {
   return validity().count() > 0;
 }

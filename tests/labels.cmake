@@ -49,6 +49,7 @@ foreach(target lock_test redlock_test tls_auth_test cli_test watchdog_test fenci
                restart_test reentrancy_test waiting_test fair_test lockable_test
                fenced_store_test ops_test fake_server_test async_test observer_test
                shared_lock_test semaphore_test cluster_test sentinel_test node_set_test
+               handover_test
                overload_test examples_test tcp_proxy_test)
   dlock_label(integration ${${target}_TESTS})
 endforeach()

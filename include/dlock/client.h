@@ -75,6 +75,14 @@ class Client {
   // Releases one write hold of `name` by `owner` (a lock handed over across threads or processes).
   // Errors: errc::not_owner when no quorum knew `owner` (nothing was deleted).
   Result<void> unlock(std::string_view name, const OwnerToken& owner);
+  // Re-arms the ttl of `owner`'s write hold of `name` on all nodes (a lock handed over across
+  // threads or processes: Lease::detach, `dlock acquire`, the lock service), and returns the
+  // validity it now has: the time left, from before the round trip, minus the drift. Succeeds
+  // when a quorum still held it and re-armed it. Never shortens a ttl. Errors: errc::lock_lost
+  // (no quorum knew `owner`: expired, released, or never held; nothing was re-armed where it
+  // is gone), errc::quorum_not_reached (too few nodes answered; the old ttl still stands),
+  // errc::invalid_argument. Blocks for about one round trip (at most the node timeout).
+  Result<Millis> extend(std::string_view name, const OwnerToken& owner, Millis ttl);
 
   // What each node knows about `name`. Fails only for bad input; node errors are per node.
   Result<LockStatus> status(std::string_view name);

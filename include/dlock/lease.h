@@ -73,6 +73,19 @@ class Lease {
   // Time left before the lock may be taken by someone else, by our own monotonic clock, with
   // the drift already subtracted. Zero once it has passed or the lease is not held.
   std::chrono::milliseconds validity() const;
+
+  // Lets go of the lease without releasing the lock, to hand it to another process (the lock
+  // service, a job runner): the lock stays on the nodes until its ttl ends, or until
+  // Client::unlock(name, owner) releases it or Client::extend(name, owner, ttl) re-arms it,
+  // from any client. Nothing in this client renews it any more, and the lease becomes empty.
+  // Returns the owner. Errors (nothing changes): errc::invalid_argument (empty lease),
+  // errc::not_owner (released), errc::lock_lost (lost or expired). Requires: the lease is the
+  // only one of its hold (not reentrant: another lease of the hold would release the lock when
+  // it ends). This client then no longer knows the hold, so its own next acquisition of the
+  // same name and owner takes the handed-over hold over (a new hold, a new fencing token)
+  // instead of being reentrant or refused. Blocks briefly (the client's bookkeeping, no round
+  // trip); not from an asio completion that runs on the client's io thread.
+  Result<OwnerToken> detach();
   // Held, not released, not lost, and validity left.
   bool is_held() const;
   // True once the watchdog gave up on it, or extend() found it gone.

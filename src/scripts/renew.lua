@@ -4,7 +4,8 @@
 -- KEYS[i]       the i-th hold's key: the lock key (a hash owner -> hold id) for a write hold,
 --               dlock:readers:{NAME} (a zset "HOLD_ID OWNER" -> expiry in ms) for a read hold
 -- ARGV[4i - 3]  the i-th hold's owner token
--- ARGV[4i - 2]  the i-th hold's id
+-- ARGV[4i - 2]  the i-th hold's id; '' for a write hold: whatever hold the owner has
+--               (Client::extend by owner, for a lock handed over across processes)
 -- ARGV[4i - 1]  the i-th ttl in milliseconds
 -- ARGV[4i]      'w' a write hold, 'r' a read hold, 'p' a semaphore's permit record
 --               (acquire.lua KEYS[7]; owner and hold id empty): re-armed beside its permits
@@ -45,7 +46,7 @@ for i = 1, #KEYS do
     end
   else
     local held = redis.pcall('hget', KEYS[i], owner)
-    if type(held) == 'string' and held == id then
+    if type(held) == 'string' and (held == id or id == '') then
       outlive(KEYS[i], ttl)
       result[i] = 1
     end

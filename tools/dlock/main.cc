@@ -13,6 +13,9 @@
 #include "run_command.h"
 #include "sandbox_command.h"
 #include "semaphore_command.h"
+#ifdef DLOCK_HAVE_SERVICE
+#include "service/serve_command.h"
+#endif
 #include "status_command.h"
 #include "watch_command.h"
 
@@ -40,6 +43,10 @@ int main(int argc, char** argv) {
   CLI::App* demo = cli::add_demo_command(app, demo_flags);
   CLI::App* worker = cli::add_demo_worker_command(app, worker_flags);
   CLI::App* resize = cli::add_semaphore_command(app, semaphore_flags);
+#ifdef DLOCK_HAVE_SERVICE
+  cli::ServeFlags serve_flags;
+  CLI::App* serve = cli::add_serve_command(app, serve_flags);
+#endif
   // Everything after the first "--" is the command of `dlock run`, passed on untouched; CLI11
   // parses only what comes before it.
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -65,5 +72,8 @@ int main(int argc, char** argv) {
   if (demo->parsed()) return cli::demo_command(demo_flags);
   if (worker->parsed()) return cli::demo_worker_command(worker_flags);
   if (resize->parsed()) return cli::semaphore_resize_command(semaphore_flags);
+#ifdef DLOCK_HAVE_SERVICE
+  if (serve->parsed()) return cli::serve_command(serve_flags);
+#endif
   return cli::kExitUsage;
 }

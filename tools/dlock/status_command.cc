@@ -12,7 +12,6 @@
 #include "exit_codes.h"
 
 namespace dlock::cli {
-namespace {
 
 nlohmann::json to_json(const LockStatus& s) {
   nlohmann::json nodes = nlohmann::json::array();
@@ -44,6 +43,8 @@ nlohmann::json to_json(const LockStatus& s) {
   }
   return {{"name", s.name}, {"held", s.held}, {"quorum", s.quorum}, {"nodes", nodes}};
 }
+
+namespace {
 
 std::string holder_of(const NodeLockState& n) {
   if (n.kind == KeyKind::foreign) return "(another library's key)";

@@ -2,7 +2,10 @@
 // `dlock status`: what each node knows about a lock, as a table or as JSON.
 #pragma once
 
+#include <dlock/status.h>
+
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "connect_flags.h"
@@ -19,5 +22,8 @@ struct StatusFlags {
 CLI::App* add_status_command(CLI::App& app, StatusFlags& flags);
 // Exit 0 when a quorum of nodes answered, 69 when not, 64 for bad flags.
 int status_command(const StatusFlags& flags);
+
+// The object `dlock status --json` prints (also the lock service's GET /v1/locks/{name}).
+nlohmann::json to_json(const LockStatus& s);
 
 }  // namespace dlock::cli

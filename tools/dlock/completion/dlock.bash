@@ -14,7 +14,7 @@ _dlock() {
   done
   COMPREPLY=()
   if [[ -z $cmd ]]; then
-    COMPREPLY=($(compgen -W "run acquire release status watch sandbox demo semaphore --help --version" -- "$cur"))
+    COMPREPLY=($(compgen -W "run acquire release status watch sandbox demo semaphore serve --help --version" -- "$cur"))
   elif [[ $cur == -* ]]; then
     local opts
     opts=$("${COMP_WORDS[0]}" "$cmd" --help 2>/dev/null | grep -oE -- '(^|[ ,])--?[A-Za-z][-A-Za-z0-9]*' |

@@ -9,7 +9,11 @@ exec >"$3"
 # roff: a backslash is written \e; a line starting with . or ' would be a request.
 escape() { sed -e 's/\\/\\e/g' -e "s/^\([.']\)/\\\\\&\1/"; }
 echo "[COMMANDS]"
-for cmd in run acquire release status watch sandbox demo "semaphore resize"; do
+cmds='run acquire release status watch sandbox demo "semaphore resize"'
+# `dlock serve` is in the tool only when it was built with the service (DLOCK_BUILD_SERVICE).
+if "$dlock" serve --help >/dev/null 2>&1; then cmds="$cmds serve"; fi
+eval "set -- $cmds"
+for cmd in "$@"; do
   echo ".SS $cmd"
   echo ".nf"
   # shellcheck disable=SC2086 # "semaphore resize" is two words

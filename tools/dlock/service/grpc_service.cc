@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: MIT
+#include "service/grpc_service.h"
+
+#include <chrono>
+#include <utility>
+
+namespace dlock::service {
+
+grpc::StatusCode grpc_code(Code code) {
+  switch (code) {
+    case Code::ok:
+      return grpc::StatusCode::OK;
+    case Code::invalid_argument:
+      return grpc::StatusCode::INVALID_ARGUMENT;
+    case Code::held:
+      return grpc::StatusCode::ABORTED;
+    case Code::wait_timeout:
+      return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case Code::not_owner:
+      return grpc::StatusCode::FAILED_PRECONDITION;
+    case Code::unavailable:
+      return grpc::StatusCode::UNAVAILABLE;
+    case Code::cancelled:
+      return grpc::StatusCode::CANCELLED;
+    case Code::unimplemented:
+      return grpc::StatusCode::UNIMPLEMENTED;
+  }
+  return grpc::StatusCode::INTERNAL;
+}
+
+namespace {
+
+grpc::Status status_of(const Failure& f) {
+  return grpc::Status(grpc_code(f.code), f.message);
+}
+
+Mode mode_of(v1::Mode mode) {
+  switch (mode) {
+    case v1::SHARED:
+      return Mode::shared;
+    case v1::PERMIT:
+      return Mode::permit;
+    default:
+      return Mode::exclusive;
+  }
+}
+
+// The call's deadline on the steady clock (gRPC gives it on the system clock), if it has one.
+std::optional<std::chrono::steady_clock::time_point> steady_deadline(
+    const grpc::CallbackServerContext& context) {
+  const auto deadline = context.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return std::nullopt;
+  const auto left = deadline - std::chrono::system_clock::now();
+  if (left > std::chrono::hours(24 * 365)) return std::nullopt;  // "infinite" in other forms
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(left);
+}
+
+// An Acquire in flight: the reactor hears of a cancelled call and cancels the wait. It lives
+// until gRPC calls OnDone, after Finish, so the completion may use it until it calls Finish.
+class AcquireReactor final : public grpc::ServerUnaryReactor {
+ public:
+  AcquireReactor(Operations& ops, std::shared_ptr<PendingAcquire> pending)
+      : ops_(ops), pending_(std::move(pending)) {}
+
+  void start(AcquireInput in, v1::AcquireResponse* response) {
+    // Finish is the last use of `this`: OnDone may delete it right after, on another thread.
+    ops_.acquire(std::move(in), pending_, [this, response](Outcome<Grant> outcome) {
+      if (auto* f = std::get_if<Failure>(&outcome)) return Finish(status_of(*f));
+      const Grant& grant = std::get<Grant>(outcome);
+      response->set_owner(grant.owner);
+      response->set_fencing_token(grant.fencing_token);
+      response->set_validity_ms(grant.validity_ms);
+      Finish(grpc::Status::OK);
+    });
+  }
+  void OnCancel() override { pending_->cancel(); }
+  void OnDone() override { delete this; }
+
+ private:
+  Operations& ops_;
+  std::shared_ptr<PendingAcquire> pending_;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* GrpcLocks::Acquire(grpc::CallbackServerContext* context,
+                                             const v1::AcquireRequest* request,
+                                             v1::AcquireResponse* response) {
+  AcquireInput in;
+  in.name = request->name();
+  if (request->has_ttl_ms()) in.ttl_ms = request->ttl_ms();
+  in.wait_ms = request->wait_ms();
+  in.owner = request->owner();
+  in.mode = mode_of(request->mode());
+  in.permits = request->permits();
+  in.fair = request->fair();
+  in.deadline = steady_deadline(*context);
+  auto* reactor = new AcquireReactor(ops_, ops_.make_pending());
+  reactor->start(std::move(in), response);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GrpcLocks::Extend(grpc::CallbackServerContext* context,
+                                            const v1::ExtendRequest* request,
+                                            v1::ExtendResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  std::optional<std::int64_t> ttl;
+  if (request->has_ttl_ms()) ttl = request->ttl_ms();
+  ops_.extend(request->name(), request->owner(), ttl,
+              [reactor, response](Outcome<std::int64_t> outcome) {
+                if (auto* f = std::get_if<Failure>(&outcome)) return reactor->Finish(status_of(*f));
+                response->set_validity_ms(std::get<std::int64_t>(outcome));
+                reactor->Finish(grpc::Status::OK);
+              });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GrpcLocks::Release(grpc::CallbackServerContext* context,
+                                             const v1::ReleaseRequest* request,
+                                             v1::ReleaseResponse* /*response*/) {
+  auto* reactor = context->DefaultReactor();
+  ops_.release(request->name(), request->owner(), [reactor](Outcome<bool> outcome) {
+    if (auto* f = std::get_if<Failure>(&outcome)) return reactor->Finish(status_of(*f));
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GrpcLocks::Status(grpc::CallbackServerContext* context,
+                                            const v1::StatusRequest* request,
+                                            v1::StatusResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  ops_.status(request->name(), [reactor, response](Outcome<LockStatus> outcome) {
+    if (auto* f = std::get_if<Failure>(&outcome)) return reactor->Finish(status_of(*f));
+    fill_status(std::get<LockStatus>(outcome), *response);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+void fill_status(const LockStatus& status, v1::StatusResponse& out) {
+  out.set_name(status.name);
+  out.set_held(status.held);
+  out.set_quorum(status.quorum);
+  for (const NodeLockState& n : status.nodes) {
+    v1::NodeStatus* node = out.add_nodes();
+    node->set_node(n.node);
+    if (n.error) {
+      node->set_error(*n.error);
+      continue;
+    }
+    node->set_kind(std::string(to_string(n.kind)));
+    for (const NodeHolder& h : n.owners) {
+      v1::Holder* holder = node->add_owners();
+      holder->set_owner(h.owner);
+      holder->set_hold(h.hold);
+    }
+    for (const NodeReader& r : n.readers) {
+      v1::Holder* reader = node->add_readers();
+      reader->set_owner(r.owner);
+      reader->set_hold(r.hold);
+    }
+    if (n.ttl) node->set_ttl_ms(n.ttl->count());
+    node->set_fence(n.fence.value());
+    node->set_queued(n.queued);
+    node->set_quarantine_ms(n.quarantine.count());
+  }
+}
+
+}  // namespace dlock::service

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: MIT
+// The gRPC transport of the lock service: dlock.v1.Locks (proto/dlock/v1/lock.proto) on the
+// callback API, so a waiting Acquire holds no thread. Each method decodes, calls Operations,
+// and encodes; a cancelled call (the client went away, or its deadline passed) cancels the
+// wait. KeepAlive and Watch are not served yet (UNIMPLEMENTED).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "dlock/v1/lock.grpc.pb.h"
+#include "service/operations.h"
+
+namespace dlock::service {
+
+// The gRPC status for an outcome's Code.
+grpc::StatusCode grpc_code(Code code);
+
+class GrpcLocks final : public dlock::v1::Locks::CallbackService {
+ public:
+  explicit GrpcLocks(Operations& ops) : ops_(ops) {}
+
+  grpc::ServerUnaryReactor* Acquire(grpc::CallbackServerContext* context,
+                                    const v1::AcquireRequest* request,
+                                    v1::AcquireResponse* response) override;
+  grpc::ServerUnaryReactor* Extend(grpc::CallbackServerContext* context,
+                                   const v1::ExtendRequest* request,
+                                   v1::ExtendResponse* response) override;
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* context,
+                                    const v1::ReleaseRequest* request,
+                                    v1::ReleaseResponse* response) override;
+  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
+                                   const v1::StatusRequest* request,
+                                   v1::StatusResponse* response) override;
+
+ private:
+  Operations& ops_;
+};
+
+// Copies what status() returned into the response (the fields of `dlock status --json`).
+void fill_status(const LockStatus& status, v1::StatusResponse& out);
+
+}  // namespace dlock::service

@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: MIT
+#include "service/http_routes.h"
+
+#include <nlohmann/json.hpp>
+
+#include "status_command.h"
+
+namespace dlock::service {
+
+namespace {
+
+constexpr std::string_view kLocks = "/v1/locks/";
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// JSON text of a value: names and owners are bytes, and JSON wants UTF-8, so invalid bytes
+// print as U+FFFD instead of failing (as `dlock status --json` does).
+std::string dump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+HttpResponse ok(const nlohmann::json& j) {
+  return HttpResponse{200, "application/json", dump(j) + "\n"};
+}
+
+HttpResponse failed(const Failure& f) {
+  return error_response(http_status(f.code), f.message);
+}
+
+// Reads an optional integer field; a Failure names it when it has another type.
+std::optional<Failure> read_int(const nlohmann::json& j, const char* key,
+                                std::optional<std::int64_t>& out) {
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  if (!j[key].is_number_integer()) {
+    return Failure{Code::invalid_argument, std::string(key) + " must be an integer"};
+  }
+  out = j[key].get<std::int64_t>();
+  return std::nullopt;
+}
+
+Outcome<nlohmann::json> parse_object(const std::string& body) {
+  if (body.empty()) return nlohmann::json::object();
+  auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Failure{Code::invalid_argument, "the body must be a JSON object"};
+  }
+  return j;
+}
+
+std::optional<Failure> read_owner(const nlohmann::json& j, std::string& out) {
+  if (!j.contains("owner") || j["owner"].is_null()) return std::nullopt;
+  if (!j["owner"].is_string()) return Failure{Code::invalid_argument, "owner must be a string"};
+  out = j["owner"].get<std::string>();
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> percent_decode(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size()) return std::nullopt;  // fewer than two characters follow
+    const int high = hex_value(text[i + 1]);
+    const int low = hex_value(text[i + 2]);
+    if (high < 0 || low < 0) return std::nullopt;
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return out;
+}
+
+Routed route(std::string_view method, std::string_view target) {
+  Routed r;
+  if (const auto query = target.find('?'); query != std::string_view::npos) {
+    target = target.substr(0, query);
+  }
+  const auto plain = [&](Route route, std::string_view path) {
+    if (target != path) return false;
+    r.route = route;
+    r.method_ok = method == "GET";
+    return true;
+  };
+  if (plain(Route::healthz, "/healthz") || plain(Route::readyz, "/readyz") ||
+      plain(Route::metrics, "/metrics")) {
+    return r;
+  }
+  if (target.substr(0, kLocks.size()) != kLocks) return r;
+  std::string_view rest = target.substr(kLocks.size());
+  r.route = Route::status;
+  // The verb follows the last ':'; a ':' inside a name is sent percent-encoded (%3A).
+  if (const auto colon = rest.rfind(':'); colon != std::string_view::npos) {
+    const std::string_view verb = rest.substr(colon + 1);
+    rest = rest.substr(0, colon);
+    r.route = verb == "acquire"   ? Route::acquire
+              : verb == "extend"  ? Route::extend
+              : verb == "release" ? Route::release
+                                  : Route::not_found;
+  }
+  if (rest.empty() || rest.find('/') != std::string_view::npos) r.route = Route::not_found;
+  if (r.route == Route::not_found) return r;
+  r.method_ok = method == (r.route == Route::status ? "GET" : "POST");
+  auto name = percent_decode(rest);
+  r.bad_encoding = !name;
+  if (name) r.name = std::move(*name);
+  return r;
+}
+
+int http_status(Code code) {
+  switch (code) {
+    case Code::ok:
+      return 200;
+    case Code::invalid_argument:
+      return 400;
+    case Code::held:
+    case Code::wait_timeout:
+    case Code::not_owner:
+      return 409;
+    case Code::unavailable:
+      return 503;
+    case Code::cancelled:
+      return 499;  // nobody reads it: the client went away
+    case Code::unimplemented:
+      return 501;
+  }
+  return 500;
+}
+
+HttpResponse error_response(int status, const std::string& message) {
+  return HttpResponse{status, "application/json", dump(nlohmann::json{{"error", message}}) + "\n"};
+}
+
+Outcome<AcquireInput> acquire_input(const std::string& name, const std::string& body) {
+  auto parsed = parse_object(body);
+  if (auto* f = std::get_if<Failure>(&parsed)) return *f;
+  const nlohmann::json& j = std::get<nlohmann::json>(parsed);
+  AcquireInput in;
+  in.name = name;
+  std::optional<std::int64_t> wait;
+  std::optional<std::int64_t> permits;
+  for (auto bad : {read_int(j, "ttl_ms", in.ttl_ms), read_int(j, "wait_ms", wait),
+                   read_int(j, "permits", permits), read_owner(j, in.owner)}) {
+    if (bad) return *bad;
+  }
+  in.wait_ms = wait.value_or(0);
+  if (permits && (*permits < 0 || *permits > UINT32_MAX)) {
+    return Failure{Code::invalid_argument, "permits out of range"};
+  }
+  in.permits = static_cast<std::uint32_t>(permits.value_or(0));
+  if (j.contains("fair") && !j["fair"].is_null()) {
+    if (!j["fair"].is_boolean()) return Failure{Code::invalid_argument, "fair must be a boolean"};
+    in.fair = j["fair"].get<bool>();
+  }
+  if (j.contains("mode") && !j["mode"].is_null()) {
+    const auto& mode = j["mode"];
+    if (mode == "EXCLUSIVE") {
+      in.mode = Mode::exclusive;
+    } else if (mode == "SHARED") {
+      in.mode = Mode::shared;
+    } else if (mode == "PERMIT") {
+      in.mode = Mode::permit;
+    } else {
+      return Failure{Code::invalid_argument, "mode must be EXCLUSIVE, SHARED or PERMIT"};
+    }
+  }
+  return in;
+}
+
+Outcome<OwnerInput> owner_input(const std::string& body) {
+  auto parsed = parse_object(body);
+  if (auto* f = std::get_if<Failure>(&parsed)) return *f;
+  const nlohmann::json& j = std::get<nlohmann::json>(parsed);
+  OwnerInput in;
+  if (auto bad = read_owner(j, in.owner)) return *bad;
+  if (auto bad = read_int(j, "ttl_ms", in.ttl_ms)) return *bad;
+  return in;
+}
+
+namespace {
+
+void handle_lock(const HttpHandlers& handlers, const Routed& r, const HttpRequest& request,
+                 std::shared_ptr<PendingAcquire> pending, std::function<void(HttpResponse)> done) {
+  Operations& ops = *handlers.ops;
+  if (r.route == Route::status) {
+    return ops.status(r.name, [done](Outcome<LockStatus> o) {
+      if (auto* f = std::get_if<Failure>(&o)) return done(failed(*f));
+      done(ok(cli::to_json(std::get<LockStatus>(o))));
+    });
+  }
+  if (r.route == Route::acquire) {
+    auto in = acquire_input(r.name, request.body);
+    if (auto* f = std::get_if<Failure>(&in)) return done(failed(*f));
+    return ops.acquire(std::move(std::get<AcquireInput>(in)), std::move(pending),
+                       [done](Outcome<Grant> o) {
+                         if (auto* f = std::get_if<Failure>(&o)) return done(failed(*f));
+                         const Grant& g = std::get<Grant>(o);
+                         // The token as a decimal string: it can pass 2^53.
+                         done(ok({{"owner", g.owner},
+                                  {"fencing_token", std::to_string(g.fencing_token)},
+                                  {"validity_ms", g.validity_ms}}));
+                       });
+  }
+  auto in = owner_input(request.body);
+  if (auto* f = std::get_if<Failure>(&in)) return done(failed(*f));
+  OwnerInput& owned = std::get<OwnerInput>(in);
+  if (r.route == Route::extend) {
+    return ops.extend(r.name, std::move(owned.owner), owned.ttl_ms,
+                      [done](Outcome<std::int64_t> o) {
+                        if (auto* f = std::get_if<Failure>(&o)) return done(failed(*f));
+                        done(ok({{"validity_ms", std::get<std::int64_t>(o)}}));
+                      });
+  }
+  ops.release(r.name, std::move(owned.owner), [done](Outcome<bool> o) {
+    if (auto* f = std::get_if<Failure>(&o)) return done(failed(*f));
+    done(ok(nlohmann::json::object()));
+  });
+}
+
+}  // namespace
+
+void handle(const HttpHandlers& handlers, const HttpRequest& request,
+            std::shared_ptr<PendingAcquire> pending, std::function<void(HttpResponse)> done) {
+  const Routed r = route(request.method, request.target);
+  if (r.route == Route::not_found) return done(error_response(404, "no such path"));
+  if (!r.method_ok) return done(error_response(405, "method not allowed here"));
+  if (r.bad_encoding) return done(error_response(400, "bad percent-encoding in the name"));
+  switch (r.route) {
+    case Route::healthz:
+      return done(HttpResponse{200, "text/plain", "ok\n"});
+    case Route::readyz:
+      return handlers.ready([done](bool ready) {
+        done(ready ? HttpResponse{200, "text/plain", "ready\n"}
+                   : HttpResponse{503, "text/plain", "no quorum of nodes answers\n"});
+      });
+    case Route::metrics:
+      return done(HttpResponse{200, "text/plain; version=0.0.4", handlers.metrics()});
+    default:
+      return handle_lock(handlers, r, request, std::move(pending), std::move(done));
+  }
+}
+
+}  // namespace dlock::service

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+// The HTTP/JSON API of the lock service (docs/service.md): which request is which operation,
+// its JSON body in, its outcome out. No sockets: http_server.h reads and writes the bytes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "service/operations.h"
+
+namespace dlock::service {
+
+struct HttpRequest {
+  std::string method;
+  std::string target;  // the path as sent, percent-encoded
+  std::string body;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+enum class Route { acquire, extend, release, status, healthz, readyz, metrics, not_found };
+
+struct Routed {
+  Route route = Route::not_found;
+  std::string name;           // decoded, for the /v1/locks/ routes
+  bool method_ok = true;      // false: the path exists, not with this method (405)
+  bool bad_encoding = false;  // a % not followed by two hex digits (400)
+};
+
+// Percent-decoding of a path segment; empty when malformed. Pure.
+std::optional<std::string> percent_decode(std::string_view text);
+// Which route a request takes. Pure.
+Routed route(std::string_view method, std::string_view target);
+// The HTTP status for an outcome. Pure.
+int http_status(Code code);
+// {"error": message} with `status`.
+HttpResponse error_response(int status, const std::string& message);
+
+// The operations' input from a JSON body; a Failure (400) names the bad field. Pure.
+Outcome<AcquireInput> acquire_input(const std::string& name, const std::string& body);
+struct OwnerInput {
+  std::string owner;
+  std::optional<std::int64_t> ttl_ms;
+};
+Outcome<OwnerInput> owner_input(const std::string& body);
+
+// Serves one request; `done` runs once, on a thread of the operations' pool or at once.
+// `pending` lets the connection cancel a wait when its client hangs up. `ready` answers
+// /readyz (true when a quorum of nodes answers); `metrics` gives /metrics' text.
+struct HttpHandlers {
+  Operations* ops = nullptr;
+  std::function<void(std::function<void(bool)>)> ready;
+  std::function<std::string()> metrics;
+};
+void handle(const HttpHandlers& handlers, const HttpRequest& request,
+            std::shared_ptr<PendingAcquire> pending, std::function<void(HttpResponse)> done);
+
+}  // namespace dlock::service

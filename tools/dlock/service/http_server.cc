@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: MIT
+#include "service/http_server.h"
+
+#include <http_parser.h>
+
+#include <algorithm>
+#include <array>
+#include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
+#include <asio/write.hpp>
+#include <memory>
+
+namespace dlock::service {
+
+namespace {
+
+// What a connection may send ahead while its request is served: a few requests' worth.
+constexpr std::size_t kMaxPipelined = 4 * kMaxBody;
+
+const char* reason(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 409:
+      return "Conflict";
+    case 413:
+      return "Payload Too Large";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Error";
+  }
+}
+
+}  // namespace
+
+// One connection. Everything runs on the server's io thread; an operation's completion is
+// posted back to it. Owned by its pending asio handlers (shared_from_this).
+class HttpSession : public std::enable_shared_from_this<HttpSession> {
+ public:
+  HttpSession(asio::ip::tcp::socket socket, const HttpHandlers& handlers, asio::io_context& io)
+      : socket_(std::move(socket)), handlers_(handlers), io_(io) {
+    http_parser_init(&parser_, HTTP_REQUEST);
+    parser_.data = this;
+    http_parser_settings_init(&settings_);
+    settings_.on_url = [](http_parser* p, const char* at, std::size_t n) {
+      return self(p).on_url(at, n);
+    };
+    settings_.on_body = [](http_parser* p, const char* at, std::size_t n) {
+      return self(p).on_body(at, n);
+    };
+    settings_.on_message_complete = [](http_parser* p) {
+      // Pause: the bytes after this request wait until it has been answered.
+      http_parser_pause(p, 1);
+      self(p).complete_ = true;
+      return 0;
+    };
+  }
+
+  // The server stops: the connection closes, and a wait in flight ends.
+  void close() {
+    gone_ = true;
+    if (pending_) pending_->cancel();
+    std::error_code ignored;
+    socket_.close(ignored);
+  }
+
+  void read() {
+    socket_.async_read_some(
+        asio::buffer(buffer_),
+        [s = shared_from_this()](std::error_code ec, std::size_t n) { s->received(ec, n); });
+  }
+
+ private:
+  static HttpSession& self(http_parser* p) { return *static_cast<HttpSession*>(p->data); }
+  int on_url(const char* at, std::size_t n) {
+    request_.target.append(at, n);
+    return 0;
+  }
+  int on_body(const char* at, std::size_t n) {
+    if (request_.body.size() + n > kMaxBody) {
+      too_large_ = true;
+      return 1;  // an error: stops the parser
+    }
+    request_.body.append(at, n);
+    return 0;
+  }
+
+  void received(std::error_code ec, std::size_t n) {
+    if (ec) {
+      // The client went away (or the server stops): a wait in flight ends and leaves
+      // nothing behind; its answer, when it comes, is dropped.
+      gone_ = true;
+      if (busy_ && pending_) pending_->cancel();
+      return;
+    }
+    input_.append(buffer_.data(), n);
+    if (busy_ && input_.size() > kMaxPipelined) {
+      // A client that sends request after request while one waits: it is not read without
+      // bounds (memory); the connection closes, and the request in flight ends.
+      return close();
+    }
+    if (!busy_) parse();
+    read();  // always one read outstanding, so that a hang-up is seen at once
+  }
+
+  void parse() {
+    const std::size_t used =
+        http_parser_execute(&parser_, &settings_, input_.data(), input_.size());
+    input_.erase(0, used);
+    if (complete_) return dispatch();
+    if (too_large_) return respond(error_response(413, "body over 64 KiB"), false);
+    if (HTTP_PARSER_ERRNO(&parser_) != HPE_OK) {
+      const auto* why = http_errno_description(HTTP_PARSER_ERRNO(&parser_));
+      return respond(error_response(400, std::string("bad HTTP request: ") + why), false);
+    }
+  }
+
+  void dispatch() {
+    busy_ = true;
+    complete_ = false;
+    request_.method = http_method_str(static_cast<http_method>(parser_.method));
+    const bool keep_alive = http_should_keep_alive(&parser_) != 0;
+    pending_ = handlers_.ops->make_pending();
+    // The work guard keeps the io thread running until the answer is back, also while the
+    // server stops: the completion must never be posted to a finished io_context.
+    handle(handlers_, request_, pending_,
+           [s = shared_from_this(), keep_alive,
+            work = asio::make_work_guard(io_)](HttpResponse response) mutable {
+             asio::post(s->io_, [s, keep_alive, response = std::move(response)]() mutable {
+               s->respond(std::move(response), keep_alive);
+             });
+             work.reset();
+           });
+  }
+
+  void respond(HttpResponse response, bool keep_alive) {
+    busy_ = true;
+    pending_.reset();
+    if (gone_) return;
+    out_ = "HTTP/1.1 " + std::to_string(response.status) + " " + reason(response.status) +
+           "\r\nContent-Type: " + response.content_type +
+           "\r\nContent-Length: " + std::to_string(response.body.size()) +
+           (keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n") + response.body;
+    asio::async_write(socket_, asio::buffer(out_),
+                      [s = shared_from_this(), keep_alive](std::error_code ec, std::size_t) {
+                        if (ec || !keep_alive) {
+                          std::error_code ignored;
+                          s->socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+                          return;
+                        }
+                        s->next();
+                      });
+  }
+
+  // The next request on a kept-alive connection, from the bytes that came meanwhile.
+  void next() {
+    busy_ = false;
+    request_ = HttpRequest{};
+    http_parser_pause(&parser_, 0);
+    if (!input_.empty()) parse();
+  }
+
+  asio::ip::tcp::socket socket_;
+  const HttpHandlers& handlers_;
+  asio::io_context& io_;
+  http_parser parser_{};
+  http_parser_settings settings_{};
+  std::array<char, 8192> buffer_{};
+  std::string input_;  // received, not parsed yet
+  HttpRequest request_;
+  std::string out_;
+  std::shared_ptr<PendingAcquire> pending_;
+  bool complete_ = false;
+  bool too_large_ = false;
+  bool busy_ = false;  // a request is being served: later bytes wait in input_
+  bool gone_ = false;
+};
+
+HttpServer::~HttpServer() {
+  stop();
+}
+
+Result<unsigned> HttpServer::start(const std::string& address) {
+  const auto colon = address.rfind(':');
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  std::error_code ec;
+  const auto ip = asio::ip::make_address(host, ec);
+  if (ec) return Error(errc::invalid_argument, "HTTP listen host '" + host + "': " + ec.message());
+  const auto port = static_cast<unsigned short>(std::stoul(address.substr(colon + 1)));
+  const asio::ip::tcp::endpoint endpoint(ip, port);
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::ip::tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Error(errc::io_error, "cannot listen on " + address + ": " + ec.message());
+  const unsigned bound = acceptor_.local_endpoint().port();
+  accept();
+  thread_ = std::thread([this] { io_.run(); });
+  return bound;
+}
+
+void HttpServer::accept() {
+  acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
+    if (ec == asio::error::operation_aborted) return;
+    if (!ec) {
+      auto session = std::make_shared<HttpSession>(std::move(socket), handlers_, io_);
+      std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
+      sessions_.push_back(session);
+      session->read();
+    }
+    accept();
+  });
+}
+
+void HttpServer::stop() {
+  if (!thread_.joinable()) return;
+  // Nothing is left to run once the listener and the connections are closed and the
+  // operations in flight (cancelled, so at once for a wait) have answered: run() returns.
+  asio::post(io_, [this] {
+    std::error_code ignored;
+    acceptor_.close(ignored);
+    for (const auto& weak : sessions_) {
+      if (auto session = weak.lock()) session->close();
+    }
+    sessions_.clear();
+  });
+  thread_.join();
+}
+
+}  // namespace dlock::service

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: MIT
+#include "service/operations.h"
+
+#include <dlock/async.h>
+#include <sys/random.h>
+
+#include <algorithm>
+#include <array>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
+#include <asio/post.hpp>
+#include <cerrno>
+
+namespace dlock::service {
+
+Code code_for(const Error& error) {
+  if (error.is(errc::invalid_argument)) return Code::invalid_argument;
+  if (error.is(errc::lock_held)) return Code::held;
+  if (error.is(errc::wait_timeout)) return Code::wait_timeout;
+  if (error.is(errc::not_owner) || error.is(errc::lock_lost)) return Code::not_owner;
+  if (error.is(errc::cancelled)) return Code::cancelled;
+  // quorum_not_reached, timeout (a quorum too late to be valid), node errors: nothing was
+  // granted or changed on a quorum, and trying again may work.
+  return Code::unavailable;
+}
+
+std::optional<Failure> check_ttl(const std::optional<std::int64_t>& ttl_ms) {
+  if (ttl_ms && *ttl_ms <= 0) {
+    return Failure{Code::invalid_argument,
+                   "ttl_ms must be positive, got " + std::to_string(*ttl_ms)};
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> check_acquire(const AcquireInput& in) {
+  if (in.name.empty()) return Failure{Code::invalid_argument, "name must not be empty"};
+  if (auto bad = check_ttl(in.ttl_ms)) return bad;
+  if (in.wait_ms < 0) {
+    return Failure{Code::invalid_argument,
+                   "wait_ms must not be negative, got " + std::to_string(in.wait_ms)};
+  }
+  if (in.mode != Mode::exclusive) {
+    return Failure{Code::unimplemented, "only EXCLUSIVE locks are served yet (issue 31)"};
+  }
+  return std::nullopt;
+}
+
+std::optional<Failure> check_owned(const std::string& name, const std::string& owner) {
+  if (name.empty()) return Failure{Code::invalid_argument, "name must not be empty"};
+  if (owner.empty()) return Failure{Code::invalid_argument, "owner must not be empty"};
+  return std::nullopt;
+}
+
+std::chrono::milliseconds wait_for(const AcquireInput& in,
+                                   std::chrono::steady_clock::time_point now) {
+  std::chrono::milliseconds wait(in.wait_ms);
+  if (!in.deadline) return wait;
+  // End the wait a little before the deadline, so that the refusal, or a grant, still reaches
+  // the caller: a grant it never hears of would keep the lock from everyone for a ttl.
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*in.deadline - now);
+  const auto margin =
+      std::clamp(left / 10, std::chrono::milliseconds(5), std::chrono::milliseconds(100));
+  return std::clamp(left - margin, std::chrono::milliseconds(0), wait);
+}
+
+std::string random_owner() {
+  std::array<unsigned char, 16> bytes{};
+  std::size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = getrandom(bytes.data() + got, bytes.size() - got, 0);
+    if (n > 0) got += static_cast<std::size_t>(n);
+    // EINTR: again. Nothing else can fail for 16 bytes once the pool is initialised.
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex = "svc-";
+  for (const unsigned char b : bytes) {
+    hex += kHex[b >> 4];
+    hex += kHex[b & 0xf];
+  }
+  return hex;
+}
+
+void PendingAcquire::cancel() {
+  std::lock_guard lock(mu_);
+  cancelled_ = true;
+  if (!finished_) signal_.emit(asio::cancellation_type::terminal);
+}
+
+Operations::Operations(Client client, std::size_t threads)
+    : client_(std::move(client)), pool_(threads) {}
+
+Operations::~Operations() {
+  pool_.join();
+}
+
+void Operations::acquire(AcquireInput in, std::shared_ptr<PendingAcquire> pending,
+                         std::function<void(Outcome<Grant>)> done) {
+  if (auto bad = check_acquire(in)) {
+    return asio::post(pool_, [done, bad = *bad] { done(bad); });
+  }
+  LockOptions options;
+  options.ttl = in.ttl_ms ? Millis(*in.ttl_ms) : Millis(kDefaultTtl);
+  options.auto_renew = false;  // stateless: the caller extends (or keeps alive) itself
+  options.fair = in.fair;
+  options.owner = OwnerToken(in.owner.empty() ? random_owner() : in.owner);
+  const auto wait = wait_for(in, std::chrono::steady_clock::now());
+  auto handler = [this, pending, done, waits = in.wait_ms > 0](Result<Lease> lease) {
+    // A wait that the deadline cut to nothing was still a wait that ran out.
+    if (!lease && waits && lease.error().is(errc::lock_held)) {
+      lease = Error(errc::wait_timeout, lease.error().message() + " (the call's deadline)");
+    }
+    granted(std::move(lease), pending, done);
+  };
+  // Under the mutex: a cancellation must not emit while the operation hooks its slot.
+  std::lock_guard lock(pending->mu_);
+  auto bound = asio::bind_cancellation_slot(pending->signal_.slot(),
+                                            asio::bind_executor(pool_, std::move(handler)));
+  if (pending->cancelled_) {
+    pending->finished_ = true;
+    return asio::post(pool_, [done] { done(Failure{Code::cancelled, "call cancelled"}); });
+  }
+  if (wait.count() > 0) {
+    async_lock(client_, in.name, wait, std::move(options), std::move(bound));
+  } else {
+    async_try_lock(client_, in.name, std::move(options), std::move(bound));
+  }
+}
+
+void Operations::granted(Result<Lease> lease, const std::shared_ptr<PendingAcquire>& pending,
+                         const std::function<void(Outcome<Grant>)>& done) {
+  bool cancelled = false;
+  {
+    std::lock_guard lock(pending->mu_);
+    pending->finished_ = true;
+    cancelled = pending->cancelled_;
+  }
+  if (!lease) return done(Failure{code_for(lease.error()), lease.error().message()});
+  if (cancelled) {
+    // Nobody will hear of this grant: give it back rather than block the name for a ttl.
+    (void)lease->unlock();
+    return done(Failure{Code::cancelled, "call cancelled"});
+  }
+  Grant grant;
+  grant.fencing_token = lease->fencing_token().value();
+  grant.validity_ms = lease->validity().count();
+  auto owner = lease->detach();  // from here on the lock outlives this call and this process
+  if (!owner) return done(Failure{Code::unavailable, owner.error().message()});
+  grant.owner = owner->str();
+  done(std::move(grant));
+}
+
+void Operations::extend(std::string name, std::string owner, std::optional<std::int64_t> ttl_ms,
+                        std::function<void(Outcome<std::int64_t>)> done) {
+  asio::post(pool_, [this, name = std::move(name), owner = std::move(owner), ttl_ms, done] {
+    if (auto bad = check_owned(name, owner)) return done(*bad);
+    if (auto bad = check_ttl(ttl_ms)) return done(*bad);
+    const Millis ttl = ttl_ms ? Millis(*ttl_ms) : Millis(kDefaultTtl);
+    auto validity = client_.extend(name, OwnerToken(owner), ttl);
+    if (!validity) return done(Failure{code_for(validity.error()), validity.error().message()});
+    done(validity->count());
+  });
+}
+
+void Operations::release(std::string name, std::string owner,
+                         std::function<void(Outcome<bool>)> done) {
+  asio::post(pool_, [this, name = std::move(name), owner = std::move(owner), done] {
+    if (auto bad = check_owned(name, owner)) return done(*bad);
+    auto released = client_.unlock(name, OwnerToken(owner));
+    if (!released) return done(Failure{code_for(released.error()), released.error().message()});
+    done(true);
+  });
+}
+
+void Operations::status(std::string name, std::function<void(Outcome<LockStatus>)> done) {
+  asio::post(pool_, [this, name = std::move(name), done] {
+    if (name.empty()) return done(Failure{Code::invalid_argument, "name must not be empty"});
+    auto status = client_.status(name);
+    if (!status) return done(Failure{code_for(status.error()), status.error().message()});
+    done(std::move(*status));
+  });
+}
+
+}  // namespace dlock::service

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: MIT
+// Operations: what the lock service does, whatever the transport (gRPC now, HTTP/JSON next).
+// Thin adapters over dlock's public API, as etcd's v3lock is over its client: the library
+// waits, fences and cleans up; this layer checks the input, names the owner, hands the lease
+// over (Lease::detach) so that the lock outlives the call, and says what happened as a Code.
+//
+// Stateless: the owner token in a grant is all a later call needs, through any instance.
+//
+// Threads: an acquisition that waits holds no thread (dlock's asio API); extend, release and
+// status block a thread of the operations' pool for one round trip (at most the node timeout).
+// Every callback runs on that pool, never on the client's io thread.
+#pragma once
+
+#include <dlock/client.h>
+#include <dlock/status.h>
+
+#include <asio/cancellation_signal.hpp>
+#include <asio/thread_pool.hpp>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <variant>
+
+namespace dlock::service {
+
+// What a call's outcome was; each transport maps it to its own statuses (docs/service.md).
+enum class Code {
+  ok,
+  invalid_argument,  // bad input
+  held,              // held by another owner (a try, or an Acquire without wait)
+  wait_timeout,      // still held by another when the wait (or the call's deadline) ran out
+  not_owner,         // Extend / Release: the lock is not held by that owner (any more)
+  unavailable,       // no quorum of Redis nodes answered in time: retry
+  cancelled,         // the caller went away
+  unimplemented,     // a part of the API this server does not serve yet
+};
+
+struct Failure {
+  Code code;
+  std::string message;
+};
+
+template <typename T>
+using Outcome = std::variant<T, Failure>;
+
+// The Code for a library error, in the call that got it (a lost lock means "not that owner's"
+// for extend; a timeout means "too late to be safe, try again" for every call).
+Code code_for(const Error& error);
+
+inline constexpr std::chrono::milliseconds kDefaultTtl{30000};
+
+enum class Mode { exclusive, shared, permit };
+
+struct AcquireInput {
+  std::string name;
+  std::optional<std::int64_t> ttl_ms;  // unset: kDefaultTtl
+  std::int64_t wait_ms = 0;            // 0: try once
+  std::string owner;                   // empty: a new random owner
+  Mode mode = Mode::exclusive;
+  std::uint32_t permits = 0;
+  bool fair = false;
+  // The caller's deadline, if any: the wait ends before it, so the answer can still reach it.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+};
+
+struct Grant {
+  std::string owner;
+  std::uint64_t fencing_token = 0;
+  std::int64_t validity_ms = 0;
+};
+
+// The checks every transport shares, before anything is sent. Pure.
+std::optional<Failure> check_acquire(const AcquireInput& in);
+std::optional<Failure> check_owned(const std::string& name, const std::string& owner);
+std::optional<Failure> check_ttl(const std::optional<std::int64_t>& ttl_ms);
+// How long to wait: wait_ms, shortened to end a little before the caller's deadline.
+std::chrono::milliseconds wait_for(const AcquireInput& in,
+                                   std::chrono::steady_clock::time_point now);
+
+// A new owner token: 128 bits from the OS CSPRNG, hex.
+std::string random_owner();
+
+// One acquisition in flight: cancel() ends its wait (from any thread, at any time), and the
+// library leaves nothing behind (docs/async.md).
+class PendingAcquire {
+ public:
+  void cancel();
+
+ private:
+  friend class Operations;
+  std::mutex mu_;
+  asio::cancellation_signal signal_;  // guarded by mu_ (asio's signal is not thread-safe)
+  bool cancelled_ = false;
+  bool finished_ = false;
+};
+
+class Operations {
+ public:
+  Operations(Client client, std::size_t threads);
+  ~Operations();  // waits for the pool's callbacks
+  Operations(const Operations&) = delete;
+  Operations& operator=(const Operations&) = delete;
+
+  // `pending` (from make_pending) lets the caller cancel; `done` runs once.
+  std::shared_ptr<PendingAcquire> make_pending() { return std::make_shared<PendingAcquire>(); }
+  void acquire(AcquireInput in, std::shared_ptr<PendingAcquire> pending,
+               std::function<void(Outcome<Grant>)> done);
+  void extend(std::string name, std::string owner, std::optional<std::int64_t> ttl_ms,
+              std::function<void(Outcome<std::int64_t>)> done);  // the validity in ms
+  void release(std::string name, std::string owner, std::function<void(Outcome<bool>)> done);
+  void status(std::string name, std::function<void(Outcome<LockStatus>)> done);
+
+ private:
+  void granted(Result<Lease> lease, const std::shared_ptr<PendingAcquire>& pending,
+               const std::function<void(Outcome<Grant>)>& done);
+
+  Client client_;
+  asio::thread_pool pool_;
+};
+
+}  // namespace dlock::service

@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: MIT
+#include "service/serve_command.h"
+
+#include <dlock/prometheus.h>
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+
+#include <charconv>
+#include <iostream>
+#include <memory>
+
+#include "exit_codes.h"
+#include "service/grpc_service.h"
+#include "service/http_server.h"
+#include "service/operations.h"
+#include "stop_signals.h"
+
+namespace dlock::cli {
+
+CLI::App* add_serve_command(CLI::App& app, ServeFlags& flags) {
+  CLI::App* serve =
+      app.add_subcommand("serve", "Serve locks over the network (gRPC) to clients in any language");
+  add_connect_flags(*serve, flags.connect);
+  // --tls-cert and --tls-key are the service's own certificate here (the service contract);
+  // the Redis client certificate moves to --redis-tls-cert / --redis-tls-key.
+  serve->remove_option(serve->get_option("--tls-cert"));
+  serve->remove_option(serve->get_option("--tls-key"));
+  serve
+      ->add_option("--redis-tls-cert", flags.connect.tls_cert,
+                   "client certificate file (PEM) for rediss:// nodes")
+      ->envname("DLOCK_TLS_CERT");
+  serve
+      ->add_option("--redis-tls-key", flags.connect.tls_key,
+                   "client private key file (PEM) for rediss:// nodes")
+      ->envname("DLOCK_TLS_KEY");
+  serve->add_option("--grpc-listen", flags.grpc_listen,
+                    "HOST:PORT of the gRPC listener, or off (default 127.0.0.1:7700; port 0: any)");
+  serve->add_option("--http-listen", flags.http_listen,
+                    "HOST:PORT of the HTTP/JSON listener, or off (default 127.0.0.1:7701; port "
+                    "0: any)");
+  serve->add_option("--tls-cert", flags.tls_cert, "the service's certificate (not served yet)");
+  serve->add_option("--tls-key", flags.tls_key, "the service's private key (not served yet)");
+  serve->add_option("--tls-client-ca", flags.tls_client_ca,
+                    "require client certificates signed by this CA (not served yet)");
+  serve->add_option("--tokens", flags.tokens,
+                    "bearer tokens and their name prefixes (not served yet)");
+  serve->footer(
+      "Serves dlock.v1.Locks (proto/dlock/v1/lock.proto): Acquire, Extend, Release, Status, "
+      "with server reflection; and HTTP/JSON: POST /v1/locks/NAME:acquire, :extend, :release, "
+      "GET /v1/locks/NAME, /healthz, /readyz, /metrics. Prints `dlock serve: grpc HOST:PORT` "
+      "and `dlock serve: http HOST:PORT` once it listens. Stops on SIGINT or SIGTERM: waits in "
+      "flight are cancelled; held locks stay held (they end with their ttl, or their owner "
+      "extends or releases them through another instance). See docs/service.md.\n"
+      "Exit status: 0 stopped by a signal; 64 usage error; 69 a listener could not be opened.\n\n"
+      "Examples:\n"
+      "  dlock serve -r redis://10.0.0.1:6379 -r redis://10.0.0.2:6379 -r redis://10.0.0.3:6379\n"
+      "  dlock serve --grpc-listen 0.0.0.0:7700 --http-listen off");
+  return serve;
+}
+
+Result<std::string> listen_address(const std::string& flag) {
+  if (flag == "off") return std::string();
+  const auto colon = flag.rfind(':');
+  const bool bracketed = !flag.empty() && flag.front() == '[';
+  const bool host_ok = colon != std::string::npos && colon > 0 &&
+                       (!bracketed || flag[colon - 1] == ']') &&
+                       (bracketed || flag.find(':') == colon);
+  unsigned port = 0;
+  const char* first = flag.data() + (colon == std::string::npos ? 0 : colon + 1);
+  const char* last = flag.data() + flag.size();
+  const auto [end, ec] = std::from_chars(first, last, port);
+  if (!host_ok || first == last || ec != std::errc() || end != last || port > 65535) {
+    return Error(errc::invalid_argument,
+                 "listen address '" + flag + "': expected HOST:PORT (or [IPv6]:PORT, or off)");
+  }
+  return flag;
+}
+
+namespace {
+
+// The flags this slice accepts but does not serve: refusing to start is safer than serving
+// without the TLS or the tokens that the operator asked for.
+std::optional<std::string> not_served_yet(const ServeFlags& flags) {
+  if (!flags.tls_cert.empty() || !flags.tls_key.empty() || !flags.tls_client_ca.empty()) {
+    return "--tls-cert, --tls-key and --tls-client-ca are not served yet (issue 31)";
+  }
+  if (!flags.tokens.empty()) return "--tokens is not served yet (issue 31)";
+  return std::nullopt;
+}
+
+std::string host_of(const std::string& address) {
+  return address.substr(0, address.rfind(':'));
+}
+
+std::unique_ptr<grpc::Server> start_grpc(const std::string& address, service::GrpcLocks& locks) {
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second dlock serve on the same port would then share
+  // it silently instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  int port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&locks);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    std::cerr << "dlock: cannot listen on " << address << " for gRPC\n";
+    return nullptr;
+  }
+  std::cout << "dlock serve: grpc " << host_of(address) << ":" << port << std::endl;
+  return server;
+}
+
+// /readyz: ready when a quorum of nodes answers and may vote (not quarantined, not a replica
+// or an evicting server), as an acquisition would need.
+void check_ready(service::Operations& ops, std::function<void(bool)> done) {
+  ops.status("dlock:readyz", [done](service::Outcome<LockStatus> outcome) {
+    const auto* status = std::get_if<LockStatus>(&outcome);
+    if (status == nullptr) return done(false);
+    std::size_t voting = 0;
+    for (const NodeLockState& n : status->nodes) {
+      if (!n.error && n.quarantine.count() == 0 && n.never_votes.empty()) ++voting;
+    }
+    done(voting >= status->quorum);
+  });
+}
+
+struct Listeners {
+  std::string grpc;  // empty: off
+  std::string http;
+};
+
+Result<Listeners> listeners(const ServeFlags& flags) {
+  if (auto why = not_served_yet(flags)) return Error(errc::invalid_argument, *why);
+  auto grpc_address = listen_address(flags.grpc_listen);
+  if (!grpc_address) return grpc_address.error();
+  auto http_address = listen_address(flags.http_listen);
+  if (!http_address) return http_address.error();
+  if (grpc_address->empty() && http_address->empty()) {
+    return Error(errc::invalid_argument, "no listener: --grpc-listen and --http-listen are off");
+  }
+  return Listeners{*grpc_address, *http_address};
+}
+
+}  // namespace
+
+int serve_command(const ServeFlags& flags) {
+  // Before any thread starts (the client's, gRPC's): they inherit the blocked signals.
+  StopSignals signals;
+  auto addresses = listeners(flags);
+  if (!addresses) {
+    std::cerr << "dlock: " << addresses.error().message() << "\n";
+    return kExitUsage;
+  }
+  auto metrics = std::make_shared<PrometheusObserver>();
+  auto client = make_client(flags.connect, metrics);
+  if (!client) {
+    std::cerr << "dlock: " << client.error().message() << "\n";
+    return kExitUsage;
+  }
+  service::Operations ops(*client, 4);
+  service::GrpcLocks locks(ops);
+  std::unique_ptr<grpc::Server> grpc_server;
+  if (!addresses->grpc.empty() && !(grpc_server = start_grpc(addresses->grpc, locks))) {
+    return kExitUnavailable;
+  }
+  service::HttpHandlers handlers{&ops, [&ops](auto done) { check_ready(ops, std::move(done)); },
+                                 [metrics] { return metrics->text(); }};
+  service::HttpServer http(std::move(handlers));
+  if (!addresses->http.empty()) {
+    auto port = http.start(addresses->http);
+    if (!port) {
+      std::cerr << "dlock: " << port.error().message() << "\n";
+      return kExitUnavailable;
+    }
+    std::cout << "dlock serve: http " << host_of(addresses->http) << ":" << *port << std::endl;
+  }
+  while (signals.wait_for(std::chrono::milliseconds(200)) == 0) {
+  }
+  // Calls in flight get a moment to finish; waits still running are then cancelled (nothing
+  // of them stays on the nodes), and the listeners close.
+  if (grpc_server)
+    grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  http.stop();
+  return kExitOk;
+}
+
+}  // namespace dlock::cli
