@@ -8,6 +8,9 @@
 //   support/clock_shift.cc). Ahead: a live reader counted as expired, a writer got the lock
 //   beside it, and the reader's renewals failed. Behind: a dead fair waiter kept the queue
 //   for the difference.
+// - Keys: a slot given to another master without its keys (CLUSTER SETSLOT ... NODE) loses its
+//   locks; the cluster's boot identity now covers the slot map, so every client keeps the
+//   cluster out of quorums for the largest live ttl, as after a failover.
 #include <dlock/dlock.h>
 #include <gtest/gtest.h>
 
@@ -139,6 +142,78 @@ TEST_F(ClusterReshardTest, ADeadFairWaiterDoesNotKeepTheQueueLongerOnAMasterWhos
   ASSERT_TRUE(got) << "the dead waiter kept the queue: " << got.error().message();
   EXPECT_LT(Clock::now() - moved, 20s);
   EXPECT_TRUE(got->unlock());
+}
+
+// A held lock's slot is given to another master without its keys (CLUSTER SETSLOT ... NODE, no
+// MIGRATE): the lock is gone from the cluster. Neither a client that knew the old slot map nor
+// one that starts afterwards gets the lock while the first holder's lease may live; once it
+// ended, the lock can be had again. Before: both got it at once (two holders): the boot
+// identity (masters' run ids and replication ids) did not change.
+TEST_F(ClusterReshardTest, ASlotGivenAwayWithoutItsKeysIsNotGrantedAgainWhileALeaseMayLive) {
+  const std::string name = "ledger";
+  const auto slot = node::key_slot(name);
+  const std::size_t to = other_master(slot);
+  Client a = make_client();
+  Client b = make_client();
+  auto held = a.try_lock(name, fixed(8s));
+  ASSERT_TRUE(held) << held.error().message();
+  const auto granted = Clock::now();
+  EXPECT_FALSE(b.try_lock(name, fixed(2s)));
+
+  cluster_->reassign_slot_without_keys(slot, to);
+  ASSERT_TRUE(cluster_->wait_until_stable());
+  ASSERT_EQ(cluster_->master_of_slot(slot), to);
+  ASSERT_FALSE(cluster_->exists(name)) << "the new master has the key: nothing was lost";
+
+  Client c = make_client();  // never saw the old slot map
+  while (Clock::now() < granted + 7s) {
+    auto second = b.try_lock(name, fixed(2s));
+    ASSERT_FALSE(second) << "a client that knew the old map got the lock beside the holder";
+    auto third = c.try_lock(name, fixed(2s));
+    ASSERT_FALSE(third) << "a new client got the lock beside the holder";
+    std::this_thread::sleep_for(200ms);
+  }
+  // The quarantine lasts the largest live ttl (8 s) from when the change was first seen.
+  auto later = c.lock(name, 20s, fixed(2s));
+  ASSERT_TRUE(later) << later.error().message();
+  EXPECT_TRUE(later->unlock());
+}
+
+// As above, but the slot comes back to the master that served it when the clients first met
+// the cluster: first moved away with its keys (MIGRATE) while nothing was held, then, while a
+// lock is held there, given back without its keys. The slot map is the one the boot records
+// already know; the masters' config epochs are not (the master that claims the slot back
+// raises its own), so it is still a new identity. Before (slot map alone in the identity): a
+// second holder at once.
+TEST_F(ClusterReshardTest, ASlotGivenBackWithoutItsKeysIsStillANewIdentity) {
+  const std::string name = "ledger";
+  const auto slot = node::key_slot(name);
+  const std::size_t from = cluster_->master_of_slot(slot);
+  const std::size_t to = other_master(slot);
+  Client a = make_client();
+  Client b = make_client();
+  auto warm = b.try_lock("warm-up", fixed(1s));  // the clients greet the cluster as it is
+  ASSERT_TRUE(warm) << warm.error().message();
+  ASSERT_TRUE(warm->unlock());
+
+  cluster_->move_slot(slot, to);
+  ASSERT_TRUE(cluster_->wait_until_stable());
+  auto held = a.lock(name, 15s, fixed(8s));  // after the move's quarantine (1 s)
+  ASSERT_TRUE(held) << held.error().message();
+  const auto granted = Clock::now();
+
+  cluster_->reassign_slot_without_keys(slot, from);
+  ASSERT_TRUE(cluster_->wait_until_stable());
+  ASSERT_EQ(cluster_->master_of_slot(slot), from);
+  ASSERT_FALSE(cluster_->exists(name)) << "the old master has the key: nothing was lost";
+  Client c = make_client();
+  while (Clock::now() < granted + 7s) {
+    ASSERT_FALSE(b.try_lock(name, fixed(2s))) << "a second holder beside the first";
+    ASSERT_FALSE(c.try_lock(name, fixed(2s))) << "a new client got the lock beside the holder";
+    std::this_thread::sleep_for(200ms);
+  }
+  auto later = c.lock(name, 20s, fixed(2s));
+  ASSERT_TRUE(later) << later.error().message();
 }
 
 // Read holds written by an older dlock (scores on the server's clock, no anchor member) still
