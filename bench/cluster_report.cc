@@ -163,8 +163,9 @@ void write_cluster_markdown(const ClusterResults& r, const std::string& placemen
         "little. The CPU includes each server's background work during the run (cron, the "
         "cluster bus), and nothing here covers replicas, failovers or a network.\n\n"
      << "### Cost of a redirect\n\n"
-     << "One name on the 3-master cluster, its cycles timed one by one; a cycle is try_lock, "
-        "again at once until granted, then unlock. Before each of "
+     << "One name on the 3-master cluster, its cycles timed one by one; a cycle is try_lock with "
+        "a ttl of 1 s, again after retry_delay (50 ms, as lock() naps) until granted, then "
+        "unlock. Before each of "
      << r.redirect.moves
      << " *stale* cycles the name's slot is moved to the next master (CLUSTER SETSLOT "
         "IMPORTING/MIGRATING, MIGRATE, then SETSLOT NODE on every master, as `redis-cli "
@@ -183,11 +184,11 @@ void write_cluster_markdown(const ClusterResults& r, const std::string& placemen
           "where MOVED points and corrects that slot at once, but a slot that changes master "
           "changes the cluster node's epoch, and a round under way then does not count "
           "(docs/safety.md, *Resharding costs availability*): the lock is given back and "
-          "try_lock is refused with quorum_not_reached (its message blames a restart: "
-          "\"restarted recently\"); the next try_lock greets the "
-          "cluster again (INFO of every master, then hello) and is granted. The stale row is that "
-          "refusal plus the retry; Client::lock() would nap retry_delay (50 ms and jitter) "
-          "before retrying, which is not measured here.\n\n";
+          "try_lock is refused with quorum_not_reached; the next try_lock greets the cluster "
+          "again (INFO of every master, then hello) and finds a new boot identity, which covers "
+          "the slot map (the slot may have come without its keys): the cluster sits out of "
+          "quorums for the largest live ttl (1 s here, 30 s with the default ttl), and only "
+          "then is the lock granted. The stale row is that quarantine.\n\n";
   } else {
     md << "\nA stale map costs one redirected request: dlock resends the acquire where MOVED "
           "points and corrects that slot at once (the release goes straight there), and asks "

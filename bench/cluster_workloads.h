@@ -29,8 +29,8 @@ struct ClusterLoad {
 };
 
 // Acquire+release of one name, timed cycle by cycle: with a fresh slot map, and right after the
-// name's slot moved to another master (stale: the acquire meets MOVED). A cycle is try_lock,
-// again at once until granted, then unlock.
+// name's slot moved to another master (stale: the acquire meets MOVED, and the cluster sits out
+// the largest live ttl). A cycle is try_lock, again after retry_delay until granted, then unlock.
 struct RedirectCost {
   Summary fresh;
   Summary stale;

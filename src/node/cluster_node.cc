@@ -274,6 +274,19 @@ void ClusterNode::on_reply(ServerNode& shard, Request request, Result<resp::Repl
   request.done(std::move(reply));
 }
 
+std::string ClusterNode::slots_served_by(const ServerNode* master) const {
+  std::string ranges;
+  for (std::uint32_t first = 0; first < kSlotCount;) {
+    std::uint32_t last = first;
+    while (last + 1 < kSlotCount && owner_[last + 1] == owner_[first]) ++last;
+    if (owner_[first] == master) {
+      ranges += (ranges.empty() ? "" : ",") + std::to_string(first) + "-" + std::to_string(last);
+    }
+    first = last + 1;
+  }
+  return ranges;
+}
+
 void ClusterNode::identify(Request request) {
   std::vector<ServerNode*> masters;
   for (std::uint32_t s = 0; s < kSlotCount; ++s) {
@@ -299,24 +312,58 @@ void ClusterNode::identify(Request request) {
   auto gather = std::make_shared<Gather>();
   gather->left = masters.size();
   gather->done = std::move(request.done);
+  for (ServerNode* master : masters) {
+    identify_master(*master, slots_served_by(master), request.deadline,
+                    [gather](Result<std::string> part, std::string info) {
+                      if (!part && !gather->failure) gather->failure = part.error();
+                      gather->parts.push_back(part ? std::move(*part) : std::string());
+                      if (!info.empty()) gather->infos.push_back(std::move(info));
+                      if (--gather->left > 0) return;
+                      if (gather->failure) return gather->done(std::move(*gather->failure));
+                      gather->done(identity_reply(std::move(gather->parts), gather->infos));
+                    });
+  }
+}
+
+void ClusterNode::identify_master(ServerNode& master, std::string slots,
+                                  net::Clock::time_point deadline,
+                                  std::function<void(Result<std::string>, std::string)> done) {
   static const auto kInfo =
       std::make_shared<const std::vector<Call>>(1, Call{nullptr, {"INFO"}, {}});
-  for (ServerNode* master : masters) {
-    master->run(kInfo, 0, request.deadline, [this, gather, master](Result<resp::Reply> r) {
-      if (!r && r.error().is(errc::io_error)) refresh();
-      std::string part = r && r->type == resp::Reply::Type::string ? master_identity(r->str) : "";
-      if (part.empty() && !gather->failure) {
-        const std::string where = master->address().display() + ": ";
-        gather->failure = r ? Error(errc::protocol_error, where + "INFO names no master identity")
-                            : Error(r.error().code(), where + r.error().summary());
-      }
-      gather->parts.push_back(std::move(part));
-      if (r && r->type == resp::Reply::Type::string) gather->infos.push_back(std::move(r->str));
-      if (--gather->left > 0) return;
-      if (gather->failure) return gather->done(std::move(*gather->failure));
-      gather->done(identity_reply(std::move(gather->parts), gather->infos));
-    });
-  }
+  static const auto kClusterInfo =
+      std::make_shared<const std::vector<Call>>(1, Call{nullptr, {"CLUSTER", "INFO"}, {}});
+  const std::string where = master.address().display() + ": ";
+  master.run(
+      kInfo, 0, deadline,
+      [this, &master, where, slots = std::move(slots), deadline,
+       done = std::move(done)](Result<resp::Reply> r) mutable {
+        if (!r && r.error().is(errc::io_error)) refresh();
+        std::string info = r && r->type == resp::Reply::Type::string ? std::move(r->str) : "";
+        std::string part = master_identity(info);
+        if (part.empty()) {
+          return done(r ? Error(errc::protocol_error, where + "INFO names no master identity")
+                        : Error(r.error().code(), where + r.error().summary()),
+                      std::move(info));
+        }
+        // The master's config epoch: every claim of a slot by a master that does not hold the
+        // cluster's largest epoch raises it (and a failover does), so a slot map that comes back
+        // to an earlier one (a slot moved away and given back without its keys) is still new.
+        master.run(kClusterInfo, 0, deadline,
+                   [this, where, part = std::move(part), slots = std::move(slots),
+                    info = std::move(info), done = std::move(done)](Result<resp::Reply> c) mutable {
+                     if (!c && c.error().is(errc::io_error)) refresh();
+                     const std::string epoch = c && c->type == resp::Reply::Type::string
+                                                   ? info_field(c->str, "cluster_my_epoch")
+                                                   : "";
+                     if (epoch.empty()) {
+                       return done(
+                           c ? Error(errc::protocol_error, where + "CLUSTER INFO names no epoch")
+                             : Error(c.error().code(), where + c.error().summary()),
+                           std::move(info));
+                     }
+                     done(part + "@" + epoch + ":" + slots, std::move(info));
+                   });
+      });
 }
 
 ServerNode& ClusterNode::shard_at(const std::string& host, std::uint16_t port) {

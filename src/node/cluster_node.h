@@ -16,9 +16,13 @@
 //   watchdog's, many names) is split per slot, pipelined to each master, and its replies put
 //   back in order.
 // - The cluster's boot identity (INFO run_id, which lock/membership.h remembers to spot
-//   restarts) covers every master that serves slots (node/server_identity.h): a master that
-//   restarts, or a replica promoted in its place (a failover: it may lack the newest writes),
-//   changes it, and the whole cluster sits out of quorums as a restarted server would.
+//   restarts) covers every master that serves slots (node/server_identity.h) and the slots
+//   each serves: a master that restarts, a replica promoted in its place (a failover: it may
+//   lack the newest writes), or a slot that changes master (it may have come without its keys:
+//   CLUSTER SETSLOT ... NODE without MIGRATE, a lost master's slots given to others; a client
+//   cannot tell that from a reshard that moved them) changes it, and the whole cluster sits
+//   out of quorums as a restarted server would. Each master's config epoch is part of it too,
+//   so that a map that comes back to an earlier one is still a new identity.
 // - Waiters listen on shard channels (SSUBSCRIBE) on the master of the channel's slot, and
 //   follow the slot when it moves (the server drops the channel: sunsubscribe).
 //
@@ -91,6 +95,15 @@ class ClusterNode final : public Node {
   // INFO for the cluster as a whole: asked of every master, answered as one server would, with
   // a run_id that changes whenever any master does (see the header comment).
   void identify(Request request);
+  // The slots `master` serves by the current map, as ranges "0-5460,10923-10923".
+  std::string slots_served_by(const ServerNode* master) const;
+  // One master's part of the identity, "run_id/master_replid@config_epoch:slots" (INFO, then
+  // CLUSTER INFO), and its INFO reply (empty if none). A slot given to another master may have
+  // left its keys behind (CLUSTER SETSLOT ... NODE without MIGRATE; a lost master's slots
+  // assigned to others): which master serves which slots is part of the identity, so that
+  // every change is a new boot (see the header).
+  void identify_master(ServerNode& master, std::string slots, net::Clock::time_point deadline,
+                       std::function<void(Result<std::string>, std::string)> done);
 
   ServerNode& shard_at(const std::string& host, std::uint16_t port);
   // Asks for the slot map (rate limited; one at a time); requests waiting for it go on then.

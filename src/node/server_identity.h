@@ -4,9 +4,11 @@
 //
 // A server's part is its run_id (a new process) and its master_replid (a replica promoted to
 // master takes a new one, also when it was master before): either changing means its keys may
-// not be the ones clients were granted. The node reports one digest of all parts as its run_id,
-// with an uptime of 0: when a promotion happened is not known, and 0 can only make a
-// quarantine start later (at the first greeting that sees the new identity), never end sooner.
+// not be the ones clients were granted (a cluster adds the slots each master serves and its
+// config epoch: a slot may change master without its keys, node/cluster_node.h). The node
+// reports one digest of all parts as its run_id, with an uptime of 0: when a promotion happened
+// is not known, and 0 can only make a quarantine start later (at the first greeting that sees
+// the new identity), never end sooner.
 #pragma once
 
 #include <string>

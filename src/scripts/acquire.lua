@@ -24,9 +24,10 @@
 --          renew act only when it matches
 -- ARGV[3]  ttl in milliseconds
 -- KEYS[5]  the read holds of this name: dlock:readers:{NAME}, a zset "HOLD_ID OWNER" -> expiry
---          (ms, this server's clock); the key lives as long as its longest-lived reader
+--          (ms, the key's own clock: key_clock.lua, anchored by its member ''); the key lives
+--          as long as its longest-lived reader
 -- KEYS[6]  writers waiting for the readers to leave: dlock:writers-waiting:{NAME}, a zset
---          owner -> deadline (ms, this server's clock)
+--          owner -> deadline (ms, the key's own clock, as KEYS[5])
 -- ARGV[4]  'w' a write (exclusive) hold, 'r' a read (shared) hold
 -- ARGV[5]  writes: how long (ms) a writer refused because of readers is registered as waiting,
 --          so new readers stay out meanwhile; '0' not to register (try_lock)
@@ -58,10 +59,7 @@
 --   {0, fence, pttl, 1}  refused by readers, and the writer registered as waiting: it must
 --                     leave (fair_leave.lua) if it gives up
 --   {-1, fence, n}    a semaphore slot whose record says n permits, not ARGV[7]: nothing changed
-local function server_ms()
-  local t = redis.call('time')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
+-- server_ms, key_clock: key_clock.lua, put before this.
 -- The name's counter, else the node's floor, else (a node that lost its memory, or a new one)
 -- the server's clock in microseconds: tokens grow by one per grant, far slower than that clock,
 -- so a node that restarted empty still counts from above every token handed out before, even
@@ -97,11 +95,12 @@ local function next_token()
   return token
 end
 -- Drops readers past their expiry; returns how long the last live one has left (0: none).
-local function live_readers_left(now)
-  redis.call('zremrangebyscore', KEYS[5], '-inf', now)
-  local last = redis.call('zrange', KEYS[5], -1, -1, 'withscores')
-  if not last[1] then return 0 end
-  return tonumber(last[2]) - now
+local function live_readers_left(clock)
+  local now = clock.now(KEYS[5])
+  clock.prune(KEYS[5], now)
+  local _, expiry = clock.entry(KEYS[5], true)
+  if not expiry then return 0 end
+  return expiry - now
 end
 -- A semaphore's slot: only the count recorded on this node may be granted here.
 local record = KEYS[7]
@@ -127,7 +126,7 @@ local function grant_write(fresh)
 end
 
 if ARGV[4] == 'r' then
-  local now = server_ms()
+  local clock = key_clock()
   if redis.call('exists', KEYS[1]) == 1 then
     -- Only the writer itself may read beside its write hold, and only from the client that
     -- holds it (hold ids are "CLIENT.N"): two clients naming one owner are two owners.
@@ -137,27 +136,32 @@ if ARGV[4] == 'r' then
         string.match(writer, '^(.*)%.%d+$') ~= string.match(ARGV[2], '^(.*)%.%d+$') then
       return {0, counter(), redis.call('pttl', KEYS[1])}
     end
-  else
-    redis.call('zremrangebyscore', KEYS[6], '-inf', now)
-    local first = redis.call('zrange', KEYS[6], 0, 0, 'withscores')
-    if first[1] then return {0, counter(), tonumber(first[2]) - now} end
+  elseif redis.call('exists', KEYS[6]) == 1 then
+    local now = clock.now(KEYS[6])
+    clock.prune(KEYS[6], now)
+    local _, deadline = clock.entry(KEYS[6], false)
+    if deadline then return {0, counter(), deadline - now} end
   end
   local ttl = tonumber(ARGV[3])
+  local now = clock.now(KEYS[5])
   redis.call('zadd', KEYS[5], now + ttl, ARGV[2] .. ' ' .. ARGV[1])
   outlive(KEYS[5], ttl)
+  clock.mark(KEYS[5], false, now)
   return {1, next_token(), 0}
 end
 
 -- EXISTS first: the common case (a free lock, no readers) needs nothing more.
 if redis.call('exists', KEYS[1], KEYS[5]) == 0 then return grant_write(true) end
 if redis.call('exists', KEYS[5]) == 1 then
-  local now = server_ms()
-  local left = live_readers_left(now)
+  local clock = key_clock()
+  local left = live_readers_left(clock)
   if left > 0 then
     local wait = tonumber(ARGV[5])
     if wait > 0 then
+      local now = clock.now(KEYS[6])
       redis.call('zadd', KEYS[6], now + wait, ARGV[1])
       outlive(KEYS[6], wait)
+      clock.mark(KEYS[6], false, now)
       return {0, counter(), math.min(left, math.max(1, math.floor(wait / 3))), 1}
     end
     return {0, counter(), left}

@@ -6,8 +6,8 @@
 -- KEYS[1]  the lock key: a hash owner -> hold id, with a ttl
 -- KEYS[2]  the fencing counter of this name: dlock:fence:{NAME} (as in acquire.lua)
 -- KEYS[3]  the queue: dlock:queue:{NAME}, a zset waiter -> arrival ticket
--- KEYS[4]  the queue's liveness: dlock:queue-alive:{NAME}, a hash waiter -> deadline (ms, this
---          server's clock)
+-- KEYS[4]  the queue's liveness: dlock:queue-alive:{NAME}, a hash waiter -> deadline (ms, the
+--          key's own clock: key_clock.lua, anchored by its field '')
 -- KEYS[5]  this node's fence floor: dlock:fence-floor (as in acquire.lua)
 -- KEYS[6]  dlock:max-ttl (as in acquire.lua: a zset ttl -> until when, raised on a grant)
 -- ARGV[1]  owner token (the waiter)
@@ -16,10 +16,11 @@
 -- ARGV[4]  arrival ticket (milliseconds since the epoch when the waiter first asked)
 -- ARGV[5]  waiter timeout in milliseconds: dropped from the queue if not back by then
 -- ARGV[6]  '1' to join the queue when the lock cannot be had now, '0' to only try (try_lock)
--- KEYS[7]  the read holds: dlock:readers:{NAME} (as in acquire.lua): a fair writer also waits
---          for live readers to leave
--- KEYS[8]  writers waiting for readers: dlock:writers-waiting:{NAME} (as in acquire.lua); a
---          queued writer refused because of readers is registered there until its timeout
+-- KEYS[7]  the read holds: dlock:readers:{NAME} (as in acquire.lua, on the key's own clock): a
+--          fair writer also waits for live readers to leave
+-- KEYS[8]  writers waiting for readers: dlock:writers-waiting:{NAME} (as in acquire.lua, on the
+--          key's own clock); a queued writer refused because of readers is registered there
+--          until its timeout
 -- KEYS[9]  only for a slot of a semaphore: the semaphore's permit record (as KEYS[7] of
 --          acquire.lua)
 -- ARGV[7]  only with KEYS[9]: the permit count this client uses (as ARGV[7] of acquire.lua)
@@ -30,8 +31,13 @@
 -- in line; {0, fence, pttl, 1} when live readers kept it and the waiter was registered as a
 -- waiting writer (pttl: the last reader's remaining ms); {-1, fence, n} a semaphore slot whose
 -- record says n permits, not ARGV[7] (nothing changed, not queued).
+-- server_ms, key_clock: key_clock.lua, put before this.
 local t = redis.call('time')
+-- The server's clock, for the node's record of live ttls (KEYS[6]: a node key, never moved
+-- alone); the queue's deadlines are on their key's clock.
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local clock = key_clock()
+local alive_now = clock.now(KEYS[4], true, now)
 local owner = ARGV[1]
 -- As acquire.lua's: the counter, the floor, else the clock in microseconds.
 local function counter()
@@ -74,7 +80,7 @@ local head
 while true do
   head = redis.call('zrange', KEYS[3], 0, 0)[1]
   if not head then break end
-  if head ~= owner and tonumber(redis.call('hget', KEYS[4], head) or '0') < now then
+  if head ~= owner and tonumber(redis.call('hget', KEYS[4], head) or '0') < alive_now then
     redis.call('zrem', KEYS[3], head)
     redis.call('hdel', KEYS[4], head)
   else
@@ -98,9 +104,10 @@ local stale_mine = mine and older_hold_of_this_client(mine)
 local readers_left = 0
 if (stale_mine or (kind == 'none' and (not head or head == owner))) and
     redis.call('exists', KEYS[7]) == 1 then
-  redis.call('zremrangebyscore', KEYS[7], '-inf', now)
-  local last = redis.call('zrange', KEYS[7], -1, -1, 'withscores')
-  if last[1] then readers_left = tonumber(last[2]) - now end
+  local readers_now = clock.now(KEYS[7], false, now)
+  clock.prune(KEYS[7], readers_now)
+  local _, expiry = clock.entry(KEYS[7], true)
+  if expiry then readers_left = expiry - readers_now end
 end
 if stale_mine and readers_left == 0 then
   -- A stale hold of this owner: taken over, as in acquire.lua.
@@ -129,18 +136,21 @@ if ARGV[6] == '1' then
     redis.call('zadd', KEYS[3], ARGV[4], owner)
   end
   local timeout = tonumber(ARGV[5])
-  redis.call('hset', KEYS[4], owner, now + timeout)
+  redis.call('hset', KEYS[4], owner, alive_now + timeout)
   -- The queue keys go away by themselves once nobody has waited for a while.
   redis.call('pexpire', KEYS[3], timeout * 4)
   redis.call('pexpire', KEYS[4], timeout * 4)
+  clock.mark(KEYS[4], true, alive_now)
 end
 local pttl = -2
 if kind ~= 'none' then pttl = redis.call('pttl', KEYS[1]) end
 if readers_left > 0 then
   if ARGV[6] == '1' then
     local timeout = tonumber(ARGV[5])
-    redis.call('zadd', KEYS[8], now + timeout, owner)
+    local writers_now = clock.now(KEYS[8], false, now)
+    redis.call('zadd', KEYS[8], writers_now + timeout, owner)
     if redis.call('pttl', KEYS[8]) < timeout then redis.call('pexpire', KEYS[8], timeout) end
+    clock.mark(KEYS[8], false, writers_now)
     return {0, counter(), readers_left, 1}
   end
   pttl = readers_left

@@ -4,17 +4,26 @@
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the queue: dlock:queue:{NAME}, a zset waiter -> arrival ticket
--- KEYS[3]  the queue's liveness: dlock:queue-alive:{NAME}, a hash waiter -> deadline (ms)
+-- KEYS[3]  the queue's liveness: dlock:queue-alive:{NAME}, a hash waiter -> deadline (ms, the
+--          key's own clock: key_clock.lua)
 -- KEYS[4]  writers waiting for readers: dlock:writers-waiting:{NAME}, a zset owner -> deadline
+--          (ms, the key's own clock: key_clock.lua)
 -- ARGV[1]  owner token (the waiter)
 -- ARGV[2]  release channel (dlock:release:{NAME})
 -- ARGV[3]  'publish', or 'spublish' on a Redis Cluster (waiters listen on shard channels)
 --
 -- Replies 1 if the waiter was queued or registered here, 0 if not.
+-- server_ms, key_clock: key_clock.lua, put before this.
 local was_first = redis.call('zrange', KEYS[2], 0, 0)[1] == ARGV[1]
 local removed = redis.call('zrem', KEYS[2], ARGV[1])
 redis.call('hdel', KEYS[3], ARGV[1])
 local was_writer = redis.call('zrem', KEYS[4], ARGV[1])
+-- Registrations past their deadline go too, and the key with them if nothing but its anchor is
+-- left: readers are told when no live writer waits any more.
+if was_writer == 1 then
+  local clock = key_clock()
+  clock.prune(KEYS[4], clock.now(KEYS[4]))
+end
 if redis.call('exists', KEYS[1]) == 0 then
   local head = redis.call('zrange', KEYS[2], 0, 0)[1]
   if was_first and head then

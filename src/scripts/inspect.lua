@@ -4,8 +4,10 @@
 -- KEYS[2]  the fencing counter of this name: dlock:fence:{NAME}
 -- KEYS[3]  the fair queue of this name: dlock:queue:{NAME}
 -- KEYS[4]  this node's fence floor: dlock:fence-floor (the counter when the name's has expired)
--- KEYS[5]  the read holds: dlock:readers:{NAME}, a zset "HOLD_ID OWNER" -> expiry (ms)
--- KEYS[6]  writers waiting for readers: dlock:writers-waiting:{NAME}, owner -> deadline (ms)
+-- KEYS[5]  the read holds: dlock:readers:{NAME}, a zset "HOLD_ID OWNER" -> expiry (ms, the
+--          key's own clock: key_clock.lua)
+-- KEYS[6]  writers waiting for readers: dlock:writers-waiting:{NAME}, owner -> deadline (ms,
+--          the key's own clock)
 --
 -- Replies {kind, pttl, fence, queued, writers_waiting, holders, owner1, hold1, ...,
 --          reader_owner1, reader_hold1, reader_pttl1, ...}:
@@ -19,13 +21,27 @@
 --   writers_waiting  live writers registered as waiting for the readers to leave
 --   holders  how many owner/hold id pairs of the writer hash follow (for 'dlock')
 --   then a triple for every live reader: owner, hold id, remaining ms
-local t = redis.call('time')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- server_ms, key_clock: key_clock.lua, put before this.
 local kind = redis.call('type', KEYS[1])['ok']
 local fence = tonumber(redis.call('get', KEYS[2]) or redis.call('get', KEYS[4]) or '0')
 local queued = redis.call('zcard', KEYS[3])
-local writers_waiting = redis.call('zcount', KEYS[6], '(' .. now, '+inf')
-local readers = redis.call('zrangebyscore', KEYS[5], '(' .. now, '+inf', 'withscores')
+-- The anchors ('', later than now while their key lives) are no writer and no reader.
+local clock = key_clock()
+local writers_now = clock.now(KEYS[6])
+local writers_waiting = redis.call('zcount', KEYS[6], '(' .. writers_now, '+inf')
+local writers_anchor = redis.call('zscore', KEYS[6], '')
+if writers_anchor and tonumber(writers_anchor) > writers_now then
+  writers_waiting = writers_waiting - 1
+end
+local now = clock.now(KEYS[5])
+local readers = {}
+local all_readers = redis.call('zrangebyscore', KEYS[5], '(' .. now, '+inf', 'withscores')
+for i = 1, #all_readers, 2 do
+  if all_readers[i] ~= '' then
+    readers[#readers + 1] = all_readers[i]
+    readers[#readers + 1] = all_readers[i + 1]
+  end
+end
 local last_reader = -1
 for i = 2, #readers, 2 do
   last_reader = math.max(last_reader, tonumber(readers[i]) - now)

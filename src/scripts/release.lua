@@ -4,12 +4,13 @@
 -- KEYS[1]  the lock key: a hash owner -> hold id
 -- KEYS[2]  the fair queue of this name: dlock:queue:{NAME}, a zset waiter -> arrival ticket
 -- KEYS[3]  the fair queue's liveness: dlock:queue-alive:{NAME}, a hash waiter -> deadline (ms,
---          this server's clock); a waiter past its deadline is dead and dropped
+--          the key's own clock: key_clock.lua); a waiter past its deadline is dead and dropped
 -- ARGV[1]  owner token
 -- ARGV[2]  release channel (dlock:release:{NAME})
 -- ARGV[3]  hold id: only that hold is released (an older hold's late release never frees a
 --          newer one); '' releases whatever hold the owner has (Client::unlock by owner)
--- KEYS[4]  the read holds: dlock:readers:{NAME}, a zset "HOLD_ID OWNER" -> expiry (ms)
+-- KEYS[4]  the read holds: dlock:readers:{NAME}, a zset "HOLD_ID OWNER" -> expiry (ms, the
+--          key's own clock: key_clock.lua)
 -- ARGV[4]  'w' a write (exclusive) hold, 'r' a read hold
 -- ARGV[5]  'publish', or 'spublish' on a Redis Cluster (waiters listen on shard channels)
 -- KEYS[5]  only for a slot of a semaphore: the semaphore's permit record (acquire.lua); a
@@ -30,28 +31,26 @@
 --   {0, 0}  this hold is not here (expired, taken by another, or never ours): unchanged
 -- One HGET tells the cases apart: redis.pcall returns an error table, not a failure, when the
 -- key is not a hash (another library's string: not ours, never touched).
-local now = nil  -- the server's clock, read only when needed
-local function server_ms()
-  if not now then
-    local t = redis.call('time')
-    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  end
-  return now
-end
+-- server_ms, key_clock: key_clock.lua, put before this.
+local clock = nil  -- made only when a key with deadlines is read
 if ARGV[4] == 'r' then
+  clock = key_clock()
   local member = nil
   if ARGV[3] ~= '' then
     member = ARGV[3] .. ' ' .. ARGV[1]
   else
-    -- Hold ids have no space: the owner is everything after the first one.
+    -- Hold ids have no space: the owner is everything after the first one (the anchor '' has
+    -- none).
     for _, m in ipairs(redis.call('zrange', KEYS[4], 0, -1)) do
-      if string.sub(m, string.find(m, ' ', 1, true) + 1) == ARGV[1] then member = m end
+      local space = string.find(m, ' ', 1, true)
+      if space and string.sub(m, space + 1) == ARGV[1] then member = m end
     end
   end
+  local now = clock.now(KEYS[4])
   local expiry = member and tonumber(redis.call('zscore', KEYS[4], member) or '0')
-  if not expiry or expiry <= server_ms() then return {0, 0} end
+  if not expiry or expiry <= now then return {0, 0} end
   redis.call('zrem', KEYS[4], member)
-  redis.call('zremrangebyscore', KEYS[4], '-inf', server_ms())
+  clock.prune(KEYS[4], now)
   if redis.call('exists', KEYS[1], KEYS[4]) > 0 then return {1, 0} end
 else
   local id = redis.pcall('hget', KEYS[1], ARGV[1])
@@ -64,11 +63,14 @@ else
   end
 end
 local next_waiter = '~' .. ARGV[1]
+local alive_now = nil  -- the queue's clock, read only if somebody queues
 while true do
   local head = redis.call('zrange', KEYS[2], 0, 0)[1]
   if not head then break end
   local alive = tonumber(redis.call('hget', KEYS[3], head) or '0')
-  if alive >= server_ms() then
+  clock = clock or key_clock()
+  alive_now = alive_now or clock.now(KEYS[3], true)
+  if alive >= alive_now then
     next_waiter = head
     break
   end

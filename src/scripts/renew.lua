@@ -2,7 +2,8 @@
 -- reentrant acquisition, which must make the key outlive its own ttl too).
 --
 -- KEYS[i]       the i-th hold's key: the lock key (a hash owner -> hold id) for a write hold,
---               dlock:readers:{NAME} (a zset "HOLD_ID OWNER" -> expiry in ms) for a read hold
+--               dlock:readers:{NAME} (a zset "HOLD_ID OWNER" -> expiry in ms, on the key's own
+--               clock: key_clock.lua) for a read hold
 -- ARGV[4i - 3]  the i-th hold's owner token
 -- ARGV[4i - 2]  the i-th hold's id; '' for a write hold: whatever hold the owner has
 --               (Client::extend by owner, for a lock handed over across processes)
@@ -19,10 +20,11 @@
 --   1  the hold is here and the key now expires no sooner than ARGV[4i - 1] ms from now
 --      (a permit record: the record is here, and re-armed so)
 --   0  this hold is not here (expired, released, taken over): nothing changed
-local now = nil  -- the server's clock, read only for read holds
+-- server_ms, key_clock: key_clock.lua, put before this.
 local function outlive(key, ms)
   if redis.call('pttl', key) < ms then redis.call('pexpire', key, ms) end
 end
+local clock = nil  -- made only for read holds
 local result = {}
 for i = 1, #KEYS do
   local owner, id, ttl = ARGV[4 * i - 3], ARGV[4 * i - 2], tonumber(ARGV[4 * i - 1])
@@ -33,15 +35,15 @@ for i = 1, #KEYS do
       result[i] = 1
     end
   elseif ARGV[4 * i] == 'r' then
-    if not now then
-      local t = redis.call('time')
-      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    end
+    -- Each key on its own clock (a batch names many names, maybe moved from other masters).
+    clock = clock or key_clock()
+    local now = clock.now(KEYS[i])
     local member = id .. ' ' .. owner
     local expiry = tonumber(redis.call('zscore', KEYS[i], member) or '0')
     if expiry > now then
       if expiry < now + ttl then redis.call('zadd', KEYS[i], now + ttl, member) end
       outlive(KEYS[i], ttl)
+      clock.mark(KEYS[i], false, now)
       result[i] = 1
     end
   else

@@ -8,10 +8,15 @@
 namespace dlock::scripts {
 namespace {
 
-Script load(std::string_view name, bool publishes = false) {
-  std::string_view source = embedded_source(name);
-  if (source.empty()) throw std::logic_error("no embedded script " + std::string(name));
-  return Script{name, source, sha1_hex(source), publishes};
+// `clocked`: the script keeps deadlines inside keys, on the keys' own clocks; key_clock.lua's
+// functions go before its text, so that every such script reads those clocks the same way.
+Script load(std::string_view name, bool publishes = false, bool clocked = false) {
+  std::string_view body = embedded_source(name);
+  if (body.empty()) throw std::logic_error("no embedded script " + std::string(name));
+  std::string source =
+      clocked ? std::string(embedded_source("key_clock")) + std::string(body) : std::string(body);
+  std::string sha1 = sha1_hex(source);
+  return Script{name, std::move(source), std::move(sha1), publishes};
 }
 
 }  // namespace
@@ -32,20 +37,20 @@ std::string sha1_hex(std::string_view text) {
 }
 
 const Script& acquire() {
-  static const Script s = load("acquire");
+  static const Script s = load("acquire", false, true);
   return s;
 }
 const Script& release() {
-  static const Script s = load("release", true);
+  static const Script s = load("release", true, true);
   return s;
 }
 const Script& inspect() {
-  static const Script s = load("inspect");
+  static const Script s = load("inspect", false, true);
   return s;
 }
 
 const Script& renew() {
-  static const Script s = load("renew");
+  static const Script s = load("renew", false, true);
   return s;
 }
 const Script& fence_raise() {
@@ -58,11 +63,11 @@ const Script& hello() {
 }
 
 const Script& fair_acquire() {
-  static const Script s = load("fair_acquire");
+  static const Script s = load("fair_acquire", false, true);
   return s;
 }
 const Script& fair_leave() {
-  static const Script s = load("fair_leave", true);
+  static const Script s = load("fair_leave", true, true);
   return s;
 }
 

@@ -12,7 +12,9 @@ namespace dlock::scripts {
 
 struct Script {
   std::string_view name;
-  std::string_view source;
+  // The text sent to Redis: the .lua file, after key_clock.lua's shared functions for the
+  // scripts that keep deadlines inside keys (script.cc).
+  std::string source;
   std::string sha1;  // hex, as EVALSHA wants it
   // The script publishes releases: the node appends the command it publishes with as the last
   // argument ("publish", or "spublish" on a Redis Cluster, where waiters listen on shard

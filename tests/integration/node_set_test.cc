@@ -158,7 +158,8 @@ TEST_F(NodeSetTest, LateRepliesAreReadByTheIoThreadAndTheConnectionServesAgain) 
 TEST_F(NodeSetTest, NoScriptOnTheBorrowedPathIsAnsweredBySendingTheSource) {
   // Never loaded by the client (nor after the flush): EVALSHA meets NOSCRIPT on every node.
   static constexpr std::string_view kSource = "return ARGV[1] .. KEYS[1]";
-  static const scripts::Script kAnswer{"answer_test", kSource, scripts::sha1_hex(kSource)};
+  static const scripts::Script kAnswer{"answer_test", std::string(kSource),
+                                       scripts::sha1_hex(kSource)};
   warm_up();
   for (std::size_t i = 0; i < servers_->size(); ++i) (*servers_)[i].command({"SCRIPT", "FLUSH"});
   bool borrowed = false;

@@ -124,6 +124,21 @@ std::size_t ShardedCluster::replica_of(std::size_t master) const {
   return npos;
 }
 
+void ShardedCluster::shift_clock(std::size_t i, std::chrono::milliseconds shift) {
+  cluster_->server(i).set_environment({"LD_PRELOAD=" DLOCK_CLOCK_SHIFT_LIB,
+                                       "DLOCK_CLOCK_SHIFT_MS=" + std::to_string(shift.count())});
+  if (auto restarted = cluster_->server(i).restart(true); !restarted) {
+    throw std::runtime_error("restart with a shifted clock: " + restarted.error().message());
+  }
+  if (!wait_until_stable()) throw std::runtime_error("the cluster is not stable after a restart");
+}
+
+long long ShardedCluster::time_ms(std::size_t i) const {
+  auto r = command(i, {"TIME"});
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return -1;
+  return std::atoll(r->element[0]->str) * 1000 + std::atoll(r->element[1]->str) / 1000;
+}
+
 void ShardedCluster::begin_migration(std::uint16_t slot, std::size_t to) {
   const std::size_t from = master_of_slot(slot);
   if (from == npos || from == to) throw std::runtime_error("no slot to move");
@@ -168,6 +183,20 @@ void ShardedCluster::finish_migration(std::uint16_t slot, std::size_t to) {
   const std::size_t from = master_of_slot(slot);
   command(to, {"CLUSTER", "SETSLOT", s, "NODE", target});
   if (from != npos && from != to) command(from, {"CLUSTER", "SETSLOT", s, "NODE", target});
+  for (std::size_t i : masters()) {
+    if (i != to && i != from) command(i, {"CLUSTER", "SETSLOT", s, "NODE", target});
+  }
+}
+
+void ShardedCluster::reassign_slot_without_keys(std::uint16_t slot, std::size_t to) {
+  const std::size_t from = master_of_slot(slot);
+  if (from == npos || from == to) throw std::runtime_error("no slot to reassign");
+  const std::string s = std::to_string(slot);
+  const std::string target = id(to);
+  // Importing first: SETSLOT NODE on an importing master bumps its config epoch, so that its
+  // claim wins over the old owner's.
+  command(to, {"CLUSTER", "SETSLOT", s, "IMPORTING", id(from)});
+  command(to, {"CLUSTER", "SETSLOT", s, "NODE", target});
   for (std::size_t i : masters()) {
     if (i != to && i != from) command(i, {"CLUSTER", "SETSLOT", s, "NODE", target});
   }

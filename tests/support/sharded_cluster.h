@@ -57,6 +57,18 @@ class ShardedCluster {
   void migrate_key(const std::string& key, std::size_t to);
   void finish_migration(std::uint16_t slot, std::size_t to);
   void move_slot(std::uint16_t slot, std::size_t to);
+  // Gives `slot` to master `to` without its keys, as an operator who runs CLUSTER SETSLOT ...
+  // NODE without MIGRATE does: `to` claims it with a new config epoch, the other masters
+  // agree, and the old owner (which refuses while it holds keys of the slot) is overruled by
+  // the cluster bus and drops them (Redis deletes the keys of a slot a master lost).
+  void reassign_slot_without_keys(std::uint16_t slot, std::size_t to);
+
+  // Restarts master i (empty, with its cluster identity) with its wall clock `shift` ahead
+  // (negative: behind) of everyone else's, as TIME and key expiry see it: a preloaded library
+  // (support/clock_shift.cc). Waits until the cluster is stable again; throws if it is not.
+  void shift_clock(std::size_t i, std::chrono::milliseconds shift);
+  // Server i's clock (TIME) in ms since the epoch, or -1.
+  long long time_ms(std::size_t i) const;
 
   // Waits until every running server says cluster_state:ok and agrees on the slot map.
   bool wait_until_stable(std::chrono::milliseconds limit = std::chrono::seconds(30)) const {

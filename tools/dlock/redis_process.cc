@@ -168,6 +168,12 @@ Result<void> RedisProcess::start() {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // Made before fork: a child of a threaded process must not allocate.
+  std::vector<std::string> env_strings = options_.environment;
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  envp.push_back(nullptr);
 
   const pid_t parent = getpid();
   pid_ = fork();
@@ -180,7 +186,7 @@ Result<void> RedisProcess::start() {
     dup2(null, STDIN_FILENO);
     dup2(null, STDOUT_FILENO);
     dup2(null, STDERR_FILENO);
-    execvp(argv[0], argv.data());
+    execvpe(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);

@@ -24,6 +24,9 @@ struct RedisProcessOptions {
   // A config file, given first (a sentinel needs one: it writes what it learns there).
   std::filesystem::path config_file;
   bool sentinel = false;  // run as a Redis Sentinel (--sentinel)
+  // "NAME=VALUE" added to the server's environment (tests: a preloaded library that shifts
+  // its clock).
+  std::vector<std::string> environment;
 };
 
 class RedisProcess {
@@ -41,6 +44,10 @@ class RedisProcess {
   Result<void> restart(bool keep_data = true);  // kill9, then start on the same port
   void pause();                                 // SIGSTOP: stops answering, sockets stay open
   void resume();                                // SIGCONT
+  // For the next start (restart): the environment entries added (RedisProcessOptions).
+  void set_environment(std::vector<std::string> environment) {
+    options_.environment = std::move(environment);
+  }
 
   bool running() const noexcept { return pid_ > 0; }
   pid_t pid() const noexcept { return pid_; }
