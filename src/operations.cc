@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <random>
 
 #include "access.h"
+#include "engine/run.h"
 #include "lock/keys.h"
 #include "lock/owner.h"
 
@@ -49,13 +49,6 @@ std::optional<Error> check_options(const ClientCore& core, std::string_view name
                      std::to_string(core.node_timeout().count()) + " ms)");
   }
   return std::nullopt;
-}
-
-std::chrono::milliseconds jitter(std::chrono::milliseconds base) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  const auto b = std::max<std::chrono::milliseconds::rep>(base.count(), 1);
-  std::uniform_int_distribution<std::chrono::milliseconds::rep> dist(0, b);
-  return std::chrono::milliseconds(dist(rng));
 }
 
 void report_acquire(const ClientCore& core, std::string_view name, const Result<Lease>& result,
@@ -123,6 +116,66 @@ engine::Task<std::variant<Lease, lock::Refused>> attempt_task(
   }
   core->watchdog().track(state);
   co_return Access::make_lease(core, std::move(state));
+}
+
+LockAttempts::LockAttempts(std::shared_ptr<ClientCore> core, std::string name, LockOptions options,
+                           OwnerToken owner, std::optional<lock::FairTicket> fair,
+                           lock::HoldKind kind, lock::WaitOn on, Rounds& rounds)
+    : core_(std::move(core)),
+      name_(std::move(name)),
+      options_(std::move(options)),
+      owner_(std::move(owner)),
+      fair_(std::move(fair)),
+      kind_(kind),
+      on_(on),
+      rounds_(rounds) {}
+
+engine::Task<std::optional<lock::Refusal>> LockAttempts::attempt(lock::WriterWait writer) {
+  ++rounds_.sent;
+  const bool blocking = on_ == lock::WaitOn::caller_thread;
+  auto attempting = attempt_task(core_, name_, options_, owner_, fair_, blocking && !options_.owner,
+                                 kind_, writer);
+  std::variant<Lease, lock::Refused> result;
+  if (blocking) {
+    // Blocks this thread, never the io thread: the wait runs on the caller's (lock/wait.h).
+    result = engine::run_sync(std::move(attempting));
+  } else {
+    result = co_await std::move(attempting);
+  }
+  if (auto* got = std::get_if<Lease>(&result)) {
+    lease = std::move(*got);
+    co_return std::nullopt;
+  }
+  auto& refused = std::get<lock::Refused>(result);
+  rounds_.refused(refused.error);
+  co_return lock::refusal_of(std::move(refused));
+}
+
+lock::WaitPlan lock_wait_plan(ClientCore& core, const std::string& name,
+                              std::chrono::milliseconds wait, const LockOptions& options,
+                              const OwnerToken& owner, const std::optional<lock::FairTicket>& fair,
+                              lock::HoldKind kind) {
+  lock::WaitPlan plan;
+  plan.deadline = SteadyClock::now() + std::min<std::chrono::milliseconds>(wait, kMaxWait);
+  plan.waits = wait.count() > 0;
+  // Fair mode needs no hand-off grace: its queue decides who is next.
+  if (!fair && plan.waits) plan.hold_back_until = core.hand_off().hold_back_until(name);
+  plan.channel = lock::release_channel(name);
+  plan.wake_for = fair ? owner.str() : "";
+  plan.wakes_on_every = kind == lock::HoldKind::read;
+  plan.queue_name = name;
+  plan.queue_owner = owner;
+  plan.queued = fair.has_value();
+  plan.writer = writer_wait(options, kind, plan.waits);
+  plan.nap.retry_delay = options.retry_delay;
+  if (fair) plan.nap.queue_timeout = options.fair_waiter_timeout;
+  plan.timeout_message = "lock '" + name + "' still held by another owner after " +
+                         std::to_string(wait.count()) + " ms";
+  return plan;
+}
+
+lock::WaitContext wait_context(ClientCore& core, lock::WaitOn on) {
+  return lock::WaitContext{on, core.waiters(), core.algorithm(), core.nodes().io()};
 }
 
 engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,
