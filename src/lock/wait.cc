@@ -128,6 +128,7 @@ engine::Task<Result<void>> Wait::run() {
     refused = co_await std::move(again);
   }
   if (waiter_) context_.waiters.leave(waiter_);
+  cancel_.set(nullptr);  // a cancellation from now on has nothing to wake
   co_return Result<void>{};
 }
 
