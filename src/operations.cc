@@ -217,16 +217,58 @@ engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,
 
 namespace {
 
-// `made_lost` (may be null) is set when this call is what found the lease lost (its status went
-// from held to lost here): only that is reported as a lost lock, once.
+// Under state.mu. `made_lost` (may be null) is set when this call is what found the lease
+// lost (its status went from held to lost here): only that is reported as a lost lock, once.
+void mark_lost(LeaseState& state, bool* made_lost) {
+  if (made_lost != nullptr && state.status == Status::held) *made_lost = true;
+  state.status = Status::lost;
+}
+
+// Under state.mu, after the extension's round: what it came to.
+Result<void> settle_extension(LeaseState& state, Result<LeaseState::Clock::time_point> r,
+                              bool* made_lost) {
+  const auto now = LeaseState::Clock::now();  // under the mutex: validity can only end before
+  if (state.status == Status::released) {
+    return Error(errc::not_owner, "lock '" + state.name() + "' was released");
+  }
+  if (state.status == Status::lost || state.hold->lost.load()) {
+    // Lost meanwhile (the watchdog, or a lease of the same hold, found it gone).
+    mark_lost(state, made_lost);
+    return Error(errc::lock_lost, "lock '" + state.name() + "' was lost");
+  }
+  // As in the watchdog: validity that ended meanwhile is final (the same owner may have taken
+  // a new hold since), whatever the nodes said.
+  const bool expired = now >= state.valid_until;
+  if (r && !expired) {
+    state.valid_until = std::max(state.valid_until, *r);
+    return Result<void>{};
+  }
+  if (!r && r.error().is(errc::lock_lost)) {
+    // A quorum said the hold is not there: it is lost, and with it every lease that shares it.
+    state.hold->lost.store(true);
+    mark_lost(state, made_lost);
+    return std::move(r).error();
+  }
+  if (expired) {
+    mark_lost(state, made_lost);  // this lease only: the hold may be there for the others
+    return Error(errc::lock_lost, "lock '" + state.name() + "': validity ended",
+                 r ? std::vector<NodeError>{} : r.error().nodes());
+  }
+  if (r.error().is(errc::timeout)) {
+    // Judged against a validity that ended, but a later one confirmed by a quorum (the
+    // watchdog's renewal meanwhile) still stands: the lease holds until then.
+    return Error(errc::quorum_not_reached,
+                 "lock '" + state.name() +
+                     "': extension judged against an earlier validity; the lease stands",
+                 r.error().nodes());
+  }
+  return std::move(r).error();
+}
+
+// `made_lost`: as in mark_lost.
 engine::Task<Result<void>> extend_held(std::shared_ptr<ClientCore> core,
                                        std::shared_ptr<LeaseState> state,
                                        std::chrono::milliseconds ttl, bool* made_lost) {
-  // Under state->mu.
-  auto mark_lost = [&] {
-    if (made_lost != nullptr && state->status == Status::held) *made_lost = true;
-    state->status = Status::lost;
-  };
   lock::HoldId id;
   LeaseState::Clock::time_point valid_until;
   {
@@ -235,7 +277,7 @@ engine::Task<Result<void>> extend_held(std::shared_ptr<ClientCore> core,
       co_return Error(errc::not_owner, "lock '" + state->name() + "' was released");
     }
     if (state->status == Status::lost || state->hold->lost.load()) {
-      mark_lost();
+      mark_lost(*state, made_lost);
       co_return Error(errc::lock_lost, "lock '" + state->name() + "' was lost");
     }
     id = state->hold->id;
@@ -245,42 +287,7 @@ engine::Task<Result<void>> extend_held(std::shared_ptr<ClientCore> core,
   auto extending = core->algorithm().extend_task(std::move(id), ttl, valid_until);
   auto r = co_await std::move(extending);
   std::lock_guard lock(state->mu);
-  const auto now = LeaseState::Clock::now();  // under the mutex: validity can only end before
-  if (state->status == Status::released) {
-    co_return Error(errc::not_owner, "lock '" + state->name() + "' was released");
-  }
-  if (state->status == Status::lost || state->hold->lost.load()) {
-    // Lost meanwhile (the watchdog, or a lease of the same hold, found it gone).
-    mark_lost();
-    co_return Error(errc::lock_lost, "lock '" + state->name() + "' was lost");
-  }
-  // As in the watchdog: validity that ended meanwhile is final (the same owner may have taken
-  // a new hold since), whatever the nodes said.
-  const bool expired = now >= state->valid_until;
-  if (r && !expired) {
-    state->valid_until = std::max(state->valid_until, *r);
-    co_return Result<void>{};
-  }
-  if (!r && r.error().is(errc::lock_lost)) {
-    // A quorum said the hold is not there: it is lost, and with it every lease that shares it.
-    state->hold->lost.store(true);
-    mark_lost();
-    co_return std::move(r).error();
-  }
-  if (expired) {
-    mark_lost();  // this lease only: the hold may be there for the others
-    co_return Error(errc::lock_lost, "lock '" + state->name() + "': validity ended",
-                    r ? std::vector<NodeError>{} : r.error().nodes());
-  }
-  if (r.error().is(errc::timeout)) {
-    // Judged against a validity that ended, but a later one confirmed by a quorum (the
-    // watchdog's renewal meanwhile) still stands: the lease holds until then.
-    co_return Error(errc::quorum_not_reached,
-                    "lock '" + state->name() +
-                        "': extension judged against an earlier validity; the lease stands",
-                    r.error().nodes());
-  }
-  co_return std::move(r).error();
+  co_return settle_extension(*state, std::move(r), made_lost);
 }
 
 // extend_held, reported to the observer (which is set).

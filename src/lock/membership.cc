@@ -230,6 +230,17 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   const auto largest = std::max(max_ttl, report.max_ttl);
   auto joining = join(greeted, ids, report, largest);
   const std::vector<bool> member = co_await std::move(joining);
+  admit(greeted, found, member, report, asked, largest);
+  announced_ttl_ = largest;
+  announced_until_ = asked + 2 * max_ttl - drift(2 * max_ttl, drift_factor_);
+  recheck_at_ = asked + kRecheckEvery;
+  co_return true;
+}
+
+void Membership::admit(const std::vector<std::size_t>& greeted, const Identities& found,
+                       const std::vector<bool>& member, const BootReport& report,
+                       Clock::time_point asked, std::chrono::milliseconds largest) {
+  const auto& ids = found.ids;
   // Only the nodes that hold this greeting's announcement vote until it lapses: one that missed
   // it (no answer, a failed join, no INFO) could grant a lease whose ttl nobody else recorded
   // in time (a late grant after another client's greeting). It is greeted again.
@@ -261,10 +272,6 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
     checked_id_[i] = ids[i]->run_id;
     checked_epoch_[i] = found.epochs[i];
   }
-  announced_ttl_ = largest;
-  announced_until_ = asked + 2 * max_ttl - drift(2 * max_ttl, drift_factor_);
-  recheck_at_ = asked + kRecheckEvery;
-  co_return true;
 }
 
 engine::Task<std::vector<bool>> Membership::join(

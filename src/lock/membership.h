@@ -120,6 +120,12 @@ class Membership {
                                        const std::vector<std::optional<BootIdentity>>& ids,
                                        const BootReport& report, std::chrono::milliseconds largest);
   // Keeps node i out for `wait` from `asked` (plus drift). Under mu_.
+  // After a trusted greeting at `asked`: the greeted nodes that are members (`member`, per
+  // greeted node) vote again, quarantined if they booted less than `largest` ago; the others
+  // are greeted again. Under mu_.
+  void admit(const std::vector<std::size_t>& greeted, const Identities& found,
+             const std::vector<bool>& member, const BootReport& report, Clock::time_point asked,
+             std::chrono::milliseconds largest);
   void quarantine(std::size_t i, Clock::time_point asked, std::chrono::milliseconds wait);
   // The view for `ttl` from the current state. Under mu_.
   View view_locked(std::chrono::milliseconds ttl) const;
