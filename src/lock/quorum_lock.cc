@@ -80,11 +80,12 @@ bool parse_inspect(const resp::Reply& o, NodeLockState& n) {
   n.queued = static_cast<std::size_t>(e[3].integer);
   n.writers_waiting = static_cast<std::size_t>(e[4].integer);
   std::size_t k = 6;
-  for (; k < 6 + 2 * holders; k += 2) n.owners.push_back(NodeHolder{e[k].str, e[k + 1].str});
+  for (; k < 6 + 2 * holders; k += 2)
+    n.owners.push_back(NodeHolder{OwnerToken(e[k].str), e[k + 1].str});
   for (; k + 2 < e.size(); k += 3) {
     if (!e[k + 2].is_integer()) return false;
-    n.readers.push_back(
-        NodeReader{e[k].str, e[k + 1].str, std::chrono::milliseconds(e[k + 2].integer)});
+    n.readers.push_back(NodeReader{OwnerToken(e[k].str), e[k + 1].str,
+                                   std::chrono::milliseconds(e[k + 2].integer)});
   }
   return true;
 }
@@ -603,11 +604,11 @@ LockStatus QuorumLock::inspect(const std::string& name) {
     }
     const auto& o = outcomes[i];
     if (!o) {
-      n.error = o.error().summary();
+      n.error = node_error(i, o.error());
     } else if (o->is_error()) {
-      n.error = o->str;
+      n.error = node_error(i, errc::server_error, o->str);
     } else if (!parse_inspect(*o, n)) {
-      n.error = "unexpected reply to inspect";
+      n.error = node_error(i, errc::protocol_error, "unexpected reply to inspect");
     } else {
       if (n.kind != KeyKind::free) ++present;
     }
@@ -628,14 +629,14 @@ std::vector<ForcedRelease> QuorumLock::force_release(const std::string& name,
     ForcedRelease r{nodes_.address(i).display(), {}, std::nullopt};
     const auto& o = outcomes[i];
     if (!o) {
-      r.error = o.error().summary();
+      r.error = node_error(i, o.error());
     } else if (o->is_error()) {
-      r.error = o->str;
+      r.error = node_error(i, errc::server_error, o->str);
     } else if (const auto outcome = force_outcome(o->str);
                outcome && o->type == resp::Reply::Type::string) {
       r.outcome = outcome;
     } else {
-      r.error = "unexpected reply to force_release";
+      r.error = node_error(i, errc::protocol_error, "unexpected reply to force_release");
     }
     report.push_back(std::move(r));
   }

@@ -196,7 +196,7 @@ TEST_F(ClusterNodeTest, StatusAndForceReleaseReachTheLocksMaster) {
   auto status = a.status("stuck");
   ASSERT_TRUE(status) << status.error().message();
   ASSERT_EQ(status->nodes.size(), 1u);
-  EXPECT_FALSE(status->nodes[0].error) << *status->nodes[0].error;
+  EXPECT_FALSE(status->nodes[0].error) << status->nodes[0].error->reason;
   EXPECT_EQ(status->nodes[0].kind, KeyKind::dlock);
   EXPECT_TRUE(status->held);
   auto forced = a.force_release("stuck");

@@ -173,7 +173,7 @@ TEST_P(SemaphoreTest, TimeoutAndCancellationLeaveNothingBehind) {
   ASSERT_TRUE(status);
   EXPECT_TRUE(status->held);
   EXPECT_EQ(status->nodes[0].owners.size(), 1u);
-  EXPECT_EQ(status->nodes[0].owners[0].owner, held->owner().str());
+  EXPECT_EQ(status->nodes[0].owners[0].owner, held->owner());
   EXPECT_EQ(held->fencing_token(), before);
   ASSERT_TRUE(held->unlock());
   EXPECT_TRUE(eventually([&] { return slots_held(sa) == 0; }, 5s));

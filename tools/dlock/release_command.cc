@@ -86,8 +86,8 @@ Result<Seen> show_holders(Client& client, const std::vector<std::string>& names)
       if (n.error) continue;
       if (n.kind != KeyKind::free) ++seen.present;
       std::cout << (names.size() > 1 ? name + " on " : "") << n.node << ": " << to_string(n.kind);
-      for (const auto& holder : n.owners) std::cout << " " << holder.owner;
-      for (const auto& reader : n.readers) std::cout << " reader " << reader.owner;
+      for (const auto& holder : n.owners) std::cout << " " << holder.owner.str();
+      for (const auto& reader : n.readers) std::cout << " reader " << reader.owner.str();
       std::cout << "\n";
     }
   }
@@ -113,7 +113,7 @@ int clear(Client& client, const std::vector<std::string>& names, bool foreign) {
     std::size_t answered = 0;
     for (const auto& r : *report) {
       std::cout << (names.size() > 1 ? name + " on " : "") << r.node << ": "
-                << (r.error ? "error: " + *r.error : std::string(to_string(*r.outcome)))
+                << (r.error ? "error: " + r.error->reason : std::string(to_string(*r.outcome)))
                 << "\n";
       if (!r.error) ++answered;
     }
