@@ -182,13 +182,11 @@ Result<Lease> acquire_permit(const std::shared_ptr<detail::ClientCore>& core,
 
 }  // namespace
 
-Semaphore::Semaphore(Client client, std::string name, std::size_t permits, LockOptions options,
-                     std::function<void(const Error&)> on_release_error)
+Semaphore::Semaphore(Client client, std::string name, std::size_t permits, LockOptions options)
     : client_(std::move(client)),
       name_(std::move(name)),
       permits_(permits),
-      options_(std::move(options)),
-      on_release_error_(std::move(on_release_error)) {}
+      options_(std::move(options)) {}
 
 std::string Semaphore::slot_name(std::size_t i) const {
   return lock::semaphore_slot(name_, i);
@@ -207,44 +205,40 @@ Result<Lease> Semaphore::acquire_lease(Millis wait, std::stop_token stop) {
   return result;
 }
 
-bool Semaphore::keep_or_throw(Result<Lease> lease) {
-  if (lease) {
-    std::lock_guard lock(mu_);
-    held_.push_back(std::move(*lease));
-    return true;
+Result<void> Semaphore::keep(Result<Lease> lease) {
+  if (!lease) return std::move(lease).error();
+  std::lock_guard lock(mu_);
+  held_.push_back(std::move(*lease));
+  return {};
+}
+
+Result<void> Semaphore::acquire() {
+  for (;;) {
+    // Waits of a day at a time: a wait that ran out is not an error here.
+    auto got = acquire_within(std::chrono::hours(24));
+    if (got || !got.error().is(errc::wait_timeout)) return got;
   }
-  if (is_contention(lease.error().code())) return false;
-  throw Exception(std::move(lease).error());
 }
 
-void Semaphore::acquire() {
-  while (!acquire_within(std::chrono::hours(24))) {
-  }
+Result<void> Semaphore::try_acquire() {
+  return keep(try_acquire_lease());
 }
 
-bool Semaphore::try_acquire() {
-  return keep_or_throw(try_acquire_lease());
+Result<void> Semaphore::acquire_within(std::chrono::milliseconds wait) {
+  return keep(acquire_lease(std::max(wait, std::chrono::milliseconds(0))));
 }
 
-bool Semaphore::acquire_within(std::chrono::milliseconds wait) {
-  return keep_or_throw(acquire_lease(std::max(wait, std::chrono::milliseconds(0))));
-}
-
-void Semaphore::release() noexcept {
+Result<void> Semaphore::release() {
   Lease lease;
   {
     std::lock_guard lock(mu_);
-    if (held_.empty()) return;
+    if (held_.empty()) {
+      return Error(errc::not_owner, "semaphore '" + name_ + "': this Semaphore holds no permit");
+    }
     lease = std::move(held_.back());
     held_.pop_back();
   }
-  auto released = lease.unlock();
-  if (!released && on_release_error_) {
-    try {
-      on_release_error_(released.error());
-    } catch (...) {  // NOLINT(bugprone-empty-catch): release() must not throw
-    }
-  }
+  return lease.unlock();
 }
 
 std::size_t Semaphore::held() const {
