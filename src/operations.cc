@@ -160,17 +160,15 @@ lock::WaitPlan lock_wait_plan(ClientCore& core, const std::string& name,
   plan.waits = wait.count() > 0;
   // Fair mode needs no hand-off grace: its queue decides who is next.
   if (!fair && plan.waits) plan.hold_back_until = core.hand_off().hold_back_until(name);
-  plan.channel = lock::release_channel(name);
+  plan.name = name;
   plan.wake_for = fair ? owner.str() : "";
   plan.wakes_on_every = kind == lock::HoldKind::read;
-  plan.queue_name = name;
   plan.queue_owner = owner;
   plan.queued = fair.has_value();
   plan.writer = writer_wait(options, kind, plan.waits);
   plan.nap.retry_delay = options.retry_delay;
   if (fair) plan.nap.queue_timeout = options.fair_waiter_timeout;
-  plan.timeout_message = "lock '" + name + "' still held by another owner after " +
-                         std::to_string(wait.count()) + " ms";
+  plan.timeout = lock::TimeoutText{"lock '", name, "' still held by another owner after ", wait};
   return plan;
 }
 

@@ -146,16 +146,14 @@ lock::WaitPlan permit_wait_plan(const std::string& name, const LockOptions& opti
   lock::WaitPlan plan;
   plan.deadline = SteadyClock::now() + std::min<Millis>(wait, detail::kMaxWait);
   plan.waits = wait.count() > 0;
-  plan.channel = lock::release_channel(lock::semaphore_slot(name, 0));
+  plan.name = lock::semaphore_slot(name, 0);
   plan.wake_for = fair_owner ? fair_owner->str() : "";
-  plan.queue_name = lock::semaphore_slot(name, 0);
   plan.queue_owner = fair_owner.value_or(OwnerToken());
   plan.queued = fair && fair->enqueue;
   plan.nap.retry_delay = options.retry_delay;
   if (fair) plan.nap.queue_timeout = options.fair_waiter_timeout;
   plan.nap.jitter_every_nap = true;
-  plan.timeout_message =
-      "semaphore '" + name + "': no permit free after " + std::to_string(wait.count()) + " ms";
+  plan.timeout = lock::TimeoutText{"semaphore '", name, "': no permit free after ", wait};
   return plan;
 }
 

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <random>
 
+#include "lock/keys.h"
+
 namespace dlock::lock {
 
 using std::chrono::milliseconds;
@@ -47,6 +49,10 @@ milliseconds jitter(milliseconds base) {
   const auto b = std::max<milliseconds::rep>(base.count(), 1);
   std::uniform_int_distribution<milliseconds::rep> dist(0, b);
   return milliseconds(dist(rng));
+}
+
+std::string TimeoutText::str() const {
+  return before + subject + after + std::to_string(wait.count()) + " ms";
 }
 
 void WaitCancel::set(std::shared_ptr<Waiter> waiter) {
@@ -111,9 +117,10 @@ engine::Task<Result<void>> Wait::run() {
   std::optional<Refusal> refused = co_await std::move(first);
   while (refused) {
     writer_.registered = writer_.registered || refused->writer_registered;
+    const bool out_of_time = WaitClock::now() >= plan_.deadline;
     std::optional<Error> final =
-        next_step(refused->error, cancel_.cancelled(), plan_.waits,
-                  WaitClock::now() >= plan_.deadline, plan_.timeout_message);
+        next_step(refused->error, cancel_.cancelled(), plan_.waits, out_of_time,
+                  plan_.waits && out_of_time ? plan_.timeout.str() : std::string());
     if (!final) {
       auto ready = waiter_ ? nap(*refused) : listen();
       if (!co_await std::move(ready)) final = cancelled_error();
@@ -135,7 +142,7 @@ engine::Task<Result<void>> Wait::run() {
 // The whole grace, whatever releases come meanwhile (lock/hand_off.h says why): the waiter is
 // registered nowhere, only a cancellation or the time ends it.
 engine::Task<bool> Wait::hold_back(WaitClock::time_point until) {
-  auto polite = std::make_shared<Waiter>(plan_.channel, "");
+  auto polite = std::make_shared<Waiter>(release_channel(plan_.name), "");
   cancel_.set(polite);
   auto grace = sleep(polite, std::min(until, plan_.deadline));
   (void)co_await std::move(grace);
@@ -147,10 +154,11 @@ engine::Task<bool> Wait::hold_back(WaitClock::time_point until) {
 // is seen at the next refusal, or wakes the next nap at once).
 engine::Task<bool> Wait::listen() {
   if (on_caller_thread()) {
-    waiter_ = context_.waiters.enter(plan_.channel, plan_.wake_for, plan_.wakes_on_every);
+    waiter_ =
+        context_.waiters.enter(release_channel(plan_.name), plan_.wake_for, plan_.wakes_on_every);
   } else {
-    auto entering =
-        context_.waiters.enter_task(plan_.channel, plan_.wake_for, plan_.wakes_on_every);
+    auto entering = context_.waiters.enter_task(release_channel(plan_.name), plan_.wake_for,
+                                                plan_.wakes_on_every);
     waiter_ = co_await std::move(entering);
   }
   cancel_.set(waiter_);
@@ -179,9 +187,9 @@ engine::Task<bool> Wait::sleep(std::shared_ptr<Waiter> waiter, WaitClock::time_p
 engine::Task<bool> Wait::leave() {
   if (plan_.queued || writer_.registered) {
     if (on_caller_thread()) {
-      context_.lock.leave_queue(plan_.queue_name, plan_.queue_owner);
+      context_.lock.leave_queue(plan_.name, plan_.queue_owner);
     } else {
-      auto leaving = context_.lock.leave_queue_task(plan_.queue_name, plan_.queue_owner);
+      auto leaving = context_.lock.leave_queue_task(plan_.name, plan_.queue_owner);
       (void)co_await std::move(leaving);
     }
   }

@@ -117,23 +117,33 @@ struct WaitContext {
   asio::io_context& io;  // the io thread's, for naps there
 };
 
+// errc::wait_timeout's text: before + subject + after + the wait in ms. Made only when a wait
+// runs out (the uncontended path builds no strings it does not use).
+struct TimeoutText {
+  const char* before = "";
+  std::string subject;
+  const char* after = "";
+  std::chrono::milliseconds wait{0};
+  std::string str() const;
+};
+
 struct WaitPlan {
   WaitClock::time_point deadline;
   bool waits = false;  // false: one attempt, no subscription
   // Let others go first until then (lock/hand_off.h).
   std::optional<WaitClock::time_point> hold_back_until;
-  // Listening: the release channel; a fair waiter wakes only for its own name (Waiter).
-  std::string channel;
+  // The lock name whose release channel the wait listens on, and whose fair queue and waiting
+  // writers it leaves when it gives up (a semaphore's: its slot 0's, lock/keys.h).
+  std::string name;
+  // Listening: a fair waiter wakes only for its own owner (Waiter).
   std::string wake_for;
   bool wakes_on_every = false;
-  // Giving up leaves the fair queue and the waiting writers of queue_name, as queue_owner,
-  // when `queued` or once the writer is registered.
-  std::string queue_name;
+  // Giving up leaves the queue as queue_owner when `queued` or once the writer is registered.
   OwnerToken queue_owner;
   bool queued = false;
   WriterWait writer;
   NapPolicy nap;
-  std::string timeout_message;  // errc::wait_timeout's
+  TimeoutText timeout;
 };
 
 // Waits as above. An empty Result: an attempt acquired. Errors: the last refusal's (not

@@ -415,9 +415,8 @@ class WaitTaskTest : public ::testing::TestWithParam<lock::WaitOn> {
     lock::WaitPlan p;
     p.deadline = Clock::now() + wait;
     p.waits = wait.count() > 0;
-    p.channel = channel_;
-    p.queue_name = "job";
-    p.timeout_message = "job still held";
+    p.name = "job";
+    p.timeout = lock::TimeoutText{"", "job", " still held after ", wait};
     return p;
   }
 
@@ -486,7 +485,7 @@ TEST_P(WaitTaskTest, TheDeadlineEndsANapForTheHoldersTtl) {
   const auto waited = Clock::now() - start;
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.error().is(errc::wait_timeout)) << r.error().message();
-  EXPECT_EQ(r.error().summary(), "job still held");
+  EXPECT_EQ(r.error().summary(), "job still held after 300 ms");
   EXPECT_GE(waited, 300ms);
   EXPECT_LT(waited, 5s);
   // The first attempt, one right after listening, one when the nap ended at the deadline.
