@@ -33,12 +33,12 @@ int main(int argc, char** argv) {
   for (const dlock::NodeLockState& n : status->nodes) {
     std::cout << "  " << n.node << ": ";
     if (n.error) {
-      std::cout << "error: " << *n.error << "\n";
+      std::cout << "error: " << n.error->reason << "\n";
       continue;
     }
     std::cout << dlock::to_string(n.kind);
     if (n.ttl) std::cout << ", " << n.ttl->count() << " ms left";
-    for (const dlock::NodeHolder& h : n.owners) std::cout << ", owner " << h.owner;
+    for (const dlock::NodeHolder& h : n.owners) std::cout << ", owner " << h.owner.str();
     std::cout << ", fence " << n.fence.value();
     if (n.quarantine > 0ms)
       std::cout << ", restarted: out of quorums for " << n.quarantine.count() << " ms";

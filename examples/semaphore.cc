@@ -45,9 +45,15 @@ int main(int argc, char** argv) {
       });
     }
   }
-  // The std::counting_semaphore style: the permit is kept in the Semaphore.
-  if (!downloads.try_acquire_for(2s)) return 75;
-  downloads.release();
+  // std::counting_semaphore's names: the permit is kept in the Semaphore. Results all the same.
+  if (auto got = downloads.try_acquire_for(2s); !got) {
+    std::cerr << "no permit: " << got.error().message() << "\n";
+    return 75;
+  }
+  if (auto given_back = downloads.release(); !given_back) {
+    std::cerr << "release: " << given_back.error().message() << "\n";
+    return 1;
+  }
 
   std::cout << done.load() << " downloads, at most " << most.load() << " at once (2 permits)\n";
   return failed.load() == 0 && done.load() == 6 && most.load() <= 2 ? 0 : 1;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command (README and CI): installs what it needs, checks formatting, then builds
+# The test command (README and CI): installs what it needs, checks formatting and function
+# sizes (scripts/check-function-size.py: at most 60 lines), then builds
 # and runs the tests in three builds: -Werror (dev: every test, then the install checks and
 # a smoke run of the benchmark), AddressSanitizer+UBSan and ThreadSanitizer (the tests a
 # sanitizer can find something in: see "Which tests run where" below); then runs the
@@ -37,6 +38,8 @@ step() { printf '\n== [%s] %s\n' "$(date +%T)" "$*"; }
 
 step "clang-format"
 git ls-files '*.h' '*.cc' | xargs clang-format --dry-run -Werror
+step "function size: at most 60 lines in src/, include/ and tools/"
+python3 scripts/check-function-size.py
 
 presets=("$@")
 ((${#presets[@]})) || presets=(dev asan tsan fuzz)

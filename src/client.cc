@@ -2,9 +2,8 @@
 #include <dlock/client.h>
 #include <dlock/semaphore.h>
 
-#include <functional>
-#include <random>
 #include <set>
+#include <stop_token>
 #include <thread>
 #include <variant>
 
@@ -144,20 +143,18 @@ std::optional<Error> ClientCore::check(std::string_view name, std::chrono::milli
 
 namespace {
 
-using SteadyClock = std::chrono::steady_clock;
-
 // One attempt on this thread.
 std::variant<Lease, lock::Refused> attempt(const std::shared_ptr<detail::ClientCore>& core,
                                            std::string_view name, const LockOptions& options,
                                            const OwnerToken& owner,
                                            const std::optional<lock::FairTicket>& fair,
-                                           lock::HoldKind kind = lock::HoldKind::write,
-                                           lock::WriterWait writer = {}) {
-  return engine::run_sync(detail::attempt_task(core, std::string(name), options, owner, fair,
-                                               !options.owner, kind, writer));
+                                           lock::HoldKind kind) {
+  return engine::run_sync(
+      detail::attempt_task(core, std::string(name), options, owner, fair, !options.owner, kind));
 }
 
-// Client::lock's wait: attempts until acquired, refused for good, cancelled or out of time.
+// Client::lock's wait (lock/wait.h), on this thread: attempts until acquired, refused for good,
+// cancelled or out of time.
 Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std::string_view name,
                            std::chrono::milliseconds wait, const LockOptions& options,
                            std::stop_token stop, detail::Rounds& rounds, lock::HoldKind kind) {
@@ -166,88 +163,18 @@ Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std:
   if (kind == lock::HoldKind::read) {
     if (auto bad = detail::check_shared(options)) return std::move(*bad);
   }
-  const auto deadline =
-      SteadyClock::now() + std::min<std::chrono::milliseconds>(wait, detail::kMaxWait);
+  const std::string key(name);
   const OwnerToken owner = detail::owner_for(options);
-  const bool can_wait = wait.count() > 0;
-  const std::optional<lock::FairTicket> fair = detail::fair_ticket(options, can_wait);
-  lock::WriterWait writer = detail::writer_wait(options, kind, can_wait);
-
-  std::shared_ptr<lock::Waiter> waiter;
-  std::optional<std::stop_callback<std::function<void()>>> on_stop;
-  auto give_up = [&](Error e) -> Result<Lease> {
-    if (fair || writer.registered) core->algorithm().leave_queue(std::string(name), owner);
-    if (waiter) core->waiters().leave(waiter);
-    return e;
-  };
-  if (!fair && can_wait) {
-    if (auto until = core->hand_off().hold_back_until(std::string(name))) {
-      // This client just freed `name` while others waited: let one of them have it first. The
-      // whole grace, whatever releases come meanwhile (lock/hand_off.h says why); the waiter is
-      // not registered anywhere: only the stop token or the time ends the wait.
-      auto polite = std::make_shared<lock::Waiter>(lock::release_channel(name), "");
-      {
-        std::stop_callback on_stop_polite(stop, [&polite] { polite->cancel(); });
-        polite->wait_until(std::min(*until, deadline));
-      }
-      if (stop.stop_requested()) return Error(errc::cancelled, "wait cancelled");
-    }
-  }
-
-  // Uncontended: one attempt, no subscription.
-  ++rounds.sent;
-  auto result = attempt(core, name, options, owner, fair, kind, writer);
-  if (auto* lease = std::get_if<Lease>(&result)) return std::move(*lease);
-
-  auto retryable = [](const Error& e) {
-    return e.is(errc::lock_held) || e.is(errc::quorum_not_reached) || e.is(errc::timeout);
-  };
-  bool lost_race = false;
-  for (;;) {
-    auto& refused = std::get<lock::Refused>(result);
-    rounds.refused(refused.error);
-    // A refused waiting writer may now be registered on some nodes (readers held the lock).
-    writer.registered = writer.registered || refused.writer_registered;
-    if (!retryable(refused.error)) return give_up(std::move(refused.error));
-    if (stop.stop_requested()) return give_up(Error(errc::cancelled, "wait cancelled"));
-    const auto now = SteadyClock::now();
-    if (!can_wait || now >= deadline) {
-      if (refused.error.is(errc::lock_held) && can_wait) {
-        return give_up(Error(errc::wait_timeout,
-                             "lock '" + std::string(name) + "' still held by another owner after " +
-                                 std::to_string(wait.count()) + " ms",
-                             refused.error.nodes()));
-      }
-      return give_up(std::move(refused.error));
-    }
-    if (!waiter) {
-      // Listen before trying again, so a release in between is not missed.
-      waiter = core->waiters().enter(lock::release_channel(name), fair ? owner.str() : "",
-                                     kind == lock::HoldKind::read);
-      on_stop.emplace(stop, [w = waiter] { w->cancel(); });
-    } else {
-      // Sleep until a release wakes us, or the holder's key has expired; after a lost race
-      // add jitter so competing waiters spread out.
-      std::chrono::milliseconds nap = refused.error.is(errc::lock_held) && refused.holder_ttl
-                                          ? *refused.holder_ttl + std::chrono::milliseconds(1)
-                                          : std::chrono::milliseconds(options.retry_delay);
-      if (lost_race || !refused.holder_ttl) nap += detail::jitter(options.retry_delay);
-      if (fair) nap = std::min(nap, options.fair_waiter_timeout / 3);  // check in with the queue
-      // A writer registered as waiting for readers comes back before its registration runs out,
-      // whatever another node said of its holder (a longer pttl would let readers in meanwhile).
-      if (writer.registered) nap = std::min(nap, writer.register_for / 3);
-      const bool woken = waiter->wait_until(std::min(deadline, SteadyClock::now() + nap));
-      if (waiter->cancelled()) return give_up(Error(errc::cancelled, "wait cancelled"));
-      lost_race = woken;
-    }
-    waiter->reset();
-    ++rounds.sent;
-    result = attempt(core, name, options, owner, fair, kind, writer);
-    if (auto* lease = std::get_if<Lease>(&result)) {
-      core->waiters().leave(waiter);
-      return std::move(*lease);
-    }
-  }
+  const std::optional<lock::FairTicket> fair = detail::fair_ticket(options, wait.count() > 0);
+  detail::LockAttempts attempts(core, key, options, owner, fair, kind, lock::WaitOn::caller_thread,
+                                rounds);
+  lock::WaitCancel cancel;
+  std::stop_callback on_stop(stop, [&cancel] { cancel.cancel(); });
+  auto waited = engine::run_sync(
+      lock::wait_task(detail::lock_wait_plan(*core, key, wait, options, owner, fair, kind),
+                      detail::wait_context(*core, lock::WaitOn::caller_thread), attempts, cancel));
+  if (!waited) return std::move(waited).error();
+  return std::move(*attempts.lease);
 }
 
 }  // namespace

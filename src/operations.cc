@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <random>
 
 #include "access.h"
+#include "engine/run.h"
 #include "lock/keys.h"
 #include "lock/owner.h"
 
@@ -49,13 +49,6 @@ std::optional<Error> check_options(const ClientCore& core, std::string_view name
                      std::to_string(core.node_timeout().count()) + " ms)");
   }
   return std::nullopt;
-}
-
-std::chrono::milliseconds jitter(std::chrono::milliseconds base) {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  const auto b = std::max<std::chrono::milliseconds::rep>(base.count(), 1);
-  std::uniform_int_distribution<std::chrono::milliseconds::rep> dist(0, b);
-  return std::chrono::milliseconds(dist(rng));
 }
 
 void report_acquire(const ClientCore& core, std::string_view name, const Result<Lease>& result,
@@ -125,6 +118,64 @@ engine::Task<std::variant<Lease, lock::Refused>> attempt_task(
   co_return Access::make_lease(core, std::move(state));
 }
 
+LockAttempts::LockAttempts(std::shared_ptr<ClientCore> core, std::string name, LockOptions options,
+                           OwnerToken owner, std::optional<lock::FairTicket> fair,
+                           lock::HoldKind kind, lock::WaitOn on, Rounds& rounds)
+    : core_(std::move(core)),
+      name_(std::move(name)),
+      options_(std::move(options)),
+      owner_(std::move(owner)),
+      fair_(std::move(fair)),
+      kind_(kind),
+      on_(on),
+      rounds_(rounds) {}
+
+engine::Task<std::optional<lock::Refusal>> LockAttempts::attempt(lock::WriterWait writer) {
+  ++rounds_.sent;
+  const bool blocking = on_ == lock::WaitOn::caller_thread;
+  auto attempting = attempt_task(core_, name_, options_, owner_, fair_, blocking && !options_.owner,
+                                 kind_, writer);
+  std::variant<Lease, lock::Refused> result;
+  if (blocking) {
+    // Blocks this thread, never the io thread: the wait runs on the caller's (lock/wait.h).
+    result = engine::run_sync(std::move(attempting));
+  } else {
+    result = co_await std::move(attempting);
+  }
+  if (auto* got = std::get_if<Lease>(&result)) {
+    lease = std::move(*got);
+    co_return std::nullopt;
+  }
+  auto& refused = std::get<lock::Refused>(result);
+  rounds_.refused(refused.error);
+  co_return lock::refusal_of(std::move(refused));
+}
+
+lock::WaitPlan lock_wait_plan(ClientCore& core, const std::string& name,
+                              std::chrono::milliseconds wait, const LockOptions& options,
+                              const OwnerToken& owner, const std::optional<lock::FairTicket>& fair,
+                              lock::HoldKind kind) {
+  lock::WaitPlan plan;
+  plan.deadline = SteadyClock::now() + std::min<std::chrono::milliseconds>(wait, kMaxWait);
+  plan.waits = wait.count() > 0;
+  // Fair mode needs no hand-off grace: its queue decides who is next.
+  if (!fair && plan.waits) plan.hold_back_until = core.hand_off().hold_back_until(name);
+  plan.name = name;
+  plan.wake_for = fair ? owner.str() : "";
+  plan.wakes_on_every = kind == lock::HoldKind::read;
+  plan.queue_owner = owner;
+  plan.queued = fair.has_value();
+  plan.writer = writer_wait(options, kind, plan.waits);
+  plan.nap.retry_delay = options.retry_delay;
+  if (fair) plan.nap.queue_timeout = options.fair_waiter_timeout;
+  plan.timeout = lock::TimeoutText{"lock '", name, "' still held by another owner after ", wait};
+  return plan;
+}
+
+lock::WaitContext wait_context(ClientCore& core, lock::WaitOn on) {
+  return lock::WaitContext{on, core.waiters(), core.algorithm(), core.nodes().io()};
+}
+
 engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,
                                        std::shared_ptr<LeaseState> state) {
   bool expired = false;
@@ -164,16 +215,58 @@ engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,
 
 namespace {
 
-// `made_lost` (may be null) is set when this call is what found the lease lost (its status went
-// from held to lost here): only that is reported as a lost lock, once.
+// Under state.mu. `made_lost` (may be null) is set when this call is what found the lease
+// lost (its status went from held to lost here): only that is reported as a lost lock, once.
+void mark_lost(LeaseState& state, bool* made_lost) {
+  if (made_lost != nullptr && state.status == Status::held) *made_lost = true;
+  state.status = Status::lost;
+}
+
+// Under state.mu, after the extension's round: what it came to.
+Result<void> settle_extension(LeaseState& state, Result<LeaseState::Clock::time_point> r,
+                              bool* made_lost) {
+  const auto now = LeaseState::Clock::now();  // under the mutex: validity can only end before
+  if (state.status == Status::released) {
+    return Error(errc::not_owner, "lock '" + state.name() + "' was released");
+  }
+  if (state.status == Status::lost || state.hold->lost.load()) {
+    // Lost meanwhile (the watchdog, or a lease of the same hold, found it gone).
+    mark_lost(state, made_lost);
+    return Error(errc::lock_lost, "lock '" + state.name() + "' was lost");
+  }
+  // As in the watchdog: validity that ended meanwhile is final (the same owner may have taken
+  // a new hold since), whatever the nodes said.
+  const bool expired = now >= state.valid_until;
+  if (r && !expired) {
+    state.valid_until = std::max(state.valid_until, *r);
+    return Result<void>{};
+  }
+  if (!r && r.error().is(errc::lock_lost)) {
+    // A quorum said the hold is not there: it is lost, and with it every lease that shares it.
+    state.hold->lost.store(true);
+    mark_lost(state, made_lost);
+    return std::move(r).error();
+  }
+  if (expired) {
+    mark_lost(state, made_lost);  // this lease only: the hold may be there for the others
+    return Error(errc::lock_lost, "lock '" + state.name() + "': validity ended",
+                 r ? std::vector<NodeError>{} : r.error().nodes());
+  }
+  if (r.error().is(errc::timeout)) {
+    // Judged against a validity that ended, but a later one confirmed by a quorum (the
+    // watchdog's renewal meanwhile) still stands: the lease holds until then.
+    return Error(errc::quorum_not_reached,
+                 "lock '" + state.name() +
+                     "': extension judged against an earlier validity; the lease stands",
+                 r.error().nodes());
+  }
+  return std::move(r).error();
+}
+
+// `made_lost`: as in mark_lost.
 engine::Task<Result<void>> extend_held(std::shared_ptr<ClientCore> core,
                                        std::shared_ptr<LeaseState> state,
                                        std::chrono::milliseconds ttl, bool* made_lost) {
-  // Under state->mu.
-  auto mark_lost = [&] {
-    if (made_lost != nullptr && state->status == Status::held) *made_lost = true;
-    state->status = Status::lost;
-  };
   lock::HoldId id;
   LeaseState::Clock::time_point valid_until;
   {
@@ -182,7 +275,7 @@ engine::Task<Result<void>> extend_held(std::shared_ptr<ClientCore> core,
       co_return Error(errc::not_owner, "lock '" + state->name() + "' was released");
     }
     if (state->status == Status::lost || state->hold->lost.load()) {
-      mark_lost();
+      mark_lost(*state, made_lost);
       co_return Error(errc::lock_lost, "lock '" + state->name() + "' was lost");
     }
     id = state->hold->id;
@@ -192,42 +285,7 @@ engine::Task<Result<void>> extend_held(std::shared_ptr<ClientCore> core,
   auto extending = core->algorithm().extend_task(std::move(id), ttl, valid_until);
   auto r = co_await std::move(extending);
   std::lock_guard lock(state->mu);
-  const auto now = LeaseState::Clock::now();  // under the mutex: validity can only end before
-  if (state->status == Status::released) {
-    co_return Error(errc::not_owner, "lock '" + state->name() + "' was released");
-  }
-  if (state->status == Status::lost || state->hold->lost.load()) {
-    // Lost meanwhile (the watchdog, or a lease of the same hold, found it gone).
-    mark_lost();
-    co_return Error(errc::lock_lost, "lock '" + state->name() + "' was lost");
-  }
-  // As in the watchdog: validity that ended meanwhile is final (the same owner may have taken
-  // a new hold since), whatever the nodes said.
-  const bool expired = now >= state->valid_until;
-  if (r && !expired) {
-    state->valid_until = std::max(state->valid_until, *r);
-    co_return Result<void>{};
-  }
-  if (!r && r.error().is(errc::lock_lost)) {
-    // A quorum said the hold is not there: it is lost, and with it every lease that shares it.
-    state->hold->lost.store(true);
-    mark_lost();
-    co_return std::move(r).error();
-  }
-  if (expired) {
-    mark_lost();  // this lease only: the hold may be there for the others
-    co_return Error(errc::lock_lost, "lock '" + state->name() + "': validity ended",
-                    r ? std::vector<NodeError>{} : r.error().nodes());
-  }
-  if (r.error().is(errc::timeout)) {
-    // Judged against a validity that ended, but a later one confirmed by a quorum (the
-    // watchdog's renewal meanwhile) still stands: the lease holds until then.
-    co_return Error(errc::quorum_not_reached,
-                    "lock '" + state->name() +
-                        "': extension judged against an earlier validity; the lease stands",
-                    r.error().nodes());
-  }
-  co_return std::move(r).error();
+  co_return settle_extension(*state, std::move(r), made_lost);
 }
 
 // extend_held, reported to the observer (which is set).

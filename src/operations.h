@@ -18,15 +18,13 @@
 #include "engine/task.h"
 #include "lock/lease_state.h"
 #include "lock/quorum_lock.h"
+#include "lock/wait.h"
 
 namespace dlock::detail {
 
 // Checks a lock's options against the client's (name, ttl, owner, renewal, fair mode).
 std::optional<Error> check_options(const ClientCore& core, std::string_view name,
                                    const LockOptions& options);
-
-// A random delay in [0, base]: spreads waiters that lost a race.
-std::chrono::milliseconds jitter(std::chrono::milliseconds base);
 
 // The owner a lock call uses: options.owner, or the calling thread's default owner.
 OwnerToken owner_for(const LockOptions& options);
@@ -68,6 +66,38 @@ engine::Task<std::variant<Lease, lock::Refused>> attempt_task(
 std::optional<Error> check_shared(const LockOptions& options);
 // How a waiting writer registers (nothing for a read hold, a try, or fair mode, which queues).
 lock::WriterWait writer_wait(const LockOptions& options, lock::HoldKind kind, bool can_wait);
+
+// A lock's attempts for the wait (lock/wait.h): one acquisition each, blocking on the caller's
+// thread (engine::run_sync; the owner is thread-bound unless options.owner names one) or
+// awaited on the io thread. Counts them in `rounds`, which must outlive the wait.
+class LockAttempts final : public lock::Attempts {
+ public:
+  LockAttempts(std::shared_ptr<ClientCore> core, std::string name, LockOptions options,
+               OwnerToken owner, std::optional<lock::FairTicket> fair, lock::HoldKind kind,
+               lock::WaitOn on, Rounds& rounds);
+  engine::Task<std::optional<lock::Refusal>> attempt(lock::WriterWait writer) override;
+
+  std::optional<Lease> lease;  // what the attempt that acquired got
+
+ private:
+  const std::shared_ptr<ClientCore> core_;
+  const std::string name_;
+  const LockOptions options_;
+  const OwnerToken owner_;
+  const std::optional<lock::FairTicket> fair_;
+  const lock::HoldKind kind_;
+  const lock::WaitOn on_;
+  Rounds& rounds_;
+};
+
+// How Client::lock, lock_shared and async_lock wait for `name` as `owner`, with `fair` the
+// call's fair ticket (it must be the one its attempts use).
+lock::WaitPlan lock_wait_plan(ClientCore& core, const std::string& name,
+                              std::chrono::milliseconds wait, const LockOptions& options,
+                              const OwnerToken& owner, const std::optional<lock::FairTicket>& fair,
+                              lock::HoldKind kind);
+// What a wait on this client's thread `on` needs of it.
+lock::WaitContext wait_context(ClientCore& core, lock::WaitOn on);
 
 // Lease::unlock and Lease::extend.
 engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,

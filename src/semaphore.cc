@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <random>
+#include <stop_token>
 #include <variant>
 
 #include "access.h"
@@ -10,6 +11,7 @@
 #include "engine/run.h"
 #include "lock/keys.h"
 #include "lock/owner.h"
+#include "lock/wait.h"
 #include "operations.h"
 
 namespace dlock {
@@ -67,10 +69,9 @@ Pass one_pass(const std::shared_ptr<detail::ClientCore>& core, const std::string
                 refused.error.nodes());
       return pass;
     }
-    const bool retryable =
-        refused.error.is(errc::quorum_not_reached) || refused.error.is(errc::timeout);
     // A slot that could not be judged is not "taken": the pass reports that error unless every
     // slot was held.
+    const bool retryable = lock::retryable(refused.error);
     pass.error = std::move(refused.error);
     if (!retryable) return pass;
   }
@@ -99,77 +100,91 @@ std::optional<Error> check(const detail::ClientCore& core, const std::string& na
   return detail::check_options(core, lock::semaphore_slot(name, permits - 1), options);
 }
 
+// The semaphore's attempts for the wait (lock/wait.h): a pass over the slots each, on this
+// thread.
+class PermitPasses final : public lock::Attempts {
+ public:
+  PermitPasses(std::shared_ptr<detail::ClientCore> core, const std::string& name,
+               std::size_t permits, const LockOptions& options, detail::Rounds& rounds,
+               std::optional<OwnerToken> fair_owner, std::optional<lock::FairTicket> fair)
+      : core_(std::move(core)),
+        name_(name),
+        permits_(permits),
+        options_(options),
+        rounds_(rounds),
+        fair_owner_(std::move(fair_owner)),
+        fair_(std::move(fair)) {}
+
+  engine::Task<std::optional<lock::Refusal>> attempt(
+      lock::WriterWait /*no writers here*/) override {
+    Pass pass = one_pass(core_, name_, permits_, options_, rounds_, fair_owner_, fair_);
+    if (pass.lease) {
+      lease = std::move(*pass.lease);
+      co_return std::nullopt;
+    }
+    co_return lock::Refusal{std::move(*pass.error), pass.contended, pass.holder_ttl, false};
+  }
+
+  std::optional<Lease> lease;  // the permit the pass that got one took
+
+ private:
+  const std::shared_ptr<detail::ClientCore> core_;
+  const std::string& name_;
+  const std::size_t permits_;
+  const LockOptions& options_;
+  detail::Rounds& rounds_;
+  const std::optional<OwnerToken> fair_owner_;
+  const std::optional<lock::FairTicket> fair_;
+};
+
+// How a permit is waited for: one channel for all slots (lock/keys.h), so any permit given
+// back wakes one waiter of this client; a fair waiter queues once for the whole semaphore, on
+// slot 0, and wakes only when a release names it the first in line.
+lock::WaitPlan permit_wait_plan(const std::string& name, const LockOptions& options, Millis wait,
+                                const std::optional<OwnerToken>& fair_owner,
+                                const std::optional<lock::FairTicket>& fair) {
+  lock::WaitPlan plan;
+  plan.deadline = SteadyClock::now() + std::min<Millis>(wait, detail::kMaxWait);
+  plan.waits = wait.count() > 0;
+  plan.name = lock::semaphore_slot(name, 0);
+  plan.wake_for = fair_owner ? fair_owner->str() : "";
+  plan.queue_owner = fair_owner.value_or(OwnerToken());
+  plan.queued = fair && fair->enqueue;
+  plan.nap.retry_delay = options.retry_delay;
+  if (fair) plan.nap.queue_timeout = options.fair_waiter_timeout;
+  plan.nap.jitter_every_nap = true;
+  plan.timeout = lock::TimeoutText{"semaphore '", name, "': no permit free after ", wait};
+  return plan;
+}
+
 Result<Lease> acquire_permit(const std::shared_ptr<detail::ClientCore>& core,
                              const std::string& name, std::size_t permits,
                              const LockOptions& options, Millis wait, std::stop_token stop,
                              detail::Rounds& rounds) {
   if (auto bad = check(*core, name, permits, options)) return std::move(*bad);
   if (wait.count() < 0) return Error(errc::invalid_argument, "wait must not be negative");
-  const auto deadline = SteadyClock::now() + std::min<Millis>(wait, detail::kMaxWait);
-  const bool can_wait = wait.count() > 0;
   // Fair: one owner for the whole wait, queued once for all slots under one arrival ticket;
   // the first live waiter in line takes whichever slot is free, the others wait their turn.
-  const std::optional<lock::FairTicket> fair = detail::fair_ticket(options, can_wait);
+  const std::optional<lock::FairTicket> fair = detail::fair_ticket(options, wait.count() > 0);
   const std::optional<OwnerToken> fair_owner =
       fair ? std::optional<OwnerToken>(lock::task_owner()) : std::nullopt;
-  std::shared_ptr<lock::Waiter> waiter;
-  std::optional<std::stop_callback<std::function<void()>>> on_stop;
-  auto done = [&](Result<Lease> r) {
-    // A fair waiter that gives up leaves the queue at once (one that got a permit has left it).
-    if (fair && fair->enqueue && !r) {
-      core->algorithm().leave_queue(lock::semaphore_slot(name, 0), *fair_owner);
-    }
-    if (waiter) core->waiters().leave(waiter);
-    return r;
-  };
-  for (;;) {
-    Pass pass = one_pass(core, name, permits, options, rounds, fair_owner, fair);
-    if (pass.lease) return done(std::move(*pass.lease));
-    Error& e = *pass.error;
-    const bool retryable =
-        e.is(errc::lock_held) || e.is(errc::quorum_not_reached) || e.is(errc::timeout);
-    if (!retryable) return done(std::move(e));
-    if (stop.stop_requested()) return done(Error(errc::cancelled, "wait cancelled"));
-    if (!can_wait || SteadyClock::now() >= deadline) {
-      if (e.is(errc::lock_held) && can_wait) {
-        return done(Error(errc::wait_timeout,
-                          "semaphore '" + name + "': no permit free after " +
-                              std::to_string(wait.count()) + " ms",
-                          e.nodes()));
-      }
-      return done(std::move(e));
-    }
-    if (!waiter) {
-      // Listen before the next pass, so a release in between is not missed. One channel for
-      // all slots (lock/keys.h): any permit given back wakes one waiter of this client.
-      // A fair waiter wakes only when a release names it the first in line.
-      waiter = core->waiters().enter(lock::release_channel(lock::semaphore_slot(name, 0)),
-                                     fair ? fair_owner->str() : "");
-      on_stop.emplace(stop, [w = waiter] { w->cancel(); });
-      continue;
-    }
-    // Sleep until a permit is given back, or the soonest held slot's key runs out (a holder
-    // that died sends no message).
-    Millis nap = pass.contended && pass.holder_ttl ? *pass.holder_ttl + Millis(1)
-                                                   : Millis(options.retry_delay);
-    nap += detail::jitter(options.retry_delay);
-    // A queued waiter checks in before the queue drops it as dead.
-    if (fair) nap = std::min<Millis>(nap, options.fair_waiter_timeout / 3);
-    waiter->wait_until(std::min(deadline, SteadyClock::now() + nap));
-    if (waiter->cancelled()) return done(Error(errc::cancelled, "wait cancelled"));
-    waiter->reset();
-  }
+  PermitPasses passes(core, name, permits, options, rounds, fair_owner, fair);
+  lock::WaitCancel cancel;
+  std::stop_callback on_stop(stop, [&cancel] { cancel.cancel(); });
+  auto waited = engine::run_sync(
+      lock::wait_task(permit_wait_plan(name, options, wait, fair_owner, fair),
+                      detail::wait_context(*core, lock::WaitOn::caller_thread), passes, cancel));
+  if (!waited) return std::move(waited).error();
+  return std::move(*passes.lease);
 }
 
 }  // namespace
 
-Semaphore::Semaphore(Client client, std::string name, std::size_t permits, LockOptions options,
-                     std::function<void(const Error&)> on_release_error)
+Semaphore::Semaphore(Client client, std::string name, std::size_t permits, LockOptions options)
     : client_(std::move(client)),
       name_(std::move(name)),
       permits_(permits),
-      options_(std::move(options)),
-      on_release_error_(std::move(on_release_error)) {}
+      options_(std::move(options)) {}
 
 std::string Semaphore::slot_name(std::size_t i) const {
   return lock::semaphore_slot(name_, i);
@@ -188,44 +203,40 @@ Result<Lease> Semaphore::acquire_lease(Millis wait, std::stop_token stop) {
   return result;
 }
 
-bool Semaphore::keep_or_throw(Result<Lease> lease) {
-  if (lease) {
-    std::lock_guard lock(mu_);
-    held_.push_back(std::move(*lease));
-    return true;
+Result<void> Semaphore::keep(Result<Lease> lease) {
+  if (!lease) return std::move(lease).error();
+  std::lock_guard lock(mu_);
+  held_.push_back(std::move(*lease));
+  return {};
+}
+
+Result<void> Semaphore::acquire() {
+  for (;;) {
+    // Waits of a day at a time: a wait that ran out is not an error here.
+    auto got = acquire_within(std::chrono::hours(24));
+    if (got || !got.error().is(errc::wait_timeout)) return got;
   }
-  if (is_contention(lease.error().code())) return false;
-  throw Exception(std::move(lease).error());
 }
 
-void Semaphore::acquire() {
-  while (!acquire_within(std::chrono::hours(24))) {
-  }
+Result<void> Semaphore::try_acquire() {
+  return keep(try_acquire_lease());
 }
 
-bool Semaphore::try_acquire() {
-  return keep_or_throw(try_acquire_lease());
+Result<void> Semaphore::acquire_within(std::chrono::milliseconds wait) {
+  return keep(acquire_lease(std::max(wait, std::chrono::milliseconds(0))));
 }
 
-bool Semaphore::acquire_within(std::chrono::milliseconds wait) {
-  return keep_or_throw(acquire_lease(std::max(wait, std::chrono::milliseconds(0))));
-}
-
-void Semaphore::release() noexcept {
+Result<void> Semaphore::release() {
   Lease lease;
   {
     std::lock_guard lock(mu_);
-    if (held_.empty()) return;
+    if (held_.empty()) {
+      return Error(errc::not_owner, "semaphore '" + name_ + "': this Semaphore holds no permit");
+    }
     lease = std::move(held_.back());
     held_.pop_back();
   }
-  auto released = lease.unlock();
-  if (!released && on_release_error_) {
-    try {
-      on_release_error_(released.error());
-    } catch (...) {  // NOLINT(bugprone-empty-catch): release() must not throw
-    }
-  }
+  return lease.unlock();
 }
 
 std::size_t Semaphore::held() const {

@@ -9,7 +9,10 @@
 //   fetch(permit->fencing_token());                         // a token per permit
 //   // the permit goes back when `permit` is destroyed or unlocked
 //
-//   downloads.acquire();  ...  downloads.release();         // std::counting_semaphore style
+//   if (downloads.try_acquire_for(std::chrono::seconds(30))) {  // std::counting_semaphore's
+//     ...                                                          // names, dlock's Results
+//     (void)downloads.release();
+//   }
 //
 // How: a semaphore of N permits is N slots, each an ordinary dlock lock named
 // "dlock:sem:{NAME}:<i>". A permit is one slot held on a quorum of nodes, so there are at most
@@ -32,11 +35,10 @@
 // arrival order, whichever slot is given back; as for the mutex, non-fair takers on the same
 // semaphore do not queue.
 //
-// Errors: acquire_lease / try_acquire_lease return them (errc::lock_held when every permit is
-// taken, errc::wait_timeout, errc::cancelled, errc::quorum_not_reached, errc::invalid_argument
-// for a bad name, permit count or option, or a count other than the one the nodes recorded). The
-// std-style calls throw dlock::Exception for anything but contention, as Mutex does; release()
-// never throws.
+// Errors are values, as everywhere in dlock's API: every call returns a Result (errc::lock_held
+// when every permit is taken, errc::wait_timeout, errc::cancelled, errc::quorum_not_reached,
+// errc::invalid_argument for a bad name, permit count or option, or a count other than the one
+// the nodes recorded). Nothing throws.
 //
 // Thread-safety: one Semaphore may be shared by any number of threads. The std-style calls
 // keep their permits in the Semaphore (release() gives back the one taken last, whichever
@@ -49,7 +51,6 @@
 
 #include <chrono>
 #include <cstddef>
-#include <functional>
 #include <mutex>
 #include <stop_token>
 #include <string>
@@ -62,8 +63,7 @@ class Semaphore {
   // The most permits a semaphore may have: a full try costs one round per permit.
   static constexpr std::size_t kMaxPermits = 1024;
 
-  Semaphore(Client client, std::string name, std::size_t permits, LockOptions options = {},
-            std::function<void(const Error&)> on_release_error = {});
+  Semaphore(Client client, std::string name, std::size_t permits, LockOptions options = {});
   Semaphore(const Semaphore&) = delete;
   Semaphore& operator=(const Semaphore&) = delete;
 
@@ -72,21 +72,25 @@ class Semaphore {
   // Waits up to `wait` for a permit; a stop request ends the wait with errc::cancelled.
   Result<Lease> acquire_lease(Millis wait, std::stop_token stop = {});
 
-  // std::counting_semaphore-like: permits kept in this object.
-  void acquire();
-  bool try_acquire();
+  // std::counting_semaphore's names, with Results: the permit is kept in this object.
+  // acquire() waits however long it takes (errors: as acquire_lease, never wait_timeout);
+  // try_acquire() is one pass (errc::lock_held: every permit is taken); try_acquire_for and
+  // try_acquire_until wait (errc::wait_timeout). `if (s.try_acquire())` reads as in std.
+  Result<void> acquire();
+  Result<void> try_acquire();
   template <typename Rep, typename Period>
-  bool try_acquire_for(const std::chrono::duration<Rep, Period>& wait) {
+  Result<void> try_acquire_for(const std::chrono::duration<Rep, Period>& wait) {
     return acquire_within(Millis(wait));
   }
   template <typename Clock, typename Duration>
-  bool try_acquire_until(const std::chrono::time_point<Clock, Duration>& until) {
+  Result<void> try_acquire_until(const std::chrono::time_point<Clock, Duration>& until) {
     const auto now = Clock::now();
     return acquire_within(until <= now ? Millis() : Millis(until - now));
   }
-  // Gives back the permit taken last by acquire()/try_acquire*; none held: nothing. A failed
-  // release goes to on_release_error (the permit's key expires within its ttl anyway).
-  void release() noexcept;
+  // Gives back the permit taken last by acquire()/try_acquire*, whichever thread took it.
+  // Errors: not_owner when this Semaphore holds none; as Lease::unlock (lock_lost: the permit
+  // had expired or was taken over; its key is gone or expires within its ttl anyway).
+  Result<void> release();
   // Permits held through acquire()/try_acquire*.
   std::size_t held() const;
 
@@ -96,14 +100,14 @@ class Semaphore {
   std::string slot_name(std::size_t i) const;
 
  private:
-  bool acquire_within(std::chrono::milliseconds wait);
-  bool keep_or_throw(Result<Lease> lease);
+  Result<void> acquire_within(std::chrono::milliseconds wait);
+  // Keeps a permit in held_.
+  Result<void> keep(Result<Lease> lease);
 
   Client client_;
   const std::string name_;
   const std::size_t permits_;
   const LockOptions options_;
-  const std::function<void(const Error&)> on_release_error_;
   mutable std::mutex mu_;
   std::vector<Lease> held_;  // guarded by mu_
 };

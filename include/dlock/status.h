@@ -4,7 +4,7 @@
 //   auto s = client.status("inventory");
 //   if (s) {
 //     for (const dlock::NodeLockState& n : s->nodes) {
-//       if (n.error) std::cout << n.node << ": " << *n.error << "\n";
+//       if (n.error) std::cout << n.node << ": " << n.error->reason << "\n";
 //       else std::cout << n.node << ": " << dlock::to_string(n.kind)
 //                      << (n.ttl ? " for " + std::to_string(n.ttl->count()) + " ms" : "") << "\n";
 //     }
@@ -13,6 +13,7 @@
 // Plain values: copy them, keep them, read them from any thread.
 #pragma once
 
+#include <dlock/result.h>
 #include <dlock/types.h>
 
 #include <chrono>
@@ -50,7 +51,7 @@ constexpr std::string_view to_string(KeyKind k) noexcept {
 
 // One owner's hold of a lock on one node.
 struct NodeHolder {
-  std::string owner;
+  OwnerToken owner;
   // Unique per acquisition: reentrant leases of one owner in one client share it, and a
   // release or renewal acts only on the hold it names.
   std::string hold;
@@ -58,14 +59,16 @@ struct NodeHolder {
 
 // One reader's hold of a lock on one node (dlock::SharedMutex).
 struct NodeReader {
-  std::string owner;
+  OwnerToken owner;
   std::string hold;
   std::chrono::milliseconds ttl{0};  // until it expires on this node
 };
 
 struct NodeLockState {
-  std::string node;                  // the node's address (password elided)
-  std::optional<std::string> error;  // set when the node could not be asked; the rest is empty
+  std::string node;  // the node's address (password elided)
+  // Set when the node could not be asked (no answer: the connection's error; an error reply:
+  // errc::server_error; an answer that makes no sense: errc::protocol_error); the rest is empty.
+  std::optional<NodeError> error;
   KeyKind kind = KeyKind::free;
   std::vector<NodeHolder> owners;  // for KeyKind::dlock: who holds it (one owner)
   // Live read holds (dlock::SharedMutex); beside a writer only when it is the writer's own.
@@ -122,7 +125,7 @@ constexpr std::string_view to_string(ForceOutcome o) noexcept {
 struct ForcedRelease {
   std::string node;
   std::optional<ForceOutcome> outcome;  // empty exactly when `error` is set
-  std::optional<std::string> error;
+  std::optional<NodeError> error;       // as NodeLockState::error
 };
 
 }  // namespace dlock

@@ -110,37 +110,8 @@ engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail:
     std::shared_ptr<Hold> hold = entry->current;
     const auto until = hold ? live_until(*hold) : std::nullopt;
     if (until) {
-      // Reentrant: the key must now outlive this lease's ttl too, on a quorum.
-      auto extending = lock_.extend_task(hold->id, ttl, *until);
-      auto extended = co_await std::move(extending);
-      if (extended) {
-        lease->hold = hold;
-        lease->valid_until = *extended;
-        hold->leases.push_back(lease);
-      } else if (extended.error().is(errc::lock_lost)) {
-        // The hold is gone: its leases are lost, and this acquisition starts a new hold.
-        hold->lost.store(true);
-        hold = nullptr;
-      } else if (extended.error().is(errc::timeout) && !live_until(*hold)) {
-        // The validity it was judged against ended before a quorum confirmed, and no lease of
-        // the hold is live now (an ended validity is never revived): this acquisition is not
-        // reentrant and starts a new hold, which takes the old one over on the nodes.
-        hold = nullptr;
-      } else if (extended.error().is(errc::timeout)) {
-        // A lease of the hold is live again: the watchdog (or an extend) renewed it while this
-        // extension was on its way. Starting a new hold now would take the live one over (its
-        // release, or this acquisition's clean-up, would then free the lock under it): refuse,
-        // the caller may try again against the newer validity.
-        refused = Refused{
-            Error(errc::quorum_not_reached,
-                  "lock '" + name + "': reentrant extension judged against an earlier validity",
-                  extended.error().nodes()),
-            std::nullopt};
-      } else {
-        refused = Refused{std::move(extended).error(), std::nullopt};
-      }
-    } else {
-      hold = nullptr;
+      auto joining = join_task(lease, hold, name, ttl, *until);
+      refused = co_await std::move(joining);
     }
     // A writer that downgraded (took the read lock too) and still holds the write lock takes it
     // again reentrantly, above. Once its write hold has ended (expired, lost, forgotten) while
@@ -167,6 +138,44 @@ engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail:
   }
   leave(key, entry);
   co_return refused;
+}
+
+engine::Task<std::optional<Refused>> Holds::join_task(std::shared_ptr<detail::LeaseState> lease,
+                                                      std::shared_ptr<Hold> hold, std::string name,
+                                                      std::chrono::milliseconds ttl,
+                                                      Clock::time_point until) {
+  // Reentrant: the key must now outlive this lease's ttl too, on a quorum.
+  auto extending = lock_.extend_task(hold->id, ttl, until);
+  auto extended = co_await std::move(extending);
+  if (extended) {
+    lease->hold = hold;
+    lease->valid_until = *extended;
+    hold->leases.push_back(lease);
+    co_return std::nullopt;
+  }
+  if (extended.error().is(errc::lock_lost)) {
+    // The hold is gone: its leases are lost, and this acquisition starts a new hold.
+    hold->lost.store(true);
+    co_return std::nullopt;
+  }
+  if (extended.error().is(errc::timeout) && !live_until(*hold)) {
+    // The validity it was judged against ended before a quorum confirmed, and no lease of the
+    // hold is live now (an ended validity is never revived): this acquisition is not reentrant
+    // and starts a new hold, which takes the old one over on the nodes.
+    co_return std::nullopt;
+  }
+  if (extended.error().is(errc::timeout)) {
+    // A lease of the hold is live again: the watchdog (or an extend) renewed it while this
+    // extension was on its way. Starting a new hold now would take the live one over (its
+    // release, or this acquisition's clean-up, would then free the lock under it): refuse, the
+    // caller may try again against the newer validity.
+    co_return Refused{
+        Error(errc::quorum_not_reached,
+              "lock '" + name + "': reentrant extension judged against an earlier validity",
+              extended.error().nodes()),
+        std::nullopt};
+  }
+  co_return Refused{std::move(extended).error(), std::nullopt};
 }
 
 Holds::Ended Holds::end(const std::shared_ptr<detail::LeaseState>& lease, bool release) {

@@ -83,6 +83,13 @@ class Holds {
     std::size_t users = 0;          // guarded by Holds::mu_: calls inside or waiting
     bool keep = false;  // guarded by Holds::mu_: the current hold has leases (set under mu)
   };
+  // A reentrant acquisition: `lease` joins `hold` (live until `until`) once the key outlives
+  // its ttl too, on a quorum. nullopt with lease->hold unset: the hold is gone or over, and a
+  // new one is to be taken.
+  engine::Task<std::optional<Refused>> join_task(std::shared_ptr<detail::LeaseState> lease,
+                                                 std::shared_ptr<Hold> hold, std::string name,
+                                                 std::chrono::milliseconds ttl,
+                                                 Clock::time_point until);
   std::shared_ptr<Entry> enter(const HoldId& key);
   // At the end of a call, still under e->mu: whether the entry must be kept when unused.
   void settle(Entry& e);

@@ -251,6 +251,19 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   const auto largest = std::max(max_ttl, report.max_ttl);
   auto joining = join(greeted, ids, report, largest);
   const std::vector<bool> member = co_await std::move(joining);
+  admit(greeted, found, member, report, answered_at, largest);
+  // What this greeting wrote on the nodes, not what it learned: a lease of a larger ttl needs
+  // its own announcement (a late grant of it may run after another client read a node).
+  announced_ttl_ = max_ttl;
+  announced_until_ = asked + 2 * max_ttl - drift(2 * max_ttl, drift_factor_);
+  recheck_at_ = asked + kRecheckEvery;
+  co_return true;
+}
+
+void Membership::admit(const std::vector<std::size_t>& greeted, const Identities& found,
+                       const std::vector<bool>& member, const BootReport& report,
+                       Clock::time_point answered_at, std::chrono::milliseconds largest) {
+  const auto& ids = found.ids;
   // Only the nodes that hold this greeting's announcement vote until it lapses: one that missed
   // it (no answer, a failed join, no INFO) could grant a lease whose ttl nobody else recorded
   // in time (a late grant after another client's greeting). It is greeted again.
@@ -277,17 +290,11 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
                checked_id_[i] != ids[i]->run_id) {
       // Another server on the same connection (a proxy that kept it) that no node reports as
       // booted recently: it may lack keys all the same; out for the largest live ttl.
-      quarantine(i, asked, largest);
+      quarantine(i, answered_at, largest);
     }
     checked_id_[i] = ids[i]->run_id;
     checked_epoch_[i] = found.epochs[i];
   }
-  // What this greeting wrote on the nodes, not what it learned: a lease of a larger ttl needs
-  // its own announcement (a late grant of it may run after another client read a node).
-  announced_ttl_ = max_ttl;
-  announced_until_ = asked + 2 * max_ttl - drift(2 * max_ttl, drift_factor_);
-  recheck_at_ = asked + kRecheckEvery;
-  co_return true;
 }
 
 engine::Task<std::vector<bool>> Membership::join(
@@ -319,10 +326,9 @@ engine::Task<std::vector<bool>> Membership::join(
   co_return member;
 }
 
-void Membership::quarantine(std::size_t i, Clock::time_point asked,
-                            std::chrono::milliseconds wait) {
+void Membership::quarantine(std::size_t i, Clock::time_point from, std::chrono::milliseconds wait) {
   // Booted `largest - wait` ago by the reporting node's clock; allow for its drift against ours.
-  const auto until = asked + wait + drift(wait, drift_factor_);
+  const auto until = from + wait + drift(wait, drift_factor_);
   if (observer_ != nullptr) {
     // Once per quarantine: one that starts now, not one a later greeting lengthens.
     const auto now = Clock::now();

@@ -121,8 +121,14 @@ class Membership {
   engine::Task<std::vector<bool>> join(const std::vector<std::size_t>& greeted,
                                        const std::vector<std::optional<BootIdentity>>& ids,
                                        const BootReport& report, std::chrono::milliseconds largest);
-  // Keeps node i out for `wait` from `asked` (plus drift). Under mu_.
-  void quarantine(std::size_t i, Clock::time_point asked, std::chrono::milliseconds wait);
+  // After a trusted greeting whose answers came by `answered_at`: the greeted nodes that are
+  // members (`member`, per greeted node) vote again, quarantined if they booted less than
+  // `largest` ago; the others are greeted again. Under mu_.
+  void admit(const std::vector<std::size_t>& greeted, const Identities& found,
+             const std::vector<bool>& member, const BootReport& report,
+             Clock::time_point answered_at, std::chrono::milliseconds largest);
+  // Keeps node i out for `wait` from `from` (plus drift). Under mu_.
+  void quarantine(std::size_t i, Clock::time_point from, std::chrono::milliseconds wait);
   // The view for `ttl` from the current state. Under mu_.
   View view_locked(std::chrono::milliseconds ttl) const;
 

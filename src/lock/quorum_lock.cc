@@ -80,11 +80,12 @@ bool parse_inspect(const resp::Reply& o, NodeLockState& n) {
   n.queued = static_cast<std::size_t>(e[3].integer);
   n.writers_waiting = static_cast<std::size_t>(e[4].integer);
   std::size_t k = 6;
-  for (; k < 6 + 2 * holders; k += 2) n.owners.push_back(NodeHolder{e[k].str, e[k + 1].str});
+  for (; k < 6 + 2 * holders; k += 2)
+    n.owners.push_back(NodeHolder{OwnerToken(e[k].str), e[k + 1].str});
   for (; k + 2 < e.size(); k += 3) {
     if (!e[k + 2].is_integer()) return false;
-    n.readers.push_back(
-        NodeReader{e[k].str, e[k + 1].str, std::chrono::milliseconds(e[k + 2].integer)});
+    n.readers.push_back(NodeReader{OwnerToken(e[k].str), e[k + 1].str,
+                                   std::chrono::milliseconds(e[k + 2].integer)});
   }
   return true;
 }
@@ -95,6 +96,65 @@ std::optional<ForceOutcome> force_outcome(std::string_view word) {
     if (word == to_string(o)) return o;
   }
   return std::nullopt;
+}
+
+// Where a renewal's entry sits among the renew calls.
+struct RenewPlace {
+  std::size_t call = 0;
+  std::size_t entry = 0;
+};
+
+// The renew.lua calls for renewals[live[j]], each at places[j]: up to kRenewChunk holds per
+// call. A semaphore's permits re-arm its permit record in the same call (one entry per
+// semaphore and call, with the largest ttl), so that the record lives as long as they do; its
+// reply is not part of any judgement.
+std::vector<node::Call> renew_calls(const std::vector<Renewal>& renewals,
+                                    const std::vector<std::size_t>& live,
+                                    std::vector<RenewPlace>& places) {
+  std::vector<node::Call> calls;
+  std::map<std::string, std::size_t> records;  // record key -> its entry in the last call
+  std::size_t holds_in_call = 0;
+  for (std::size_t j = 0; j < live.size(); ++j) {
+    if (calls.empty() || holds_in_call == kRenewChunk) {
+      calls.push_back(node::Call{&scripts::renew(), {}, {}});
+      records.clear();
+      holds_in_call = 0;
+    }
+    node::Call& call = calls.back();
+    const Renewal& r = renewals[live[j]];
+    places[j] = RenewPlace{calls.size() - 1, call.keys.size()};
+    ++holds_in_call;
+    call.keys.push_back(r.hold.kind == HoldKind::read ? readers_key(r.hold.name) : r.hold.name);
+    call.args.insert(call.args.end(), {r.hold.owner.str(), r.hold.id, std::to_string(r.ttl.count()),
+                                       kind_arg(r.hold.kind)});
+    std::string record = permit_record_key(r.hold.name);
+    if (record.empty()) continue;
+    const auto [at, added] = records.emplace(record, call.keys.size());
+    if (added) {
+      call.keys.push_back(std::move(record));
+      call.args.insert(call.args.end(), {"", "", std::to_string(r.ttl.count()), "p"});
+    } else {
+      std::string& ttl = call.args[4 * at->second + 2];
+      if (std::stoll(ttl) < r.ttl.count()) ttl = std::to_string(r.ttl.count());
+    }
+  }
+  return calls;
+}
+
+// `outcomes` ends with max_ttl_raise's, which it takes off. A node whose record was not raised
+// (out of memory, say) does not count as renewed: the lease would outlive what a greeting reads
+// there after a restart.
+void count_only_raised(std::vector<node::Outcomes>& outcomes, std::chrono::milliseconds max_ttl) {
+  const node::Outcomes raised = std::move(outcomes.back());
+  outcomes.pop_back();
+  for (std::size_t i = 0; i < raised.size(); ++i) {
+    const auto& r = raised[i];
+    if (r && r->is_integer() && r->integer >= max_ttl.count()) continue;
+    const Error why =
+        !r ? r.error()
+           : Error(errc::script_error, "max_ttl_raise: " + (r->is_error() ? r->str : "bad reply"));
+    for (auto& call : outcomes) call[i] = why;
+  }
 }
 
 }  // namespace
@@ -161,26 +221,9 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
   node::ScriptRound round = send_acquire(hold, ttl, fair, writer, guard, permits);
   const node::Outcomes outcomes = co_await round;
 
-  std::vector<AcquireReply> replies;
-  std::vector<bool> votes(outcomes.size());
-  std::vector<NodeError> failures;
-  for (std::size_t i = 0; i < outcomes.size(); ++i) {
-    replies.push_back(parse_acquire(outcomes[i]));
-    votes[i] = view.may_vote(nodes_, i);
-    const auto& r = replies.back();
-    if (r.kind == AcquireReply::Kind::failed) {
-      failures.push_back(node_error(i, r.error));
-    } else if (r.kind == AcquireReply::Kind::held) {
-      failures.push_back(node_error(i, errc::lock_held, why_held(r.holder_ttl)));
-    } else if (r.kind == AcquireReply::Kind::mismatch) {
-      failures.push_back(node_error(i, errc::invalid_argument,
-                                    "the semaphore has " + std::to_string(r.permits) +
-                                        " permits here, not " + std::to_string(permits)));
-    } else if (!votes[i]) {
-      failures.push_back(node_error(i, errc::quorum_not_reached, why_not_voting(view, nodes_, i)));
-    }
-  }
-  const AcquireTally tally = tally_acquire(replies, votes, nodes_.quorum());
+  AcquireAnswers answers = read_acquire(outcomes, view, permits);
+  std::vector<NodeError>& failures = answers.failures;
+  const AcquireTally tally = tally_acquire(answers.replies, answers.votes, nodes_.quorum());
 
   // A node that recorded another permit count refuses, whatever the others said: two counts
   // in use would let more holders in than the semaphore has permits.
@@ -221,6 +264,31 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
       refusal(hold.name, tally, Clock::now() - start, ttl, std::move(failures), fence_failed);
   refused.writer_registered = tally.writer_registered;
   co_return refused;
+}
+
+QuorumLock::AcquireAnswers QuorumLock::read_acquire(const node::Outcomes& outcomes,
+                                                    const Membership::View& view,
+                                                    std::size_t permits) const {
+  AcquireAnswers answers;
+  answers.votes.resize(outcomes.size());
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    answers.replies.push_back(parse_acquire(outcomes[i]));
+    answers.votes[i] = view.may_vote(nodes_, i);
+    const auto& r = answers.replies.back();
+    auto& failures = answers.failures;
+    if (r.kind == AcquireReply::Kind::failed) {
+      failures.push_back(node_error(i, r.error));
+    } else if (r.kind == AcquireReply::Kind::held) {
+      failures.push_back(node_error(i, errc::lock_held, why_held(r.holder_ttl)));
+    } else if (r.kind == AcquireReply::Kind::mismatch) {
+      failures.push_back(node_error(i, errc::invalid_argument,
+                                    "the semaphore has " + std::to_string(r.permits) +
+                                        " permits here, not " + std::to_string(permits)));
+    } else if (!answers.votes[i]) {
+      failures.push_back(node_error(i, errc::quorum_not_reached, why_not_voting(view, nodes_, i)));
+    }
+  }
+  return answers;
 }
 
 Refused QuorumLock::refusal(const std::string& name, const AcquireTally& tally,
@@ -380,41 +448,8 @@ engine::Task<std::vector<Result<Clock::time_point>>> QuorumLock::renew_task(
   auto refreshing = membership_.refresh_task(max_ttl);
   const Membership::View view = co_await std::move(refreshing);
 
-  // Up to kRenewChunk holds per call. A semaphore's permits re-arm its permit record in the
-  // same call (one entry per semaphore and call, with the largest ttl), so that the record
-  // lives as long as they do; its reply is not part of any judgement.
-  struct Place {
-    std::size_t call = 0;
-    std::size_t entry = 0;
-  };
-  std::vector<Place> places(live.size());
-  std::vector<node::Call> calls;
-  std::map<std::string, std::size_t> records;  // record key -> its entry in the last call
-  std::size_t holds_in_call = 0;
-  for (std::size_t j = 0; j < live.size(); ++j) {
-    if (calls.empty() || holds_in_call == kRenewChunk) {
-      calls.push_back(node::Call{&scripts::renew(), {}, {}});
-      records.clear();
-      holds_in_call = 0;
-    }
-    node::Call& call = calls.back();
-    const Renewal& r = renewals[live[j]];
-    places[j] = Place{calls.size() - 1, call.keys.size()};
-    ++holds_in_call;
-    call.keys.push_back(r.hold.kind == HoldKind::read ? readers_key(r.hold.name) : r.hold.name);
-    call.args.insert(call.args.end(), {r.hold.owner.str(), r.hold.id, std::to_string(r.ttl.count()),
-                                       kind_arg(r.hold.kind)});
-    std::string record = permit_record_key(r.hold.name);
-    if (record.empty()) continue;
-    const auto [at, added] = records.emplace(record, call.keys.size());
-    if (added) {
-      call.keys.push_back(std::move(record));
-      call.args.insert(call.args.end(), {"", "", std::to_string(r.ttl.count()), "p"});
-    } else {
-      std::string& ttl = call.args[4 * at->second + 2];
-      if (std::stoll(ttl) < r.ttl.count()) ttl = std::to_string(r.ttl.count());
-    }
-  }
+  std::vector<RenewPlace> places(live.size());
+  std::vector<node::Call> calls = renew_calls(renewals, live, places);
   // The renewed leases live on past the grants that recorded their ttl: recorded again, on
   // every node (also where a grant missed), for what a greeting reads after a restart.
   calls.push_back(node::Call{&scripts::max_ttl_raise(),
@@ -424,18 +459,7 @@ engine::Task<std::vector<Result<Clock::time_point>>> QuorumLock::renew_task(
   node::Round round(nodes_, std::move(calls));
   std::vector<node::Outcomes> outcomes = co_await round;
   const auto now = Clock::now();
-  // A node whose record was not raised (out of memory, say) does not count as renewed: the
-  // lease would outlive what a greeting reads there after a restart.
-  const node::Outcomes raised = std::move(outcomes.back());
-  outcomes.pop_back();
-  for (std::size_t i = 0; i < raised.size(); ++i) {
-    const auto& r = raised[i];
-    if (r && r->is_integer() && r->integer >= max_ttl.count()) continue;
-    const Error why =
-        !r ? r.error()
-           : Error(errc::script_error, "max_ttl_raise: " + (r->is_error() ? r->str : "bad reply"));
-    for (auto& call : outcomes) call[i] = why;
-  }
+  count_only_raised(outcomes, max_ttl);
   for (std::size_t j = 0; j < live.size(); ++j) {
     results[live[j]] = judge_renewal(renewals[live[j]], outcomes[places[j].call], places[j].entry,
                                      view, start, now);
@@ -580,11 +604,11 @@ LockStatus QuorumLock::inspect(const std::string& name) {
     }
     const auto& o = outcomes[i];
     if (!o) {
-      n.error = o.error().summary();
+      n.error = node_error(i, o.error());
     } else if (o->is_error()) {
-      n.error = o->str;
+      n.error = node_error(i, errc::server_error, o->str);
     } else if (!parse_inspect(*o, n)) {
-      n.error = "unexpected reply to inspect";
+      n.error = node_error(i, errc::protocol_error, "unexpected reply to inspect");
     } else {
       if (n.kind != KeyKind::free) ++present;
     }
@@ -605,14 +629,14 @@ std::vector<ForcedRelease> QuorumLock::force_release(const std::string& name,
     ForcedRelease r{nodes_.address(i).display(), {}, std::nullopt};
     const auto& o = outcomes[i];
     if (!o) {
-      r.error = o.error().summary();
+      r.error = node_error(i, o.error());
     } else if (o->is_error()) {
-      r.error = o->str;
+      r.error = node_error(i, errc::server_error, o->str);
     } else if (const auto outcome = force_outcome(o->str);
                outcome && o->type == resp::Reply::Type::string) {
       r.outcome = outcome;
     } else {
-      r.error = "unexpected reply to force_release";
+      r.error = node_error(i, errc::protocol_error, "unexpected reply to force_release");
     }
     report.push_back(std::move(r));
   }

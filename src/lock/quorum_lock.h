@@ -159,6 +159,15 @@ class QuorumLock {
   Result<Clock::time_point> judge_renewal(const Renewal& renewal, const node::Outcomes& per_node,
                                           std::size_t slot, const Membership::View& view,
                                           Clock::time_point start, Clock::time_point now) const;
+  // Every node's reply to an acquire, whether it votes, and why each one that did not grant
+  // (or does not vote) did not.
+  struct AcquireAnswers {
+    std::vector<AcquireReply> replies;
+    std::vector<bool> votes;
+    std::vector<NodeError> failures;
+  };
+  AcquireAnswers read_acquire(const node::Outcomes& outcomes, const Membership::View& view,
+                              std::size_t permits) const;
   // The error for a failed attempt, once its clean-up was sent.
   Refused refusal(const std::string& name, const AcquireTally& tally, Clock::duration elapsed,
                   std::chrono::milliseconds ttl, std::vector<NodeError> failures,

@@ -56,6 +56,41 @@ std::optional<bool> apply(const std::shared_ptr<detail::LeaseState>& state,
   }
   return false;
 }
+// Fills `batch` (and `renewing`, the same leases) with the held leases of due[i...], at most
+// kApplyBatch; a lease whose thread exited, or whose hold another lease found gone, turns lost
+// instead. Lowers `period` to the smallest renew interval seen. Returns where the next batch
+// starts.
+std::size_t next_batch(const std::vector<std::shared_ptr<detail::LeaseState>>& due, std::size_t i,
+                       std::vector<Renewal>& batch,
+                       std::vector<std::shared_ptr<detail::LeaseState>>& renewing,
+                       Clock::duration& period, Lost& lost) {
+  batch.clear();
+  renewing.clear();
+  for (; i < due.size() && batch.size() < kApplyBatch; ++i) {
+    const auto& state = due[i];
+    std::lock_guard lock(state->mu);
+    if (state->status != Status::held) continue;
+    if (state->thread_alive && !state->thread_alive->load()) {
+      // Its thread exited without releasing it: stop renewing; the key ends within the ttl.
+      state->status = Status::lost;
+      continue;
+    }
+    if (state->hold->lost.load()) {
+      // Another lease of the same hold found it gone.
+      state->status = Status::lost;
+      lost.emplace_back(state,
+                        Error(errc::lock_lost, "lock '" + state->name() +
+                                                   "' was lost (found gone by a reentrant lease "
+                                                   "of the same hold)"));
+      continue;
+    }
+    batch.push_back(Renewal{state->hold->id, state->ttl, state->valid_until});
+    renewing.push_back(state);
+    period = std::min<Clock::duration>(period, state->renew_every);
+  }
+  return i;
+}
+
 }  // namespace
 
 Watchdog::~Watchdog() {
@@ -142,30 +177,7 @@ Watchdog::Clock::time_point Watchdog::tick() {
   batch.reserve(std::min(due.size(), kApplyBatch));
   renewing.reserve(std::min(due.size(), kApplyBatch));
   for (std::size_t i = 0; i < due.size();) {
-    batch.clear();
-    renewing.clear();
-    for (; i < due.size() && batch.size() < kApplyBatch; ++i) {
-      const auto& state = due[i];
-      std::lock_guard lock(state->mu);
-      if (state->status != Status::held) continue;
-      if (state->thread_alive && !state->thread_alive->load()) {
-        // Its thread exited without releasing it: stop renewing; the key ends within the ttl.
-        state->status = Status::lost;
-        continue;
-      }
-      if (state->hold->lost.load()) {
-        // Another lease of the same hold found it gone.
-        state->status = Status::lost;
-        lost.emplace_back(
-            state, Error(errc::lock_lost, "lock '" + state->name() +
-                                              "' was lost (found gone by a reentrant lease of the "
-                                              "same hold)"));
-        continue;
-      }
-      batch.push_back(Renewal{state->hold->id, state->ttl, state->valid_until});
-      renewing.push_back(state);
-      period = std::min<Clock::duration>(period, state->renew_every);
-    }
+    i = next_batch(due, i, batch, renewing, period, lost);
     if (batch.empty()) continue;
     const auto start = Clock::now();
     const std::vector<Result<Clock::time_point>> results = lock_.renew(batch);

@@ -102,10 +102,9 @@ struct NodeStats {
   Histogram latency{node_buckets()};
 };
 
-}  // namespace
+using NodeTable = std::map<std::string, NodeStats, std::less<>>;  // by address: sorted output
 
-struct PrometheusObserver::State {
-  mutable std::mutex mu;
+struct LockStats {
   std::array<std::uint64_t, kOutcomes.size()> acquisitions{};
   std::uint64_t attempts = 0;
   std::uint64_t contended_attempts = 0;
@@ -116,7 +115,90 @@ struct PrometheusObserver::State {
   // [by watchdog][ok]
   std::uint64_t renewals[2][2] = {{0, 0}, {0, 0}};
   std::uint64_t lost = 0;
-  std::map<std::string, NodeStats, std::less<>> nodes;  // by address: sorted output
+};
+
+void header(std::ostream& out, const char* name, const char* type, const char* help) {
+  out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+}
+
+void render_locks(std::ostream& out, const LockStats& s) {
+  header(out, "dlock_acquisitions_total", "counter",
+         "Lock acquisitions (try_lock, lock, async) by how they ended.");
+  for (std::size_t i = 0; i < kOutcomes.size(); ++i) {
+    out << "dlock_acquisitions_total{outcome=\"" << kOutcomes[i] << "\"} " << s.acquisitions[i]
+        << "\n";
+  }
+  header(out, "dlock_acquire_attempts_total", "counter", "Acquisition rounds sent to the nodes.");
+  out << "dlock_acquire_attempts_total " << s.attempts << "\n";
+  header(out, "dlock_contended_attempts_total", "counter",
+         "Acquisition rounds refused because another owner held the lock.");
+  out << "dlock_contended_attempts_total " << s.contended_attempts << "\n";
+  header(out, "dlock_acquire_wait_seconds", "histogram",
+         "Time from an acquisition call to the lock, for acquisitions that got it.");
+  s.wait.render(out, "dlock_acquire_wait_seconds", "");
+  header(out, "dlock_hold_seconds", "histogram", "Time from the grant of a lease to its release.");
+  s.hold.render(out, "dlock_hold_seconds", "");
+  header(
+      out, "dlock_releases_total", "counter",
+      "Releases; result=\"lost\": the lock had been lost or had expired, or no quorum confirmed.");
+  out << "dlock_releases_total{result=\"ok\"} " << s.releases_ok << "\n";
+  out << "dlock_releases_total{result=\"lost\"} " << s.releases_lost << "\n";
+  header(out, "dlock_renewals_total", "counter",
+         "Renewals by the watchdog and by explicit extends, by result.");
+  for (int by = 0; by < 2; ++by) {
+    for (int ok = 0; ok < 2; ++ok) {
+      out << "dlock_renewals_total{by=\"" << (by ? "watchdog" : "extend") << "\",result=\""
+          << (ok ? "ok" : "failed") << "\"} " << s.renewals[by][ok] << "\n";
+    }
+  }
+  header(out, "dlock_locks_lost_total", "counter",
+         "Leases found lost or expired by the watchdog or an extend.");
+  out << "dlock_locks_lost_total " << s.lost << "\n";
+}
+
+// One gauge or counter per node: `value(stats)` is printed.
+template <typename Value>
+void render_per_node(std::ostream& out, const NodeTable& nodes, const char* name, Value value) {
+  for (const auto& [address, n] : nodes) {
+    out << name << "{node=\"" << label_value(address) << "\"} " << value(n) << "\n";
+  }
+}
+
+void render_nodes(std::ostream& out, const NodeTable& nodes) {
+  header(out, "dlock_node_requests_total", "counter",
+         "Requests to each node; result=\"error\": no reply in time, a broken connection, or an "
+         "error reply; \"not_waited_for\": the round had its quorum first.");
+  for (const auto& [address, n] : nodes) {
+    const std::string node = "node=\"" + label_value(address) + "\"";
+    out << "dlock_node_requests_total{" << node << ",result=\"ok\"} " << n.ok << "\n";
+    out << "dlock_node_requests_total{" << node << ",result=\"error\"} " << n.errors << "\n";
+    out << "dlock_node_requests_total{" << node << ",result=\"not_waited_for\"} "
+        << n.not_waited_for << "\n";
+  }
+  header(out, "dlock_node_request_seconds", "histogram",
+         "Latency of each request to each node that was waited for (result ok or error).");
+  for (const auto& [address, n] : nodes) {
+    n.latency.render(out, "dlock_node_request_seconds", "node=\"" + label_value(address) + "\"");
+  }
+  header(out, "dlock_node_quarantines_total", "counter",
+         "Times a node was kept out of quorums after a restart (restarted-node protection).");
+  render_per_node(out, nodes, "dlock_node_quarantines_total",
+                  [](const NodeStats& n) { return n.quarantines; });
+  header(out, "dlock_node_evicted_keys", "gauge",
+         "The node's evicted_keys (INFO) at its last greeting: growth means it drops keys.");
+  render_per_node(out, nodes, "dlock_node_evicted_keys",
+                  [](const NodeStats& n) { return n.evicted_keys; });
+  header(out, "dlock_node_never_votes", "gauge",
+         "1 if the node never votes (a replica, or a maxmemory-policy that may evict locks).");
+  render_per_node(out, nodes, "dlock_node_never_votes",
+                  [](const NodeStats& n) { return n.never_votes ? 1 : 0; });
+}
+
+}  // namespace
+
+struct PrometheusObserver::State : LockStats {
+  mutable std::mutex mu;
+  NodeTable nodes;
 
   NodeStats& node(std::string_view address) {
     auto it = nodes.find(address);
@@ -185,77 +267,9 @@ void PrometheusObserver::node_health(const NodeHealthEvent& e) noexcept {
 std::string PrometheusObserver::text() const {
   std::ostringstream out;
   out.imbue(std::locale::classic());  // no digit grouping, whatever the global locale
-  auto header = [&](const char* name, const char* type, const char* help) {
-    out << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
-  };
   std::lock_guard lock(state_->mu);
-  const State& s = *state_;
-
-  header("dlock_acquisitions_total", "counter",
-         "Lock acquisitions (try_lock, lock, async) by how they ended.");
-  for (std::size_t i = 0; i < kOutcomes.size(); ++i) {
-    out << "dlock_acquisitions_total{outcome=\"" << kOutcomes[i] << "\"} " << s.acquisitions[i]
-        << "\n";
-  }
-  header("dlock_acquire_attempts_total", "counter", "Acquisition rounds sent to the nodes.");
-  out << "dlock_acquire_attempts_total " << s.attempts << "\n";
-  header("dlock_contended_attempts_total", "counter",
-         "Acquisition rounds refused because another owner held the lock.");
-  out << "dlock_contended_attempts_total " << s.contended_attempts << "\n";
-  header("dlock_acquire_wait_seconds", "histogram",
-         "Time from an acquisition call to the lock, for acquisitions that got it.");
-  s.wait.render(out, "dlock_acquire_wait_seconds", "");
-  header("dlock_hold_seconds", "histogram", "Time from the grant of a lease to its release.");
-  s.hold.render(out, "dlock_hold_seconds", "");
-  header(
-      "dlock_releases_total", "counter",
-      "Releases; result=\"lost\": the lock had been lost or had expired, or no quorum confirmed.");
-  out << "dlock_releases_total{result=\"ok\"} " << s.releases_ok << "\n";
-  out << "dlock_releases_total{result=\"lost\"} " << s.releases_lost << "\n";
-  header("dlock_renewals_total", "counter",
-         "Renewals by the watchdog and by explicit extends, by result.");
-  for (int by = 0; by < 2; ++by) {
-    for (int ok = 0; ok < 2; ++ok) {
-      out << "dlock_renewals_total{by=\"" << (by ? "watchdog" : "extend") << "\",result=\""
-          << (ok ? "ok" : "failed") << "\"} " << s.renewals[by][ok] << "\n";
-    }
-  }
-  header("dlock_locks_lost_total", "counter",
-         "Leases found lost or expired by the watchdog or an extend.");
-  out << "dlock_locks_lost_total " << s.lost << "\n";
-  header("dlock_node_requests_total", "counter",
-         "Requests to each node; result=\"error\": no reply in time, a broken connection, or an "
-         "error reply; \"not_waited_for\": the round had its quorum first.");
-  for (const auto& [address, n] : s.nodes) {
-    const std::string node = "node=\"" + label_value(address) + "\"";
-    out << "dlock_node_requests_total{" << node << ",result=\"ok\"} " << n.ok << "\n";
-    out << "dlock_node_requests_total{" << node << ",result=\"error\"} " << n.errors << "\n";
-    out << "dlock_node_requests_total{" << node << ",result=\"not_waited_for\"} "
-        << n.not_waited_for << "\n";
-  }
-  header("dlock_node_request_seconds", "histogram",
-         "Latency of each request to each node that was waited for (result ok or error).");
-  for (const auto& [address, n] : s.nodes) {
-    n.latency.render(out, "dlock_node_request_seconds", "node=\"" + label_value(address) + "\"");
-  }
-  header("dlock_node_quarantines_total", "counter",
-         "Times a node was kept out of quorums after a restart (restarted-node protection).");
-  for (const auto& [address, n] : s.nodes) {
-    out << "dlock_node_quarantines_total{node=\"" << label_value(address) << "\"} " << n.quarantines
-        << "\n";
-  }
-  header("dlock_node_evicted_keys", "gauge",
-         "The node's evicted_keys (INFO) at its last greeting: growth means it drops keys.");
-  for (const auto& [address, n] : s.nodes) {
-    out << "dlock_node_evicted_keys{node=\"" << label_value(address) << "\"} " << n.evicted_keys
-        << "\n";
-  }
-  header("dlock_node_never_votes", "gauge",
-         "1 if the node never votes (a replica, or a maxmemory-policy that may evict locks).");
-  for (const auto& [address, n] : s.nodes) {
-    out << "dlock_node_never_votes{node=\"" << label_value(address) << "\"} "
-        << (n.never_votes ? 1 : 0) << "\n";
-  }
+  render_locks(out, *state_);
+  render_nodes(out, state_->nodes);
   return out.str();
 }
 

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <charconv>
 #include <memory>
+#include <optional>
 
 namespace dlock::net {
 namespace {
@@ -119,6 +120,24 @@ Result<NodeAddress> parse_sentinel_url(std::string_view url) {
   return addr;
 }
 
+// The database a URL's path names ("/2"), if any, into addr.db.
+std::optional<Error> read_database(std::string_view url, const std::string& path,
+                                   NodeAddress& addr) {
+  if (path.empty() || path == "/") return std::nullopt;
+  std::string_view db(path);
+  db.remove_prefix(1);
+  int value = -1;
+  auto [end, ec] = std::from_chars(db.data(), db.data() + db.size(), value);
+  if (ec != std::errc() || end != db.data() + db.size() || value < 0) {
+    return bad_url(url, "database must be a number >= 0, got '" + std::string(db) + "'");
+  }
+  addr.db = value;
+  if (addr.kind == NodeAddress::Kind::cluster && value != 0) {
+    return bad_url(url, "a Redis Cluster has only database 0");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<NodeAddress> parse_node_url(std::string_view url) {
@@ -166,20 +185,7 @@ Result<NodeAddress> parse_node_url(std::string_view url) {
   addr.password = url_part(u.get(), CURLUPART_PASSWORD, CURLU_URLDECODE);
   if (!url_part(u.get(), CURLUPART_QUERY).empty()) return bad_url(url, "query not supported");
   if (!url_part(u.get(), CURLUPART_FRAGMENT).empty()) return bad_url(url, "fragment not allowed");
-  std::string path = url_part(u.get(), CURLUPART_PATH);
-  if (!path.empty() && path != "/") {
-    std::string_view db(path);
-    db.remove_prefix(1);
-    int value = -1;
-    auto [end, ec] = std::from_chars(db.data(), db.data() + db.size(), value);
-    if (ec != std::errc() || end != db.data() + db.size() || value < 0) {
-      return bad_url(url, "database must be a number >= 0, got '" + std::string(db) + "'");
-    }
-    addr.db = value;
-    if (addr.kind == NodeAddress::Kind::cluster && value != 0) {
-      return bad_url(url, "a Redis Cluster has only database 0");
-    }
-  }
+  if (auto bad = read_database(url, url_part(u.get(), CURLUPART_PATH), addr)) return *bad;
   return addr;
 }
 

@@ -15,6 +15,7 @@
 #include "lock/keys.h"
 #include "node/node_keys.h"
 #include "node/slots.h"
+#include "support/lock_clients.h"
 #include "support/redis_server.h"
 #include "support/sharded_cluster.h"
 
@@ -23,29 +24,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-Client client_of(const std::vector<std::string>& nodes, Millis node_timeout = 500ms) {
-  ClientOptions options;
-  options.nodes = nodes;
-  options.node_timeout = node_timeout;
-  options.reconnect_backoff_min = 20ms;
-  options.reconnect_backoff_max = 200ms;
-  auto c = Client::create(options);
-  if (!c) throw std::runtime_error(c.error().message());
-  return std::move(c).value();
-}
-
-LockOptions fixed(Millis ttl) {
-  LockOptions o;
-  o.ttl = ttl;
-  o.auto_renew = false;
-  return o;
-}
-
-LockOptions renewed(Millis ttl) {
-  LockOptions o;
-  o.ttl = ttl;
-  return o;
-}
+using test::client_of;
+using test::fixed;
+using test::renewed;
 
 class ClusterNodeTest : public ::testing::Test {
  protected:
@@ -196,7 +177,7 @@ TEST_F(ClusterNodeTest, StatusAndForceReleaseReachTheLocksMaster) {
   auto status = a.status("stuck");
   ASSERT_TRUE(status) << status.error().message();
   ASSERT_EQ(status->nodes.size(), 1u);
-  EXPECT_FALSE(status->nodes[0].error) << *status->nodes[0].error;
+  EXPECT_FALSE(status->nodes[0].error) << status->nodes[0].error->reason;
   EXPECT_EQ(status->nodes[0].kind, KeyKind::dlock);
   EXPECT_TRUE(status->held);
   auto forced = a.force_release("stuck");

@@ -217,7 +217,7 @@ TEST_F(LockTest, StatusAndForcedReleaseReportTypedValues) {
   EXPECT_LE(*n.ttl, 10s);
   EXPECT_EQ(n.fence, lease->fencing_token());
   ASSERT_EQ(n.owners.size(), 1u);
-  EXPECT_EQ(n.owners[0].owner, "typed-owner");
+  EXPECT_EQ(n.owners[0].owner, OwnerToken("typed-owner"));
   EXPECT_EQ(to_string(n.kind), "dlock");
 
   auto forced = client.force_release("job");
@@ -237,6 +237,26 @@ TEST_F(LockTest, StatusAndForcedReleaseReportTypedValues) {
   EXPECT_EQ(client.force_release("job", true)->at(0).outcome, ForceOutcome::deleted_foreign);
   EXPECT_EQ(to_string(ForceOutcome::deleted_foreign), "deleted-foreign");
   EXPECT_FALSE(server_->exists("job"));
+}
+
+TEST_F(LockTest, StatusAndForceReleaseReportAnUnreachableNodeAsANodeError) {
+  Client client = make_client();
+  ASSERT_TRUE(client.status("job"));
+  server_->kill9();
+  auto status = client.status("job");
+  ASSERT_TRUE(status) << status.error().message();
+  const NodeLockState& n = status->nodes[0];
+  ASSERT_TRUE(n.error);
+  EXPECT_EQ(n.error->node, n.node);
+  EXPECT_TRUE(n.error->code) << "no error code";
+  EXPECT_FALSE(n.error->reason.empty());
+  auto forced = client.force_release("job");
+  ASSERT_TRUE(forced) << forced.error().message();
+  const ForcedRelease& r = forced->at(0);
+  EXPECT_FALSE(r.outcome);
+  ASSERT_TRUE(r.error);
+  EXPECT_EQ(r.error->node, r.node);
+  EXPECT_TRUE(r.error->code) << "no error code";
 }
 
 TEST_F(LockTest, RunsScriptsAgainAfterTheScriptCacheIsFlushed) {

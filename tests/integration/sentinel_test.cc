@@ -11,6 +11,7 @@
 
 #include "lock/keys.h"
 #include "redis_command.h"
+#include "support/lock_clients.h"
 #include "support/redis_server.h"
 #include "support/sentinel_set.h"
 
@@ -19,28 +20,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
+using test::fixed;
+using test::renewed;
+
 Client client_of(const std::string& url) {
-  ClientOptions options;
-  options.nodes = {url};
-  options.node_timeout = 500ms;
-  options.reconnect_backoff_min = 20ms;
-  options.reconnect_backoff_max = 200ms;
-  auto c = Client::create(options);
-  if (!c) throw std::runtime_error(c.error().message());
-  return std::move(c).value();
-}
-
-LockOptions fixed(Millis ttl) {
-  LockOptions o;
-  o.ttl = ttl;
-  o.auto_renew = false;
-  return o;
-}
-
-LockOptions renewed(Millis ttl) {
-  LockOptions o;
-  o.ttl = ttl;
-  return o;
+  return test::client_of({url});
 }
 
 class SentinelNodeTest : public ::testing::Test {

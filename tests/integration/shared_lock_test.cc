@@ -393,7 +393,7 @@ TEST_P(SharedLockTest, ForceReleaseClearsReadersAndWaitingWriters) {
   auto report = ops.force_release("doc");
   ASSERT_TRUE(report);
   for (const auto& n : *report) {
-    ASSERT_TRUE(n.outcome) << *n.error;
+    ASSERT_TRUE(n.outcome) << n.error->reason;
     EXPECT_EQ(*n.outcome, ForceOutcome::deleted);
   }
   EXPECT_EQ(nodes_with("dlock:readers:{doc}"), 0u);

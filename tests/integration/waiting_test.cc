@@ -1,13 +1,21 @@
 // SPDX-License-Identifier: MIT
 // Waiting without spinning, on 1 and 5 nodes: a release message wakes the waiter; a holder
 // that crashes (no message) wakes it when its ttl runs out; wait limits and cancellation.
+// WaitTaskTest: the wait itself (lock/wait.h) with scripted attempts, on the caller's thread
+// and on the io thread, listening on a real server.
 #include <atomic>
+#include <functional>
 #include <future>
 #include <iostream>
 #include <numeric>
 #include <stop_token>
 #include <thread>
 
+#include "engine/run.h"
+#include "engine/thread_role.h"
+#include "lock/keys.h"
+#include "lock/quorum_lock.h"
+#include "lock/wait.h"
 #include "lock/waiters.h"
 #include "net/node_address.h"
 #include "node/node_set.h"
@@ -370,6 +378,218 @@ TEST_P(WaitingTest, WaiterEnteringWhileItsChannelIsDroppedStillHearsReleases) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Nodes, WaitingTest, ::testing::Values(1, 5), test::node_count_name);
+
+// The wait task with attempts scripted by the test (the seam Client::lock, async_lock and
+// Semaphore fill with real acquisitions), listening on one real server's channel.
+class WaitTaskTest : public ::testing::TestWithParam<lock::WaitOn> {
+ protected:
+  // Answers attempt n (from 1) with script(n); nullopt acquires.
+  class Scripted final : public lock::Attempts {
+   public:
+    explicit Scripted(std::function<std::optional<lock::Refusal>(int)> script)
+        : script_(std::move(script)) {}
+    engine::Task<std::optional<lock::Refusal>> attempt(lock::WriterWait) override {
+      if (engine::on_io_thread()) on_io_thread = true;
+      if (std::this_thread::get_id() != caller) off_caller_thread = true;
+      co_return script_(++count);
+    }
+    std::atomic<int> count{0};
+    // Where the attempts ran: a blocking wait makes every one on its caller's thread (the
+    // caller-driven fast path, thread-bound owners), an asio wait on the io thread.
+    const std::thread::id caller = std::this_thread::get_id();
+    std::atomic<bool> on_io_thread{false};
+    std::atomic<bool> off_caller_thread{false};
+
+   private:
+    std::function<std::optional<lock::Refusal>(int)> script_;
+  };
+
+  void SetUp() override {
+    DLOCK_REQUIRE_REDIS_OR_SKIP();
+    server_ = std::make_unique<test::RedisCluster>(1);
+    std::vector<net::NodeAddress> addresses{*net::parse_node_url(server_->urls()[0])};
+    rig_ = std::make_unique<Rig>(addresses);
+  }
+
+  lock::WaitPlan plan(std::chrono::milliseconds wait) {
+    lock::WaitPlan p;
+    p.deadline = Clock::now() + wait;
+    p.waits = wait.count() > 0;
+    p.name = "job";
+    p.timeout = lock::TimeoutText{"", "job", " still held after ", wait};
+    return p;
+  }
+
+  // Runs the wait as the parameter says: blocking on this thread, or started on the io thread.
+  Result<void> run(lock::WaitPlan p, Scripted& attempts, lock::WaitCancel& cancel) {
+    const lock::WaitContext context{GetParam(), rig_->waiters, rig_->lock, rig_->nodes.io()};
+    if (GetParam() == lock::WaitOn::caller_thread) {
+      return engine::run_sync(lock::wait_task(std::move(p), context, attempts, cancel));
+    }
+    std::promise<Result<void>> done;
+    rig_->nodes.post([&] {
+      engine::start(lock::wait_task(std::move(p), context, attempts, cancel),
+                    [&done](Result<void> r) { done.set_value(std::move(r)); });
+    });
+    return done.get_future().get();
+  }
+
+  static lock::Refusal held_for(std::chrono::milliseconds ttl) {
+    return lock::Refusal{Error(errc::lock_held, "held"), true, ttl, false};
+  }
+
+  const std::string channel_ = lock::release_channel("job");
+  // As in the client: the waiters come first, since the nodes' io thread calls them.
+  struct Rig {
+    explicit Rig(const std::vector<net::NodeAddress>& a)
+        : waiters(nodes, lock::Waiters::kLinger),
+          nodes(a, net::ConnectionOptions{}, 2s,
+                [this](const std::string& channel, const std::string& payload) {
+                  waiters.on_message(channel, payload);
+                }),
+          lock(nodes, 0.01) {}
+    lock::Waiters waiters;
+    node::NodeSet nodes;
+    lock::QuorumLock lock;
+  };
+  std::unique_ptr<test::RedisCluster> server_;
+  std::unique_ptr<Rig> rig_;
+};
+
+TEST_P(WaitTaskTest, AnAcquiringFirstAttemptNeverListens) {
+  Scripted attempts([](int) { return std::nullopt; });
+  lock::WaitCancel cancel;
+  EXPECT_TRUE(run(plan(10s), attempts, cancel));
+  EXPECT_EQ(attempts.count, 1);
+  EXPECT_FALSE(rig_->waiters.listening(channel_).subscribed);
+}
+
+TEST_P(WaitTaskTest, AFinalRefusalEndsAtOnceWithoutListening) {
+  Scripted attempts([](int) {
+    return lock::Refusal{Error(errc::invalid_argument, "bad"), false, std::nullopt, false};
+  });
+  lock::WaitCancel cancel;
+  auto r = run(plan(10s), attempts, cancel);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::invalid_argument));
+  EXPECT_EQ(attempts.count, 1);
+  EXPECT_FALSE(rig_->waiters.listening(channel_).subscribed);
+}
+
+TEST_P(WaitTaskTest, TheDeadlineEndsANapForTheHoldersTtl) {
+  // The holder's key lives a minute: only the deadline can end the nap.
+  Scripted attempts([](int) { return held_for(60s); });
+  lock::WaitCancel cancel;
+  const auto start = Clock::now();
+  auto r = run(plan(300ms), attempts, cancel);
+  const auto waited = Clock::now() - start;
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::wait_timeout)) << r.error().message();
+  EXPECT_EQ(r.error().summary(), "job still held after 300 ms");
+  EXPECT_GE(waited, 300ms);
+  EXPECT_LT(waited, 5s);
+  // The first attempt, one right after listening, one when the nap ended at the deadline.
+  EXPECT_GE(attempts.count, 2);
+  EXPECT_LE(attempts.count, 3);
+  EXPECT_EQ(rig_->waiters.listening(channel_).waiters, 0u);  // it left the channel
+}
+
+TEST_P(WaitTaskTest, NoQuorumRetriesEveryRetryDelayAndKeepsItsErrorPastTheDeadline) {
+  Scripted attempts([](int) {
+    return lock::Refusal{Error(errc::quorum_not_reached, "1 of 3"), false, std::nullopt, false};
+  });
+  lock::WaitCancel cancel;
+  auto p = plan(600ms);
+  p.nap.retry_delay = 20ms;
+  auto r = run(std::move(p), attempts, cancel);
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::quorum_not_reached)) << r.error().message();
+  // Naps of 20 to 40 ms over 600 ms: many attempts, where the holder's ttl would allow 3.
+  EXPECT_GE(attempts.count, 6);
+}
+
+TEST_P(WaitTaskTest, ACancellationMidNapEndsTheWaitAtOnce) {
+  Scripted attempts([](int) { return held_for(60s); });
+  lock::WaitCancel cancel;
+  auto canceller = std::async(std::launch::async, [&] {
+    // The second attempt came after listening: the wait is in its minute-long nap.
+    EXPECT_TRUE(eventually([&] { return attempts.count >= 2; }, 10s));
+    std::this_thread::sleep_for(200ms);
+    const auto asked = Clock::now();
+    cancel.cancel();
+    return asked;
+  });
+  auto r = run(plan(60s), attempts, cancel);
+  const auto ended = Clock::now();
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::cancelled)) << r.error().message();
+  EXPECT_LT(ended - canceller.get(), 2s);
+  EXPECT_EQ(attempts.count, 2);
+  EXPECT_EQ(rig_->waiters.listening(channel_).waiters, 0u);
+}
+
+TEST_P(WaitTaskTest, ACancellationDuringTheGraceMakesNoAttempt) {
+  Scripted attempts([](int) { return std::nullopt; });
+  lock::WaitCancel cancel;
+  auto p = plan(60s);
+  p.hold_back_until = Clock::now() + 30s;
+  auto canceller = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(200ms);
+    cancel.cancel();
+  });
+  const auto start = Clock::now();
+  auto r = run(std::move(p), attempts, cancel);
+  canceller.get();
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().is(errc::cancelled));
+  EXPECT_LT(Clock::now() - start, 5s);
+  EXPECT_EQ(attempts.count, 0);
+}
+
+TEST_P(WaitTaskTest, TheGraceRunsItsWholeTimeThenTheAttemptIsMade) {
+  Scripted attempts([](int) { return std::nullopt; });
+  lock::WaitCancel cancel;
+  auto p = plan(60s);
+  p.hold_back_until = Clock::now() + 200ms;
+  const auto start = Clock::now();
+  EXPECT_TRUE(run(std::move(p), attempts, cancel));
+  EXPECT_GE(Clock::now() - start, 200ms);
+  EXPECT_EQ(attempts.count, 1);
+}
+
+TEST_P(WaitTaskTest, AReleaseMessageEndsTheNapLongBeforeTheHoldersTtl) {
+  // Held (a minute to live) until the test publishes a release; then the lock is free.
+  std::atomic<bool> released{false};
+  Scripted attempts([&](int) -> std::optional<lock::Refusal> {
+    if (released) return std::nullopt;
+    return held_for(60s);
+  });
+  lock::WaitCancel cancel;
+  auto releaser = std::async(std::launch::async, [&] {
+    EXPECT_TRUE(eventually([&] { return attempts.count >= 2; }, 10s));
+    std::this_thread::sleep_for(100ms);
+    released = true;
+    (*server_)[0].command({"PUBLISH", channel_, "released"});
+  });
+  const auto start = Clock::now();
+  EXPECT_TRUE(run(plan(30s), attempts, cancel));
+  releaser.get();
+  EXPECT_LT(Clock::now() - start, 10s);
+  EXPECT_EQ(attempts.count, 3);
+  EXPECT_EQ(rig_->waiters.listening(channel_).waiters, 0u);
+  if (GetParam() == lock::WaitOn::caller_thread) {
+    EXPECT_FALSE(attempts.off_caller_thread) << "the wait moved to another thread";
+  } else {
+    EXPECT_TRUE(attempts.on_io_thread);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Drivers, WaitTaskTest,
+                         ::testing::Values(lock::WaitOn::caller_thread, lock::WaitOn::io_thread),
+                         [](const ::testing::TestParamInfo<lock::WaitOn>& param) {
+                           return param.param == lock::WaitOn::caller_thread ? "CallerThread"
+                                                                             : "IoThread";
+                         });
 
 }  // namespace
 }  // namespace dlock

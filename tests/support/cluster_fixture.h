@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "support/lock_clients.h"
 #include "support/redis_server.h"
 
 namespace dlock::test {
@@ -30,16 +31,10 @@ class ClusterTest : public ::testing::TestWithParam<int> {
     return std::move(c).value();
   }
   static LockOptions renewed(std::chrono::milliseconds ttl, std::string owner = {}) {
-    LockOptions o;
-    o.ttl = ttl;
-    o.auto_renew = true;
-    if (!owner.empty()) o.owner = OwnerToken(std::move(owner));
-    return o;
+    return test::renewed(ttl, std::move(owner));
   }
   static LockOptions fixed(std::chrono::milliseconds ttl, std::string owner = {}) {
-    LockOptions o = renewed(ttl, std::move(owner));
-    o.auto_renew = false;
-    return o;
+    return test::fixed(ttl, std::move(owner));
   }
   std::size_t nodes_with(const std::string& key) {
     std::size_t n = 0;

@@ -67,27 +67,7 @@ void RedisServer::resume() {
 }
 
 ReplyPtr RedisServer::command(const std::vector<std::string>& args, int db) const {
-  timeval tv{2, 0};
-  redisContext* c = redisConnectWithTimeout("127.0.0.1", port(), tv);
-  if (c == nullptr || c->err != 0) {
-    if (c != nullptr) redisFree(c);
-    return nullptr;
-  }
-  redisSetTimeout(c, tv);
-  if (!options_.password.empty()) {
-    freeReplyObject(redisCommand(c, "AUTH %s", options_.password.c_str()));
-  }
-  if (db != 0) freeReplyObject(redisCommand(c, "SELECT %d", db));
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (const auto& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  auto* r = static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lens.data()));
-  redisFree(c);
-  return ReplyPtr(r);
+  return cli::redis_command(port(), options_.password, args, db, std::chrono::seconds(2));
 }
 
 bool RedisServer::exists(const std::string& key) const {

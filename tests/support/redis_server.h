@@ -14,14 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "redis_command.h"
 #include "redis_process.h"
 
 namespace dlock::test {
 
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+using ReplyPtr = cli::RedisReply;
 
 struct ServerOptions {
   bool persist = false;                 // appendonly yes, appendfsync always

@@ -37,7 +37,7 @@ bool SentinelSet::replicated(std::size_t i) const {
 
 ReplyPtr SentinelSet::command(std::size_t i, const std::vector<std::string>& args) const {
   if (!set_->server(i).running()) return nullptr;
-  return ReplyPtr(cli::redis_command(set_->server(i).port(), password_, args).release());
+  return cli::redis_command(set_->server(i).port(), password_, args);
 }
 
 }  // namespace dlock::test

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "node/slots.h"
+#include "redis_command.h"
 #include "support/replication.h"
 
 namespace dlock::test {
@@ -36,24 +37,8 @@ ShardedCluster::~ShardedCluster() {
 
 ReplyPtr ShardedCluster::command(std::size_t i, const std::vector<std::string>& args) const {
   if (!cluster_->server(i).running()) return nullptr;
-  timeval tv{2, 0};
-  redisContext* c = redisConnectWithTimeout("127.0.0.1", cluster_->server(i).port(), tv);
-  if (c == nullptr || c->err != 0) {
-    if (c != nullptr) redisFree(c);
-    return nullptr;
-  }
-  redisSetTimeout(c, tv);
-  if (!password_.empty()) freeReplyObject(redisCommand(c, "AUTH %s", password_.c_str()));
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (const auto& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  auto* r = static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(args.size()), argv.data(), lens.data()));
-  redisFree(c);
-  return ReplyPtr(r);
+  return cli::redis_command(cluster_->server(i).port(), password_, args, 0,
+                            std::chrono::seconds(2));
 }
 
 std::string ShardedCluster::id(std::size_t i) const {

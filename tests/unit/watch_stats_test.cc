@@ -21,7 +21,7 @@ NodeLockState answered(std::uint64_t fence, bool held, std::size_t queued = 0) {
 NodeLockState unreachable() {
   NodeLockState n;
   n.node = "redis://b:2";
-  n.error = "cannot connect";
+  n.error = NodeError{n.node, make_error_code(errc::io_error), "cannot connect"};
   return n;
 }
 

@@ -186,6 +186,253 @@ struct FaultNote {
   std::string effect;
 };
 
+// ---- workers: one process each, and a thread reading its reports -----------------------------
+
+// SIGTERM to every worker (SIGCONT first: one may still be paused), SIGKILL after 10 s; then
+// the readers have read everything.
+void stop_workers(std::vector<Worker>& workers) {
+  for (auto& w : workers) {
+    if (w.pid > 0) {
+      kill(w.pid, SIGCONT);
+      kill(w.pid, SIGTERM);
+    }
+  }
+  const auto stop_by = Clock::now() + std::chrono::seconds(10);
+  for (auto& w : workers) {
+    if (w.pid <= 0) continue;
+    int status = 0;
+    while (waitpid(w.pid, &status, WNOHANG) == 0) {
+      if (Clock::now() > stop_by) {
+        kill(w.pid, SIGKILL);
+        waitpid(w.pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  }
+  for (auto& w : workers) {
+    if (w.reader.joinable()) w.reader.join();
+  }
+}
+
+// Empty if the workers could not be started.
+std::vector<Worker> start_workers(const DemoFlags& flags, const std::string& resource,
+                                  const std::string& lock_nodes, History& history) {
+  std::vector<Worker> workers(static_cast<std::size_t>(flags.workers));
+  for (int i = 0; i < flags.workers; ++i) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+      stop_workers(workers);
+      return {};
+    }
+    auto& w = workers[static_cast<std::size_t>(i)];
+    w.pid = spawn_worker(i + 1, flags.ttl, resource, lock_nodes, fds[1]);
+    close(fds[1]);
+    w.reader = std::thread(read_worker, fds[0], std::ref(history));
+  }
+  return workers;
+}
+
+// ---- faults: injected on a schedule while the workers run -------------------------------------
+
+class Faults {
+ public:
+  Faults(Sandbox& nodes, Client& client, History& history, const std::vector<Worker>& workers,
+         milliseconds ttl)
+      : nodes_(nodes), client_(client), history_(history), workers_(workers), ttl_(ttl) {}
+
+  // Injects the next fault once its share of the run (`t` of `total_s` seconds) has come.
+  void at(double t, double total_s) {
+    if (step_ == 0 && t >= 0.2 * total_s) {
+      kill_two(t);
+    } else if (step_ == 1 && t >= 0.4 * total_s) {
+      pause_holder(t);
+    } else if (step_ == 2 && t >= 0.6 * total_s) {
+      restart_empty(3, t, " (until every lock it may have lost has expired)");
+    } else if (step_ == 3 && t >= 0.75 * total_s) {
+      restart_empty(4, t, "");
+    } else {
+      return;
+    }
+    ++step_;
+  }
+  std::vector<FaultNote>& notes() { return notes_; }
+
+ private:
+  void kill_two(double t) {
+    nodes_.node(3).kill9();
+    nodes_.node(4).kill9();
+    at_kill_ = history_.size();
+    std::cout << "  fault: kill -9 nodes 4 and 5 (quorum 3 of 5 still reachable)" << std::endl;
+    notes_.push_back({t, "kill -9 nodes 4, 5", ""});
+  }
+
+  // Pauses a holder between its read and its write, for twice the ttl.
+  void pause_holder(double t) {
+    notes_[0].effect =
+        std::to_string(history_.size() - at_kill_) + " acquisitions so far with 2 of 5 nodes down";
+    const pid_t victim = workers_[0].pid;
+    kill(victim, SIGUSR1);
+    const auto asked = Clock::now();
+    while (history_.paused_token() == 0 && Clock::now() - asked < std::chrono::seconds(5)) {
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    const std::uint64_t token = history_.paused_token();
+    const auto before = history_.size();
+    std::this_thread::sleep_for(ttl_ * 2);
+    const auto during = history_.size() - before;
+    kill(victim, SIGCONT);
+    std::cout << "  fault: worker 1 stopped (SIGSTOP) for " << (ttl_ * 2).count()
+              << " ms while holding the lock with token " << token << "; others took it " << during
+              << " times meanwhile" << std::endl;
+    notes_.push_back(
+        {t, "pause worker 1 past its ttl (SIGSTOP " + std::to_string((ttl_ * 2).count()) + " ms)",
+         std::to_string(during) + " acquisitions by others during the pause"});
+  }
+
+  void restart_empty(std::size_t i, double t, const char* why) {
+    (void)nodes_.node(i).restart(/*keep_data=*/false);
+    const std::int64_t q = quarantine_of(i);
+    const std::string node = "node " + std::to_string(i + 1);
+    std::cout << "  fault: " << node << " restarted empty; kept out of quorums for " << q << " ms"
+              << why << std::endl;
+    notes_.push_back({t, "restart " + node + " empty",
+                      "kept out of quorums for " + std::to_string(q) + " ms, then votes again"});
+  }
+
+  // How long node i is kept out of quorums, as soon as the client has greeted its new process.
+  std::int64_t quarantine_of(std::size_t i) {
+    std::int64_t q = 0;
+    const auto until = Clock::now() + std::chrono::seconds(2);
+    while (q == 0 && Clock::now() < until) {
+      auto status = client_.status(kLockName);
+      if (status && !status->nodes[i].error) q = status->nodes[i].quarantine.count();
+      if (q == 0) std::this_thread::sleep_for(milliseconds(20));
+    }
+    return q;
+  }
+
+  Sandbox& nodes_;
+  Client& client_;
+  History& history_;
+  const std::vector<Worker>& workers_;
+  const milliseconds ttl_;
+  int step_ = 0;
+  std::size_t at_kill_ = 0;
+  std::vector<FaultNote> notes_;
+};
+
+// Runs the workers for `total_s` seconds with the faults, and a progress line every second.
+void run_schedule(Sandbox& nodes, History& history, Faults& faults, double total_s,
+                  Clock::time_point start) {
+  auto seconds_since_start = [&] {
+    return std::chrono::duration<double>(Clock::now() - start).count();
+  };
+  double next_progress = 1.0;
+  while (seconds_since_start() < total_s) {
+    const double t = seconds_since_start();
+    if (t >= next_progress) {
+      std::size_t up = 0;
+      for (std::size_t i = 0; i < 5; ++i) up += nodes.node(i).running() ? 1 : 0;
+      std::cout << "[" << std::setw(5) << fixed(t) << "s] " << std::setw(6) << history.size()
+                << " acquisitions, last token " << history.last_token() << ", lock nodes up " << up
+                << "/5" << std::endl;
+      next_progress = static_cast<double>(static_cast<int>(t)) + 1.0;
+    }
+    faults.at(t, total_s);
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+}
+
+// ---- history: what the workers reported, checked --------------------------------------------
+
+struct Verdict {
+  std::size_t acquisitions = 0;
+  std::size_t accepted = 0;
+  std::size_t refused = 0;
+  std::size_t violations = 0;
+  long counter = 0;
+  std::vector<double> handoffs;  // ms from a release to a waiting worker's acquisition
+  std::vector<double> waits;     // ms each worker waited
+  bool paused_write_refused = false;
+};
+
+// No two accepted critical sections overlap, and the counter equals the accepted writes.
+Verdict check_history(std::vector<Cycle> cycles, long counter) {
+  std::sort(cycles.begin(), cycles.end(),
+            [](const Cycle& a, const Cycle& b) { return a.acquired_ns < b.acquired_ns; });
+  Verdict v;
+  v.acquisitions = cycles.size();
+  v.counter = counter;
+  const Cycle* previous_accepted = nullptr;
+  for (std::size_t k = 0; k < cycles.size(); ++k) {
+    const Cycle& c = cycles[k];
+    v.waits.push_back(ms_of(c.acquired_ns - c.wait_ns));
+    if (k > 0 && c.wait_ns < cycles[k - 1].released_ns &&
+        c.acquired_ns >= cycles[k - 1].released_ns) {
+      v.handoffs.push_back(ms_of(c.acquired_ns - cycles[k - 1].released_ns));
+    }
+    v.paused_write_refused = v.paused_write_refused || (c.paused && c.written == 0);
+    if (c.written == 1) {
+      ++v.accepted;
+      if (previous_accepted != nullptr && c.acquired_ns < previous_accepted->released_ns) {
+        ++v.violations;
+      }
+      previous_accepted = &c;
+    } else if (c.written == 0) {
+      ++v.refused;
+    }
+  }
+  if (counter != static_cast<long>(v.accepted)) ++v.violations;  // a lost or doubled update
+  return v;
+}
+
+// ---- report -----------------------------------------------------------------------------------
+
+void print_summary(const Verdict& v, int workers, double secs, int errors) {
+  std::cout << "\n+----------------------------------------------------------------------+\n";
+  std::cout << "| dlock demo summary                                                   |\n";
+  std::cout << "+----------------------------------------------------------------------+\n";
+  auto row = [](const std::string& k, const std::string& value) {
+    std::cout << "  " << std::left << std::setw(26) << k << value << "\n";
+  };
+  row("acquisitions", std::to_string(v.acquisitions) + " in " + fixed(secs) + " s (" +
+                          std::to_string(workers) + " workers)");
+  row("hand-off p50 / p99",
+      fixed(percentile(v.handoffs, 0.5), 2) + " ms / " + fixed(percentile(v.handoffs, 0.99), 2) +
+          " ms (" + std::to_string(v.handoffs.size()) + " hand-offs to a waiting worker)");
+  row("wait p50 / p99 / max", fixed(percentile(v.waits, 0.5)) + " / " +
+                                  fixed(percentile(v.waits, 0.99)) + " / " +
+                                  fixed(percentile(v.waits, 1.0)) + " ms");
+  row("accepted writes", std::to_string(v.accepted));
+  row("counter", std::to_string(v.counter) + (v.counter == static_cast<long>(v.accepted)
+                                                  ? " (= accepted writes: no lost update)"
+                                                  : " (MISMATCH)"));
+  row("late writes refused", std::to_string(v.refused) + " (by the fencing check)");
+  row("lock errors", std::to_string(errors) + " (waits that ended without the lock)");
+  row("VIOLATIONS", std::to_string(v.violations));
+}
+
+int print_report(const Verdict& v, std::vector<FaultNote> notes, std::uint64_t paused_token,
+                 int workers, double secs, int errors) {
+  if (notes.size() > 1) {
+    notes[1].effect += v.paused_write_refused
+                           ? "; its late write (token " + std::to_string(paused_token) +
+                                 ") was refused by the fencing check"
+                           : "; its write was not refused";
+  }
+  print_summary(v, workers, secs, errors);
+  std::cout << "  faults:\n";
+  for (const auto& n : notes) {
+    std::cout << "    t=" << std::right << std::setw(5) << fixed(n.at_s) << "s  " << n.what << "\n"
+              << "              -> " << n.effect << "\n";
+  }
+  std::cout << (v.violations == 0
+                    ? "OK: mutual exclusion held; the paused holder's write was fenced off\n"
+                    : "FAIL: violations found\n");
+  return v.violations == 0 ? kExitOk : 1;
+}
+
 }  // namespace
 
 CLI::App* add_demo_worker_command(CLI::App& app, DemoWorkerFlags& flags) {
@@ -286,13 +533,12 @@ int demo_command(const DemoFlags& flags) {
   }
   Sandbox& nodes = **sandbox;
   const std::string resource = nodes.node(5).url();
-  std::string lock_nodes;
-  for (std::size_t i = 0; i < 5; ++i) lock_nodes += (i ? "," : "") + nodes.node(i).url();
-  std::cout << "lock nodes: " << lock_nodes << "\nresource:   " << resource << "\n\n";
-
   ClientOptions options;
   for (std::size_t i = 0; i < 5; ++i) options.nodes.push_back(nodes.node(i).url());
   options.node_timeout = milliseconds(100);
+  std::string lock_nodes;
+  for (const auto& url : options.nodes) lock_nodes += (lock_nodes.empty() ? "" : ",") + url;
+  std::cout << "lock nodes: " << lock_nodes << "\nresource:   " << resource << "\n\n";
   auto client = Client::create(options);
   auto store = FencedStore::connect(resource);
   if (!client || !store) {
@@ -302,189 +548,19 @@ int demo_command(const DemoFlags& flags) {
   (void)client->status(kLockName);  // greets the nodes: they now know each other's identity
 
   History history;
-  std::vector<Worker> workers(static_cast<std::size_t>(flags.workers));
-  for (int i = 0; i < flags.workers; ++i) {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) return kExitUnavailable;
-    auto& w = workers[static_cast<std::size_t>(i)];
-    w.pid = spawn_worker(i + 1, flags.ttl, resource, lock_nodes, fds[1]);
-    close(fds[1]);
-    w.reader = std::thread(read_worker, fds[0], std::ref(history));
-  }
-
-  // How long node i is kept out of quorums, as soon as the client has greeted its new process.
-  auto quarantine_of = [&](std::size_t i) {
-    std::int64_t q = 0;
-    const auto until = Clock::now() + std::chrono::seconds(2);
-    while (q == 0 && Clock::now() < until) {
-      auto status = client->status(kLockName);
-      if (status && !status->nodes[i].error) q = status->nodes[i].quarantine.count();
-      if (q == 0) std::this_thread::sleep_for(milliseconds(20));
-    }
-    return q;
-  };
-  std::vector<FaultNote> notes;
+  std::vector<Worker> workers = start_workers(flags, resource, lock_nodes, history);
+  if (workers.empty()) return kExitUnavailable;
+  Faults faults(nodes, *client, history, workers, *ttl);
   const auto start = Clock::now();
-  auto seconds_since_start = [&] {
-    return std::chrono::duration<double>(Clock::now() - start).count();
-  };
-  const double total_s = std::chrono::duration<double>(*duration).count();
-  int step = 0;
-  std::size_t at_kill = 0;
-  double next_progress = 1.0;
-  while (seconds_since_start() < total_s) {
-    const double t = seconds_since_start();
-    if (t >= next_progress) {
-      std::size_t up = 0;
-      for (std::size_t i = 0; i < 5; ++i) up += nodes.node(i).running() ? 1 : 0;
-      std::cout << "[" << std::setw(5) << fixed(t) << "s] " << std::setw(6) << history.size()
-                << " acquisitions, last token " << history.last_token() << ", lock nodes up " << up
-                << "/5" << std::endl;
-      next_progress = static_cast<double>(static_cast<int>(t)) + 1.0;
-    }
-    if (step == 0 && t >= 0.2 * total_s) {
-      nodes.node(3).kill9();
-      nodes.node(4).kill9();
-      at_kill = history.size();
-      std::cout << "  fault: kill -9 nodes 4 and 5 (quorum 3 of 5 still reachable)" << std::endl;
-      notes.push_back({t, "kill -9 nodes 4, 5", ""});
-      ++step;
-    } else if (step == 1 && t >= 0.4 * total_s) {
-      notes[0].effect =
-          std::to_string(history.size() - at_kill) + " acquisitions so far with 2 of 5 nodes down";
-      // Pause a holder between its read and its write, for twice the ttl.
-      const pid_t victim = workers[0].pid;
-      kill(victim, SIGUSR1);
-      const auto asked = Clock::now();
-      while (history.paused_token() == 0 && Clock::now() - asked < std::chrono::seconds(5)) {
-        std::this_thread::sleep_for(milliseconds(5));
-      }
-      const std::uint64_t token = history.paused_token();
-      const auto before = history.size();
-      std::this_thread::sleep_for(*ttl * 2);
-      const auto during = history.size() - before;
-      kill(victim, SIGCONT);
-      std::cout << "  fault: worker 1 stopped (SIGSTOP) for " << (*ttl * 2).count()
-                << " ms while holding the lock with token " << token << "; others took it "
-                << during << " times meanwhile" << std::endl;
-      notes.push_back(
-          {t, "pause worker 1 past its ttl (SIGSTOP " + std::to_string((*ttl * 2).count()) + " ms)",
-           std::to_string(during) + " acquisitions by others during the pause"});
-      ++step;
-    } else if (step == 2 && t >= 0.6 * total_s) {
-      (void)nodes.node(3).restart(/*keep_data=*/false);
-      const std::int64_t q = quarantine_of(3);
-      std::cout << "  fault: node 4 restarted empty; kept out of quorums for " << q
-                << " ms (until every lock it may have lost has expired)" << std::endl;
-      notes.push_back({t, "restart node 4 empty",
-                       "kept out of quorums for " + std::to_string(q) + " ms, then votes again"});
-      ++step;
-    } else if (step == 3 && t >= 0.75 * total_s) {
-      (void)nodes.node(4).restart(/*keep_data=*/false);
-      const std::int64_t q = quarantine_of(4);
-      std::cout << "  fault: node 5 restarted empty; kept out of quorums for " << q << " ms"
-                << std::endl;
-      notes.push_back({t, "restart node 5 empty",
-                       "kept out of quorums for " + std::to_string(q) + " ms, then votes again"});
-      ++step;
-    }
-    std::this_thread::sleep_for(milliseconds(50));
-  }
+  run_schedule(nodes, history, faults, std::chrono::duration<double>(*duration).count(), start);
+  stop_workers(workers);
 
-  for (auto& w : workers) {
-    if (w.pid > 0) {
-      kill(w.pid, SIGCONT);
-      kill(w.pid, SIGTERM);
-    }
-  }
-  const auto stop_by = Clock::now() + std::chrono::seconds(10);
-  for (auto& w : workers) {
-    if (w.pid <= 0) continue;
-    int status = 0;
-    while (waitpid(w.pid, &status, WNOHANG) == 0) {
-      if (Clock::now() > stop_by) {
-        kill(w.pid, SIGKILL);
-        waitpid(w.pid, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(milliseconds(10));
-    }
-  }
-  for (auto& w : workers) {
-    if (w.reader.joinable()) w.reader.join();
-  }
-
-  // ---- check the history ----
-  std::vector<Cycle> cycles = history.cycles();
-  std::sort(cycles.begin(), cycles.end(),
-            [](const Cycle& a, const Cycle& b) { return a.acquired_ns < b.acquired_ns; });
-  std::size_t accepted = 0;
-  std::size_t refused = 0;
-  std::size_t violations = 0;
-  const Cycle* previous_accepted = nullptr;
-  std::vector<double> handoffs;
-  std::vector<double> waits;
-  for (std::size_t k = 0; k < cycles.size(); ++k) {
-    const Cycle& c = cycles[k];
-    waits.push_back(ms_of(c.acquired_ns - c.wait_ns));
-    if (k > 0 && c.wait_ns < cycles[k - 1].released_ns &&
-        c.acquired_ns >= cycles[k - 1].released_ns) {
-      handoffs.push_back(ms_of(c.acquired_ns - cycles[k - 1].released_ns));
-    }
-    if (c.written == 1) {
-      ++accepted;
-      // Two accepted critical sections must never overlap.
-      if (previous_accepted != nullptr && c.acquired_ns < previous_accepted->released_ns) {
-        ++violations;
-      }
-      previous_accepted = &c;
-    } else if (c.written == 0) {
-      ++refused;
-    }
-  }
   auto final_value = store->read(kLockName);
   const long counter = final_value && *final_value ? std::stol(**final_value) : 0;
-  if (counter != static_cast<long>(accepted)) ++violations;  // a lost or doubled update
-  if (notes.size() > 1) {
-    const std::uint64_t paused_token = history.paused_token();
-    bool caught = false;
-    for (const auto& c : cycles) caught = caught || (c.paused && c.written == 0);
-    notes[1].effect += caught ? "; its late write (token " + std::to_string(paused_token) +
-                                    ") was refused by the fencing check"
-                              : "; its write was not refused";
-  }
-
-  const double secs = seconds_since_start();
-  std::cout << "\n+----------------------------------------------------------------------+\n";
-  std::cout << "| dlock demo summary                                                   |\n";
-  std::cout << "+----------------------------------------------------------------------+\n";
-  auto row = [](const std::string& k, const std::string& v) {
-    std::cout << "  " << std::left << std::setw(26) << k << v << "\n";
-  };
-  row("acquisitions", std::to_string(cycles.size()) + " in " + fixed(secs) + " s (" +
-                          std::to_string(flags.workers) + " workers)");
-  row("hand-off p50 / p99",
-      fixed(percentile(handoffs, 0.5), 2) + " ms / " + fixed(percentile(handoffs, 0.99), 2) +
-          " ms (" + std::to_string(handoffs.size()) + " hand-offs to a waiting worker)");
-  row("wait p50 / p99 / max", fixed(percentile(waits, 0.5)) + " / " +
-                                  fixed(percentile(waits, 0.99)) + " / " +
-                                  fixed(percentile(waits, 1.0)) + " ms");
-  row("accepted writes", std::to_string(accepted));
-  row("counter", std::to_string(counter) + (counter == static_cast<long>(accepted)
-                                                ? " (= accepted writes: no lost update)"
-                                                : " (MISMATCH)"));
-  row("late writes refused", std::to_string(refused) + " (by the fencing check)");
-  row("lock errors", std::to_string(history.errors()) + " (waits that ended without the lock)");
-  row("VIOLATIONS", std::to_string(violations));
-  std::cout << "  faults:\n";
-  for (const auto& n : notes) {
-    std::cout << "    t=" << std::right << std::setw(5) << fixed(n.at_s) << "s  " << n.what << "\n"
-              << "              -> " << n.effect << "\n";
-  }
-  std::cout << (violations == 0
-                    ? "OK: mutual exclusion held; the paused holder's write was fenced off\n"
-                    : "FAIL: violations found\n");
-  return violations == 0 ? kExitOk : 1;
+  const Verdict verdict = check_history(history.cycles(), counter);
+  return print_report(verdict, faults.notes(), history.paused_token(), flags.workers,
+                      std::chrono::duration<double>(Clock::now() - start).count(),
+                      history.errors());
 }
 
 }  // namespace dlock::cli

@@ -5,6 +5,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,9 +18,11 @@ struct RedisReplyDeleter {
 };
 using RedisReply = std::unique_ptr<redisReply, RedisReplyDeleter>;
 
-// Sends `args` to 127.0.0.1:port on a fresh connection (AUTH first if `password` is set), with a
-// one second timeout; null if the server does not answer.
+// Sends `args` to 127.0.0.1:port on a fresh connection (AUTH first if `password` is set, then
+// SELECT `db` unless 0), each step within `timeout`; null if the server does not answer. The
+// tests' support (tests/support) sends its commands through this too.
 RedisReply redis_command(std::uint16_t port, const std::string& password,
-                         const std::vector<std::string>& args);
+                         const std::vector<std::string>& args, int db = 0,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(1));
 
 }  // namespace dlock::cli

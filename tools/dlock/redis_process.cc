@@ -139,16 +139,7 @@ std::string RedisProcess::url() const {
          "://127.0.0.1:" + std::to_string(options_.port);
 }
 
-Result<void> RedisProcess::start() {
-  if (!redis_server_available()) {
-    return Error(errc::invalid_argument,
-                 "'" + redis_server_binary() + "' not found: " + kInstallHint);
-  }
-  if (options_.port == 0) options_.port = free_loopback_port();
-  if (try_bind(options_.port) == 0) {
-    return Error(errc::invalid_argument, "port " + std::to_string(options_.port) +
-                                             " on 127.0.0.1 is in use: " + std::strerror(errno));
-  }
+std::vector<std::string> RedisProcess::server_args() const {
   std::vector<std::string> args{redis_server_binary()};
   if (!options_.config_file.empty()) args.push_back(options_.config_file.string());
   if (options_.sentinel) args.push_back("--sentinel");
@@ -165,6 +156,20 @@ Result<void> RedisProcess::start() {
     args.insert(args.end(), {"--appendfsync", options_.fsync_always ? "always" : "everysec"});
   }
   args.insert(args.end(), options_.extra_args.begin(), options_.extra_args.end());
+  return args;
+}
+
+Result<void> RedisProcess::start() {
+  if (!redis_server_available()) {
+    return Error(errc::invalid_argument,
+                 "'" + redis_server_binary() + "' not found: " + kInstallHint);
+  }
+  if (options_.port == 0) options_.port = free_loopback_port();
+  if (try_bind(options_.port) == 0) {
+    return Error(errc::invalid_argument, "port " + std::to_string(options_.port) +
+                                             " on 127.0.0.1 is in use: " + std::strerror(errno));
+  }
+  std::vector<std::string> args = server_args();
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -189,6 +194,10 @@ Result<void> RedisProcess::start() {
     execvpe(argv[0], argv.data(), envp.data());
     _exit(127);
   }
+  return wait_until_answering();
+}
+
+Result<void> RedisProcess::wait_until_answering() {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < until) {
     int status = 0;

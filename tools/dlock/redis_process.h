@@ -57,6 +57,10 @@ class RedisProcess {
 
  private:
   bool answers() const;
+  // The command line of the server, from the options.
+  std::vector<std::string> server_args() const;
+  // After the fork: until it answers PING, it exits (an error) or 10 s pass (it is killed).
+  Result<void> wait_until_answering();
 
   const std::filesystem::path dir_;
   RedisProcessOptions options_;

@@ -61,6 +61,90 @@ int release_by_owner(const ReleaseFlags& flags, const std::string& owner) {
   return released.error().is(errc::invalid_argument) ? kExitUsage : kExitUnavailable;
 }
 
+// The locks to clear: a semaphore is its slots, each an ordinary lock (dlock/semaphore.h).
+std::vector<std::string> names_to_clear(Client& client, const ReleaseFlags& flags) {
+  if (flags.permits == 0) return {flags.name};
+  const Semaphore semaphore(client, flags.name, flags.permits);
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < flags.permits; ++i) names.push_back(semaphore.slot_name(i));
+  return names;
+}
+
+struct Seen {
+  std::size_t present = 0;  // keys found, over all nodes and names
+  std::size_t nodes = 0;
+};
+
+// Prints what each node holds under each name, for the operator to confirm.
+Result<Seen> show_holders(Client& client, const std::vector<std::string>& names) {
+  Seen seen;
+  for (const auto& name : names) {
+    auto status = client.status(name);
+    if (!status) return std::move(status).error();
+    seen.nodes = status->nodes.size();
+    for (const auto& n : status->nodes) {
+      if (n.error) continue;
+      if (n.kind != KeyKind::free) ++seen.present;
+      std::cout << (names.size() > 1 ? name + " on " : "") << n.node << ": " << to_string(n.kind);
+      for (const auto& holder : n.owners) std::cout << " " << holder.owner.str();
+      for (const auto& reader : n.readers) std::cout << " reader " << reader.owner.str();
+      std::cout << "\n";
+    }
+  }
+  return seen;
+}
+
+bool confirmed(const ReleaseFlags& flags, const Seen& seen) {
+  if (flags.yes) return true;
+  std::cout << "Release " << (flags.permits > 0 ? "semaphore" : "lock") << " '" << flags.name
+            << "' on all " << seen.nodes << " nodes (present " << seen.present << " times)? [y/N] "
+            << std::flush;
+  std::string answer;
+  return std::getline(std::cin, answer) && (answer == "y" || answer == "Y" || answer == "yes");
+}
+
+int clear(Client& client, const std::vector<std::string>& names, bool foreign) {
+  for (const auto& name : names) {
+    auto report = client.force_release(name, foreign);
+    if (!report) {
+      std::cerr << "dlock: " << report.error().message() << "\n";
+      return kExitUsage;
+    }
+    std::size_t answered = 0;
+    for (const auto& r : *report) {
+      std::cout << (names.size() > 1 ? name + " on " : "") << r.node << ": "
+                << (r.error ? "error: " + r.error->reason : std::string(to_string(*r.outcome)))
+                << "\n";
+      if (!r.error) ++answered;
+    }
+    if (answered < client.quorum()) {
+      std::cerr << "dlock: only " << answered << " of " << report->size()
+                << " nodes answered; the rest keep the key until its ttl ends\n";
+      return kExitUnavailable;
+    }
+  }
+  return kExitOk;
+}
+
+int force_release(const ReleaseFlags& flags) {
+  auto client = make_client(flags.connect);
+  if (!client) {
+    std::cerr << "dlock: " << client.error().message() << "\n";
+    return kExitUsage;
+  }
+  const std::vector<std::string> names = names_to_clear(*client, flags);
+  auto seen = show_holders(*client, names);
+  if (!seen) {
+    std::cerr << "dlock: " << seen.error().message() << "\n";
+    return kExitUsage;
+  }
+  if (!confirmed(flags, *seen)) {
+    std::cout << "not released\n";
+    return 1;
+  }
+  return clear(*client, names, flags.foreign);
+}
+
 }  // namespace
 
 int release_command(const ReleaseFlags& flags) {
@@ -70,73 +154,13 @@ int release_command(const ReleaseFlags& flags) {
     return kExitUsage;
   }
   if (flags.owner) return release_by_owner(flags, *flags.owner);
-  if (!flags.force) {
-    if (const char* env = std::getenv("DLOCK_OWNER"); env != nullptr) {
-      return release_by_owner(flags, env);
-    }
-    std::cerr << "dlock: release needs --owner TOKEN (the holder's, from dlock acquire) or "
-                 "--force (removes the lock whoever holds it)\n";
-    return kExitUsage;
+  if (flags.force) return force_release(flags);
+  if (const char* env = std::getenv("DLOCK_OWNER"); env != nullptr) {
+    return release_by_owner(flags, env);
   }
-  auto client = make_client(flags.connect);
-  if (!client) {
-    std::cerr << "dlock: " << client.error().message() << "\n";
-    return kExitUsage;
-  }
-  // A semaphore is its slots, each an ordinary lock (dlock/semaphore.h).
-  std::vector<std::string> names{flags.name};
-  if (flags.permits > 0) {
-    const Semaphore semaphore(*client, flags.name, flags.permits);
-    names.clear();
-    for (std::size_t i = 0; i < flags.permits; ++i) names.push_back(semaphore.slot_name(i));
-  }
-  std::size_t present = 0;
-  std::size_t nodes = 0;
-  for (const auto& name : names) {
-    auto status = client->status(name);
-    if (!status) {
-      std::cerr << "dlock: " << status.error().message() << "\n";
-      return kExitUsage;
-    }
-    nodes = status->nodes.size();
-    for (const auto& n : status->nodes) {
-      if (n.error) continue;
-      if (n.kind != KeyKind::free) ++present;
-      std::cout << (names.size() > 1 ? name + " on " : "") << n.node << ": " << to_string(n.kind);
-      for (const auto& holder : n.owners) std::cout << " " << holder.owner;
-      for (const auto& reader : n.readers) std::cout << " reader " << reader.owner;
-      std::cout << "\n";
-    }
-  }
-  if (!flags.yes) {
-    std::cout << "Release " << (flags.permits > 0 ? "semaphore" : "lock") << " '" << flags.name
-              << "' on all " << nodes << " nodes (present " << present << " times)? [y/N] "
-              << std::flush;
-    std::string answer;
-    if (!std::getline(std::cin, answer) || (answer != "y" && answer != "Y" && answer != "yes")) {
-      std::cout << "not released\n";
-      return 1;
-    }
-  }
-  for (const auto& name : names) {
-    auto report = client->force_release(name, flags.foreign);
-    if (!report) {
-      std::cerr << "dlock: " << report.error().message() << "\n";
-      return kExitUsage;
-    }
-    std::size_t answered = 0;
-    for (const auto& r : *report) {
-      std::cout << (names.size() > 1 ? name + " on " : "") << r.node << ": "
-                << (r.error ? "error: " + *r.error : std::string(to_string(*r.outcome))) << "\n";
-      if (!r.error) ++answered;
-    }
-    if (answered < client->quorum()) {
-      std::cerr << "dlock: only " << answered << " of " << report->size()
-                << " nodes answered; the rest keep the key until its ttl ends\n";
-      return kExitUnavailable;
-    }
-  }
-  return kExitOk;
+  std::cerr << "dlock: release needs --owner TOKEN (the holder's, from dlock acquire) or "
+               "--force (removes the lock whoever holds it)\n";
+  return kExitUsage;
 }
 
 }  // namespace dlock::cli

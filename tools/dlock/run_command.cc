@@ -181,8 +181,11 @@ CLI::App* add_run_command(CLI::App& app, RunFlags& flags) {
   return run;
 }
 
-int run_command(const RunFlags& given) {
-  RunFlags flags = given;
+namespace {
+
+// -c's command line becomes COMMAND; a usage error's exit status if COMMAND is missing or
+// given twice.
+std::optional<int> resolve_command(RunFlags& flags) {
   if (flags.shell_command) {
     if (!flags.command.empty()) {
       std::cerr << "dlock: run takes -c or a COMMAND after '--', not both\n";
@@ -198,52 +201,52 @@ int run_command(const RunFlags& given) {
     std::cerr << "dlock: run needs a COMMAND after '--' or -c (see dlock run --help)\n";
     return kExitUsage;
   }
-  auto ttl = parse_duration(flags.ttl);
-  auto wait = parse_duration(flags.wait);
-  auto kill_after = parse_duration(flags.kill_after);
-  for (const auto* d : {&ttl, &wait, &kill_after}) {
-    if (!*d) {
-      std::cerr << "dlock: " << d->error().message() << "\n";
-      return kExitUsage;
-    }
-  }
-  auto client = make_client(flags.connect);
-  if (!client) {
-    std::cerr << "dlock: " << client.error().message() << "\n";
-    return kExitUsage;
-  }
-  // The client's watchdog renews the lock every ttl/3 while the command runs, however long.
-  auto events = std::make_shared<Events>();
+  return std::nullopt;
+}
+
+// The lock's options, renewed by the client's watchdog every ttl/3 while the command runs,
+// however long; a loss is reported to `events`. A usage error's exit status if the flags do
+// not go together.
+Result<LockOptions> lock_options(const RunFlags& flags, milliseconds ttl,
+                                 const std::shared_ptr<Events>& events) {
   LockOptions options;
-  options.ttl = *ttl;
+  options.ttl = ttl;
   options.auto_renew = true;
   options.fair = flags.fair;
   if (auto guard = apply_replica_flags(flags.replicas, options); !guard) {
-    std::cerr << "dlock: " << guard.error().message() << "\n";
-    return kExitUsage;
+    return std::move(guard).error();
   }
   options.on_lost = [events](const Error& e) { events->lock_lost(e); };
   if (flags.shared && flags.fair) {
-    std::cerr << "dlock: --fair orders writers only; it cannot be used with --shared\n";
-    return kExitUsage;
+    return Error(errc::invalid_argument,
+                 "--fair orders writers only; it cannot be used with "
+                 "--shared");
   }
   if (flags.permits > 0 && flags.shared) {
-    std::cerr << "dlock: -n (a semaphore) cannot be used with --shared\n";
-    return kExitUsage;
+    return Error(errc::invalid_argument, "-n (a semaphore) cannot be used with --shared");
   }
-  auto lease = flags.permits > 0
-                   ? Semaphore(*client, flags.name, flags.permits, options).acquire_lease(*wait)
-               : flags.shared ? client->lock_shared(flags.name, *wait, options)
-                              : client->lock(flags.name, *wait, options);
-  if (!lease) {
-    std::cerr << "dlock: " << lease.error().message() << "\n";
-    return exit_for(lease.error(), flags.conflict_exit_code);
-  }
+  return options;
+}
 
+Result<Lease> acquire(Client& client, const RunFlags& flags, milliseconds wait,
+                      const LockOptions& options) {
+  if (flags.permits > 0) {
+    return Semaphore(client, flags.name, flags.permits, options).acquire_lease(wait);
+  }
+  return flags.shared ? client.lock_shared(flags.name, wait, options)
+                      : client.lock(flags.name, wait, options);
+}
+
+// Starts COMMAND with DLOCK_NAME, DLOCK_TOKEN and DLOCK_VALIDITY_MS in its environment, the
+// signals sent to dlock forwarded to it.
+struct Spawned {
+  pid_t pid = 0;
+  int error = 0;  // posix_spawn's error number; 0 if it started
+};
+Spawned spawn_command(std::vector<std::string> args, const Lease& lease) {
   std::vector<std::string> env_storage{
-      "DLOCK_NAME=" + lease->name(),
-      "DLOCK_TOKEN=" + std::to_string(lease->fencing_token().value()),
-      "DLOCK_VALIDITY_MS=" + std::to_string(lease->validity().count())};
+      "DLOCK_NAME=" + lease.name(), "DLOCK_TOKEN=" + std::to_string(lease.fencing_token().value()),
+      "DLOCK_VALIDITY_MS=" + std::to_string(lease.validity().count())};
   std::vector<char*> envp;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::strncmp(*e, "DLOCK_NAME=", 11) != 0 && std::strncmp(*e, "DLOCK_TOKEN=", 12) != 0 &&
@@ -253,7 +256,6 @@ int run_command(const RunFlags& given) {
   }
   for (auto& e : env_storage) envp.push_back(e.data());
   envp.push_back(nullptr);
-  std::vector<std::string> args = flags.command;
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -269,43 +271,87 @@ int run_command(const RunFlags& given) {
   pid_t pid = 0;
   const int rc = posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
   posix_spawnattr_destroy(&attr);
-  if (rc == 0) {
-    g_child = pid;
-    flush_pending();
-  }
-  if (rc != 0) {
-    std::cerr << "dlock: cannot run '" << args[0] << "': " << std::strerror(rc) << "\n";
-    (void)lease->unlock();
-    return rc == ENOENT ? kExitNotFound : kExitCannotExec;
-  }
+  if (rc != 0) return Spawned{0, rc};
+  g_child = pid;
+  flush_pending();
+  return Spawned{pid, 0};
+}
 
-  ChildWatch child(pid, events);
-  while (!events->wait_until(Clock::now() + std::chrono::seconds(1))) {
+// Waits for the command's exit. A lost lock first gets it SIGTERM, then SIGKILL after
+// `kill_after`.
+void supervise(pid_t pid, Events& events, milliseconds kill_after, const std::string& name) {
+  while (!events.wait_until(Clock::now() + std::chrono::seconds(1))) {
   }
-  if (auto lost = events->lost(); lost && !events->status()) {
-    std::cerr << "dlock: lost lock '" << flags.name << "': " << lost->message()
-              << "; sending SIGTERM to the command (SIGKILL in " << kill_after->count() << " ms)\n";
+  if (auto lost = events.lost(); lost && !events.status()) {
+    std::cerr << "dlock: lost lock '" << name << "': " << lost->message()
+              << "; sending SIGTERM to the command (SIGKILL in " << kill_after.count() << " ms)\n";
     kill(pid, SIGTERM);
     // The grace lets COMMAND run its clean-up; only its exit ends it early.
-    if (!events->wait_exit_until(Clock::now() + *kill_after)) {
-      std::cerr << "dlock: the command is still running " << kill_after->count()
+    if (!events.wait_exit_until(Clock::now() + kill_after)) {
+      std::cerr << "dlock: the command is still running " << kill_after.count()
                 << " ms after SIGTERM; sending SIGKILL\n";
       kill(pid, SIGKILL);
     }
   }
-  while (!events->status()) events->wait_until(Clock::now() + std::chrono::seconds(1));
+  while (!events.status()) events.wait_until(Clock::now() + std::chrono::seconds(1));
   g_child = 0;
-  const int status = *events->status();
-  const bool held = lease->is_held();
-  auto released = lease->unlock();
-  if (events->lost()) return kExitLockLost;
+}
+
+// Releases the lock; the command's exit status if the lock was held throughout.
+int finish(Lease& lease, Events& events, const std::string& name) {
+  const int status = *events.status();
+  const bool held = lease.is_held();
+  auto released = lease.unlock();
+  if (events.lost()) return kExitLockLost;
   if (!held || (!released && released.error().is(errc::lock_lost))) {
-    std::cerr << "dlock: lock '" << flags.name
+    std::cerr << "dlock: lock '" << name
               << "' expired before the command finished; it was not held throughout\n";
     return kExitLockLost;
   }
   if (!released) std::cerr << "dlock: warning: " << released.error().message() << "\n";
   return exit_status_of(status);
+}
+
+}  // namespace
+
+int run_command(const RunFlags& given) {
+  RunFlags flags = given;
+  if (auto usage = resolve_command(flags)) return *usage;
+  auto ttl = parse_duration(flags.ttl);
+  auto wait = parse_duration(flags.wait);
+  auto kill_after = parse_duration(flags.kill_after);
+  for (const auto* d : {&ttl, &wait, &kill_after}) {
+    if (!*d) {
+      std::cerr << "dlock: " << d->error().message() << "\n";
+      return kExitUsage;
+    }
+  }
+  auto client = make_client(flags.connect);
+  if (!client) {
+    std::cerr << "dlock: " << client.error().message() << "\n";
+    return kExitUsage;
+  }
+  auto events = std::make_shared<Events>();
+  auto options = lock_options(flags, *ttl, events);
+  if (!options) {
+    std::cerr << "dlock: " << options.error().message() << "\n";
+    return kExitUsage;
+  }
+  auto lease = acquire(*client, flags, *wait, *options);
+  if (!lease) {
+    std::cerr << "dlock: " << lease.error().message() << "\n";
+    return exit_for(lease.error(), flags.conflict_exit_code);
+  }
+  const Spawned spawned = spawn_command(flags.command, *lease);
+  if (spawned.error != 0) {
+    std::cerr << "dlock: cannot run '" << flags.command[0] << "': " << std::strerror(spawned.error)
+              << "\n";
+    (void)lease->unlock();
+    return spawned.error == ENOENT ? kExitNotFound : kExitCannotExec;
+  }
+  ChildWatch child(spawned.pid, events);
+  supervise(spawned.pid, *events, *kill_after, flags.name);
+  return finish(*lease, *events, flags.name);
 }
 
 }  // namespace dlock::cli

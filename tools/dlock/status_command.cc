@@ -21,7 +21,7 @@ nlohmann::json to_json(const LockStatus& s) {
     if (n.evicted_keys) j["evicted_keys"] = *n.evicted_keys;
     if (!n.never_votes.empty()) j["never_votes"] = n.never_votes;
     if (n.error) {
-      j["error"] = *n.error;
+      j["error"] = n.error->reason;
     } else {
       j["kind"] = to_string(n.kind);
       j["ttl_ms"] = n.ttl ? n.ttl->count() : -1;  // -1: none (free, or a foreign key's no expiry)
@@ -29,12 +29,12 @@ nlohmann::json to_json(const LockStatus& s) {
       j["queued"] = n.queued;
       nlohmann::json owners = nlohmann::json::array();
       for (const auto& [owner, hold] : n.owners) {
-        owners.push_back({{"owner", owner}, {"hold", hold}});
+        owners.push_back({{"owner", owner.str()}, {"hold", hold}});
       }
       j["owners"] = owners;
       nlohmann::json readers = nlohmann::json::array();
       for (const auto& r : n.readers) {
-        readers.push_back({{"owner", r.owner}, {"hold", r.hold}, {"ttl_ms", r.ttl.count()}});
+        readers.push_back({{"owner", r.owner.str()}, {"hold", r.hold}, {"ttl_ms", r.ttl.count()}});
       }
       j["readers"] = readers;
       j["writers_waiting"] = n.writers_waiting;
@@ -51,11 +51,11 @@ std::string holder_of(const NodeLockState& n) {
   std::string out;
   for (const auto& holder : n.owners) {
     if (!out.empty()) out += ", ";
-    out += holder.owner;
+    out += holder.owner.str();
   }
   for (const auto& reader : n.readers) {
     if (!out.empty()) out += ", ";
-    out += "reader " + reader.owner + " (" + std::to_string(reader.ttl.count()) + "ms)";
+    out += "reader " + reader.owner.str() + " (" + std::to_string(reader.ttl.count()) + "ms)";
   }
   if (n.writers_waiting > 0)
     out += "  [" + std::to_string(n.writers_waiting) + " writer(s) waiting]";
@@ -77,7 +77,7 @@ void print_table(const LockStatus& s) {
     std::cout << std::setw(width) << n.node;
     if (n.error) {
       std::cout << std::setw(9) << "error" << std::setw(10) << "-" << std::setw(18) << "-"
-                << std::setw(7) << "-" << *n.error << "\n";
+                << std::setw(7) << "-" << n.error->reason << "\n";
       continue;
     }
     const std::string ttl = n.ttl ? std::to_string(n.ttl->count()) + "ms" : "-";

@@ -27,8 +27,8 @@ std::string holder_line(const LockStatus& s) {
     ++answered;
     fence = std::max(fence, n.fence);
     if (n.kind == KeyKind::foreign) ++votes["(another library's key)"];
-    for (const auto& holder : n.owners) ++votes[holder.owner];
-    for (const auto& reader : n.readers) ++votes["reader " + reader.owner];
+    for (const auto& holder : n.owners) ++votes[holder.owner.str()];
+    for (const auto& reader : n.readers) ++votes["reader " + reader.owner.str()];
   }
   if (answered < s.quorum) return "unknown: fewer than a quorum of nodes answer";
   for (const auto& [holder, count] : votes) {

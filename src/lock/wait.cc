@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT
+#include "lock/wait.h"
+
+#include <algorithm>
+#include <random>
+
+#include "lock/keys.h"
+
+namespace dlock::lock {
+
+using std::chrono::milliseconds;
+
+bool retryable(const Error& e) {
+  return e.is(errc::lock_held) || e.is(errc::quorum_not_reached) || e.is(errc::timeout);
+}
+
+Refusal refusal_of(Refused refused) {
+  const bool held = refused.error.is(errc::lock_held);
+  return Refusal{std::move(refused.error), held, refused.holder_ttl, refused.writer_registered};
+}
+
+std::optional<Error> next_step(const Error& refused, bool cancelled, bool waits, bool out_of_time,
+                               const std::string& timeout_message) {
+  if (!retryable(refused)) return refused;
+  if (cancelled) return Error(errc::cancelled, "wait cancelled");
+  if (!waits || out_of_time) {
+    // Contention past the wait is the wait's own error; anything else (too few nodes) stays
+    // what it was, so callers can tell a busy lock from a broken cluster.
+    if (refused.is(errc::lock_held) && waits) {
+      return Error(errc::wait_timeout, timeout_message, refused.nodes());
+    }
+    return refused;
+  }
+  return std::nullopt;
+}
+
+milliseconds next_nap(const Refusal& last, bool lost_race, const WriterWait& writer,
+                      const NapPolicy& policy, milliseconds jitter) {
+  milliseconds nap =
+      last.contended && last.holder_ttl ? *last.holder_ttl + milliseconds(1) : policy.retry_delay;
+  if (policy.jitter_every_nap || lost_race || !last.holder_ttl) nap += jitter;
+  if (policy.queue_timeout) nap = std::min(nap, *policy.queue_timeout / 3);
+  if (writer.registered) nap = std::min(nap, writer.register_for / 3);
+  return nap;
+}
+
+milliseconds jitter(milliseconds base) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const auto b = std::max<milliseconds::rep>(base.count(), 1);
+  std::uniform_int_distribution<milliseconds::rep> dist(0, b);
+  return milliseconds(dist(rng));
+}
+
+std::string TimeoutText::str() const {
+  return before + subject + after + std::to_string(wait.count()) + " ms";
+}
+
+void WaitCancel::set(std::shared_ptr<Waiter> waiter) {
+  std::lock_guard lock(mu_);
+  waiter_ = std::move(waiter);
+  if (cancelled_ && waiter_) waiter_->cancel();
+}
+
+void WaitCancel::cancel() {
+  std::lock_guard lock(mu_);
+  cancelled_ = true;
+  if (waiter_) waiter_->cancel();
+}
+
+bool WaitCancel::cancelled() {
+  std::lock_guard lock(mu_);
+  return cancelled_;
+}
+
+namespace {
+
+Error cancelled_error() {
+  return Error(errc::cancelled, "wait cancelled");
+}
+
+// One wait's state. Its steps are Tasks; on the caller's thread none of them suspends.
+class Wait {
+ public:
+  Wait(WaitPlan plan, WaitContext context, Attempts& attempts, WaitCancel& cancel)
+      : plan_(std::move(plan)),
+        context_(context),
+        attempts_(attempts),
+        cancel_(cancel),
+        writer_(plan_.writer) {}
+
+  engine::Task<Result<void>> run();
+
+ private:
+  bool on_caller_thread() const { return context_.on == WaitOn::caller_thread; }
+  engine::Task<bool> hold_back(WaitClock::time_point until);
+  engine::Task<bool> listen();
+  engine::Task<bool> nap(const Refusal& last);
+  engine::Task<bool> sleep(std::shared_ptr<Waiter> waiter, WaitClock::time_point until);
+  engine::Task<bool> leave();
+
+  const WaitPlan plan_;
+  const WaitContext context_;
+  Attempts& attempts_;
+  WaitCancel& cancel_;
+  WriterWait writer_;               // the registration so far
+  std::shared_ptr<Waiter> waiter_;  // once listening
+  bool lost_race_ = false;          // the last nap was ended by a release, yet refused
+};
+
+engine::Task<Result<void>> Wait::run() {
+  if (plan_.hold_back_until) {
+    auto grace = hold_back(*plan_.hold_back_until);
+    (void)co_await std::move(grace);
+    if (cancel_.cancelled()) co_return cancelled_error();
+  }
+  auto first = attempts_.attempt(writer_);
+  std::optional<Refusal> refused = co_await std::move(first);
+  while (refused) {
+    writer_.registered = writer_.registered || refused->writer_registered;
+    const bool out_of_time = WaitClock::now() >= plan_.deadline;
+    std::optional<Error> final =
+        next_step(refused->error, cancel_.cancelled(), plan_.waits, out_of_time,
+                  plan_.waits && out_of_time ? plan_.timeout.str() : std::string());
+    if (!final) {
+      auto ready = waiter_ ? nap(*refused) : listen();
+      if (!co_await std::move(ready)) final = cancelled_error();
+    }
+    if (final) {
+      auto leaving = leave();
+      (void)co_await std::move(leaving);
+      co_return std::move(*final);
+    }
+    waiter_->reset();
+    auto again = attempts_.attempt(writer_);
+    refused = co_await std::move(again);
+  }
+  if (waiter_) context_.waiters.leave(waiter_);
+  cancel_.set(nullptr);  // a cancellation from now on has nothing to wake
+  co_return Result<void>{};
+}
+
+// The whole grace, whatever releases come meanwhile (lock/hand_off.h says why): the waiter is
+// registered nowhere, only a cancellation or the time ends it.
+engine::Task<bool> Wait::hold_back(WaitClock::time_point until) {
+  auto polite = std::make_shared<Waiter>(release_channel(plan_.name), "");
+  cancel_.set(polite);
+  auto grace = sleep(polite, std::min(until, plan_.deadline));
+  (void)co_await std::move(grace);
+  cancel_.set(nullptr);
+  co_return true;
+}
+
+// Listens before trying again, so a release in between is not missed. True (a cancellation
+// is seen at the next refusal, or wakes the next nap at once).
+engine::Task<bool> Wait::listen() {
+  if (on_caller_thread()) {
+    waiter_ =
+        context_.waiters.enter(release_channel(plan_.name), plan_.wake_for, plan_.wakes_on_every);
+  } else {
+    auto entering = context_.waiters.enter_task(release_channel(plan_.name), plan_.wake_for,
+                                                plan_.wakes_on_every);
+    waiter_ = co_await std::move(entering);
+  }
+  cancel_.set(waiter_);
+  co_return true;
+}
+
+// Sleeps until a release wakes us, the holder's key has expired, or the deadline. False if
+// cancelled.
+engine::Task<bool> Wait::nap(const Refusal& last) {
+  const auto nap_for =
+      next_nap(last, lost_race_, writer_, plan_.nap, jitter(plan_.nap.retry_delay));
+  auto sleeping = sleep(waiter_, std::min(plan_.deadline, WaitClock::now() + nap_for));
+  lost_race_ = co_await std::move(sleeping);
+  co_return !waiter_->cancelled();
+}
+
+// True if signalled before `until`.
+engine::Task<bool> Wait::sleep(std::shared_ptr<Waiter> waiter, WaitClock::time_point until) {
+  if (on_caller_thread()) co_return waiter->wait_until(until);
+  WaitUntil woken(std::move(waiter), until, context_.io);
+  co_return co_await woken;
+}
+
+// Gave up: nothing of this wait stays behind, neither its queue place (or waiting writer's
+// registration) nor its place on the channel.
+engine::Task<bool> Wait::leave() {
+  if (plan_.queued || writer_.registered) {
+    if (on_caller_thread()) {
+      context_.lock.leave_queue(plan_.name, plan_.queue_owner);
+    } else {
+      auto leaving = context_.lock.leave_queue_task(plan_.name, plan_.queue_owner);
+      (void)co_await std::move(leaving);
+    }
+  }
+  if (waiter_) context_.waiters.leave(waiter_);
+  cancel_.set(nullptr);
+  co_return true;
+}
+
+}  // namespace
+
+engine::Task<Result<void>> wait_task(WaitPlan plan, WaitContext context, Attempts& attempts,
+                                     WaitCancel& cancel) {
+  Wait wait(std::move(plan), context, attempts, cancel);
+  auto running = wait.run();
+  co_return co_await std::move(running);
+}
+
+}  // namespace dlock::lock
