@@ -268,7 +268,7 @@ TEST(KeyClockTest, AReleaseByOwnerSkipsTheAnchor) {
   ASSERT_TRUE(a);
   auto reader = a->try_lock_shared("doc", fixed(10s));
   ASSERT_TRUE(reader) << reader.error().message();
-  const std::string owner = a->status("doc")->nodes[0].readers.at(0).owner;
+  const std::string owner = a->status("doc")->nodes[0].readers.at(0).owner.str();
   auto r = server.command({"EVAL", std::string(scripts::release().source), "4", "doc",
                            lock::queue_key("doc"), lock::queue_alive_key("doc"),
                            lock::readers_key("doc"), owner, lock::release_channel("doc"), "", "r",

@@ -147,18 +147,18 @@ void fill_status(const LockStatus& status, v1::StatusResponse& out) {
     v1::NodeStatus* node = out.add_nodes();
     node->set_node(n.node);
     if (n.error) {
-      node->set_error(*n.error);
+      node->set_error(n.error->reason);
       continue;
     }
     node->set_kind(std::string(to_string(n.kind)));
     for (const NodeHolder& h : n.owners) {
       v1::Holder* holder = node->add_owners();
-      holder->set_owner(h.owner);
+      holder->set_owner(h.owner.str());
       holder->set_hold(h.hold);
     }
     for (const NodeReader& r : n.readers) {
       v1::Holder* reader = node->add_readers();
-      reader->set_owner(r.owner);
+      reader->set_owner(r.owner.str());
       reader->set_hold(r.hold);
     }
     if (n.ttl) node->set_ttl_ms(n.ttl->count());
