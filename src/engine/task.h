@@ -3,8 +3,12 @@
 // extend, the greeting of Membership) is written once as a Task; the blocking API and the asio
 // API only differ in how they start it and wait for it (engine/run.h).
 //
-// A Task is lazy (it runs when awaited or started) and resumes whoever awaited it when it ends
-// (symmetric transfer: no stack growth however long the chain). A Task runs on the thread that
+// A Task is lazy (it runs when awaited or started) and resumes whoever awaited it when it ends.
+// A Task that finishes inline hands control back by returning from its resumption, not by
+// resuming its awaiter from inside its final suspension: a loop of such Tasks then runs in
+// constant stack at any optimisation level (symmetric transfer is a tail call only where the
+// compiler makes it one; GCC 12 at -O1 did not, and a long wait overflowed the stack under
+// ASan: tests/unit/task_test.cc). A Task runs on the thread that
 // resumes it: the thread that started it until its first real suspension (a round that could
 // not complete inline), then the engine's io thread. It never throws: errors are values.
 //
@@ -15,6 +19,7 @@
 //   auto released = co_await std::move(releasing);
 #pragma once
 
+#include <atomic>
 #include <coroutine>
 #include <cstdlib>
 #include <exception>
@@ -29,6 +34,9 @@ class Task {
   struct promise_type {
     std::optional<T> value;
     std::coroutine_handle<> continuation;
+    // Set by whichever comes second of "the awaiter suspended" and "the task finished": the
+    // second one resumes the awaiter (the task's end by transfer, the awaiter by not suspending).
+    std::atomic<bool> one_side_done{false};
 
     Task get_return_object() noexcept {
       return Task(std::coroutine_handle<promise_type>::from_promise(*this));
@@ -37,8 +45,12 @@ class Task {
     struct Final {
       bool await_ready() noexcept { return false; }
       std::coroutine_handle<> await_suspend(std::coroutine_handle<promise_type> h) noexcept {
-        auto next = h.promise().continuation;
-        return next ? next : std::noop_coroutine();
+        auto& p = h.promise();
+        // Finished before the awaiter suspended (inline): its await_suspend goes on by itself.
+        if (!p.one_side_done.exchange(true, std::memory_order_acq_rel)) {
+          return std::noop_coroutine();
+        }
+        return p.continuation ? p.continuation : std::noop_coroutine();
       }
       void await_resume() noexcept {}
     };
@@ -65,11 +77,13 @@ class Task {
     if (h_) h_.destroy();
   }
 
-  // co_await task: runs it, and resumes the awaiting coroutine with its value.
+  // co_await task: runs it, and resumes the awaiting coroutine with its value: at once if it
+  // finished inline (false: not suspended), else from its end, wherever that runs.
   bool await_ready() const noexcept { return false; }
-  std::coroutine_handle<> await_suspend(std::coroutine_handle<> awaiting) noexcept {
+  bool await_suspend(std::coroutine_handle<> awaiting) noexcept {
     h_.promise().continuation = awaiting;
-    return h_;
+    h_.resume();
+    return !h_.promise().one_side_done.exchange(true, std::memory_order_acq_rel);
   }
   T await_resume() { return std::move(*h_.promise().value); }
 
