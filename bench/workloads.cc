@@ -214,10 +214,12 @@ double async_throughput(Impl impl, const Ports& ports, int inflight,
 }
 
 double async_throughput(const std::vector<std::string>& nodes, int inflight,
-                        std::chrono::milliseconds run) {
+                        std::chrono::milliseconds run,
+                        std::optional<std::chrono::milliseconds> ttl) {
   const std::vector<std::string> names = async_names(inflight);
   Client client = connect(nodes);
-  const LockOptions options = lock_options(Impl::dlock);
+  LockOptions options = lock_options(Impl::dlock);
+  if (ttl) options.ttl = *ttl;
   asio::io_context io;
   bool stop = false;
   std::int64_t cycles = 0;

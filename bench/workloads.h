@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,8 +46,10 @@ double async_throughput(Impl impl, const Ports& ports, int inflight, std::chrono
 std::string async_name(int i);
 // dlock's part of the above on nodes named by URL: one redis-cluster:// URL makes a whole Redis
 // Cluster one node, and the distinct names spread over its hash slots.
+// `ttl`: the leases' ttl (unset: the default a user gets).
 double async_throughput(const std::vector<std::string>& nodes, int inflight,
-                        std::chrono::milliseconds run);
+                        std::chrono::milliseconds run,
+                        std::optional<std::chrono::milliseconds> ttl = std::nullopt);
 
 // CPU seconds (user + system) the redis-servers on `ports` used so far, summed.
 double server_cpu_seconds(const Ports& ports);
