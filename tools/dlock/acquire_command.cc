@@ -9,7 +9,6 @@
 #include <stop_token>
 #include <thread>
 
-#include "access.h"
 #include "duration.h"
 #include "exit_codes.h"
 #include "stop_signals.h"
@@ -138,7 +137,7 @@ int hand_over(const AcquireFlags& flags, Lease& lease, const Interrupts& interru
   if (!lease.is_held()) {
     return give_back("the lock expired before its token was printed", kExitUnavailable);
   }
-  if (auto detached = detail::detach(lease); !detached) {
+  if (auto detached = lease.detach(); !detached) {
     return give_back(detached.error().message(), kExitUnavailable);
   }
   // The token is out and the lock is the caller's: a signal from here on (pending, or a second
