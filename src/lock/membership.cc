@@ -93,9 +93,12 @@ NodeFacts parse_info(const Result<resp::Reply>& r, bool allow_eviction) {
 // Why a greeting's answers could not be trusted, for the errors of the nodes left unchecked.
 std::string unsettled_text(const BootReport& report, const GreetingVerdict& verdict) {
   if (verdict.brand_new) {
-    return "a lock set's first greeting needs an answer from every node (" +
-           std::to_string(report.told) +
-           " answered; ClientOptions::start_from_quorum starts it from a quorum)";
+    // Answered is not enough: a node counts once its INFO named its boot too (an INFO that
+    // timed out leaves an answering node unidentified), and no other node saw it boot.
+    return "a lock set's first greeting needs an answer from every node, each identified by "
+           "its INFO (" +
+           std::to_string(report.told) + " answered, " + std::to_string(verdict.fresh) +
+           " identified and new; ClientOptions::start_from_quorum starts it from a quorum)";
   }
   return "too few nodes answered that can vouch for the others (" +
          std::to_string(verdict.counted) +
