@@ -528,7 +528,12 @@ class FlagsTest(unittest.TestCase):
                               capture_output=True, text=True, timeout=30)
 
     def test_what_is_not_served_yet_is_refused_rather_than_ignored(self):
-        for flags in [["--tokens", "/dev/null"], ["--tls-cert", "c.pem", "--tls-key", "k.pem"],
+        # --tokens is served now (security_test.py): a file without a token is refused at
+        # start rather than taken as "allow everything" or "refuse everything".
+        r = self.run_serve("--tokens", "/dev/null")
+        self.assertEqual(r.returncode, 64)
+        self.assertIn("no token", r.stderr)
+        for flags in [["--tls-cert", "c.pem", "--tls-key", "k.pem"],
                       ["--tls-client-ca", "ca.pem"]]:
             with self.subTest(flags=flags):
                 r = self.run_serve(*flags)

@@ -2,6 +2,7 @@
 #include "service/http_server.h"
 
 #include <http_parser.h>
+#include <strings.h>
 
 #include <algorithm>
 #include <array>
@@ -27,8 +28,14 @@ const char* reason(int status) {
       return "Not Found";
     case 405:
       return "Method Not Allowed";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
     case 409:
       return "Conflict";
+    case 429:
+      return "Too Many Requests";
     case 413:
       return "Payload Too Large";
     case 501:
@@ -48,11 +55,20 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
   HttpSession(asio::ip::tcp::socket socket, const HttpHandlers& handlers, asio::io_context& io)
       : socket_(std::move(socket)), handlers_(handlers), io_(io) {
+    std::error_code ec;
+    const auto peer = socket_.remote_endpoint(ec);
+    if (!ec) address_ = peer.address().to_string();
     http_parser_init(&parser_, HTTP_REQUEST);
     parser_.data = this;
     http_parser_settings_init(&settings_);
     settings_.on_url = [](http_parser* p, const char* at, std::size_t n) {
       return self(p).on_url(at, n);
+    };
+    settings_.on_header_field = [](http_parser* p, const char* at, std::size_t n) {
+      return self(p).on_header_field(at, n);
+    };
+    settings_.on_header_value = [](http_parser* p, const char* at, std::size_t n) {
+      return self(p).on_header_value(at, n);
     };
     settings_.on_body = [](http_parser* p, const char* at, std::size_t n) {
       return self(p).on_body(at, n);
@@ -83,6 +99,21 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   static HttpSession& self(http_parser* p) { return *static_cast<HttpSession*>(p->data); }
   int on_url(const char* at, std::size_t n) {
     request_.target.append(at, n);
+    return 0;
+  }
+  // Header names and values may come in pieces (http-parser bounds their total, 80 KiB). Only
+  // Authorization is kept.
+  int on_header_field(const char* at, std::size_t n) {
+    if (in_value_) field_.clear();
+    in_value_ = false;
+    field_.append(at, n);
+    return 0;
+  }
+  int on_header_value(const char* at, std::size_t n) {
+    in_value_ = true;
+    if (strcasecmp(field_.c_str(), "authorization") == 0) {
+      request_.caller.authorization.append(at, n);
+    }
     return 0;
   }
   int on_body(const char* at, std::size_t n) {
@@ -128,6 +159,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     busy_ = true;
     complete_ = false;
     request_.method = http_method_str(static_cast<http_method>(parser_.method));
+    request_.caller.address = address_;
     const bool keep_alive = http_should_keep_alive(&parser_) != 0;
     pending_ = handlers_.ops->make_pending();
     // The work guard keeps the io thread running until the answer is back, also while the
@@ -149,6 +181,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     out_ = "HTTP/1.1 " + std::to_string(response.status) + " " + reason(response.status) +
            "\r\nContent-Type: " + response.content_type +
            "\r\nContent-Length: " + std::to_string(response.body.size()) +
+           (response.status == 401 ? "\r\nWWW-Authenticate: Bearer realm=\"dlock\"" : "") +
            (keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n") + response.body;
     asio::async_write(socket_, asio::buffer(out_),
                       [s = shared_from_this(), keep_alive](std::error_code ec, std::size_t) {
@@ -165,6 +198,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void next() {
     busy_ = false;
     request_ = HttpRequest{};
+    field_.clear();
+    in_value_ = false;
     http_parser_pause(&parser_, 0);
     if (!input_.empty()) parse();
   }
@@ -177,6 +212,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::array<char, 8192> buffer_{};
   std::string input_;  // received, not parsed yet
   HttpRequest request_;
+  std::string field_;  // the header name being read
+  bool in_value_ = false;
+  std::string address_;  // the client's IP address
   std::string out_;
   std::shared_ptr<PendingAcquire> pending_;
   bool complete_ = false;
