@@ -107,7 +107,11 @@ class Base(unittest.TestCase):
         with open(cls.tokens_path, "w") as f:
             f.write(TOKEN_FILE)
         cls.node = Redis()
-        cls.service = SecureService([cls.node.url], cls.flags(cls.tokens_path))
+        cls.service = cls.start_service()
+
+    @classmethod
+    def start_service(cls):
+        return SecureService([cls.node.url], cls.flags(cls.tokens_path))
 
     @classmethod
     def tearDownClass(cls):
@@ -378,6 +382,140 @@ class CallerWaitsTest(Base):
         self.assert_left_nothing()
 
 
+def make_certificates(d):
+    """A CA, a server certificate for 127.0.0.1 and localhost, a client certificate signed by
+    the CA and one signed by an unrelated CA, in `d`: made with the openssl command, as
+    tests/integration/tls_auth_test.cc makes them for rediss://."""
+    subprocess.run(["sh", "-c", """set -e
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 2 \
+            -subj '/CN=dlock test CA' 2>/dev/null
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout other-ca.key -out other-ca.crt \
+            -days 2 -subj '/CN=unrelated CA' 2>/dev/null
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > san.cnf
+        openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr \
+            -subj '/CN=127.0.0.1' 2>/dev/null
+        openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+            -out server.crt -days 2 -extfile san.cnf 2>/dev/null
+        for who in client:ca stranger:other-ca; do
+            name=${who%%:*}; ca=${who#*:}
+            openssl req -newkey rsa:2048 -nodes -keyout $name.key -out $name.csr \
+                -subj "/CN=dlock $name" 2>/dev/null
+            openssl x509 -req -in $name.csr -CA $ca.crt -CAkey $ca.key -CAcreateserial \
+                -out $name.crt -days 2 2>/dev/null
+        done"""], cwd=d, check=True)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class TlsBase(Base):
+    """A service over TLS on both listeners; `client_ca` adds --tls-client-ca (mutual TLS)."""
+    client_ca = False
+
+    @classmethod
+    def setUpClass(cls):
+        cls.certs = tempfile.mkdtemp(prefix="dlock-security-certs-")
+        make_certificates(cls.certs)
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        shutil.rmtree(cls.certs, ignore_errors=True)
+
+    @classmethod
+    def cert(cls, name):
+        return os.path.join(cls.certs, name)
+
+    @classmethod
+    def flags(cls, tokens_path):
+        flags = ["--tls-cert", cls.cert("server.crt"), "--tls-key", cls.cert("server.key")]
+        return flags + (["--tls-client-ca", cls.cert("ca.crt")] if cls.client_ca else [])
+
+    @classmethod
+    def start_service(cls):
+        return SecureService([cls.node.url], cls.flags(cls.tokens_path),
+                             credentials=cls.credentials("client"), scheme="https")
+
+    @classmethod
+    def credentials(cls, client=None):
+        """gRPC channel credentials that trust the test CA, with `client`'s certificate."""
+        if client is None:
+            return grpc.ssl_channel_credentials(root_certificates=read(cls.cert("ca.crt")))
+        return grpc.ssl_channel_credentials(
+            root_certificates=read(cls.cert("ca.crt")),
+            private_key=read(cls.cert(client + ".key")),
+            certificate_chain=read(cls.cert(client + ".crt")))
+
+    def curl_tls(self, method, url, body=None, client=None):
+        extra = ["--cacert", self.cert("ca.crt")]
+        if client:
+            extra += ["--cert", self.cert(client + ".crt"), "--key", self.cert(client + ".key")]
+        return curl(method, url, body, extra=extra)
+
+    def grant_on_both_transports(self, client):
+        """A grant over TLS through gRPC and through HTTP, released again."""
+        with grpc.secure_channel(self.service.address, self.credentials(client)) as channel:
+            stub = pb_grpc.LocksStub(channel)
+            grant = stub.Acquire(pb.AcquireRequest(name=self.name, ttl_ms=10000), timeout=30)
+            self.assertGreater(grant.fencing_token, 0)
+            self.assertEqual(self.node.cli("HEXISTS", self.name, grant.owner), "1")
+            stub.Release(pb.ReleaseRequest(name=self.name, owner=grant.owner), timeout=30)
+        status, answer = self.curl_tls("POST", self.url(verb=":acquire"), {"ttl_ms": 10000},
+                                       client=client)
+        self.assertEqual(status, 200, answer)
+        self.assertGreater(int(answer["fencing_token"]), grant.fencing_token)
+        self.assertEqual(self.curl_tls("POST", self.url(verb=":release"),
+                                       {"owner": answer["owner"]}, client=client), (200, {}))
+        self.assert_left_nothing()
+
+    def assert_refused(self, credentials, curl_extra, scheme="https"):
+        """A gRPC channel with `credentials` (None: in the clear) and a curl with `curl_extra`
+        to `scheme`://... get no answer from the service, and nothing is taken."""
+        channel = (grpc.secure_channel(self.service.address, credentials) if credentials
+                   else grpc.insecure_channel(self.service.address))
+        with channel:
+            stub = pb_grpc.LocksStub(channel)
+            self.assertEqual(code_of(stub.Acquire, pb.AcquireRequest(name=self.name,
+                                                                     ttl_ms=10000),
+                                     timeout=10), grpc.StatusCode.UNAVAILABLE)
+        url = scheme + self.url(verb=":acquire")[len("https"):]
+        status, answer = curl("POST", url, {"ttl_ms": 10000}, max_time=10, extra=curl_extra)
+        self.assertEqual(status, 0, answer)  # no HTTP answer at all
+        self.assert_left_nothing()
+
+
+class TlsTest(TlsBase):
+    def test_a_grant_over_tls_on_both_transports(self):
+        self.grant_on_both_transports(client=None)
+
+    def test_a_client_in_the_clear_is_refused_on_both_transports(self):
+        self.assert_refused(None, [], scheme="http")
+        # A client that does not trust the service's certificate refuses it itself.
+        self.assert_refused(grpc.ssl_channel_credentials(
+            root_certificates=read(self.cert("other-ca.crt"))), [])
+        self.assertEqual(curl("GET", self.service.http + "/healthz",
+                              extra=["--cacert", self.cert("ca.crt")]), (200, "ok"))
+
+
+class MutualTlsTest(TlsBase):
+    client_ca = True
+
+    def test_a_client_with_a_certificate_of_the_ca_is_served(self):
+        self.grant_on_both_transports(client="client")
+
+    def test_a_client_without_a_certificate_of_the_ca_is_refused(self):
+        self.assert_refused(self.credentials(None), ["--cacert", self.cert("ca.crt")])
+        stranger = ["--cacert", self.cert("ca.crt"), "--cert", self.cert("stranger.crt"),
+                    "--key", self.cert("stranger.key")]
+        self.assert_refused(self.credentials("stranger"), stranger)
+        # The service serves on, to those it knows.
+        self.assertEqual(self.curl_tls("GET", self.service.http + "/healthz", client="client"),
+                         (200, "ok"))
+
+
 class SecurityFlagsTest(unittest.TestCase):
     def run_serve(self, *flags):
         return subprocess.run([st.DLOCK, "serve", "-r", "redis://127.0.0.1:1"] + list(flags),
@@ -409,6 +547,29 @@ class SecurityFlagsTest(unittest.TestCase):
                 r = self.run_serve(*flags)
                 self.assertEqual(r.returncode, 64, r.stderr)
                 self.assertIn(flags[0], r.stderr)
+
+
+class TlsFlagsTest(unittest.TestCase):
+    def test_bad_tls_files_are_usage_errors_that_name_the_flag_and_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            make_certificates(d)
+            crt, key = os.path.join(d, "server.crt"), os.path.join(d, "server.key")
+            for flags, says in [
+                (["--tls-cert", crt], "--tls-cert and --tls-key go together"),
+                (["--tls-cert", crt, "--tls-key", os.path.join(d, "client.key")],
+                 "--tls-key %s: key values mismatch" % os.path.join(d, "client.key")),
+                (["--tls-cert", key, "--tls-key", key], "--tls-cert " + key),
+                (["--tls-cert", crt, "--tls-key", crt], "--tls-key " + crt),
+                (["--tls-cert", crt, "--tls-key", key, "--tls-client-ca", d + "/none"],
+                 "--tls-client-ca: cannot read"),
+                (["--tls-cert", crt, "--tls-key", key, "--tls-client-ca", key],
+                 "--tls-client-ca " + key),
+            ]:
+                with self.subTest(flags=flags):
+                    r = subprocess.run([st.DLOCK, "serve", "-r", "redis://127.0.0.1:1"] + flags,
+                                       capture_output=True, text=True, timeout=30)
+                    self.assertEqual(r.returncode, 64, r.stderr)
+                    self.assertIn(says, r.stderr)
 
 
 if __name__ == "__main__":

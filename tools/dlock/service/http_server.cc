@@ -53,10 +53,11 @@ const char* reason(int status) {
 // posted back to it. Owned by its pending asio handlers (shared_from_this).
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(asio::ip::tcp::socket socket, const HttpHandlers& handlers, asio::io_context& io)
-      : socket_(std::move(socket)), handlers_(handlers), io_(io) {
+  HttpSession(asio::ip::tcp::socket socket, asio::ssl::context* tls, const HttpHandlers& handlers,
+              asio::io_context& io)
+      : stream_(std::move(socket), tls), handlers_(handlers), io_(io) {
     std::error_code ec;
-    const auto peer = socket_.remote_endpoint(ec);
+    const auto peer = stream_.socket().remote_endpoint(ec);
     if (!ec) address_ = peer.address().to_string();
     http_parser_init(&parser_, HTTP_REQUEST);
     parser_.data = this;
@@ -86,11 +87,24 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     gone_ = true;
     if (pending_) pending_->cancel();
     std::error_code ignored;
-    socket_.close(ignored);
+    stream_.socket().close(ignored);
+  }
+
+  // The TLS handshake (a client that fails it, e.g. without the required certificate, is
+  // dropped without a word), then the first read.
+  void start() {
+    stream_.async_handshake([s = shared_from_this()](std::error_code ec) {
+      if (ec) {
+        std::error_code ignored;
+        s->stream_.socket().close(ignored);
+        return;
+      }
+      s->read();
+    });
   }
 
   void read() {
-    socket_.async_read_some(
+    stream_.async_read_some(
         asio::buffer(buffer_),
         [s = shared_from_this()](std::error_code ec, std::size_t n) { s->received(ec, n); });
   }
@@ -183,15 +197,15 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
            "\r\nContent-Length: " + std::to_string(response.body.size()) +
            (response.status == 401 ? "\r\nWWW-Authenticate: Bearer realm=\"dlock\"" : "") +
            (keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n") + response.body;
-    asio::async_write(socket_, asio::buffer(out_),
-                      [s = shared_from_this(), keep_alive](std::error_code ec, std::size_t) {
-                        if (ec || !keep_alive) {
-                          std::error_code ignored;
-                          s->socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-                          return;
-                        }
-                        s->next();
-                      });
+    stream_.async_write(
+        asio::buffer(out_), [s = shared_from_this(), keep_alive](std::error_code ec, std::size_t) {
+          if (ec || !keep_alive) {
+            std::error_code ignored;
+            s->stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+            return;
+          }
+          s->next();
+        });
   }
 
   // The next request on a kept-alive connection, from the bytes that came meanwhile.
@@ -204,7 +218,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (!input_.empty()) parse();
   }
 
-  asio::ip::tcp::socket socket_;
+  ServerStream stream_;
   const HttpHandlers& handlers_;
   asio::io_context& io_;
   http_parser parser_{};
@@ -251,10 +265,10 @@ void HttpServer::accept() {
   acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;
     if (!ec) {
-      auto session = std::make_shared<HttpSession>(std::move(socket), handlers_, io_);
+      auto session = std::make_shared<HttpSession>(std::move(socket), tls_, handlers_, io_);
       std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
       sessions_.push_back(session);
-      session->read();
+      session->start();
     }
     accept();
   });

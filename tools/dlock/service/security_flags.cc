@@ -6,10 +6,12 @@
 namespace dlock::cli {
 
 void add_security_flags(CLI::App& serve, SecurityFlags& flags) {
-  serve.add_option("--tls-cert", flags.tls_cert, "the service's certificate (not served yet)");
-  serve.add_option("--tls-key", flags.tls_key, "the service's private key (not served yet)");
+  serve.add_option("--tls-cert", flags.tls_cert,
+                   "the service's certificate chain (PEM): both listeners serve TLS");
+  serve.add_option("--tls-key", flags.tls_key, "the private key (PEM) of --tls-cert");
   serve.add_option("--tls-client-ca", flags.tls_client_ca,
-                   "require client certificates signed by this CA (not served yet)");
+                   "CA certificates (PEM): clients must show a certificate signed by one "
+                   "(mutual TLS, both listeners)");
   serve.add_option("--tokens", flags.tokens,
                    "FILE of bearer tokens, one a line: TOKEN PREFIX... (`*`: every name); "
                    "each request then needs `Authorization: Bearer TOKEN`");
@@ -58,6 +60,10 @@ Result<service::Guard> make_guard(const SecurityFlags& flags) {
     tokens = std::move(*loaded);
   }
   return service::Guard(std::move(tokens), *limits);
+}
+
+Result<std::shared_ptr<service::ServerTls>> load_tls(const SecurityFlags& flags) {
+  return service::ServerTls::load(flags.tls_cert, flags.tls_key, flags.tls_client_ca);
 }
 
 }  // namespace dlock::cli

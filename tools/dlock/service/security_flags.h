@@ -11,6 +11,7 @@
 #include <string>
 
 #include "service/guard.h"
+#include "service/tls.h"
 
 namespace dlock::cli {
 
@@ -31,5 +32,8 @@ Result<service::Limits> limits_of(const SecurityFlags& flags);
 // The guard of the flags: the token file read and checked, and the limits. Errors:
 // invalid_argument, saying which flag, file and line.
 Result<service::Guard> make_guard(const SecurityFlags& flags);
+// The TLS of the flags, files read and checked (nullptr: none asked for). Errors:
+// invalid_argument (one of cert and key only, a client CA without them, a bad or unreadable file).
+Result<std::shared_ptr<service::ServerTls>> load_tls(const SecurityFlags& flags);
 
 }  // namespace dlock::cli

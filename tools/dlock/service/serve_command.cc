@@ -73,21 +73,24 @@ Result<std::string> listen_address(const std::string& flag) {
 
 namespace {
 
-// The flags this slice accepts but does not serve: refusing to start is safer than serving
-// without the TLS that the operator asked for.
-std::optional<std::string> not_served_yet(const ServeFlags& flags) {
-  const SecurityFlags& tls = flags.security;
-  if (!tls.tls_cert.empty() || !tls.tls_key.empty() || !tls.tls_client_ca.empty()) {
-    return "--tls-cert, --tls-key and --tls-client-ca are not served yet (issue 31)";
-  }
-  return std::nullopt;
-}
-
 std::string host_of(const std::string& address) {
   return address.substr(0, address.rfind(':'));
 }
 
-std::unique_ptr<grpc::Server> start_grpc(const std::string& address, service::GrpcLocks& locks) {
+// TLS with the service's certificate, and a client certificate required when a client CA is
+// given; in the clear without TLS.
+std::shared_ptr<grpc::ServerCredentials> grpc_credentials(const service::ServerTls* tls) {
+  if (tls == nullptr) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options(
+      tls->client_ca_pem().empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                   : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.pem_root_certs = tls->client_ca_pem();
+  options.pem_key_cert_pairs.push_back({tls->key_pem(), tls->cert_pem()});
+  return grpc::SslServerCredentials(options);
+}
+
+std::unique_ptr<grpc::Server> start_grpc(const std::string& address, service::GrpcLocks& locks,
+                                         const service::ServerTls* tls) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default: a second dlock serve on the same port would then share
@@ -96,7 +99,7 @@ std::unique_ptr<grpc::Server> start_grpc(const std::string& address, service::Gr
   // The same bound as an HTTP body: a larger request is refused (RESOURCE_EXHAUSTED, by gRPC).
   builder.SetMaxReceiveMessageSize(static_cast<int>(service::kMaxBody));
   int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(address, grpc_credentials(tls), &port);
   builder.RegisterService(&locks);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
@@ -127,7 +130,6 @@ struct Listeners {
 };
 
 Result<Listeners> listeners(const ServeFlags& flags) {
-  if (auto why = not_served_yet(flags)) return Error(errc::invalid_argument, *why);
   auto grpc_address = listen_address(flags.grpc_listen);
   if (!grpc_address) return grpc_address.error();
   auto http_address = listen_address(flags.http_listen);
@@ -153,6 +155,11 @@ int serve_command(const ServeFlags& flags) {
     std::cerr << "dlock: " << guard.error().message() << "\n";
     return kExitUsage;
   }
+  auto tls = load_tls(flags.security);
+  if (!tls) {
+    std::cerr << "dlock: " << tls.error().message() << "\n";
+    return kExitUsage;
+  }
   auto metrics = std::make_shared<PrometheusObserver>();
   auto client = make_client(flags.connect, metrics);
   if (!client) {
@@ -162,13 +169,13 @@ int serve_command(const ServeFlags& flags) {
   service::Operations ops(*client, 4);
   service::GrpcLocks locks(ops, *guard);
   std::unique_ptr<grpc::Server> grpc_server;
-  if (!addresses->grpc.empty() && !(grpc_server = start_grpc(addresses->grpc, locks))) {
+  if (!addresses->grpc.empty() && !(grpc_server = start_grpc(addresses->grpc, locks, tls->get()))) {
     return kExitUnavailable;
   }
   service::HttpHandlers handlers{&ops, &*guard,
                                  [&ops](auto done) { check_ready(ops, std::move(done)); },
                                  [metrics] { return metrics->text(); }};
-  service::HttpServer http(std::move(handlers));
+  service::HttpServer http(std::move(handlers), *tls ? &(*tls)->context() : nullptr);
   if (!addresses->http.empty()) {
     auto port = http.start(addresses->http);
     if (!port) {
