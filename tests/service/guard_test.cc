@@ -86,7 +86,6 @@ TEST(ServiceSecurityTest, LimitsOnNameTtlAndWait) {
   EXPECT_EQ(code_of(check_name_limit(limits, std::string(513, 'n'))), Code::invalid_argument);
   EXPECT_EQ(code_of(check_name_limit(limits, "")), Code::invalid_argument);
   EXPECT_EQ(code_of(check_ttl_limit(limits, 1000)), Code::ok);
-  EXPECT_EQ(code_of(check_ttl_limit(limits, std::nullopt)), Code::ok);
   EXPECT_EQ(code_of(check_ttl_limit(limits, 1001)), Code::invalid_argument);
   EXPECT_EQ(code_of(check_wait_limit(limits, 500)), Code::ok);
   EXPECT_EQ(code_of(check_wait_limit(limits, 501)), Code::invalid_argument);
@@ -129,12 +128,19 @@ TEST(ServiceSecurityTest, GuardChecksTheTokenFirstThenLimitsThenPrefixThenPlaces
   EXPECT_EQ(code_of(guard.admit(jobs, in)), Code::resource_exhausted);
   in.wait_ms = 0;  // a try takes no place
   EXPECT_EQ(code_of(guard.admit(jobs, in)), Code::ok);
-  EXPECT_EQ(code_of(guard.check(jobs, "jobs/a", 2000)), Code::invalid_argument);
+  EXPECT_EQ(code_of(guard.check_extend(jobs, "jobs/a", 2000)), Code::invalid_argument);
+  EXPECT_EQ(code_of(guard.check_extend(jobs, "jobs/a", 1000)), Code::ok);
+  // No ttl: the default (30 s) is over this guard's 1 s maximum.
+  EXPECT_EQ(code_of(guard.check_extend(jobs, "jobs/a", std::nullopt)), Code::invalid_argument);
+  in.ttl_ms.reset();
+  EXPECT_EQ(code_of(guard.admit(jobs, in)), Code::invalid_argument);
+  EXPECT_EQ(code_of(guard.check(jobs, "jobs/a")), Code::ok);  // Release, Status: no ttl
   EXPECT_EQ(code_of(guard.check(jobs, "other")), Code::permission_denied);
   EXPECT_EQ(code_of(guard.check_token(none)), Code::unauthenticated);
   EXPECT_EQ(code_of(guard.check_token(jobs)), Code::ok);
   // Without tokens every name is allowed, and waits count per address.
   Guard open(std::nullopt, limits);
+  in.ttl_ms = 1000;
   in.wait_ms = 1000;
   auto first = open.admit(none, in);
   ASSERT_EQ(code_of(first), Code::ok);

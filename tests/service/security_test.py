@@ -358,11 +358,26 @@ class LimitsTest(Base):
 
 
 class CallerWaitsTest(Base):
-    """Without tokens, waits count per client address, on both transports together."""
+    """Without tokens, waits count per client address, on both transports together; and a
+    --max-ttl under the default ttl (30 s)."""
 
     @classmethod
     def flags(cls, tokens_path):
-        return ["--max-waits", "1"]
+        return ["--max-waits", "1", "--max-ttl", "10s"]
+
+    def test_under_a_max_ttl_below_the_default_a_call_must_name_its_ttl(self):
+        self.assertEqual(code_of(self.stub.Acquire, pb.AcquireRequest(name=self.name),
+                                 timeout=30), grpc.StatusCode.INVALID_ARGUMENT)
+        status, answer = curl("POST", self.url(verb=":acquire"), "")
+        self.assertEqual(status, 400, answer)
+        self.assertIn("--max-ttl", answer["error"])
+        grant = self.stub.Acquire(pb.AcquireRequest(name=self.name, ttl_ms=10000), timeout=30)
+        self.assertEqual(code_of(self.stub.Extend, pb.ExtendRequest(name=self.name,
+                                                                    owner=grant.owner),
+                                 timeout=30), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertEqual(curl("POST", self.url(verb=":extend"), {"owner": grant.owner})[0], 400)
+        self.stub.Release(pb.ReleaseRequest(name=self.name, owner=grant.owner), timeout=30)
+        self.assert_left_nothing()
 
     def test_an_address_over_its_concurrent_waits_is_refused_on_either_transport(self):
         holder = self.stub.Acquire(pb.AcquireRequest(name=self.name, ttl_ms=10000), timeout=30)
@@ -374,7 +389,8 @@ class CallerWaitsTest(Base):
         self.assertEqual(code_of(self.stub.Acquire, pb.AcquireRequest(
             name=self.name, ttl_ms=1000, wait_ms=1000), timeout=30),
             grpc.StatusCode.RESOURCE_EXHAUSTED)
-        self.assertEqual(curl("POST", self.url(verb=":acquire"), {"wait_ms": 1000})[0], 429)
+        self.assertEqual(curl("POST", self.url(verb=":acquire"),
+                              {"ttl_ms": 1000, "wait_ms": 1000})[0], 429)
         self.assertEqual(self.node.cli("ZCARD", queue), "1")
         self.stub.Release(pb.ReleaseRequest(name=self.name, owner=holder.owner), timeout=30)
         grant = waiting.result(timeout=30)

@@ -141,7 +141,7 @@ grpc::ServerUnaryReactor* GrpcLocks::Extend(grpc::CallbackServerContext* context
                                             v1::ExtendResponse* response) {
   std::optional<std::int64_t> ttl;
   if (request->has_ttl_ms()) ttl = request->ttl_ms();
-  if (auto refused = guard_.check(caller_of(*context), request->name(), ttl)) {
+  if (auto refused = guard_.check_extend(caller_of(*context), request->name(), ttl)) {
     return refuse(*context, *refused);
   }
   auto* reactor = context->DefaultReactor();

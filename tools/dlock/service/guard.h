@@ -32,9 +32,11 @@ class Guard {
   const Limits& limits() const noexcept { return limits_; }
   bool has_tokens() const noexcept { return tokens_.has_value(); }
 
-  // A call on `name` (Extend, Release, Status; `ttl_ms` when it asks for one).
-  std::optional<Failure> check(const Caller& caller, std::string_view name,
-                               std::optional<std::int64_t> ttl_ms = std::nullopt) const;
+  // A call on `name` (Release, Status).
+  std::optional<Failure> check(const Caller& caller, std::string_view name) const;
+  // An Extend: check() and its ttl (unset: kDefaultTtl) against the maximum.
+  std::optional<Failure> check_extend(const Caller& caller, std::string_view name,
+                                      std::optional<std::int64_t> ttl_ms) const;
   // A call on no name (HTTP /metrics): any known token.
   std::optional<Failure> check_token(const Caller& caller) const;
   // An Acquire: check(), the wait's maximum, and for a wait (wait_ms > 0) one of the caller's
@@ -42,6 +44,9 @@ class Guard {
   Outcome<WaitCounter::Slot> admit(const Caller& caller, const AcquireInput& in);
 
  private:
+  // The token, the name's length, the ttl (if the call asks for one), then the prefix.
+  std::optional<Failure> check_call(const Caller& caller, std::string_view name,
+                                    std::optional<std::int64_t> ttl_ms) const;
   // The caller's identity for counting waits: its token's entry, else its address.
   Outcome<std::string> identify(const Caller& caller) const;
 

@@ -193,11 +193,13 @@ Outcome<OwnerInput> owner_input(const std::string& body) {
 
 namespace {
 
-// The guard's word on a call on `name` (none without a guard).
+// The guard's word on a call on `name` (none without a guard); `extend` checks its ttl too.
 std::optional<Failure> guard_check(const HttpHandlers& handlers, const HttpRequest& request,
-                                   const std::string& name,
+                                   const std::string& name, bool extend = false,
                                    std::optional<std::int64_t> ttl_ms = std::nullopt) {
-  return handlers.guard ? handlers.guard->check(request.caller, name, ttl_ms) : std::nullopt;
+  if (!handlers.guard) return std::nullopt;
+  if (extend) return handlers.guard->check_extend(request.caller, name, ttl_ms);
+  return handlers.guard->check(request.caller, name);
 }
 
 void acquire_route(const HttpHandlers& handlers, const Routed& r, const HttpRequest& request,
@@ -239,8 +241,10 @@ void handle_lock(const HttpHandlers& handlers, const Routed& r, const HttpReques
   auto in = owner_input(request.body);
   if (auto* f = std::get_if<Failure>(&in)) return done(failed(*f));
   OwnerInput& owned = std::get<OwnerInput>(in);
-  const auto ttl = r.route == Route::extend ? owned.ttl_ms : std::nullopt;
-  if (auto refused = guard_check(handlers, request, r.name, ttl)) return done(failed(*refused));
+  const bool extend = r.route == Route::extend;
+  if (auto refused = guard_check(handlers, request, r.name, extend, owned.ttl_ms)) {
+    return done(failed(*refused));
+  }
   if (r.route == Route::extend) {
     return ops.extend(r.name, std::move(owned.owner), owned.ttl_ms,
                       [done](Outcome<std::int64_t> o) {

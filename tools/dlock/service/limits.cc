@@ -13,10 +13,10 @@ std::optional<Failure> check_name_limit(const Limits& limits, std::string_view n
   return std::nullopt;
 }
 
-std::optional<Failure> check_ttl_limit(const Limits& limits, std::optional<std::int64_t> ttl_ms) {
-  if (ttl_ms && *ttl_ms > limits.max_ttl.count()) {
+std::optional<Failure> check_ttl_limit(const Limits& limits, std::int64_t ttl_ms) {
+  if (ttl_ms > limits.max_ttl.count()) {
     return Failure{Code::invalid_argument,
-                   "ttl_ms " + std::to_string(*ttl_ms) + " is over the maximum of " +
+                   "ttl_ms " + std::to_string(ttl_ms) + " is over the maximum of " +
                        std::to_string(limits.max_ttl.count()) +
                        " (dlock serve --max-ttl); extend a lease to hold it longer"};
   }

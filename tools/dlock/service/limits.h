@@ -31,8 +31,9 @@ struct Limits {
 
 // INVALID_ARGUMENT when the name is empty or longer than the limit. Pure.
 std::optional<Failure> check_name_limit(const Limits& limits, std::string_view name);
-// INVALID_ARGUMENT when the ttl (if given) or the wait is over its maximum. Pure.
-std::optional<Failure> check_ttl_limit(const Limits& limits, std::optional<std::int64_t> ttl_ms);
+// INVALID_ARGUMENT when the ttl that a call asks for (kDefaultTtl when it names none) or the
+// wait is over its maximum. Pure.
+std::optional<Failure> check_ttl_limit(const Limits& limits, std::int64_t ttl_ms);
 std::optional<Failure> check_wait_limit(const Limits& limits, std::int64_t wait_ms);
 
 // Counts the waits in flight per caller. Thread-safe.
