@@ -24,6 +24,12 @@ grpc::StatusCode grpc_code(Code code) {
       return grpc::StatusCode::CANCELLED;
     case Code::unimplemented:
       return grpc::StatusCode::UNIMPLEMENTED;
+    case Code::unauthenticated:
+      return grpc::StatusCode::UNAUTHENTICATED;
+    case Code::permission_denied:
+      return grpc::StatusCode::PERMISSION_DENIED;
+    case Code::resource_exhausted:
+      return grpc::StatusCode::RESOURCE_EXHAUSTED;
   }
   return grpc::StatusCode::INTERNAL;
 }
@@ -63,16 +69,18 @@ class AcquireReactor final : public grpc::ServerUnaryReactor {
   AcquireReactor(Operations& ops, std::shared_ptr<PendingAcquire> pending)
       : ops_(ops), pending_(std::move(pending)) {}
 
-  void start(AcquireInput in, v1::AcquireResponse* response) {
+  // `slot`: the caller's place among its concurrent waits, given back before the answer.
+  void start(AcquireInput in, v1::AcquireResponse* response, WaitCounter::Slot slot) {
     // Finish is the last use of `this`: OnDone may delete it right after, on another thread.
-    ops_.acquire(std::move(in), pending_, [this, response](Outcome<Grant> outcome) {
+    std::function<void(Outcome<Grant>)> done = [this, response](Outcome<Grant> outcome) {
       if (auto* f = std::get_if<Failure>(&outcome)) return Finish(status_of(*f));
       const Grant& grant = std::get<Grant>(outcome);
       response->set_owner(grant.owner);
       response->set_fencing_token(grant.fencing_token);
       response->set_validity_ms(grant.validity_ms);
       Finish(grpc::Status::OK);
-    });
+    };
+    ops_.acquire(std::move(in), pending_, holding(std::move(slot), std::move(done)));
   }
   void OnCancel() override { pending_->cancel(); }
   void OnDone() override { delete this; }
@@ -82,7 +90,32 @@ class AcquireReactor final : public grpc::ServerUnaryReactor {
   std::shared_ptr<PendingAcquire> pending_;
 };
 
+// A call that the guard refused: answered at once, nothing sent to the nodes.
+grpc::ServerUnaryReactor* refuse(grpc::CallbackServerContext& context, const Failure& why) {
+  auto* reactor = context.DefaultReactor();
+  reactor->Finish(status_of(why));
+  return reactor;
+}
+
 }  // namespace
+
+Caller caller_of(const grpc::CallbackServerContext& context) {
+  Caller caller;
+  const auto& metadata = context.client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    caller.authorization.assign(it->second.data(), it->second.size());
+  }
+  // gRPC's peer is "ipv4:127.0.0.1:5000" or "ipv6:[::1]:5000" (or "ipv6:%5B::1%5D:5000"):
+  // the bare address, as HTTP's, so that one client's waits count the same on both.
+  std::string peer = context.peer();
+  peer = peer.substr(peer.find(':') + 1);
+  peer = peer.substr(0, peer.rfind(':'));
+  for (std::string_view open : {"[", "%5B"}) {
+    if (peer.starts_with(open)) peer = peer.substr(open.size(), peer.size() - 2 * open.size());
+  }
+  caller.address = std::move(peer);
+  return caller;
+}
 
 grpc::ServerUnaryReactor* GrpcLocks::Acquire(grpc::CallbackServerContext* context,
                                              const v1::AcquireRequest* request,
@@ -96,17 +129,22 @@ grpc::ServerUnaryReactor* GrpcLocks::Acquire(grpc::CallbackServerContext* contex
   in.permits = request->permits();
   in.fair = request->fair();
   in.deadline = steady_deadline(*context);
+  auto slot = guard_.admit(caller_of(*context), in);
+  if (auto* refused = std::get_if<Failure>(&slot)) return refuse(*context, *refused);
   auto* reactor = new AcquireReactor(ops_, ops_.make_pending());
-  reactor->start(std::move(in), response);
+  reactor->start(std::move(in), response, std::move(std::get<WaitCounter::Slot>(slot)));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* GrpcLocks::Extend(grpc::CallbackServerContext* context,
                                             const v1::ExtendRequest* request,
                                             v1::ExtendResponse* response) {
-  auto* reactor = context->DefaultReactor();
   std::optional<std::int64_t> ttl;
   if (request->has_ttl_ms()) ttl = request->ttl_ms();
+  if (auto refused = guard_.check_extend(caller_of(*context), request->name(), ttl)) {
+    return refuse(*context, *refused);
+  }
+  auto* reactor = context->DefaultReactor();
   ops_.extend(request->name(), request->owner(), ttl,
               [reactor, response](Outcome<std::int64_t> outcome) {
                 if (auto* f = std::get_if<Failure>(&outcome)) return reactor->Finish(status_of(*f));
@@ -119,6 +157,9 @@ grpc::ServerUnaryReactor* GrpcLocks::Extend(grpc::CallbackServerContext* context
 grpc::ServerUnaryReactor* GrpcLocks::Release(grpc::CallbackServerContext* context,
                                              const v1::ReleaseRequest* request,
                                              v1::ReleaseResponse* /*response*/) {
+  if (auto refused = guard_.check(caller_of(*context), request->name())) {
+    return refuse(*context, *refused);
+  }
   auto* reactor = context->DefaultReactor();
   ops_.release(request->name(), request->owner(), [reactor](Outcome<bool> outcome) {
     if (auto* f = std::get_if<Failure>(&outcome)) return reactor->Finish(status_of(*f));
@@ -130,6 +171,9 @@ grpc::ServerUnaryReactor* GrpcLocks::Release(grpc::CallbackServerContext* contex
 grpc::ServerUnaryReactor* GrpcLocks::Status(grpc::CallbackServerContext* context,
                                             const v1::StatusRequest* request,
                                             v1::StatusResponse* response) {
+  if (auto refused = guard_.check(caller_of(*context), request->name())) {
+    return refuse(*context, *refused);
+  }
   auto* reactor = context->DefaultReactor();
   ops_.status(request->name(), [reactor, response](Outcome<LockStatus> outcome) {
     if (auto* f = std::get_if<Failure>(&outcome)) return reactor->Finish(status_of(*f));

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "dlock/v1/lock.grpc.pb.h"
+#include "service/guard.h"
 #include "service/operations.h"
 
 namespace dlock::service {
@@ -20,7 +21,8 @@ grpc::StatusCode grpc_code(Code code);
 
 class GrpcLocks final : public dlock::v1::Locks::CallbackService {
  public:
-  explicit GrpcLocks(Operations& ops) : ops_(ops) {}
+  // Every call passes `guard` (tokens, limits) first.
+  GrpcLocks(Operations& ops, Guard& guard) : ops_(ops), guard_(guard) {}
 
   grpc::ServerUnaryReactor* Acquire(grpc::CallbackServerContext* context,
                                     const v1::AcquireRequest* request,
@@ -37,7 +39,11 @@ class GrpcLocks final : public dlock::v1::Locks::CallbackService {
 
  private:
   Operations& ops_;
+  Guard& guard_;
 };
+
+// Who makes a call: its `authorization` metadata and the peer's IP address.
+Caller caller_of(const grpc::CallbackServerContext& context);
 
 // Copies what status() returned into the response (the fields of `dlock status --json`).
 void fill_status(const LockStatus& status, v1::StatusResponse& out);

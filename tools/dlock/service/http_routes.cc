@@ -131,6 +131,12 @@ int http_status(Code code) {
       return 499;  // nobody reads it: the client went away
     case Code::unimplemented:
       return 501;
+    case Code::unauthenticated:
+      return 401;
+    case Code::permission_denied:
+      return 403;
+    case Code::resource_exhausted:
+      return 429;
   }
   return 500;
 }
@@ -187,31 +193,58 @@ Outcome<OwnerInput> owner_input(const std::string& body) {
 
 namespace {
 
+// The guard's word on a call on `name` (none without a guard); `extend` checks its ttl too.
+std::optional<Failure> guard_check(const HttpHandlers& handlers, const HttpRequest& request,
+                                   const std::string& name, bool extend = false,
+                                   std::optional<std::int64_t> ttl_ms = std::nullopt) {
+  if (!handlers.guard) return std::nullopt;
+  if (extend) return handlers.guard->check_extend(request.caller, name, ttl_ms);
+  return handlers.guard->check(request.caller, name);
+}
+
+void acquire_route(const HttpHandlers& handlers, const Routed& r, const HttpRequest& request,
+                   std::shared_ptr<PendingAcquire> pending,
+                   std::function<void(HttpResponse)> done) {
+  auto in = acquire_input(r.name, request.body);
+  if (auto* f = std::get_if<Failure>(&in)) return done(failed(*f));
+  AcquireInput& input = std::get<AcquireInput>(in);
+  WaitCounter::Slot slot;
+  if (handlers.guard) {
+    auto admitted = handlers.guard->admit(request.caller, input);
+    if (auto* refused = std::get_if<Failure>(&admitted)) return done(failed(*refused));
+    slot = std::move(std::get<WaitCounter::Slot>(admitted));
+  }
+  std::function<void(Outcome<Grant>)> answer = [done](Outcome<Grant> o) {
+    if (auto* f = std::get_if<Failure>(&o)) return done(failed(*f));
+    const Grant& g = std::get<Grant>(o);
+    // The token as a decimal string: it can pass 2^53.
+    done(ok({{"owner", g.owner},
+             {"fencing_token", std::to_string(g.fencing_token)},
+             {"validity_ms", g.validity_ms}}));
+  };
+  handlers.ops->acquire(std::move(input), std::move(pending),
+                        holding(std::move(slot), std::move(answer)));
+}
+
 void handle_lock(const HttpHandlers& handlers, const Routed& r, const HttpRequest& request,
                  std::shared_ptr<PendingAcquire> pending, std::function<void(HttpResponse)> done) {
   Operations& ops = *handlers.ops;
+  if (r.route == Route::acquire)
+    return acquire_route(handlers, r, request, std::move(pending), done);
   if (r.route == Route::status) {
+    if (auto refused = guard_check(handlers, request, r.name)) return done(failed(*refused));
     return ops.status(r.name, [done](Outcome<LockStatus> o) {
       if (auto* f = std::get_if<Failure>(&o)) return done(failed(*f));
       done(ok(cli::to_json(std::get<LockStatus>(o))));
     });
   }
-  if (r.route == Route::acquire) {
-    auto in = acquire_input(r.name, request.body);
-    if (auto* f = std::get_if<Failure>(&in)) return done(failed(*f));
-    return ops.acquire(std::move(std::get<AcquireInput>(in)), std::move(pending),
-                       [done](Outcome<Grant> o) {
-                         if (auto* f = std::get_if<Failure>(&o)) return done(failed(*f));
-                         const Grant& g = std::get<Grant>(o);
-                         // The token as a decimal string: it can pass 2^53.
-                         done(ok({{"owner", g.owner},
-                                  {"fencing_token", std::to_string(g.fencing_token)},
-                                  {"validity_ms", g.validity_ms}}));
-                       });
-  }
   auto in = owner_input(request.body);
   if (auto* f = std::get_if<Failure>(&in)) return done(failed(*f));
   OwnerInput& owned = std::get<OwnerInput>(in);
+  const bool extend = r.route == Route::extend;
+  if (auto refused = guard_check(handlers, request, r.name, extend, owned.ttl_ms)) {
+    return done(failed(*refused));
+  }
   if (r.route == Route::extend) {
     return ops.extend(r.name, std::move(owned.owner), owned.ttl_ms,
                       [done](Outcome<std::int64_t> o) {
@@ -232,6 +265,12 @@ void handle(const HttpHandlers& handlers, const HttpRequest& request,
   const Routed r = route(request.method, request.target);
   if (r.route == Route::not_found) return done(error_response(404, "no such path"));
   if (!r.method_ok) return done(error_response(405, "method not allowed here"));
+  // With tokens, a known one before anything else (/metrics too: it names the Redis nodes);
+  // the probes stay open.
+  const bool probe = r.route == Route::healthz || r.route == Route::readyz;
+  if (handlers.guard && !probe) {
+    if (auto refused = handlers.guard->check_token(request.caller)) return done(failed(*refused));
+  }
   if (r.bad_encoding) return done(error_response(400, "bad percent-encoding in the name"));
   switch (r.route) {
     case Route::healthz:

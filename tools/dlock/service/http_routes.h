@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "service/guard.h"
 #include "service/operations.h"
 
 namespace dlock::service {
@@ -18,6 +19,7 @@ struct HttpRequest {
   std::string method;
   std::string target;  // the path as sent, percent-encoded
   std::string body;
+  Caller caller;  // the Authorization header, and the client's IP address
 };
 
 struct HttpResponse {
@@ -54,9 +56,12 @@ Outcome<OwnerInput> owner_input(const std::string& body);
 
 // Serves one request; `done` runs once, on a thread of the operations' pool or at once.
 // `pending` lets the connection cancel a wait when its client hangs up. `ready` answers
-// /readyz (true when a quorum of nodes answers); `metrics` gives /metrics' text.
+// /readyz (true when a quorum of nodes answers); `metrics` gives /metrics' text. `guard`
+// (none: no checks) passes every /v1 request and /metrics first; /healthz and /readyz are
+// open, for load balancers and probes.
 struct HttpHandlers {
   Operations* ops = nullptr;
+  Guard* guard = nullptr;
   std::function<void(std::function<void(bool)>)> ready;
   std::function<std::string()> metrics;
 };

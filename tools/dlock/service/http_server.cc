@@ -2,6 +2,7 @@
 #include "service/http_server.h"
 
 #include <http_parser.h>
+#include <strings.h>
 
 #include <algorithm>
 #include <array>
@@ -27,8 +28,14 @@ const char* reason(int status) {
       return "Not Found";
     case 405:
       return "Method Not Allowed";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
     case 409:
       return "Conflict";
+    case 429:
+      return "Too Many Requests";
     case 413:
       return "Payload Too Large";
     case 501:
@@ -46,13 +53,23 @@ const char* reason(int status) {
 // posted back to it. Owned by its pending asio handlers (shared_from_this).
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(asio::ip::tcp::socket socket, const HttpHandlers& handlers, asio::io_context& io)
-      : socket_(std::move(socket)), handlers_(handlers), io_(io) {
+  HttpSession(asio::ip::tcp::socket socket, asio::ssl::context* tls, const HttpHandlers& handlers,
+              asio::io_context& io)
+      : stream_(std::move(socket), tls), handlers_(handlers), io_(io) {
+    std::error_code ec;
+    const auto peer = stream_.socket().remote_endpoint(ec);
+    if (!ec) address_ = peer.address().to_string();
     http_parser_init(&parser_, HTTP_REQUEST);
     parser_.data = this;
     http_parser_settings_init(&settings_);
     settings_.on_url = [](http_parser* p, const char* at, std::size_t n) {
       return self(p).on_url(at, n);
+    };
+    settings_.on_header_field = [](http_parser* p, const char* at, std::size_t n) {
+      return self(p).on_header_field(at, n);
+    };
+    settings_.on_header_value = [](http_parser* p, const char* at, std::size_t n) {
+      return self(p).on_header_value(at, n);
     };
     settings_.on_body = [](http_parser* p, const char* at, std::size_t n) {
       return self(p).on_body(at, n);
@@ -70,11 +87,24 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     gone_ = true;
     if (pending_) pending_->cancel();
     std::error_code ignored;
-    socket_.close(ignored);
+    stream_.socket().close(ignored);
+  }
+
+  // The TLS handshake (a client that fails it, e.g. without the required certificate, is
+  // dropped without a word), then the first read.
+  void start() {
+    stream_.async_handshake([s = shared_from_this()](std::error_code ec) {
+      if (ec) {
+        std::error_code ignored;
+        s->stream_.socket().close(ignored);
+        return;
+      }
+      s->read();
+    });
   }
 
   void read() {
-    socket_.async_read_some(
+    stream_.async_read_some(
         asio::buffer(buffer_),
         [s = shared_from_this()](std::error_code ec, std::size_t n) { s->received(ec, n); });
   }
@@ -83,6 +113,21 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   static HttpSession& self(http_parser* p) { return *static_cast<HttpSession*>(p->data); }
   int on_url(const char* at, std::size_t n) {
     request_.target.append(at, n);
+    return 0;
+  }
+  // Header names and values may come in pieces (http-parser bounds their total, 80 KiB). Only
+  // Authorization is kept.
+  int on_header_field(const char* at, std::size_t n) {
+    if (in_value_) field_.clear();
+    in_value_ = false;
+    field_.append(at, n);
+    return 0;
+  }
+  int on_header_value(const char* at, std::size_t n) {
+    in_value_ = true;
+    if (strcasecmp(field_.c_str(), "authorization") == 0) {
+      request_.caller.authorization.append(at, n);
+    }
     return 0;
   }
   int on_body(const char* at, std::size_t n) {
@@ -128,6 +173,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     busy_ = true;
     complete_ = false;
     request_.method = http_method_str(static_cast<http_method>(parser_.method));
+    request_.caller.address = address_;
     const bool keep_alive = http_should_keep_alive(&parser_) != 0;
     pending_ = handlers_.ops->make_pending();
     // The work guard keeps the io thread running until the answer is back, also while the
@@ -149,27 +195,30 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     out_ = "HTTP/1.1 " + std::to_string(response.status) + " " + reason(response.status) +
            "\r\nContent-Type: " + response.content_type +
            "\r\nContent-Length: " + std::to_string(response.body.size()) +
+           (response.status == 401 ? "\r\nWWW-Authenticate: Bearer realm=\"dlock\"" : "") +
            (keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n") + response.body;
-    asio::async_write(socket_, asio::buffer(out_),
-                      [s = shared_from_this(), keep_alive](std::error_code ec, std::size_t) {
-                        if (ec || !keep_alive) {
-                          std::error_code ignored;
-                          s->socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-                          return;
-                        }
-                        s->next();
-                      });
+    stream_.async_write(
+        asio::buffer(out_), [s = shared_from_this(), keep_alive](std::error_code ec, std::size_t) {
+          if (ec || !keep_alive) {
+            std::error_code ignored;
+            s->stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+            return;
+          }
+          s->next();
+        });
   }
 
   // The next request on a kept-alive connection, from the bytes that came meanwhile.
   void next() {
     busy_ = false;
     request_ = HttpRequest{};
+    field_.clear();
+    in_value_ = false;
     http_parser_pause(&parser_, 0);
     if (!input_.empty()) parse();
   }
 
-  asio::ip::tcp::socket socket_;
+  ServerStream stream_;
   const HttpHandlers& handlers_;
   asio::io_context& io_;
   http_parser parser_{};
@@ -177,6 +226,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   std::array<char, 8192> buffer_{};
   std::string input_;  // received, not parsed yet
   HttpRequest request_;
+  std::string field_;  // the header name being read
+  bool in_value_ = false;
+  std::string address_;  // the client's IP address
   std::string out_;
   std::shared_ptr<PendingAcquire> pending_;
   bool complete_ = false;
@@ -213,10 +265,10 @@ void HttpServer::accept() {
   acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;
     if (!ec) {
-      auto session = std::make_shared<HttpSession>(std::move(socket), handlers_, io_);
+      auto session = std::make_shared<HttpSession>(std::move(socket), tls_, handlers_, io_);
       std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
       sessions_.push_back(session);
-      session->read();
+      session->start();
     }
     accept();
   });

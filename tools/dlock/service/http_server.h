@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "service/http_routes.h"
+#include "service/tls.h"
 
 namespace dlock::service {
 
@@ -24,7 +25,9 @@ class HttpSession;
 
 class HttpServer {
  public:
-  explicit HttpServer(HttpHandlers handlers) : handlers_(std::move(handlers)) {}
+  // `tls` (none: in the clear) serves every connection over TLS; it outlives the server.
+  explicit HttpServer(HttpHandlers handlers, asio::ssl::context* tls = nullptr)
+      : handlers_(std::move(handlers)), tls_(tls) {}
   ~HttpServer();  // stops and joins
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -40,6 +43,7 @@ class HttpServer {
   void accept();
 
   HttpHandlers handlers_;
+  asio::ssl::context* tls_;
   asio::io_context io_;
   asio::ip::tcp::acceptor acceptor_{io_};
   std::vector<std::weak_ptr<HttpSession>> sessions_;  // io thread only

@@ -37,6 +37,10 @@ enum class Code {
   unavailable,       // no quorum of Redis nodes answered in time: retry
   cancelled,         // the caller went away
   unimplemented,     // a part of the API this server does not serve yet
+  // Security and limits (guard.h):
+  unauthenticated,     // no bearer token, or one the token file does not have
+  permission_denied,   // the name is outside the token's prefixes
+  resource_exhausted,  // the caller has its maximum of concurrent waits: retry later
 };
 
 struct Failure {

@@ -38,12 +38,7 @@ CLI::App* add_serve_command(CLI::App& app, ServeFlags& flags) {
   serve->add_option("--http-listen", flags.http_listen,
                     "HOST:PORT of the HTTP/JSON listener, or off (default 127.0.0.1:7701; port "
                     "0: any)");
-  serve->add_option("--tls-cert", flags.tls_cert, "the service's certificate (not served yet)");
-  serve->add_option("--tls-key", flags.tls_key, "the service's private key (not served yet)");
-  serve->add_option("--tls-client-ca", flags.tls_client_ca,
-                    "require client certificates signed by this CA (not served yet)");
-  serve->add_option("--tokens", flags.tokens,
-                    "bearer tokens and their name prefixes (not served yet)");
+  add_security_flags(*serve, flags.security);
   serve->footer(
       "Serves dlock.v1.Locks (proto/dlock/v1/lock.proto): Acquire, Extend, Release, Status, "
       "with server reflection; and HTTP/JSON: POST /v1/locks/NAME:acquire, :extend, :release, "
@@ -78,28 +73,33 @@ Result<std::string> listen_address(const std::string& flag) {
 
 namespace {
 
-// The flags this slice accepts but does not serve: refusing to start is safer than serving
-// without the TLS or the tokens that the operator asked for.
-std::optional<std::string> not_served_yet(const ServeFlags& flags) {
-  if (!flags.tls_cert.empty() || !flags.tls_key.empty() || !flags.tls_client_ca.empty()) {
-    return "--tls-cert, --tls-key and --tls-client-ca are not served yet (issue 31)";
-  }
-  if (!flags.tokens.empty()) return "--tokens is not served yet (issue 31)";
-  return std::nullopt;
-}
-
 std::string host_of(const std::string& address) {
   return address.substr(0, address.rfind(':'));
 }
 
-std::unique_ptr<grpc::Server> start_grpc(const std::string& address, service::GrpcLocks& locks) {
+// TLS with the service's certificate, and a client certificate required when a client CA is
+// given; in the clear without TLS.
+std::shared_ptr<grpc::ServerCredentials> grpc_credentials(const service::ServerTls* tls) {
+  if (tls == nullptr) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options(
+      tls->client_ca_pem().empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                   : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.pem_root_certs = tls->client_ca_pem();
+  options.pem_key_cert_pairs.push_back({tls->key_pem(), tls->cert_pem()});
+  return grpc::SslServerCredentials(options);
+}
+
+std::unique_ptr<grpc::Server> start_grpc(const std::string& address, service::GrpcLocks& locks,
+                                         const service::ServerTls* tls) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default: a second dlock serve on the same port would then share
   // it silently instead of failing.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // The same bound as an HTTP body: a larger request is refused (RESOURCE_EXHAUSTED, by gRPC).
+  builder.SetMaxReceiveMessageSize(static_cast<int>(service::kMaxBody));
   int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(address, grpc_credentials(tls), &port);
   builder.RegisterService(&locks);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
@@ -130,7 +130,6 @@ struct Listeners {
 };
 
 Result<Listeners> listeners(const ServeFlags& flags) {
-  if (auto why = not_served_yet(flags)) return Error(errc::invalid_argument, *why);
   auto grpc_address = listen_address(flags.grpc_listen);
   if (!grpc_address) return grpc_address.error();
   auto http_address = listen_address(flags.http_listen);
@@ -151,6 +150,16 @@ int serve_command(const ServeFlags& flags) {
     std::cerr << "dlock: " << addresses.error().message() << "\n";
     return kExitUsage;
   }
+  auto guard = make_guard(flags.security);
+  if (!guard) {
+    std::cerr << "dlock: " << guard.error().message() << "\n";
+    return kExitUsage;
+  }
+  auto tls = load_tls(flags.security);
+  if (!tls) {
+    std::cerr << "dlock: " << tls.error().message() << "\n";
+    return kExitUsage;
+  }
   auto metrics = std::make_shared<PrometheusObserver>();
   auto client = make_client(flags.connect, metrics);
   if (!client) {
@@ -158,14 +167,15 @@ int serve_command(const ServeFlags& flags) {
     return kExitUsage;
   }
   service::Operations ops(*client, 4);
-  service::GrpcLocks locks(ops);
+  service::GrpcLocks locks(ops, *guard);
   std::unique_ptr<grpc::Server> grpc_server;
-  if (!addresses->grpc.empty() && !(grpc_server = start_grpc(addresses->grpc, locks))) {
+  if (!addresses->grpc.empty() && !(grpc_server = start_grpc(addresses->grpc, locks, tls->get()))) {
     return kExitUnavailable;
   }
-  service::HttpHandlers handlers{&ops, [&ops](auto done) { check_ready(ops, std::move(done)); },
+  service::HttpHandlers handlers{&ops, &*guard,
+                                 [&ops](auto done) { check_ready(ops, std::move(done)); },
                                  [metrics] { return metrics->text(); }};
-  service::HttpServer http(std::move(handlers));
+  service::HttpServer http(std::move(handlers), *tls ? &(*tls)->context() : nullptr);
   if (!addresses->http.empty()) {
     auto port = http.start(addresses->http);
     if (!port) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "connect_flags.h"
+#include "service/security_flags.h"
 
 namespace dlock::cli {
 
@@ -14,10 +15,7 @@ struct ServeFlags {
   ConnectFlags connect;
   std::string grpc_listen = "127.0.0.1:7700";  // HOST:PORT, or off
   std::string http_listen = "127.0.0.1:7701";  // HOST:PORT, or off
-  std::string tls_cert;                        // the service's certificate (PEM)
-  std::string tls_key;                         // its key
-  std::string tls_client_ca;                   // clients must show a certificate signed by this CA
-  std::string tokens;                          // bearer tokens and the name prefixes each may use
+  SecurityFlags security;                      // TLS, tokens, limits
 };
 
 CLI::App* add_serve_command(CLI::App& app, ServeFlags& flags);
