@@ -52,13 +52,14 @@ std::shared_ptr<Once<T>> once_cancellable(const std::shared_ptr<AsyncCancel>& ca
 engine::Task<bool> try_lock_task(std::shared_ptr<ClientCore> core, std::string name,
                                  LockOptions options, std::shared_ptr<AsyncCancel> cancel,
                                  std::shared_ptr<Once<Lease>> once,
-                                 std::shared_ptr<Rounds> rounds /* may be null */) {
+                                 std::shared_ptr<Rounds> rounds /* may be null */,
+                                 lock::HoldKind kind) {
   if (cancel->requested()) co_return once->complete(cancelled());  // before anything was sent
   const OwnerToken owner = options.owner ? *options.owner : lock::task_owner();
   auto fair = fair_ticket(options, false);
   if (rounds) ++rounds->sent;
   auto attempt =
-      attempt_task(core, std::move(name), std::move(options), owner, std::move(fair), false);
+      attempt_task(core, std::move(name), std::move(options), owner, std::move(fair), false, kind);
   auto result = co_await std::move(attempt);
   if (auto* lease = std::get_if<Lease>(&result)) co_return once->complete(std::move(*lease));
   if (rounds) rounds->refused(std::get<lock::Refused>(result).error);
@@ -70,16 +71,14 @@ engine::Task<bool> try_lock_task(std::shared_ptr<ClientCore> core, std::string n
 engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::string name,
                                       std::chrono::milliseconds wait, LockOptions options,
                                       std::shared_ptr<lock::WaitCancel> cancel,
-                                      std::shared_ptr<Rounds> rounds) {
+                                      std::shared_ptr<Rounds> rounds, lock::HoldKind kind) {
   // Cancelled before anything was sent: do not take the lock at all.
   if (cancel->cancelled()) co_return Error(errc::cancelled, "wait cancelled");
   const OwnerToken owner = options.owner ? *options.owner : lock::task_owner();
   const std::optional<lock::FairTicket> fair = fair_ticket(options, wait.count() > 0);
-  LockAttempts attempts(core, name, options, owner, fair, lock::HoldKind::write,
-                        lock::WaitOn::io_thread, *rounds);
-  auto waiting = lock::wait_task(
-      lock_wait_plan(*core, name, wait, options, owner, fair, lock::HoldKind::write),
-      wait_context(*core, lock::WaitOn::io_thread), attempts, *cancel);
+  LockAttempts attempts(core, name, options, owner, fair, kind, lock::WaitOn::io_thread, *rounds);
+  auto waiting = lock::wait_task(lock_wait_plan(*core, name, wait, options, owner, fair, kind),
+                                 wait_context(*core, lock::WaitOn::io_thread), attempts, *cancel);
   auto waited = co_await std::move(waiting);
   if (!waited) co_return std::move(waited).error();
   co_return std::move(*attempts.lease);
@@ -89,8 +88,9 @@ engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::str
 
 void start_lock(const Client& client, std::string name, std::chrono::milliseconds wait,
                 LockOptions options, std::shared_ptr<AsyncCancel> cancel,
-                std::function<void(Result<Lease>)> done) {
+                std::function<void(Result<Lease>)> done, bool shared) {
   const auto& core = Access::core(client);
+  const auto kind = shared ? lock::HoldKind::read : lock::HoldKind::write;
   auto waiting = std::make_shared<lock::WaitCancel>();
   auto rounds = std::make_shared<Rounds>();
   if (core->observer() != nullptr) {
@@ -102,6 +102,9 @@ void start_lock(const Client& client, std::string name, std::chrono::millisecond
   }
   if (wait.count() < 0) return done(Error(errc::invalid_argument, "wait must not be negative"));
   if (auto bad = check_options(*core, name, options)) return done(std::move(*bad));
+  if (shared) {
+    if (auto bad = check_shared(options)) return done(std::move(*bad));
+  }
   auto once = std::make_shared<Once<Lease>>(std::move(done));
   // Cancelling completes at once and wakes the wait, which then leaves its queue place and
   // its channel; a lock got meanwhile is released as the Task ends (Once drops it).
@@ -109,15 +112,45 @@ void start_lock(const Client& client, std::string name, std::chrono::millisecond
     waiting->cancel();
     if (auto o = weak.lock()) o->complete(cancelled());
   });
-  core->nodes().post(
-      [core, name = std::move(name), wait, options = std::move(options), waiting, rounds, once] {
-        engine::start(lock_task(core, name, wait, options, waiting, rounds),
-                      [once](Result<Lease> r) { once->complete(std::move(r)); });
-      });
+  core->nodes().post([core, name = std::move(name), wait, options = std::move(options), waiting,
+                      rounds, once, kind] {
+    engine::start(lock_task(core, name, wait, options, waiting, rounds, kind),
+                  [once](Result<Lease> r) { once->complete(std::move(r)); });
+  });
+}
+
+void start_acquire_permit(const Client& client, std::string name, std::size_t permits,
+                          std::chrono::milliseconds wait, LockOptions options,
+                          std::shared_ptr<AsyncCancel> cancel,
+                          std::function<void(Result<Lease>)> done) {
+  const auto& core = Access::core(client);
+  auto waiting = std::make_shared<lock::WaitCancel>();
+  auto rounds = std::make_shared<Rounds>();
+  if (core->observer() != nullptr) {
+    done = [core, name, rounds, started = std::chrono::steady_clock::now(),
+            done = std::move(done)](Result<Lease> r) {
+      report_acquire(*core, name, r, started, *rounds);
+      done(std::move(r));
+    };
+  }
+  if (auto bad = check_permit(*core, name, permits, options, wait)) return done(std::move(*bad));
+  auto once = std::make_shared<Once<Lease>>(std::move(done));
+  // As start_lock: completes at once, and the wait leaves its queue place and its channel; a
+  // permit got meanwhile is given back as the Task ends.
+  cancel->on_request([weak = std::weak_ptr<Once<Lease>>(once), waiting] {
+    waiting->cancel();
+    if (auto o = weak.lock()) o->complete(cancelled());
+  });
+  core->nodes().post([core, name = std::move(name), permits, wait, options = std::move(options),
+                      waiting, rounds, once] {
+    engine::start(permit_task(core, name, permits, wait, options, waiting, rounds),
+                  [once](Result<Lease> r) { once->complete(std::move(r)); });
+  });
 }
 
 void start_try_lock(const Client& client, std::string name, LockOptions options,
-                    std::shared_ptr<AsyncCancel> cancel, std::function<void(Result<Lease>)> done) {
+                    std::shared_ptr<AsyncCancel> cancel, std::function<void(Result<Lease>)> done,
+                    bool shared) {
   const auto& core = Access::core(client);
   std::shared_ptr<Rounds> rounds;  // counted for an observer only
   if (core->observer() != nullptr) {
@@ -129,10 +162,14 @@ void start_try_lock(const Client& client, std::string name, LockOptions options,
     };
   }
   if (auto bad = check_options(*core, name, options)) return done(std::move(*bad));
+  if (shared) {
+    if (auto bad = check_shared(options)) return done(std::move(*bad));
+  }
   auto once = once_cancellable<Lease>(cancel, std::move(done));
+  const auto kind = shared ? lock::HoldKind::read : lock::HoldKind::write;
   core->nodes().post(
-      [core, name = std::move(name), options = std::move(options), cancel, once, rounds] {
-        engine::start(try_lock_task(core, name, options, cancel, once, rounds), [](bool) {});
+      [core, name = std::move(name), options = std::move(options), cancel, once, rounds, kind] {
+        engine::start(try_lock_task(core, name, options, cancel, once, rounds, kind), [](bool) {});
       });
 }
 

@@ -239,25 +239,31 @@ Result<Lease> Client::lock_shared(std::string_view name, Millis wait, const Lock
   return wait_for(core_, name, wait, options, std::move(stop), lock::HoldKind::read);
 }
 
-Result<void> Client::unlock(std::string_view name, const OwnerToken& owner) {
+namespace {
+
+// Client::unlock and unlock_shared: the hold of `kind`, by owner.
+Result<void> unlock_by_owner(detail::ClientCore& core, std::string_view name,
+                             const OwnerToken& owner, lock::HoldKind kind) {
   if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
   if (owner.empty()) return Error(errc::invalid_argument, "owner must not be empty");
-  auto r = core_->algorithm().release(lock::HoldId{std::string(name), owner, ""});
+  auto r = core.algorithm().release(lock::HoldId{std::string(name), owner, "", kind});
   // This client's own leases of that hold, if any, are over: they must not report held.
-  core_->holds().forget(std::string(name), owner);
+  core.holds().forget(std::string(name), owner, kind);
   return r;
 }
 
-Result<Millis> Client::extend(std::string_view name, const OwnerToken& owner, Millis ttl) {
+// Client::extend and extend_shared: the hold of `kind`, by owner.
+Result<Millis> extend_by_owner(detail::ClientCore& core, std::string_view name,
+                               const OwnerToken& owner, Millis ttl, lock::HoldKind kind) {
   if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
   if (owner.empty()) return Error(errc::invalid_argument, "owner must not be empty");
-  if (auto bad = core_->check(name, ttl)) return std::move(*bad);
+  if (auto bad = core.check(name, ttl)) return std::move(*bad);
   // No lease here says how long the hold was valid, so the round may last up to the new ttl:
   // what the nodes re-arm lives ttl from when they answer, all after `start`, and the judge
   // counts the validity from `start`.
   const auto start = lock::Clock::now();
-  auto until = core_->algorithm().extend(lock::HoldId{std::string(name), owner, ""}, ttl,
-                                         start + std::chrono::milliseconds(ttl));
+  auto until = core.algorithm().extend(lock::HoldId{std::string(name), owner, "", kind}, ttl,
+                                       start + std::chrono::milliseconds(ttl));
   if (!until) return std::move(until).error();
   const auto left =
       std::chrono::duration_cast<std::chrono::milliseconds>(*until - lock::Clock::now());
@@ -265,6 +271,24 @@ Result<Millis> Client::extend(std::string_view name, const OwnerToken& owner, Mi
     return Error(errc::timeout, "lock '" + std::string(name) + "': extended too late to be valid");
   }
   return Millis(left);
+}
+
+}  // namespace
+
+Result<void> Client::unlock(std::string_view name, const OwnerToken& owner) {
+  return unlock_by_owner(*core_, name, owner, lock::HoldKind::write);
+}
+
+Result<void> Client::unlock_shared(std::string_view name, const OwnerToken& owner) {
+  return unlock_by_owner(*core_, name, owner, lock::HoldKind::read);
+}
+
+Result<Millis> Client::extend(std::string_view name, const OwnerToken& owner, Millis ttl) {
+  return extend_by_owner(*core_, name, owner, ttl, lock::HoldKind::write);
+}
+
+Result<Millis> Client::extend_shared(std::string_view name, const OwnerToken& owner, Millis ttl) {
+  return extend_by_owner(*core_, name, owner, ttl, lock::HoldKind::read);
 }
 
 Result<LockStatus> Client::status(std::string_view name) {

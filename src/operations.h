@@ -99,6 +99,17 @@ lock::WaitPlan lock_wait_plan(ClientCore& core, const std::string& name,
 // What a wait on this client's thread `on` needs of it.
 lock::WaitContext wait_context(ClientCore& core, lock::WaitOn on);
 
+// A permit of the semaphore `name` on the io thread (dlock/async.h's async_acquire_permit;
+// src/semaphore.cc): the wait of Semaphore::acquire_lease, awaited. check_permit first.
+engine::Task<Result<Lease>> permit_task(std::shared_ptr<ClientCore> core, std::string name,
+                                        std::size_t permits, std::chrono::milliseconds wait,
+                                        LockOptions options,
+                                        std::shared_ptr<lock::WaitCancel> cancel,
+                                        std::shared_ptr<Rounds> rounds);
+std::optional<Error> check_permit(const ClientCore& core, const std::string& name,
+                                  std::size_t permits, const LockOptions& options,
+                                  std::chrono::milliseconds wait);
+
 // Lease::unlock and Lease::extend.
 engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,
                                        std::shared_ptr<LeaseState> state);

@@ -27,29 +27,44 @@ struct Pass {
   std::optional<Millis> holder_ttl;  // the soonest a held slot's key runs out
 };
 
+// One attempt at slot i, blocking the caller's thread or awaited on the io thread (`on`).
+engine::Task<std::variant<Lease, lock::Refused>> slot_attempt(
+    const std::shared_ptr<detail::ClientCore>& core, const std::string& name, std::size_t i,
+    std::size_t permits, const LockOptions& options, const std::optional<OwnerToken>& fair_owner,
+    const std::optional<lock::FairTicket>& fair, lock::WaitOn on) {
+  // Each permit its own owner: the same thread taking two permits must get two slots, never
+  // a reentrant second lease of one.
+  LockOptions slot_options = options;
+  const OwnerToken owner = fair_owner ? *fair_owner : lock::task_owner();
+  slot_options.owner = owner;
+  auto attempting = detail::attempt_task(core, lock::semaphore_slot(name, i), slot_options, owner,
+                                         fair, false, lock::HoldKind::write, {}, permits);
+  // Never blocks the io thread: the blocking API's wait runs on the caller's (LockAttempts).
+  if (on == lock::WaitOn::caller_thread) co_return engine::run_sync(std::move(attempting));
+  co_return co_await std::move(attempting);
+}
+
 // `fair_owner`, `fair`: a fair waiter's one owner and ticket for every slot (it queues once for
-// the whole semaphore, lock/keys.h); otherwise each slot is tried under a fresh owner.
-Pass one_pass(const std::shared_ptr<detail::ClientCore>& core, const std::string& name,
-              std::size_t permits, const LockOptions& options, detail::Rounds& rounds,
-              const std::optional<OwnerToken>& fair_owner,
-              const std::optional<lock::FairTicket>& fair) {
+// the whole semaphore, lock/keys.h); otherwise each slot is tried under a fresh owner. `on`:
+// blocking the caller's thread, or awaited on the io thread (the asio API). The references
+// must outlive the Task (PermitPasses' members).
+engine::Task<Pass> one_pass(const std::shared_ptr<detail::ClientCore>& core,
+                            const std::string& name, std::size_t permits,
+                            const LockOptions& options, detail::Rounds& rounds,
+                            const std::optional<OwnerToken>& fair_owner,
+                            const std::optional<lock::FairTicket>& fair, lock::WaitOn on) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   const std::size_t first = std::uniform_int_distribution<std::size_t>(0, permits - 1)(rng);
   Pass pass;
   std::size_t held = 0;
   for (std::size_t k = 0; k < permits; ++k) {
-    // Each permit its own owner: the same thread taking two permits must get two slots, never
-    // a reentrant second lease of one.
-    LockOptions slot_options = options;
-    const OwnerToken owner = fair_owner ? *fair_owner : lock::task_owner();
-    slot_options.owner = owner;
-    const std::string slot = lock::semaphore_slot(name, (first + k) % permits);
     ++rounds.sent;
-    auto r = engine::run_sync(detail::attempt_task(core, slot, slot_options, owner, fair, false,
-                                                   lock::HoldKind::write, {}, permits));
+    auto attempting =
+        slot_attempt(core, name, (first + k) % permits, permits, options, fair_owner, fair, on);
+    auto r = co_await std::move(attempting);
     if (auto* lease = std::get_if<Lease>(&r)) {
       pass.lease = std::move(*lease);
-      return pass;
+      co_return pass;
     }
     auto& refused = std::get<lock::Refused>(r);
     rounds.refused(refused.error);
@@ -67,13 +82,13 @@ Pass one_pass(const std::shared_ptr<detail::ClientCore>& core, const std::string
       pass.error =
           Error(errc::invalid_argument, "semaphore '" + name + "': " + refused.error.summary(),
                 refused.error.nodes());
-      return pass;
+      co_return pass;
     }
     // A slot that could not be judged is not "taken": the pass reports that error unless every
     // slot was held.
     const bool retryable = lock::retryable(refused.error);
     pass.error = std::move(refused.error);
-    if (!retryable) return pass;
+    if (!retryable) co_return pass;
   }
   pass.contended = held > 0;
   if (held == permits) {
@@ -82,7 +97,7 @@ Pass one_pass(const std::shared_ptr<detail::ClientCore>& core, const std::string
               "semaphore '" + name + "': all " + std::to_string(permits) + " permits are taken",
               pass.error->nodes());
   }
-  return pass;
+  co_return pass;
 }
 
 std::optional<Error> check(const detail::ClientCore& core, const std::string& name,
@@ -100,24 +115,26 @@ std::optional<Error> check(const detail::ClientCore& core, const std::string& na
   return detail::check_options(core, lock::semaphore_slot(name, permits - 1), options);
 }
 
-// The semaphore's attempts for the wait (lock/wait.h): a pass over the slots each, on this
-// thread.
+// The semaphore's attempts for the wait (lock/wait.h): a pass over the slots each, on the
+// caller's thread or the io thread (`on`).
 class PermitPasses final : public lock::Attempts {
  public:
-  PermitPasses(std::shared_ptr<detail::ClientCore> core, const std::string& name,
-               std::size_t permits, const LockOptions& options, detail::Rounds& rounds,
-               std::optional<OwnerToken> fair_owner, std::optional<lock::FairTicket> fair)
+  PermitPasses(std::shared_ptr<detail::ClientCore> core, std::string name, std::size_t permits,
+               LockOptions options, detail::Rounds& rounds, std::optional<OwnerToken> fair_owner,
+               std::optional<lock::FairTicket> fair, lock::WaitOn on)
       : core_(std::move(core)),
-        name_(name),
+        name_(std::move(name)),
         permits_(permits),
-        options_(options),
+        options_(std::move(options)),
         rounds_(rounds),
         fair_owner_(std::move(fair_owner)),
-        fair_(std::move(fair)) {}
+        fair_(std::move(fair)),
+        on_(on) {}
 
   engine::Task<std::optional<lock::Refusal>> attempt(
       lock::WriterWait /*no writers here*/) override {
-    Pass pass = one_pass(core_, name_, permits_, options_, rounds_, fair_owner_, fair_);
+    auto passing = one_pass(core_, name_, permits_, options_, rounds_, fair_owner_, fair_, on_);
+    Pass pass = co_await std::move(passing);
     if (pass.lease) {
       lease = std::move(*pass.lease);
       co_return std::nullopt;
@@ -129,12 +146,13 @@ class PermitPasses final : public lock::Attempts {
 
  private:
   const std::shared_ptr<detail::ClientCore> core_;
-  const std::string& name_;
+  const std::string name_;
   const std::size_t permits_;
-  const LockOptions& options_;
+  const LockOptions options_;
   detail::Rounds& rounds_;
   const std::optional<OwnerToken> fair_owner_;
   const std::optional<lock::FairTicket> fair_;
+  const lock::WaitOn on_;
 };
 
 // How a permit is waited for: one channel for all slots (lock/keys.h), so any permit given
@@ -168,7 +186,8 @@ Result<Lease> acquire_permit(const std::shared_ptr<detail::ClientCore>& core,
   const std::optional<lock::FairTicket> fair = detail::fair_ticket(options, wait.count() > 0);
   const std::optional<OwnerToken> fair_owner =
       fair ? std::optional<OwnerToken>(lock::task_owner()) : std::nullopt;
-  PermitPasses passes(core, name, permits, options, rounds, fair_owner, fair);
+  PermitPasses passes(core, name, permits, options, rounds, fair_owner, fair,
+                      lock::WaitOn::caller_thread);
   lock::WaitCancel cancel;
   std::stop_callback on_stop(stop, [&cancel] { cancel.cancel(); });
   auto waited = engine::run_sync(
@@ -180,6 +199,37 @@ Result<Lease> acquire_permit(const std::shared_ptr<detail::ClientCore>& core,
 
 }  // namespace
 
+namespace detail {
+
+engine::Task<Result<Lease>> permit_task(std::shared_ptr<ClientCore> core, std::string name,
+                                        std::size_t permits, std::chrono::milliseconds wait,
+                                        LockOptions options,
+                                        std::shared_ptr<lock::WaitCancel> cancel,
+                                        std::shared_ptr<Rounds> rounds) {
+  // Cancelled before anything was sent: take no permit at all.
+  if (cancel->cancelled()) co_return Error(errc::cancelled, "wait cancelled");
+  const std::optional<lock::FairTicket> fair = fair_ticket(options, wait.count() > 0);
+  const std::optional<OwnerToken> fair_owner =
+      fair ? std::optional<OwnerToken>(lock::task_owner()) : std::nullopt;
+  PermitPasses passes(core, name, permits, options, *rounds, fair_owner, fair,
+                      lock::WaitOn::io_thread);
+  auto waiting = lock::wait_task(permit_wait_plan(name, options, wait, fair_owner, fair),
+                                 wait_context(*core, lock::WaitOn::io_thread), passes, *cancel);
+  auto waited = co_await std::move(waiting);
+  if (!waited) co_return std::move(waited).error();
+  co_return std::move(*passes.lease);
+}
+
+std::optional<Error> check_permit(const ClientCore& core, const std::string& name,
+                                  std::size_t permits, const LockOptions& options,
+                                  std::chrono::milliseconds wait) {
+  if (auto bad = check(core, name, permits, options)) return bad;
+  if (wait.count() < 0) return Error(errc::invalid_argument, "wait must not be negative");
+  return std::nullopt;
+}
+
+}  // namespace detail
+
 Semaphore::Semaphore(Client client, std::string name, std::size_t permits, LockOptions options)
     : client_(std::move(client)),
       name_(std::move(name)),
@@ -188,6 +238,10 @@ Semaphore::Semaphore(Client client, std::string name, std::size_t permits, LockO
 
 std::string Semaphore::slot_name(std::size_t i) const {
   return lock::semaphore_slot(name_, i);
+}
+
+std::string Semaphore::slot_name(std::string_view name, std::size_t i) {
+  return lock::semaphore_slot(name, i);
 }
 
 Result<Lease> Semaphore::try_acquire_lease() {

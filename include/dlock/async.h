@@ -48,6 +48,7 @@
 #include <asio/system_executor.hpp>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -95,11 +96,18 @@ class AsyncCancel {
 
 // The library side (src/async.cc): starts the operation on the client's io thread; `done`
 // runs there exactly once, at once when cancelled.
+// `shared`: a read hold (Client::try_lock_shared / lock_shared) instead of a write hold.
 void start_try_lock(const Client& client, std::string name, LockOptions options,
-                    std::shared_ptr<AsyncCancel> cancel, std::function<void(Result<Lease>)> done);
+                    std::shared_ptr<AsyncCancel> cancel, std::function<void(Result<Lease>)> done,
+                    bool shared = false);
 void start_lock(const Client& client, std::string name, std::chrono::milliseconds wait,
                 LockOptions options, std::shared_ptr<AsyncCancel> cancel,
-                std::function<void(Result<Lease>)> done);
+                std::function<void(Result<Lease>)> done, bool shared = false);
+// src/semaphore.cc: one permit of the semaphore `name` (Semaphore::acquire_lease).
+void start_acquire_permit(const Client& client, std::string name, std::size_t permits,
+                          std::chrono::milliseconds wait, LockOptions options,
+                          std::shared_ptr<AsyncCancel> cancel,
+                          std::function<void(Result<Lease>)> done);
 void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel,
                   std::function<void(Result<void>)> done);
 void start_extend(Lease& lease, std::chrono::milliseconds ttl, std::shared_ptr<AsyncCancel> cancel,
@@ -164,6 +172,53 @@ auto async_lock(Client& client, std::string_view name, Millis wait, LockOptions 
         detail::initiate<Lease>(std::move(handler), [&](auto cancel, auto done) {
           detail::start_lock(client, std::move(n), wait, std::move(o), std::move(cancel),
                              std::move(done));
+        });
+      },
+      token, std::string(name), std::move(options));
+}
+
+// Client::try_lock_shared: one attempt at a read hold. Completes with Result<Lease>.
+template <typename Token>
+auto async_try_lock_shared(Client& client, std::string_view name, LockOptions options,
+                           Token&& token) {
+  return asio::async_initiate<Token, void(Result<Lease>)>(
+      [client](auto handler, std::string n, LockOptions o) {
+        detail::initiate<Lease>(std::move(handler), [&](auto cancel, auto done) {
+          detail::start_try_lock(client, std::move(n), std::move(o), std::move(cancel),
+                                 std::move(done), /*shared=*/true);
+        });
+      },
+      token, std::string(name), std::move(options));
+}
+
+// Client::lock_shared: waits up to `wait` for a read hold. Completes with Result<Lease>;
+// errors as async_lock.
+template <typename Token>
+auto async_lock_shared(Client& client, std::string_view name, Millis wait, LockOptions options,
+                       Token&& token) {
+  return asio::async_initiate<Token, void(Result<Lease>)>(
+      [client, wait](auto handler, std::string n, LockOptions o) {
+        detail::initiate<Lease>(std::move(handler), [&](auto cancel, auto done) {
+          detail::start_lock(client, std::move(n), wait, std::move(o), std::move(cancel),
+                             std::move(done), /*shared=*/true);
+        });
+      },
+      token, std::string(name), std::move(options));
+}
+
+// Semaphore(client, name, permits, options).acquire_lease(wait): one of `permits` permits of
+// the semaphore `name`, waiting up to `wait` (0: one pass over the permits). The lease's name()
+// is the permit's slot (Semaphore::slot_name). Completes with Result<Lease>; errors as
+// Semaphore::acquire_lease (lock_held for a pass, wait_timeout for a wait, invalid_argument for
+// another permit count than the nodes recorded).
+template <typename Token>
+auto async_acquire_permit(Client& client, std::string_view name, std::size_t permits, Millis wait,
+                          LockOptions options, Token&& token) {
+  return asio::async_initiate<Token, void(Result<Lease>)>(
+      [client, permits, wait](auto handler, std::string n, LockOptions o) {
+        detail::initiate<Lease>(std::move(handler), [&](auto cancel, auto done) {
+          detail::start_acquire_permit(client, std::move(n), permits, wait, std::move(o),
+                                       std::move(cancel), std::move(done));
         });
       },
       token, std::string(name), std::move(options));

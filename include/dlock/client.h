@@ -83,6 +83,11 @@ class Client {
   // is gone), errc::quorum_not_reached (too few nodes answered; the old ttl still stands),
   // errc::invalid_argument. Blocks for about one round trip (at most the node timeout).
   Result<Millis> extend(std::string_view name, const OwnerToken& owner, Millis ttl);
+  // The same for `owner`'s read hold of `name` (try_lock_shared / lock_shared, handed over with
+  // Lease::detach): releases it (the lock is freed with its last reader), or re-arms its ttl.
+  // Errors as unlock and extend.
+  Result<void> unlock_shared(std::string_view name, const OwnerToken& owner);
+  Result<Millis> extend_shared(std::string_view name, const OwnerToken& owner, Millis ttl);
 
   // What each node knows about `name`. Fails only for bad input; node errors are per node.
   Result<LockStatus> status(std::string_view name);

@@ -54,6 +54,7 @@
 #include <mutex>
 #include <stop_token>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dlock {
@@ -98,6 +99,9 @@ class Semaphore {
   const std::string& name() const noexcept { return name_; }
   // The lock name of slot i ("dlock:sem:{NAME}:<i>"): for status and force release.
   std::string slot_name(std::size_t i) const;
+  // The same for the semaphore `name`, without a Semaphore: to extend or release a permit
+  // handed over with Lease::detach (Client::extend / Client::unlock on its slot, by owner).
+  static std::string slot_name(std::string_view name, std::size_t i);
 
  private:
   Result<void> acquire_within(std::chrono::milliseconds wait);

@@ -212,12 +212,12 @@ engine::Task<Holds::Ended> Holds::end_task(std::shared_ptr<detail::LeaseState> l
   co_return ended;
 }
 
-void Holds::forget(const std::string& name, const OwnerToken& owner) {
-  engine::run_sync(forget_task(name, owner));
+void Holds::forget(const std::string& name, const OwnerToken& owner, HoldKind kind) {
+  engine::run_sync(forget_task(name, owner, kind));
 }
 
-engine::Task<bool> Holds::forget_task(std::string name, OwnerToken owner) {
-  const HoldId key{std::move(name), std::move(owner), "", HoldKind::write};
+engine::Task<bool> Holds::forget_task(std::string name, OwnerToken owner, HoldKind kind) {
+  const HoldId key{std::move(name), std::move(owner), "", kind};
   const auto entry = enter(key);
   {
     auto lock = co_await entry->mu.lock();

@@ -67,10 +67,10 @@ class Holds {
   Ended end(const std::shared_ptr<detail::LeaseState>& lease, bool release = true);
   engine::Task<Ended> end_task(std::shared_ptr<detail::LeaseState> lease, bool release = true);
 
-  // The owner's write hold of `name` was released by owner name (Client::unlock): this
-  // client's leases of it are lost.
-  void forget(const std::string& name, const OwnerToken& owner);
-  engine::Task<bool> forget_task(std::string name, OwnerToken owner);
+  // The owner's hold of `name` of `kind` was released by owner name (Client::unlock,
+  // unlock_shared): this client's leases of it are lost.
+  void forget(const std::string& name, const OwnerToken& owner, HoldKind kind = HoldKind::write);
+  engine::Task<bool> forget_task(std::string name, OwnerToken owner, HoldKind kind);
 
   // How many (name, owner) entries are kept (for tests: none once every lease ended).
   std::size_t entries();

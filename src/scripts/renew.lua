@@ -5,8 +5,8 @@
 --               dlock:readers:{NAME} (a zset "HOLD_ID OWNER" -> expiry in ms, on the key's own
 --               clock: key_clock.lua) for a read hold
 -- ARGV[4i - 3]  the i-th hold's owner token
--- ARGV[4i - 2]  the i-th hold's id; '' for a write hold: whatever hold the owner has
---               (Client::extend by owner, for a lock handed over across processes)
+-- ARGV[4i - 2]  the i-th hold's id; '': whatever hold the owner has (Client::extend and
+--               Client::extend_shared by owner, for a lock handed over across processes)
 -- ARGV[4i - 1]  the i-th ttl in milliseconds
 -- ARGV[4i]      'w' a write hold, 'r' a read hold, 'p' a semaphore's permit record
 --               (acquire.lua KEYS[7]; owner and hold id empty): re-armed beside its permits
@@ -39,6 +39,13 @@ for i = 1, #KEYS do
     clock = clock or key_clock()
     local now = clock.now(KEYS[i])
     local member = id .. ' ' .. owner
+    if id == '' then
+      -- By owner: hold ids have no space, so the owner is everything after the first one.
+      for _, m in ipairs(redis.call('zrange', KEYS[i], 0, -1)) do
+        local space = string.find(m, ' ', 1, true)
+        if space and string.sub(m, space + 1) == owner then member = m end
+      end
+    end
     local expiry = tonumber(redis.call('zscore', KEYS[i], member) or '0')
     if expiry > now then
       if expiry < now + ttl then redis.call('zadd', KEYS[i], now + ttl, member) end

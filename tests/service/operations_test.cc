@@ -39,11 +39,31 @@ TEST(ServiceOperationsTest, AcquireChecksNameTtlWaitAndMode) {
   EXPECT_EQ(code([](AcquireInput& in) { in.ttl_ms = 0; }), Code::invalid_argument);
   EXPECT_EQ(code([](AcquireInput& in) { in.ttl_ms = -1; }), Code::invalid_argument);
   EXPECT_EQ(code([](AcquireInput& in) { in.wait_ms = -1; }), Code::invalid_argument);
-  EXPECT_EQ(code([](AcquireInput& in) { in.mode = Mode::shared; }), Code::unimplemented);
-  EXPECT_EQ(code([](AcquireInput& in) { in.mode = Mode::permit; }), Code::unimplemented);
-  EXPECT_TRUE(check_owned("", "o"));
-  EXPECT_TRUE(check_owned("job", ""));
-  EXPECT_FALSE(check_owned("job", "o"));
+  EXPECT_EQ(code([](AcquireInput& in) { in.mode = Mode::shared; }), Code::ok);
+  // A permit: 1 to 1024 permits, and no owner (the library makes one per permit).
+  auto permit = [](std::uint32_t n) {
+    return [n](AcquireInput& in) {
+      in.mode = Mode::permit;
+      in.permits = n;
+    };
+  };
+  EXPECT_EQ(code(permit(1)), Code::ok);
+  EXPECT_EQ(code(permit(1024)), Code::ok);
+  EXPECT_EQ(code(permit(0)), Code::invalid_argument);
+  EXPECT_EQ(code(permit(1025)), Code::invalid_argument);
+  EXPECT_EQ(code([&](AcquireInput& in) {
+              permit(3)(in);
+              in.owner = "mine";
+            }),
+            Code::invalid_argument);
+  EXPECT_EQ(code([](AcquireInput& in) { in.permits = 3; }), Code::invalid_argument);
+  EXPECT_TRUE(check_owned(HoldRef{"", "o"}));
+  EXPECT_TRUE(check_owned(HoldRef{"job", ""}));
+  EXPECT_FALSE(check_owned(HoldRef{"job", "o"}));
+  EXPECT_FALSE(check_owned(HoldRef{"job", "o", Mode::shared}));
+  EXPECT_FALSE(check_owned(HoldRef{"job", "o", Mode::permit, 1023}));
+  EXPECT_TRUE(check_owned(HoldRef{"job", "o", Mode::permit, 1024}));
+  EXPECT_TRUE(check_owned(HoldRef{"job", "o", Mode::exclusive, 2}));  // permit without PERMIT
 }
 
 TEST(ServiceOperationsTest, AWaitEndsBeforeTheCallersDeadline) {
@@ -175,6 +195,16 @@ TEST(ServiceHttpRoutesTest, AcquireBodies) {
   EXPECT_EQ(std::get<OwnerInput>(owned).owner, "me");
   EXPECT_EQ(*std::get<OwnerInput>(owned).ttl_ms, 100);
   EXPECT_TRUE(std::holds_alternative<Failure>(owner_input(R"({"owner": ["me"]})")));
+  auto permit = owner_input(R"({"owner": "me", "mode": "PERMIT", "permit": 2})");
+  ASSERT_TRUE(std::holds_alternative<OwnerInput>(permit));
+  EXPECT_EQ(std::get<OwnerInput>(permit).mode, Mode::permit);
+  EXPECT_EQ(std::get<OwnerInput>(permit).permit, 2u);
+  auto shared = owner_input(R"({"owner": "me", "mode": "SHARED"})");
+  ASSERT_TRUE(std::holds_alternative<OwnerInput>(shared));
+  EXPECT_EQ(std::get<OwnerInput>(shared).mode, Mode::shared);
+  for (const char* bad : {R"({"mode": "READ"})", R"({"permit": -1})", R"({"permit": "2"})"}) {
+    EXPECT_TRUE(std::holds_alternative<Failure>(owner_input(bad))) << bad;
+  }
 }
 
 TEST(ServiceHttpRoutesTest, HttpStatusesAreTheContracts) {

@@ -235,6 +235,73 @@ class TokensTest(Base):
         self.assert_left_nothing()
 
 
+class RenewalGuardTest(Base):
+    """KeepAlive and POST /v1/leases:renew pass the guard for every lease of a set, as an Extend
+    of it would: a set with one lease the caller may not renew renews nothing."""
+
+    @classmethod
+    def flags(cls, tokens_path):
+        return ["--tokens", tokens_path, "--max-ttl", "30s"]
+
+    def keepalive_error(self, leases, token):
+        """The status a KeepAlive stream ends with after one request naming `leases`."""
+        request = pb.KeepAliveRequest(leases=leases)
+        try:
+            for _ in self.stub.KeepAlive(iter([request]), timeout=30, metadata=bearer(token)):
+                pass
+        except grpc.RpcError as e:
+            return e.code()
+        return grpc.StatusCode.OK
+
+    def test_a_keepalive_set_is_checked_lease_by_lease_and_renews_nothing_when_refused(self):
+        other = "other-" + self.name
+        held = self.stub.Acquire(pb.AcquireRequest(name=other, ttl_ms=10000), timeout=30,
+                                 metadata=bearer(ADMIN))
+        mine = self.stub.Acquire(pb.AcquireRequest(name=self.name, ttl_ms=10000), timeout=30,
+                                 metadata=bearer(JOBS))
+        ok = pb.LeaseRef(name=self.name, owner=mine.owner, ttl_ms=20000)
+        for leases, token, code in [
+                ([ok], None, grpc.StatusCode.UNAUTHENTICATED),
+                ([ok], "wrong-token-0123456789abc", grpc.StatusCode.UNAUTHENTICATED),
+                ([ok, pb.LeaseRef(name=other, owner=held.owner, ttl_ms=20000)], JOBS,
+                 grpc.StatusCode.PERMISSION_DENIED),
+                ([pb.LeaseRef(name=self.name, owner=mine.owner, ttl_ms=60000)], JOBS,
+                 grpc.StatusCode.INVALID_ARGUMENT)]:
+            with self.subTest(leases=str(leases), token=token):
+                self.assertEqual(self.keepalive_error(leases, token), code)
+        # Nothing of the refused sets was renewed: both ttls are still at most their first 10 s.
+        for name in (self.name, other):
+            self.assertLessEqual(int(self.node.cli("PTTL", name)), 10000, name)
+        self.stub.Release(pb.ReleaseRequest(name=other, owner=held.owner), timeout=30,
+                          metadata=bearer(ADMIN))
+        self.stub.Release(pb.ReleaseRequest(name=self.name, owner=mine.owner), timeout=30,
+                          metadata=bearer(JOBS))
+
+    def test_http_renew_is_checked_lease_by_lease(self):
+        other = "other-" + self.name
+        status, held = curl("POST", self.url(other, ":acquire"), {"ttl_ms": 10000}, token=ADMIN)
+        self.assertEqual(status, 200, held)
+        status, mine = curl("POST", self.url(verb=":acquire"), {"ttl_ms": 10000}, token=JOBS)
+        self.assertEqual(status, 200, mine)
+        renew = self.service.http + "/v1/leases:renew"
+        ok = {"name": self.name, "owner": mine["owner"], "ttl_ms": 20000}
+        for leases, token, expected in [
+                ([ok], None, 401),
+                ([ok, {"name": other, "owner": held["owner"], "ttl_ms": 20000}], JOBS, 403),
+                ([dict(ok, ttl_ms=60000)], JOBS, 400)]:
+            with self.subTest(leases=leases, token=token):
+                status, answer = curl("POST", renew, {"leases": leases}, token=token)
+                self.assertEqual(status, expected, answer)
+        for name in (self.name, other):
+            self.assertLessEqual(int(self.node.cli("PTTL", name)), 10000, name)
+        status, answer = curl("POST", renew, {"leases": [ok]}, token=JOBS)
+        self.assertEqual(status, 200, answer)
+        self.assertGreater(int(self.node.cli("PTTL", self.name)), 10000)
+        curl("POST", self.url(other, ":release"), {"owner": held["owner"]}, token=ADMIN)
+        curl("POST", self.url(verb=":release"), {"owner": mine["owner"]}, token=JOBS)
+        self.assert_left_nothing()
+
+
 class LimitsTest(Base):
     """Limits with tokens: --max-ttl 30s, --max-wait 20s, --max-waits 2."""
 

@@ -244,12 +244,6 @@ class ServiceTest(unittest.TestCase):
         self.assertFalse(status.held)
         self.assertEqual([n.kind for n in status.nodes], ["free"] * 3)
 
-    def test_modes_not_served_yet_are_unimplemented(self):
-        self.assertEqual(code_of(self.acquire, ttl_ms=1000, mode=pb.SHARED),
-                         grpc.StatusCode.UNIMPLEMENTED)
-        self.assertEqual(code_of(self.acquire, ttl_ms=1000, mode=pb.PERMIT, permits=2),
-                         grpc.StatusCode.UNIMPLEMENTED)
-
     def test_a_wait_is_granted_when_the_holder_releases(self):
         holder = self.acquire(ttl_ms=30000)
         waiting = self.stub.Acquire.future(
@@ -380,7 +374,11 @@ class ServiceTest(unittest.TestCase):
                 self.assertEqual(status, 400)
                 self.assertIn("error", answer)
         self.assertEqual(curl("POST", base + ":release", {})[0], 400)  # no owner
-        self.assertEqual(curl("POST", base + ":acquire", {"mode": "SHARED"})[0], 501)
+        # The modes' own bad input (modes_test.py has what they do).
+        for body in [{"mode": "PERMIT"}, {"mode": "PERMIT", "permits": 2, "owner": "o"},
+                     {"permits": 2}, {"mode": "SHARED", "fair": True}]:
+            with self.subTest(body=body):
+                self.assertEqual(curl("POST", base + ":acquire", body)[0], 400)
         self.assertEqual(curl("POST", base + ":acquire", "x" * (70 * 1024))[0], 413)
         self.assertEqual(curl("GET", base + ":acquire")[0], 405)
         self.assertEqual(curl("POST", base + ":steal", {})[0], 404)
@@ -464,7 +462,7 @@ class ServiceTest(unittest.TestCase):
         self.assertEqual(status, 200)
         self.assertIn("dlock_acquisitions_total", text)
 
-    def test_keepalive_and_watch_are_unimplemented_yet(self):
+    def test_watch_is_unimplemented_yet(self):
         with self.assertRaises(grpc.RpcError) as raised:
             list(self.stub.Watch(pb.WatchRequest(name=self.name), timeout=30))
         self.assertEqual(raised.exception.code(), grpc.StatusCode.UNIMPLEMENTED)

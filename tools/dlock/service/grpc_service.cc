@@ -4,7 +4,20 @@
 #include <chrono>
 #include <utility>
 
+#include "service/grpc_keepalive.h"
+
 namespace dlock::service {
+
+Mode mode_of(v1::Mode mode) {
+  switch (mode) {
+    case v1::SHARED:
+      return Mode::shared;
+    case v1::PERMIT:
+      return Mode::permit;
+    default:
+      return Mode::exclusive;
+  }
+}
 
 grpc::StatusCode grpc_code(Code code) {
   switch (code) {
@@ -40,17 +53,6 @@ grpc::Status status_of(const Failure& f) {
   return grpc::Status(grpc_code(f.code), f.message);
 }
 
-Mode mode_of(v1::Mode mode) {
-  switch (mode) {
-    case v1::SHARED:
-      return Mode::shared;
-    case v1::PERMIT:
-      return Mode::permit;
-    default:
-      return Mode::exclusive;
-  }
-}
-
 // The call's deadline on the steady clock (gRPC gives it on the system clock), if it has one.
 std::optional<std::chrono::steady_clock::time_point> steady_deadline(
     const grpc::CallbackServerContext& context) {
@@ -78,6 +80,7 @@ class AcquireReactor final : public grpc::ServerUnaryReactor {
       response->set_owner(grant.owner);
       response->set_fencing_token(grant.fencing_token);
       response->set_validity_ms(grant.validity_ms);
+      if (grant.permit) response->set_permit(*grant.permit);
       Finish(grpc::Status::OK);
     };
     ops_.acquire(std::move(in), pending_, holding(std::move(slot), std::move(done)));
@@ -145,12 +148,13 @@ grpc::ServerUnaryReactor* GrpcLocks::Extend(grpc::CallbackServerContext* context
     return refuse(*context, *refused);
   }
   auto* reactor = context->DefaultReactor();
-  ops_.extend(request->name(), request->owner(), ttl,
-              [reactor, response](Outcome<std::int64_t> outcome) {
-                if (auto* f = std::get_if<Failure>(&outcome)) return reactor->Finish(status_of(*f));
-                response->set_validity_ms(std::get<std::int64_t>(outcome));
-                reactor->Finish(grpc::Status::OK);
-              });
+  ops_.extend(
+      HoldRef{request->name(), request->owner(), mode_of(request->mode()), request->permit()}, ttl,
+      [reactor, response](Outcome<std::int64_t> outcome) {
+        if (auto* f = std::get_if<Failure>(&outcome)) return reactor->Finish(status_of(*f));
+        response->set_validity_ms(std::get<std::int64_t>(outcome));
+        reactor->Finish(grpc::Status::OK);
+      });
   return reactor;
 }
 
@@ -161,7 +165,9 @@ grpc::ServerUnaryReactor* GrpcLocks::Release(grpc::CallbackServerContext* contex
     return refuse(*context, *refused);
   }
   auto* reactor = context->DefaultReactor();
-  ops_.release(request->name(), request->owner(), [reactor](Outcome<bool> outcome) {
+  const HoldRef hold{request->name(), request->owner(), mode_of(request->mode()),
+                     request->permit()};
+  ops_.release(hold, [reactor](Outcome<bool> outcome) {
     if (auto* f = std::get_if<Failure>(&outcome)) return reactor->Finish(status_of(*f));
     reactor->Finish(grpc::Status::OK);
   });
@@ -181,6 +187,11 @@ grpc::ServerUnaryReactor* GrpcLocks::Status(grpc::CallbackServerContext* context
     reactor->Finish(grpc::Status::OK);
   });
   return reactor;
+}
+
+grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>* GrpcLocks::KeepAlive(
+    grpc::CallbackServerContext* context) {
+  return start_keepalive(ops_, guard_, caller_of(*context));
 }
 
 void fill_status(const LockStatus& status, v1::StatusResponse& out) {

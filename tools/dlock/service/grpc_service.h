@@ -2,7 +2,7 @@
 // The gRPC transport of the lock service: dlock.v1.Locks (proto/dlock/v1/lock.proto) on the
 // callback API, so a waiting Acquire holds no thread. Each method decodes, calls Operations,
 // and encodes; a cancelled call (the client went away, or its deadline passed) cancels the
-// wait. KeepAlive and Watch are not served yet (UNIMPLEMENTED).
+// wait. KeepAlive is in grpc_keepalive.h; Watch is not served yet (UNIMPLEMENTED).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -18,6 +18,8 @@ namespace dlock::service {
 
 // The gRPC status for an outcome's Code.
 grpc::StatusCode grpc_code(Code code);
+// The operations' Mode for the .proto's.
+Mode mode_of(v1::Mode mode);
 
 class GrpcLocks final : public dlock::v1::Locks::CallbackService {
  public:
@@ -36,6 +38,9 @@ class GrpcLocks final : public dlock::v1::Locks::CallbackService {
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
                                    const v1::StatusRequest* request,
                                    v1::StatusResponse* response) override;
+  // grpc_keepalive.h.
+  grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>* KeepAlive(
+      grpc::CallbackServerContext* context) override;
 
  private:
   Operations& ops_;

@@ -59,6 +59,32 @@ std::optional<Failure> read_owner(const nlohmann::json& j, std::string& out) {
   return std::nullopt;
 }
 
+std::optional<Failure> read_mode(const nlohmann::json& j, Mode& out) {
+  if (!j.contains("mode") || j["mode"].is_null()) return std::nullopt;
+  const auto& mode = j["mode"];
+  if (mode == "EXCLUSIVE") {
+    out = Mode::exclusive;
+  } else if (mode == "SHARED") {
+    out = Mode::shared;
+  } else if (mode == "PERMIT") {
+    out = Mode::permit;
+  } else {
+    return Failure{Code::invalid_argument, "mode must be EXCLUSIVE, SHARED or PERMIT"};
+  }
+  return std::nullopt;
+}
+
+// Reads an optional count (permits, permit) into a uint32.
+std::optional<Failure> read_count(const nlohmann::json& j, const char* key, std::uint32_t& out) {
+  std::optional<std::int64_t> value;
+  if (auto bad = read_int(j, key, value)) return bad;
+  if (value && (*value < 0 || *value > UINT32_MAX)) {
+    return Failure{Code::invalid_argument, std::string(key) + " out of range"};
+  }
+  out = static_cast<std::uint32_t>(value.value_or(0));
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<std::string> percent_decode(std::string_view text) {
@@ -92,6 +118,10 @@ Routed route(std::string_view method, std::string_view target) {
   };
   if (plain(Route::healthz, "/healthz") || plain(Route::readyz, "/readyz") ||
       plain(Route::metrics, "/metrics")) {
+    return r;
+  }
+  if (plain(Route::renew, "/v1/leases:renew")) {
+    r.method_ok = method == "POST";
     return r;
   }
   if (target.substr(0, kLocks.size()) != kLocks) return r;
@@ -152,43 +182,59 @@ Outcome<AcquireInput> acquire_input(const std::string& name, const std::string& 
   AcquireInput in;
   in.name = name;
   std::optional<std::int64_t> wait;
-  std::optional<std::int64_t> permits;
-  for (auto bad : {read_int(j, "ttl_ms", in.ttl_ms), read_int(j, "wait_ms", wait),
-                   read_int(j, "permits", permits), read_owner(j, in.owner)}) {
+  for (auto bad :
+       {read_int(j, "ttl_ms", in.ttl_ms), read_int(j, "wait_ms", wait),
+        read_count(j, "permits", in.permits), read_owner(j, in.owner), read_mode(j, in.mode)}) {
     if (bad) return *bad;
   }
   in.wait_ms = wait.value_or(0);
-  if (permits && (*permits < 0 || *permits > UINT32_MAX)) {
-    return Failure{Code::invalid_argument, "permits out of range"};
-  }
-  in.permits = static_cast<std::uint32_t>(permits.value_or(0));
   if (j.contains("fair") && !j["fair"].is_null()) {
     if (!j["fair"].is_boolean()) return Failure{Code::invalid_argument, "fair must be a boolean"};
     in.fair = j["fair"].get<bool>();
   }
-  if (j.contains("mode") && !j["mode"].is_null()) {
-    const auto& mode = j["mode"];
-    if (mode == "EXCLUSIVE") {
-      in.mode = Mode::exclusive;
-    } else if (mode == "SHARED") {
-      in.mode = Mode::shared;
-    } else if (mode == "PERMIT") {
-      in.mode = Mode::permit;
-    } else {
-      return Failure{Code::invalid_argument, "mode must be EXCLUSIVE, SHARED or PERMIT"};
-    }
+  return in;
+}
+
+namespace {
+
+Outcome<OwnerInput> owner_fields(const nlohmann::json& j) {
+  OwnerInput in;
+  for (auto bad : {read_owner(j, in.owner), read_int(j, "ttl_ms", in.ttl_ms), read_mode(j, in.mode),
+                   read_count(j, "permit", in.permit)}) {
+    if (bad) return *bad;
   }
   return in;
 }
 
+}  // namespace
+
 Outcome<OwnerInput> owner_input(const std::string& body) {
   auto parsed = parse_object(body);
   if (auto* f = std::get_if<Failure>(&parsed)) return *f;
+  return owner_fields(std::get<nlohmann::json>(parsed));
+}
+
+Outcome<std::vector<LeaseRenewal>> renew_input(const std::string& body) {
+  auto parsed = parse_object(body);
+  if (auto* f = std::get_if<Failure>(&parsed)) return *f;
   const nlohmann::json& j = std::get<nlohmann::json>(parsed);
-  OwnerInput in;
-  if (auto bad = read_owner(j, in.owner)) return *bad;
-  if (auto bad = read_int(j, "ttl_ms", in.ttl_ms)) return *bad;
-  return in;
+  if (!j.contains("leases") || !j["leases"].is_array()) {
+    return Failure{Code::invalid_argument, "leases must be a list"};
+  }
+  std::vector<LeaseRenewal> out;
+  for (const nlohmann::json& lease : j["leases"]) {
+    if (!lease.is_object() || !lease.contains("name") || !lease["name"].is_string()) {
+      return Failure{Code::invalid_argument, "each lease must be an object with a name"};
+    }
+    auto in = owner_fields(lease);
+    if (auto* f = std::get_if<Failure>(&in)) return *f;
+    auto& owned = std::get<OwnerInput>(in);
+    out.push_back(LeaseRenewal{
+        HoldRef{lease["name"].get<std::string>(), std::move(owned.owner), owned.mode, owned.permit},
+        owned.ttl_ms.value_or(0)});  // unset: refused by check_renewals, as for gRPC
+  }
+  if (auto bad = check_renewals(out)) return *bad;
+  return out;
 }
 
 namespace {
@@ -218,9 +264,11 @@ void acquire_route(const HttpHandlers& handlers, const Routed& r, const HttpRequ
     if (auto* f = std::get_if<Failure>(&o)) return done(failed(*f));
     const Grant& g = std::get<Grant>(o);
     // The token as a decimal string: it can pass 2^53.
-    done(ok({{"owner", g.owner},
-             {"fencing_token", std::to_string(g.fencing_token)},
-             {"validity_ms", g.validity_ms}}));
+    nlohmann::json j{{"owner", g.owner},
+                     {"fencing_token", std::to_string(g.fencing_token)},
+                     {"validity_ms", g.validity_ms}};
+    if (g.permit) j["permit"] = *g.permit;
+    done(ok(j));
   };
   handlers.ops->acquire(std::move(input), std::move(pending),
                         holding(std::move(slot), std::move(answer)));
@@ -245,16 +293,39 @@ void handle_lock(const HttpHandlers& handlers, const Routed& r, const HttpReques
   if (auto refused = guard_check(handlers, request, r.name, extend, owned.ttl_ms)) {
     return done(failed(*refused));
   }
+  HoldRef hold{r.name, std::move(owned.owner), owned.mode, owned.permit};
   if (r.route == Route::extend) {
-    return ops.extend(r.name, std::move(owned.owner), owned.ttl_ms,
-                      [done](Outcome<std::int64_t> o) {
-                        if (auto* f = std::get_if<Failure>(&o)) return done(failed(*f));
-                        done(ok({{"validity_ms", std::get<std::int64_t>(o)}}));
-                      });
+    return ops.extend(std::move(hold), owned.ttl_ms, [done](Outcome<std::int64_t> o) {
+      if (auto* f = std::get_if<Failure>(&o)) return done(failed(*f));
+      done(ok({{"validity_ms", std::get<std::int64_t>(o)}}));
+    });
   }
-  ops.release(r.name, std::move(owned.owner), [done](Outcome<bool> o) {
+  ops.release(std::move(hold), [done](Outcome<bool> o) {
     if (auto* f = std::get_if<Failure>(&o)) return done(failed(*f));
     done(ok(nlohmann::json::object()));
+  });
+}
+
+// One renewal round over the leases named; 200 with each lease's outcome, in order.
+// Each lease passes the guard as an Extend of it would, before any is renewed.
+void handle_renew(const HttpHandlers& handlers, const HttpRequest& request,
+                  std::function<void(HttpResponse)> done) {
+  auto in = renew_input(request.body);
+  if (auto* f = std::get_if<Failure>(&in)) return done(failed(*f));
+  const auto& renewals = std::get<std::vector<LeaseRenewal>>(in);
+  for (const LeaseRenewal& l : renewals) {
+    if (auto refused = guard_check(handlers, request, l.hold.name, true, l.ttl_ms)) {
+      return done(failed(*refused));
+    }
+  }
+  renew_all(*handlers.ops, renewals, {}, [done](std::vector<Renewed> renewed) {
+    nlohmann::json leases = nlohmann::json::array();
+    for (const Renewed& r : renewed) {
+      nlohmann::json lease{{"name", r.name}, {"owner", r.owner}, {"validity_ms", r.validity_ms}};
+      if (!r.error.empty()) lease["error"] = r.error;
+      leases.push_back(std::move(lease));
+    }
+    done(ok({{"leases", std::move(leases)}}));
   });
 }
 
@@ -282,6 +353,8 @@ void handle(const HttpHandlers& handlers, const HttpRequest& request,
       });
     case Route::metrics:
       return done(HttpResponse{200, "text/plain; version=0.0.4", handlers.metrics()});
+    case Route::renew:
+      return handle_renew(handlers, request, std::move(done));
     default:
       return handle_lock(handlers, r, request, std::move(pending), std::move(done));
   }

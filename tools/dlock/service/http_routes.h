@@ -9,8 +9,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "service/guard.h"
+#include "service/keepalive.h"
 #include "service/operations.h"
 
 namespace dlock::service {
@@ -28,7 +30,7 @@ struct HttpResponse {
   std::string body;
 };
 
-enum class Route { acquire, extend, release, status, healthz, readyz, metrics, not_found };
+enum class Route { acquire, extend, release, status, renew, healthz, readyz, metrics, not_found };
 
 struct Routed {
   Route route = Route::not_found;
@@ -51,8 +53,13 @@ Outcome<AcquireInput> acquire_input(const std::string& name, const std::string& 
 struct OwnerInput {
   std::string owner;
   std::optional<std::int64_t> ttl_ms;
+  Mode mode = Mode::exclusive;  // the mode the hold was granted in
+  std::uint32_t permit = 0;     // a permit: the grant's "permit"
 };
 Outcome<OwnerInput> owner_input(const std::string& body);
+// POST /v1/leases:renew's body: {"leases": [{"name", "owner", "ttl_ms", "mode", "permit"}, ...]}
+// (ttl_ms required). Pure.
+Outcome<std::vector<LeaseRenewal>> renew_input(const std::string& body);
 
 // Serves one request; `done` runs once, on a thread of the operations' pool or at once.
 // `pending` lets the connection cancel a wait when its client hangs up. `ready` answers

@@ -2,6 +2,7 @@
 #include "service/operations.h"
 
 #include <dlock/async.h>
+#include <dlock/semaphore.h>
 #include <sys/random.h>
 
 #include <algorithm>
@@ -39,15 +40,34 @@ std::optional<Failure> check_acquire(const AcquireInput& in) {
     return Failure{Code::invalid_argument,
                    "wait_ms must not be negative, got " + std::to_string(in.wait_ms)};
   }
-  if (in.mode != Mode::exclusive) {
-    return Failure{Code::unimplemented, "only EXCLUSIVE locks are served yet (issue 31)"};
+  if (in.mode == Mode::permit) {
+    if (in.permits == 0 || in.permits > Semaphore::kMaxPermits) {
+      return Failure{Code::invalid_argument,
+                     "permits must be 1 to " + std::to_string(Semaphore::kMaxPermits) +
+                         " for mode PERMIT, got " + std::to_string(in.permits)};
+    }
+    // Every permit has an owner of its own, made by the library: one owner holding two
+    // permits would be one reentrant hold of one slot.
+    if (!in.owner.empty()) {
+      return Failure{Code::invalid_argument, "mode PERMIT makes its own owner: leave owner empty"};
+    }
+  } else if (in.permits != 0) {
+    return Failure{Code::invalid_argument, "permits is for mode PERMIT only"};
   }
   return std::nullopt;
 }
 
-std::optional<Failure> check_owned(const std::string& name, const std::string& owner) {
-  if (name.empty()) return Failure{Code::invalid_argument, "name must not be empty"};
-  if (owner.empty()) return Failure{Code::invalid_argument, "owner must not be empty"};
+std::optional<Failure> check_owned(const HoldRef& hold) {
+  if (hold.name.empty()) return Failure{Code::invalid_argument, "name must not be empty"};
+  if (hold.owner.empty()) return Failure{Code::invalid_argument, "owner must not be empty"};
+  if (hold.mode == Mode::permit && hold.permit >= Semaphore::kMaxPermits) {
+    return Failure{Code::invalid_argument, "permit must be below " +
+                                               std::to_string(Semaphore::kMaxPermits) + ", got " +
+                                               std::to_string(hold.permit)};
+  }
+  if (hold.mode != Mode::permit && hold.permit != 0) {
+    return Failure{Code::invalid_argument, "permit is for mode PERMIT only"};
+  }
   return std::nullopt;
 }
 
@@ -80,6 +100,44 @@ std::string random_owner() {
   return hex;
 }
 
+namespace {
+
+// The library's acquisition of in.mode, completing with `handler`.
+template <typename Handler>
+void start_acquire(Client& client, const AcquireInput& in, std::chrono::milliseconds wait,
+                   LockOptions options, Handler handler) {
+  switch (in.mode) {
+    case Mode::exclusive:
+      if (wait.count() > 0) return async_lock(client, in.name, wait, options, std::move(handler));
+      return async_try_lock(client, in.name, std::move(options), std::move(handler));
+    case Mode::shared:
+      if (wait.count() > 0) {
+        return async_lock_shared(client, in.name, wait, options, std::move(handler));
+      }
+      return async_try_lock_shared(client, in.name, std::move(options), std::move(handler));
+    case Mode::permit:
+      // wait 0: one pass over the permits.
+      return async_acquire_permit(client, in.name, in.permits, wait, std::move(options),
+                                  std::move(handler));
+  }
+}
+
+// Which permit of the semaphore `name` a permit's lease (named after its slot) is.
+std::optional<std::uint32_t> permit_of(const std::string& name, std::uint32_t permits,
+                                       const Lease& lease) {
+  for (std::uint32_t i = 0; i < permits; ++i) {
+    if (Semaphore::slot_name(name, i) == lease.name()) return i;
+  }
+  return std::nullopt;
+}
+
+// The lock an Extend or Release acts on: a permit is its slot's lock.
+std::string lock_name(const HoldRef& hold) {
+  return hold.mode == Mode::permit ? Semaphore::slot_name(hold.name, hold.permit) : hold.name;
+}
+
+}  // namespace
+
 void PendingAcquire::cancel() {
   std::lock_guard lock(mu_);
   cancelled_ = true;
@@ -102,14 +160,16 @@ void Operations::acquire(AcquireInput in, std::shared_ptr<PendingAcquire> pendin
   options.ttl = in.ttl_ms ? Millis(*in.ttl_ms) : Millis(kDefaultTtl);
   options.auto_renew = false;  // stateless: the caller extends (or keeps alive) itself
   options.fair = in.fair;
-  options.owner = OwnerToken(in.owner.empty() ? random_owner() : in.owner);
+  if (in.mode != Mode::permit) {
+    options.owner = OwnerToken(in.owner.empty() ? random_owner() : in.owner);
+  }
   const auto wait = wait_for(in, std::chrono::steady_clock::now());
-  auto handler = [this, pending, done, waits = in.wait_ms > 0](Result<Lease> lease) {
+  auto handler = [this, in, pending, done, waits = in.wait_ms > 0](Result<Lease> lease) {
     // A wait that the deadline cut to nothing was still a wait that ran out.
     if (!lease && waits && lease.error().is(errc::lock_held)) {
       lease = Error(errc::wait_timeout, lease.error().message() + " (the call's deadline)");
     }
-    granted(std::move(lease), pending, done);
+    granted(std::move(lease), in, pending, done);
   };
   // Under the mutex: a cancellation must not emit while the operation hooks its slot.
   std::lock_guard lock(pending->mu_);
@@ -119,14 +179,11 @@ void Operations::acquire(AcquireInput in, std::shared_ptr<PendingAcquire> pendin
     pending->finished_ = true;
     return asio::post(pool_, [done] { done(Failure{Code::cancelled, "call cancelled"}); });
   }
-  if (wait.count() > 0) {
-    async_lock(client_, in.name, wait, std::move(options), std::move(bound));
-  } else {
-    async_try_lock(client_, in.name, std::move(options), std::move(bound));
-  }
+  start_acquire(client_, in, wait, std::move(options), std::move(bound));
 }
 
-void Operations::granted(Result<Lease> lease, const std::shared_ptr<PendingAcquire>& pending,
+void Operations::granted(Result<Lease> lease, const AcquireInput& in,
+                         const std::shared_ptr<PendingAcquire>& pending,
                          const std::function<void(Outcome<Grant>)>& done) {
   bool cancelled = false;
   {
@@ -143,29 +200,33 @@ void Operations::granted(Result<Lease> lease, const std::shared_ptr<PendingAcqui
   Grant grant;
   grant.fencing_token = lease->fencing_token().value();
   grant.validity_ms = lease->validity().count();
+  if (in.mode == Mode::permit) grant.permit = permit_of(in.name, in.permits, *lease);
   auto owner = lease->detach();  // from here on the lock outlives this call and this process
   if (!owner) return done(Failure{Code::unavailable, owner.error().message()});
   grant.owner = owner->str();
   done(std::move(grant));
 }
 
-void Operations::extend(std::string name, std::string owner, std::optional<std::int64_t> ttl_ms,
+void Operations::extend(HoldRef hold, std::optional<std::int64_t> ttl_ms,
                         std::function<void(Outcome<std::int64_t>)> done) {
-  asio::post(pool_, [this, name = std::move(name), owner = std::move(owner), ttl_ms, done] {
-    if (auto bad = check_owned(name, owner)) return done(*bad);
+  asio::post(pool_, [this, hold = std::move(hold), ttl_ms, done] {
+    if (auto bad = check_owned(hold)) return done(*bad);
     if (auto bad = check_ttl(ttl_ms)) return done(*bad);
     const Millis ttl = ttl_ms ? Millis(*ttl_ms) : Millis(kDefaultTtl);
-    auto validity = client_.extend(name, OwnerToken(owner), ttl);
+    const OwnerToken owner(hold.owner);
+    auto validity = hold.mode == Mode::shared ? client_.extend_shared(hold.name, owner, ttl)
+                                              : client_.extend(lock_name(hold), owner, ttl);
     if (!validity) return done(Failure{code_for(validity.error()), validity.error().message()});
     done(validity->count());
   });
 }
 
-void Operations::release(std::string name, std::string owner,
-                         std::function<void(Outcome<bool>)> done) {
-  asio::post(pool_, [this, name = std::move(name), owner = std::move(owner), done] {
-    if (auto bad = check_owned(name, owner)) return done(*bad);
-    auto released = client_.unlock(name, OwnerToken(owner));
+void Operations::release(HoldRef hold, std::function<void(Outcome<bool>)> done) {
+  asio::post(pool_, [this, hold = std::move(hold), done] {
+    if (auto bad = check_owned(hold)) return done(*bad);
+    const OwnerToken owner(hold.owner);
+    auto released = hold.mode == Mode::shared ? client_.unlock_shared(hold.name, owner)
+                                              : client_.unlock(lock_name(hold), owner);
     if (!released) return done(Failure{code_for(released.error()), released.error().message()});
     done(true);
   });

@@ -63,9 +63,9 @@ struct AcquireInput {
   std::string name;
   std::optional<std::int64_t> ttl_ms;  // unset: kDefaultTtl
   std::int64_t wait_ms = 0;            // 0: try once
-  std::string owner;                   // empty: a new random owner
-  Mode mode = Mode::exclusive;
-  std::uint32_t permits = 0;
+  std::string owner;                   // empty: a new random owner; must be empty for a permit
+  Mode mode = Mode::exclusive;         // shared: a read hold; permit: one of `permits`
+  std::uint32_t permits = 0;           // permit: 1 to Semaphore::kMaxPermits; else 0
   bool fair = false;
   // The caller's deadline, if any: the wait ends before it, so the answer can still reach it.
   std::optional<std::chrono::steady_clock::time_point> deadline;
@@ -75,11 +75,21 @@ struct Grant {
   std::string owner;
   std::uint64_t fencing_token = 0;
   std::int64_t validity_ms = 0;
+  std::optional<std::uint32_t> permit;  // a permit: which one (0 to permits - 1)
+};
+
+// Which hold an Extend or Release is about: the owner's hold of `name` of `mode`; for a permit,
+// the permit the grant named.
+struct HoldRef {
+  std::string name;
+  std::string owner;
+  Mode mode = Mode::exclusive;
+  std::uint32_t permit = 0;
 };
 
 // The checks every transport shares, before anything is sent. Pure.
 std::optional<Failure> check_acquire(const AcquireInput& in);
-std::optional<Failure> check_owned(const std::string& name, const std::string& owner);
+std::optional<Failure> check_owned(const HoldRef& hold);
 std::optional<Failure> check_ttl(const std::optional<std::int64_t>& ttl_ms);
 // How long to wait: wait_ms, shortened to end a little before the caller's deadline.
 std::chrono::milliseconds wait_for(const AcquireInput& in,
@@ -113,13 +123,16 @@ class Operations {
   std::shared_ptr<PendingAcquire> make_pending() { return std::make_shared<PendingAcquire>(); }
   void acquire(AcquireInput in, std::shared_ptr<PendingAcquire> pending,
                std::function<void(Outcome<Grant>)> done);
-  void extend(std::string name, std::string owner, std::optional<std::int64_t> ttl_ms,
+  void extend(HoldRef hold, std::optional<std::int64_t> ttl_ms,
               std::function<void(Outcome<std::int64_t>)> done);  // the validity in ms
-  void release(std::string name, std::string owner, std::function<void(Outcome<bool>)> done);
+  void release(HoldRef hold, std::function<void(Outcome<bool>)> done);
   void status(std::string name, std::function<void(Outcome<LockStatus>)> done);
+  // The pool's executor, for timers whose handlers call the operations (keep-alive).
+  asio::thread_pool::executor_type executor() { return pool_.get_executor(); }
 
  private:
-  void granted(Result<Lease> lease, const std::shared_ptr<PendingAcquire>& pending,
+  void granted(Result<Lease> lease, const AcquireInput& in,
+               const std::shared_ptr<PendingAcquire>& pending,
                const std::function<void(Outcome<Grant>)>& done);
 
   Client client_;
