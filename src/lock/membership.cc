@@ -158,18 +158,50 @@ engine::Task<Membership::View> Membership::refresh_task(std::chrono::millisecond
   co_return view_locked(ttl);
 }
 
-engine::Task<std::vector<std::string>> Membership::settle_task(bool refused) {
+engine::Task<std::vector<std::string>> Membership::settle_task(bool refused,
+                                                               std::chrono::milliseconds granted) {
   auto lock = co_await mu_.lock();
   if (in_flight_ > 0) --in_flight_;
   refused_ = refused_ || refused;
+  const auto now = Clock::now();
+  std::erase_if(granted_, [now](const Granted& g) { return g.until <= now; });
+  if (granted.count() > 0) granted_.push_back(Granted{granted, now + granted});
+  co_return take_announcements();
+}
+
+void Membership::begin_wait() {
+  waits_.fetch_add(1);
+}
+
+engine::Task<std::vector<std::string>> Membership::end_wait_task() {
+  waits_.fetch_sub(1);
+  auto lock = co_await mu_.lock();
+  co_return take_announcements();
+}
+
+std::vector<std::string> Membership::take_announcements() {
   std::vector<std::string> members;
   // Only with nothing in flight: an attempt still running may have a grant that runs late on
   // some node, and only the announcement makes its ttl known there before a greeting reads it
   // (docs/safety.md, "A grant that runs late"). A decided lease is recorded by its grants and
-  // renewals; a refused one has nothing to protect.
-  if (!refused_ || in_flight_ > 0) co_return members;
-  refused_ = false;
+  // renewals; a refused one has nothing to protect. Not while a wait goes on either: its next
+  // attempt would only announce again (a cost, not a matter of safety: waits_ is read without
+  // mu_, and an announcement taken back early is announced again before any vote).
+  if (!refused_ || in_flight_ > 0 || waits_.load() > 0) return members;
+  // Nor while a lease of this client with an announced ttl or a larger one may live: its grants
+  // and renewals keep that ttl recorded as long anyway, and the next attempt would only
+  // announce again (a cost, not a matter of safety).
   const auto now = Clock::now();
+  std::chrono::milliseconds announced{0};
+  std::chrono::milliseconds held{0};
+  for (const auto& a : announcements_) {
+    if (a.lapsed > now) announced = std::max(announced, a.ttl);
+  }
+  for (const auto& g : granted_) {
+    if (g.until > now) held = std::max(held, g.ttl);
+  }
+  if (announced.count() > 0 && held >= announced) return members;
+  refused_ = false;
   for (auto& a : announcements_) {
     if (a.lapsed > now) members.push_back(std::move(a.id));
   }
@@ -178,7 +210,7 @@ engine::Task<std::vector<std::string>> Membership::settle_task(bool refused) {
   announced_ttl_ = std::chrono::milliseconds(0);
   announced_until_ = Clock::time_point{};
   announced_id_.clear();
-  co_return members;
+  return members;
 }
 
 std::string Membership::next_announcement(std::chrono::milliseconds ttl) {
@@ -186,7 +218,7 @@ std::string Membership::next_announcement(std::chrono::milliseconds ttl) {
   const auto now = Clock::now();
   std::erase_if(announcements_, [now](const Announcement& a) { return a.lapsed <= now; });
   std::string id = announcement_prefix_ + std::to_string(++greetings_);
-  announcements_.push_back(Announcement{id, {}});
+  announcements_.push_back(Announcement{id, {}, std::chrono::milliseconds(0)});
   keep_announcement(ttl);
   return id;
 }
@@ -195,9 +227,10 @@ void Membership::keep_announcement(std::chrono::milliseconds ttl) {
   // Recorded for twice the ttl by the nodes' clocks: gone after that, a drift and a second for
   // the request to arrive (one that runs later still, on a stalled connection, outlives its
   // retraction: a longer quarantine, never a shorter one).
-  auto& lapsed = announcements_.back().lapsed;
-  lapsed = std::max(
-      lapsed, Clock::now() + 2 * ttl + drift(2 * ttl, drift_factor_) + std::chrono::seconds(1));
+  auto& a = announcements_.back();
+  a.ttl = std::max(a.ttl, ttl);
+  a.lapsed = std::max(
+      a.lapsed, Clock::now() + 2 * ttl + drift(2 * ttl, drift_factor_) + std::chrono::seconds(1));
 }
 
 std::string Membership::announcement_member(std::chrono::milliseconds ttl, const std::string& id) {

@@ -25,6 +25,7 @@
 
 #include <dlock/observer.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -112,7 +113,14 @@ class Membership {
   // client's announcements to take back (max_ttl_retract.lua, lock/quorum_lock.cc), and the
   // next round greets again before it votes: a refused attempt records nothing that outlives
   // it (the digits of each: max_ttl_retract.lua's ARGV). Empty otherwise (nothing to send).
-  engine::Task<std::vector<std::string>> settle_task(bool refused);
+  // `granted`: the ttl of a lease it granted or renewed (zero: none); while such a lease may
+  // live, announcements of its ttl or less are kept (its records keep that ttl anyway).
+  engine::Task<std::vector<std::string>> settle_task(
+      bool refused, std::chrono::milliseconds granted = std::chrono::milliseconds(0));
+  // A wait (lock/wait.h) of this client begins and ends: its refused attempts keep their
+  // announcements for its next attempt, and its end returns what settle_task() held back.
+  void begin_wait();
+  engine::Task<std::vector<std::string>> end_wait_task();
 
   // Why a node whose INFO (default sections) says this never votes (a replica, an eviction
   // policy this client does not accept), or empty.
@@ -174,10 +182,20 @@ class Membership {
   struct Announcement {
     std::string id;  // the digits of its members "<ttl>.<id>"
     Clock::time_point lapsed;
+    std::chrono::milliseconds ttl;  // the largest it recorded
   };
+  // Leases this client granted or renewed, by ttl, and until when they may live. Under mu_.
+  struct Granted {
+    std::chrono::milliseconds ttl;
+    Clock::time_point until;
+  };
+  std::vector<Granted> granted_;
   std::vector<Announcement> announcements_;
   std::size_t in_flight_ = 0;
   bool refused_ = false;
+  std::atomic<std::size_t> waits_{0};  // begin_wait() less end_wait_task(); any thread
+  // What settle_task() and end_wait_task() return, when a retraction is due. Under mu_.
+  std::vector<std::string> take_announcements();
   // Digits unique to this client (random) and to each of its greetings (a counter): a
   // retraction names only announcements of its own, never another client's or a newer one.
   const std::string announcement_prefix_;

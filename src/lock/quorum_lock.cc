@@ -245,7 +245,7 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
       auto leaving = leave_queue_task(hold.name, hold.owner);
       co_await std::move(leaving);
     }
-    auto settling = settle(/*refused=*/false);
+    auto settling = settle(/*refused=*/false, ttl);
     co_await std::move(settling);
     co_return Acquired{FencingToken(tally.token), start + (ttl - drift(ttl))};
   }
@@ -257,7 +257,7 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
   (void)co_await std::move(releasing);
   // The announcement this attempt was made under is taken back once nothing else of this
   // client is in flight: a refused attempt records nothing that outlives it (issue 28).
-  auto settling = settle(/*refused=*/true);
+  auto settling = settle(/*refused=*/true, std::chrono::milliseconds(0));
   co_await std::move(settling);
   Refused refused = refusal(hold.name, tally, Clock::now() - start, ttl, std::move(failures),
                             fence_failed, permits);
@@ -353,9 +353,21 @@ engine::Task<bool> QuorumLock::raise_fence(std::string name, std::uint64_t token
   co_return confirmed >= nodes_.quorum();
 }
 
-engine::Task<bool> QuorumLock::settle(bool refused) {
-  auto settling = membership_.settle_task(refused);
+engine::Task<bool> QuorumLock::settle(bool refused, std::chrono::milliseconds granted) {
+  auto settling = membership_.settle_task(refused, granted);
   std::vector<std::string> retracted = co_await std::move(settling);
+  auto retracting = retract(std::move(retracted));
+  co_return co_await std::move(retracting);
+}
+
+engine::Task<bool> QuorumLock::end_wait_task() {
+  auto ending = membership_.end_wait_task();
+  std::vector<std::string> retracted = co_await std::move(ending);
+  auto retracting = retract(std::move(retracted));
+  co_return co_await std::move(retracting);
+}
+
+engine::Task<bool> QuorumLock::retract(std::vector<std::string> retracted) {
   if (retracted.empty()) co_return false;
   // Best effort: a node that misses it keeps the announcement until it lapses (two ttls), a
   // longer quarantine there, never a shorter one.
@@ -480,7 +492,7 @@ engine::Task<std::vector<Result<Clock::time_point>>> QuorumLock::renew_task(
   node::Round round(nodes_, std::move(calls));
   std::vector<node::Outcomes> outcomes = co_await round;
   const auto now = Clock::now();
-  auto settling = settle(/*refused=*/false);
+  auto settling = settle(/*refused=*/false, max_ttl);
   co_await std::move(settling);
   count_only_raised(outcomes, max_ttl);
   for (std::size_t j = 0; j < live.size(); ++j) {

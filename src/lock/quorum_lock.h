@@ -132,6 +132,11 @@ class QuorumLock {
                                                       Clock::time_point valid_until);
   engine::Task<std::vector<Result<Clock::time_point>>> renew_task(std::vector<Renewal> renewals);
 
+  // A wait (lock/wait.h) begins and ends: its refused attempts take back no announcement
+  // until it ends (its next attempt would announce again), and its end sends what is due.
+  void begin_wait() { membership_.begin_wait(); }
+  engine::Task<bool> end_wait_task();
+
   node::Fanout& fanout() noexcept { return nodes_; }
 
   LockStatus inspect(const std::string& name);
@@ -174,8 +179,11 @@ class QuorumLock {
                   std::chrono::milliseconds ttl, std::vector<NodeError> failures, bool fence_failed,
                   std::size_t permits) const;
   // A round begun with Membership::refresh_task(ttl, true) is decided (`refused`: it granted
-  // nothing); sends the retraction Membership asks for, if any (true: one was sent).
-  engine::Task<bool> settle(bool refused);
+  // nothing; `granted`: the ttl of a lease it granted or renewed, or zero); sends the
+  // retraction Membership asks for, if any (true: one was sent).
+  engine::Task<bool> settle(bool refused, std::chrono::milliseconds granted);
+  // Sends max_ttl_retract.lua for `retracted` (this client's announcements), if any.
+  engine::Task<bool> retract(std::vector<std::string> retracted);
   // Second phase of the fencing token; false if a quorum did not confirm it.
   engine::Task<bool> raise_fence(std::string name, std::uint64_t token,
                                  std::chrono::milliseconds ttl, std::vector<NodeError>& failures);

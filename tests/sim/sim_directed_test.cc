@@ -795,11 +795,13 @@ TEST(SimDirected, ARefusalDoesNotRetractWhileAnotherAttemptOfTheClientIsInFlight
       << "two owners hold 'x'";
 }
 
-// A lease granted earlier by the same client at the same ttl, still live, keeps its ttl known
-// after the client takes its announcement back: its grants recorded it. Client 0 holds 'x' for
-// 400 ms on nodes 0 and 1 (node 2's acquire is not sent); its attempt on 'x' for another owner
-// is refused and retracts; node 0 restarts; client 1 greets (nodes 1 and 2 counted: node 1 has
-// the grant's record) and must not win on nodes 0 and 2 while the lease lives.
+// A lease granted earlier by the same client, still live, keeps its ttl known after the client
+// takes its announcements back (all of them, the one that lease was granted under too): its
+// grants recorded it. Client 0 holds 'x' for 400 ms on nodes 0 and 1 (node 2's acquire is not
+// sent); its attempt on 'x' for another owner with a larger ttl (800 ms, so the retraction is
+// not skipped for the live lease of its ttl) is refused and retracts; node 0 restarts; client 1
+// greets (nodes 1 and 2 counted: node 1 has the grant's record of 400 ms) and must not win on
+// nodes 0 and 2 while the lease lives.
 TEST(SimDirected, ARetractionKeepsTheRecordOfALiveLeaseOfTheSameTtl) {
   bool first = true;
   World w(3, [&](std::size_t client, std::size_t node, const node::Call& call) {
@@ -811,9 +813,11 @@ TEST(SimDirected, ARetractionKeepsTheRecordOfALiveLeaseOfTheSameTtl) {
   });
   const auto held = w.take(0, "a", 400ms);
   ASSERT_NE(held, nullptr);
-  EXPECT_EQ(w.take(0, "c", 400ms), nullptr) << "held by owner a";
-  EXPECT_FALSE(records_ttl(w.cluster().node(2), "400", /*announced=*/true))
-      << "the announcement was taken back";
+  EXPECT_EQ(w.take(0, "c", 800ms), nullptr) << "held by owner a";
+  for (const char* ttl : {"400", "800"}) {
+    EXPECT_FALSE(records_ttl(w.cluster().node(2), ttl, /*announced=*/true))
+        << "the announcement of " << ttl << " ms was taken back";
+  }
   w.trace().step(10, "node 0 restarts");
   w.cluster().restart(0, "directed");
   const auto start = Clock::now();
@@ -828,8 +832,9 @@ TEST(SimDirected, ARetractionKeepsTheRecordOfALiveLeaseOfTheSameTtl) {
 
 // Renewals after a retraction: the client greets again before the renewal counts (nothing of
 // its own is announced any more), and the renewal records its ttl on every node. Client 0 holds
-// 'x' for 300 ms on nodes 0 and 1, is refused for another owner (retracting), and extends the
-// lease past its grant's record; node 0 restarts; client 1 must not win on nodes 0 and 2.
+// 'x' for 300 ms on nodes 0 and 1, is refused for another owner with 600 ms (retracting), and
+// extends the lease past its grant's record; node 0 restarts; client 1 must not win on nodes 0
+// and 2.
 TEST(SimDirected, ARenewalAfterARetractionKeepsARestartedNodeOut) {
   bool first = true;
   World w(3, [&](std::size_t client, std::size_t node, const node::Call& call) {
@@ -841,7 +846,9 @@ TEST(SimDirected, ARenewalAfterARetractionKeepsARestartedNodeOut) {
   });
   const auto held = w.take(0, "a", 300ms);
   ASSERT_NE(held, nullptr);
-  EXPECT_EQ(w.take(0, "c", 300ms), nullptr) << "held by owner a";
+  // A larger ttl: the retraction is not skipped for the live lease of its own ttl.
+  EXPECT_EQ(w.take(0, "c", 600ms), nullptr) << "held by owner a";
+  EXPECT_FALSE(records_ttl(w.cluster().node(2), "300", /*announced=*/true)) << "not taken back";
   std::this_thread::sleep_for(150ms);
   ASSERT_TRUE(w.extend(0, held));
   std::this_thread::sleep_for(
