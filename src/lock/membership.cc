@@ -7,6 +7,7 @@
 
 #include "engine/run.h"
 #include "lock/keys.h"
+#include "lock/owner.h"
 #include "lock/tally.h"
 #include "lock/validity.h"
 #include "node/server_identity.h"
@@ -105,6 +106,13 @@ std::string unsettled_text(const BootReport& report, const GreetingVerdict& verd
          " in use and not restarted recently): waiting for the nodes that remember";
 }
 
+// 15 random decimal digits (48 bits): announcement members are "ttl.<digits>", and a dlock
+// before the retraction reads one with tonumber (hello.lua), so digits only.
+std::string random_digits() {
+  std::string digits = std::to_string(std::stoull(random_hex(6), nullptr, 16));
+  return std::string(15 - digits.size(), '0') + digits;
+}
+
 }  // namespace
 
 Membership::Membership(node::Fanout& nodes, double drift_factor, Observer* observer,
@@ -120,13 +128,15 @@ Membership::Membership(node::Fanout& nodes, double drift_factor, Observer* obser
       quarantine_until_(nodes.size(), Clock::time_point::min()),
       duplicate_(nodes.size(), false),
       excluded_(nodes.size()),
+      announcement_prefix_(random_digits()),
       checked_id_(nodes.size()) {}
 
 Membership::View Membership::refresh(std::chrono::milliseconds ttl) {
   return engine::run_sync(refresh_task(ttl));
 }
 
-engine::Task<Membership::View> Membership::refresh_task(std::chrono::milliseconds ttl) {
+engine::Task<Membership::View> Membership::refresh_task(std::chrono::milliseconds ttl,
+                                                        bool attempt) {
   auto lock = co_await mu_.lock();
   // Greet again when the ttl grows, or a connection is new and not yet greeted: at once after
   // a reconnect, else (a node that did not answer) at most once a second.
@@ -146,11 +156,93 @@ engine::Task<Membership::View> Membership::refresh_task(std::chrono::millisecond
     auto greeting = greet(ttl);
     co_await std::move(greeting);
   }
+  // Counted under the same lock as the view: a retraction decided after this sees it.
+  if (attempt) ++in_flight_;
   co_return view_locked(ttl);
+}
+
+engine::Task<std::vector<std::string>> Membership::settle_task(bool refused,
+                                                               std::chrono::milliseconds granted) {
+  auto lock = co_await mu_.lock();
+  if (in_flight_ > 0) --in_flight_;
+  refused_ = refused_ || refused;
+  const auto now = Clock::now();
+  std::erase_if(granted_, [now](const Granted& g) { return g.until <= now; });
+  if (granted.count() > 0) granted_.push_back(Granted{granted, now + granted});
+  co_return take_announcements();
+}
+
+void Membership::begin_wait() {
+  waits_.fetch_add(1);
+}
+
+engine::Task<std::vector<std::string>> Membership::end_wait_task() {
+  waits_.fetch_sub(1);
+  auto lock = co_await mu_.lock();
+  co_return take_announcements();
+}
+
+std::vector<std::string> Membership::take_announcements() {
+  std::vector<std::string> members;
+  // Only with nothing in flight: an attempt still running may have a grant that runs late on
+  // some node, and only the announcement makes its ttl known there before a greeting reads it
+  // (docs/safety.md, "A grant that runs late"). A decided lease is recorded by its grants and
+  // renewals; a refused one has nothing to protect. Not while a wait goes on either: its next
+  // attempt would only announce again (a cost, not a matter of safety: waits_ is read without
+  // mu_, and an announcement taken back early is announced again before any vote).
+  if (!refused_ || in_flight_ > 0 || waits_.load() > 0) return members;
+  // Nor while a lease of this client with an announced ttl or a larger one may live: its grants
+  // and renewals keep that ttl recorded as long anyway, and the next attempt would only
+  // announce again (a cost, not a matter of safety).
+  const auto now = Clock::now();
+  std::chrono::milliseconds announced{0};
+  std::chrono::milliseconds held{0};
+  for (const auto& a : announcements_) {
+    if (a.lapsed > now) announced = std::max(announced, a.ttl);
+  }
+  for (const auto& g : granted_) {
+    if (g.until > now) held = std::max(held, g.ttl);
+  }
+  if (announced.count() > 0 && held >= announced) return members;
+  refused_ = false;
+  for (auto& a : announcements_) {
+    if (a.lapsed > now) members.push_back(std::move(a.id));
+  }
+  announcements_.clear();
+  // Nothing of this client's is announced any more: the next round greets before it votes.
+  announced_ttl_ = std::chrono::milliseconds(0);
+  announced_until_ = Clock::time_point{};
+  announced_id_.clear();
+  return members;
+}
+
+std::string Membership::next_announcement(std::chrono::milliseconds ttl) {
+  // Those surely gone from every node need no retraction: forgotten, so the list stays short.
+  const auto now = Clock::now();
+  std::erase_if(announcements_, [now](const Announcement& a) { return a.lapsed <= now; });
+  std::string id = announcement_prefix_ + std::to_string(++greetings_);
+  announcements_.push_back(Announcement{id, {}, std::chrono::milliseconds(0)});
+  keep_announcement(ttl);
+  return id;
+}
+
+void Membership::keep_announcement(std::chrono::milliseconds ttl) {
+  // Recorded for twice the ttl by the nodes' clocks: gone after that, a drift and a second for
+  // the request to arrive (one that runs later still, on a stalled connection, outlives its
+  // retraction: a longer quarantine, never a shorter one).
+  auto& a = announcements_.back();
+  a.ttl = std::max(a.ttl, ttl);
+  a.lapsed = std::max(
+      a.lapsed, Clock::now() + 2 * ttl + drift(2 * ttl, drift_factor_) + std::chrono::seconds(1));
+}
+
+std::string Membership::announcement_member(std::chrono::milliseconds ttl, const std::string& id) {
+  return ttl.count() > 0 ? std::to_string(ttl.count()) + "." + id : "0";
 }
 
 Membership::View Membership::view_locked(std::chrono::milliseconds ttl) const {
   View view{std::vector<bool>(nodes_.size()), duplicate_, checked_epoch_, excluded_, unsettled_};
+  view.announcement = announced_id_;
   // A ttl not yet announced to a quorum: a node that restarts while such a lock lives would
   // be quarantined for a shorter ttl than the lock's. Nobody votes until it is announced.
   view.ttl_unannounced = ttl > announced_ttl_;
@@ -212,7 +304,9 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   auto identifying = identify();
   const Identities found = co_await std::move(identifying);
   const auto& ids = found.ids;
-  std::vector<std::string> args{std::to_string(max_ttl.count()), std::to_string(nodes_.size()),
+  // Digits new to this greeting: it announces "<max_ttl>.<id>" (hello.lua).
+  const std::string id = next_announcement(max_ttl);
+  std::vector<std::string> args{announcement_member(max_ttl, id), std::to_string(nodes_.size()),
                                 "greet"};
   std::vector<std::size_t> greeted;  // node indexes, in the order of the hello pairs
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
@@ -252,12 +346,15 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   }
   unsettled_.clear();
   const auto largest = std::max(max_ttl, report.max_ttl);
-  auto joining = join(greeted, ids, report, largest);
+  // Joining nodes record the largest ttl learned under the same digits.
+  keep_announcement(largest);
+  auto joining = join(greeted, ids, report, announcement_member(largest, id));
   const std::vector<bool> member = co_await std::move(joining);
   admit(greeted, found, member, report, answered_at, largest);
   // What this greeting wrote on the nodes, not what it learned: a lease of a larger ttl needs
   // its own announcement (a late grant of it may run after another client read a node).
   announced_ttl_ = max_ttl;
+  announced_id_ = id;
   announced_until_ = asked + 2 * max_ttl - drift(2 * max_ttl, drift_factor_);
   recheck_at_ = asked + kRecheckEvery;
   co_return true;
@@ -302,7 +399,7 @@ void Membership::admit(const std::vector<std::size_t>& greeted, const Identities
 
 engine::Task<std::vector<bool>> Membership::join(
     const std::vector<std::size_t>& greeted, const std::vector<std::optional<BootIdentity>>& ids,
-    const BootReport& report, std::chrono::milliseconds largest) {
+    const BootReport& report, std::string largest) {
   std::vector<bool> member(greeted.size());
   bool anyone = false;
   for (std::size_t k = 0; k < greeted.size(); ++k) {
@@ -312,8 +409,7 @@ engine::Task<std::vector<bool>> Membership::join(
   if (!anyone) co_return member;
   // Every boot with the age this greeting learned: the new member reports a recent restart as
   // the older members do. Sent to every node: an old member only gains records it lacked.
-  std::vector<std::string> args{std::to_string(largest.count()), std::to_string(nodes_.size()),
-                                "join"};
+  std::vector<std::string> args{std::move(largest), std::to_string(nodes_.size()), "join"};
   for (std::size_t k = 0; k < greeted.size(); ++k) {
     const auto& age = report.boot_age[k];
     args.insert(args.end(), {ids[greeted[k]]->run_id, std::to_string(age ? age->count() : -1)});

@@ -25,6 +25,7 @@
 
 #include <dlock/observer.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -76,6 +77,10 @@ class Membership {
     std::string unsettled;
     // The ttl asked for was not announced to a quorum yet (their greetings failed): no votes.
     bool ttl_unannounced = false;
+    // The digits of the announcement these votes rely on (dlock:max-ttl members
+    // "<ttl>.<digits>"): a cluster node records an acquisition's ttl in its greeting's record
+    // under them, so that a retraction takes that back too (node::Call::announcement).
+    std::string announcement{};
     // True if node i may count for a quorum, given its connection epoch now.
     bool may_vote(const node::Fanout& nodes, std::size_t i) const {
       return votes[i] && nodes.epoch(i) == epochs[i];
@@ -96,8 +101,26 @@ class Membership {
   // before a lease of `ttl` ends; else only reads the current view. A greeting announces only
   // `ttl`. Nobody votes for a ttl that could not be announced to a quorum, nor once the last
   // trusted announcement would lapse before such a lease ends.
+  //
+  // `attempt`: the view is for a round that may grant or renew under the announcement (an
+  // acquisition, a renewal); it counts as in flight until settle_task(), and no announcement of
+  // this client is retracted meanwhile (a grant of it may still run late on some node).
   View refresh(std::chrono::milliseconds ttl);
-  engine::Task<View> refresh_task(std::chrono::milliseconds ttl);
+  engine::Task<View> refresh_task(std::chrono::milliseconds ttl, bool attempt = false);
+
+  // The round of a refresh_task(ttl, true) is decided; `refused`: it granted nothing (an
+  // acquisition that failed). Once a refusal happened and nothing is in flight, returns this
+  // client's announcements to take back (max_ttl_retract.lua, lock/quorum_lock.cc), and the
+  // next round greets again before it votes: a refused attempt records nothing that outlives
+  // it (the digits of each: max_ttl_retract.lua's ARGV). Empty otherwise (nothing to send).
+  // `granted`: the ttl of a lease it granted or renewed (zero: none); while such a lease may
+  // live, announcements of its ttl or less are kept (its records keep that ttl anyway).
+  engine::Task<std::vector<std::string>> settle_task(
+      bool refused, std::chrono::milliseconds granted = std::chrono::milliseconds(0));
+  // A wait (lock/wait.h) of this client begins and ends: its refused attempts keep their
+  // announcements for its next attempt, and its end returns what settle_task() held back.
+  void begin_wait();
+  engine::Task<std::vector<std::string>> end_wait_task();
 
   // Why a node whose INFO (default sections) says this never votes (a replica, an eviction
   // policy this client does not accept), or empty.
@@ -117,10 +140,11 @@ class Membership {
   // Greets the nodes: INFO, hello.lua 'greet', and 'join' for nodes not yet members when the
   // answers can be trusted (judge_greeting). Under mu_.
   engine::Task<bool> greet(std::chrono::milliseconds max_ttl);
-  // Per greeted node, whether it is a member after this greeting. Under mu_.
+  // Per greeted node, whether it is a member after this greeting; `largest` announces the
+  // largest ttl the greeting learned (a member, announce()). Under mu_.
   engine::Task<std::vector<bool>> join(const std::vector<std::size_t>& greeted,
                                        const std::vector<std::optional<BootIdentity>>& ids,
-                                       const BootReport& report, std::chrono::milliseconds largest);
+                                       const BootReport& report, std::string largest);
   // After a trusted greeting whose answers came by `answered_at`: the greeted nodes that are
   // members (`member`, per greeted node) vote again, quarantined if they booted less than
   // `largest` ago; the others are greeted again. Under mu_.
@@ -151,6 +175,39 @@ class Membership {
   // (hello.lua records it for twice the ttl); an acquisition whose lease could outlive it
   // greets first.
   Clock::time_point announced_until_{};
+  // Guarded by mu_: the announcements (hello.lua members "ttl.<digits>") this client wrote and
+  // has not taken back, with when each has surely lapsed on every node (then it is forgotten);
+  // the rounds in flight under them (refresh_task(ttl, true) not yet settled); and whether one
+  // was refused since the last retraction.
+  struct Announcement {
+    std::string id;  // the digits of its members "<ttl>.<id>"
+    Clock::time_point lapsed;
+    std::chrono::milliseconds ttl;  // the largest it recorded
+  };
+  // Leases this client granted or renewed, by ttl, and until when they may live. Under mu_.
+  struct Granted {
+    std::chrono::milliseconds ttl;
+    Clock::time_point until;
+  };
+  std::vector<Granted> granted_;
+  std::vector<Announcement> announcements_;
+  std::size_t in_flight_ = 0;
+  bool refused_ = false;
+  std::atomic<std::size_t> waits_{0};  // begin_wait() less end_wait_task(); any thread
+  // What settle_task() and end_wait_task() return, when a retraction is due. Under mu_.
+  std::vector<std::string> take_announcements();
+  // Digits unique to this client (random) and to each of its greetings (a counter): a
+  // retraction names only announcements of its own, never another client's or a newer one.
+  const std::string announcement_prefix_;
+  std::uint64_t greetings_ = 0;  // guarded by mu_
+  // The digits of a new greeting's announcement of `ttl`, kept for a retraction while it may
+  // live on a node; keep_announcement() keeps the last one as long as a record of `ttl` too.
+  // Under mu_.
+  std::string next_announcement(std::chrono::milliseconds ttl);
+  void keep_announcement(std::chrono::milliseconds ttl);
+  // hello.lua's ARGV[1]: the member "<ttl>.<id>" ('0': no ttl to announce).
+  static std::string announcement_member(std::chrono::milliseconds ttl, const std::string& id);
+  std::string announced_id_;  // guarded by mu_: the digits of the last trusted announcement
   // Guarded by mu_: the identity each node had when it was last checked (a proxy that keeps a
   // client's connection can put another server behind the same epoch).
   std::vector<std::string> checked_id_;

@@ -173,7 +173,8 @@ NodeError QuorumLock::node_error(std::size_t i, errc code, std::string reason) c
 
 node::ScriptRound QuorumLock::send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
                                            const std::optional<FairTicket>& fair, WriterWait writer,
-                                           ReplicaGuard guard, std::size_t permits) {
+                                           ReplicaGuard guard, std::size_t permits,
+                                           std::string announcement) {
   const std::string& name = hold.name;
   node::Call call;
   if (!fair) {
@@ -198,6 +199,7 @@ node::ScriptRound QuorumLock::send_acquire(const HoldId& hold, std::chrono::mill
   }
   call.min_replicas = guard.replicas;
   call.replica_timeout = guard.timeout;
+  call.announcement = std::move(announcement);
   return node::ScriptRound(nodes_, std::move(call));
 }
 
@@ -212,13 +214,14 @@ std::variant<Acquired, Refused> QuorumLock::acquire(const HoldId& hold,
 engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
     HoldId hold, std::chrono::milliseconds ttl, std::optional<FairTicket> fair, WriterWait writer,
     ReplicaGuard guard, std::size_t permits) {
-  auto refreshing = membership_.refresh_task(ttl);
+  auto refreshing = membership_.refresh_task(ttl, /*attempt=*/true);
   const Membership::View view = co_await std::move(refreshing);
   const auto start = Clock::now();
   // The acquire waits for every node (up to the node timeout), unlike release: the fencing
   // token is the largest counter among the answers, and only reading every live node keeps it
   // growing while a minority of nodes restarts empty (docs/fencing.md).
-  node::ScriptRound round = send_acquire(hold, ttl, fair, writer, guard, permits);
+  node::ScriptRound round =
+      send_acquire(hold, ttl, fair, writer, guard, permits, view.announcement);
   const node::Outcomes outcomes = co_await round;
 
   AcquireAnswers answers = read_acquire(outcomes, view, permits);
@@ -242,6 +245,8 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
       auto leaving = leave_queue_task(hold.name, hold.owner);
       co_await std::move(leaving);
     }
+    auto settling = settle(/*refused=*/false, ttl);
+    co_await std::move(settling);
     co_return Acquired{FencingToken(tally.token), start + (ttl - drift(ttl))};
   }
 
@@ -250,19 +255,13 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
   // refused, a stale hold of ours not taken over) it changes nothing.
   auto releasing = release_task(hold);
   (void)co_await std::move(releasing);
-  if (tally.recorded_permits) {
-    co_return Refused{Error(errc::invalid_argument,
-                            "lock '" + hold.name + "': the semaphore has " +
-                                std::to_string(*tally.recorded_permits) + " permits, not " +
-                                std::to_string(permits) +
-                                ": every client must name the same count (change it with "
-                                "Client::resize_semaphore or `dlock semaphore resize`)",
-                            std::move(failures)),
-                      std::nullopt};
-  }
-  Refused refused =
-      refusal(hold.name, tally, Clock::now() - start, ttl, std::move(failures), fence_failed);
-  refused.writer_registered = tally.writer_registered;
+  // The announcement this attempt was made under is taken back once nothing else of this
+  // client is in flight: a refused attempt records nothing that outlives it (issue 28).
+  auto settling = settle(/*refused=*/true, std::chrono::milliseconds(0));
+  co_await std::move(settling);
+  Refused refused = refusal(hold.name, tally, Clock::now() - start, ttl, std::move(failures),
+                            fence_failed, permits);
+  if (!tally.recorded_permits) refused.writer_registered = tally.writer_registered;
   co_return refused;
 }
 
@@ -293,7 +292,18 @@ QuorumLock::AcquireAnswers QuorumLock::read_acquire(const node::Outcomes& outcom
 
 Refused QuorumLock::refusal(const std::string& name, const AcquireTally& tally,
                             Clock::duration elapsed, std::chrono::milliseconds ttl,
-                            std::vector<NodeError> failures, bool fence_failed) const {
+                            std::vector<NodeError> failures, bool fence_failed,
+                            std::size_t permits) const {
+  if (tally.recorded_permits) {
+    return Refused{
+        Error(errc::invalid_argument,
+              "lock '" + name + "': the semaphore has " + std::to_string(*tally.recorded_permits) +
+                  " permits, not " + std::to_string(permits) +
+                  ": every client must name the same count (change it with "
+                  "Client::resize_semaphore or `dlock semaphore resize`)",
+              std::move(failures)),
+        std::nullopt};
+  }
   const std::string counts = count_text(tally.granted, nodes_.size(), nodes_.quorum(), "acquired");
   if (fence_failed) {
     return Refused{Error(errc::quorum_not_reached,
@@ -341,6 +351,29 @@ engine::Task<bool> QuorumLock::raise_fence(std::string name, std::uint64_t token
     }
   }
   co_return confirmed >= nodes_.quorum();
+}
+
+engine::Task<bool> QuorumLock::settle(bool refused, std::chrono::milliseconds granted) {
+  auto settling = membership_.settle_task(refused, granted);
+  std::vector<std::string> retracted = co_await std::move(settling);
+  auto retracting = retract(std::move(retracted));
+  co_return co_await std::move(retracting);
+}
+
+engine::Task<bool> QuorumLock::end_wait_task() {
+  auto ending = membership_.end_wait_task();
+  std::vector<std::string> retracted = co_await std::move(ending);
+  auto retracting = retract(std::move(retracted));
+  co_return co_await std::move(retracting);
+}
+
+engine::Task<bool> QuorumLock::retract(std::vector<std::string> retracted) {
+  if (retracted.empty()) co_return false;
+  // Best effort: a node that misses it keeps the announcement until it lapses (two ttls), a
+  // longer quarantine there, never a shorter one.
+  node::ScriptRound round(nodes_, scripts::max_ttl_retract(), {kMaxTtlKey}, std::move(retracted));
+  (void)co_await round;
+  co_return true;
 }
 
 void QuorumLock::leave_queue(const std::string& name, const OwnerToken& owner) {
@@ -445,7 +478,7 @@ engine::Task<std::vector<Result<Clock::time_point>>> QuorumLock::renew_task(
         Error(errc::timeout, "lock '" + r.hold.name + "': validity ended before the extension"));
   }
   if (live.empty()) co_return results;
-  auto refreshing = membership_.refresh_task(max_ttl);
+  auto refreshing = membership_.refresh_task(max_ttl, /*attempt=*/true);
   const Membership::View view = co_await std::move(refreshing);
 
   std::vector<RenewPlace> places(live.size());
@@ -459,6 +492,8 @@ engine::Task<std::vector<Result<Clock::time_point>>> QuorumLock::renew_task(
   node::Round round(nodes_, std::move(calls));
   std::vector<node::Outcomes> outcomes = co_await round;
   const auto now = Clock::now();
+  auto settling = settle(/*refused=*/false, max_ttl);
+  co_await std::move(settling);
   count_only_raised(outcomes, max_ttl);
   for (std::size_t j = 0; j < live.size(); ++j) {
     results[live[j]] = judge_renewal(renewals[live[j]], outcomes[places[j].call], places[j].entry,

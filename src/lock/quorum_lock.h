@@ -132,6 +132,11 @@ class QuorumLock {
                                                       Clock::time_point valid_until);
   engine::Task<std::vector<Result<Clock::time_point>>> renew_task(std::vector<Renewal> renewals);
 
+  // A wait (lock/wait.h) begins and ends: its refused attempts take back no announcement
+  // until it ends (its next attempt would announce again), and its end sends what is due.
+  void begin_wait() { membership_.begin_wait(); }
+  engine::Task<bool> end_wait_task();
+
   node::Fanout& fanout() noexcept { return nodes_; }
 
   LockStatus inspect(const std::string& name);
@@ -154,7 +159,7 @@ class QuorumLock {
   NodeError node_error(std::size_t i, errc code, std::string reason) const;
   node::ScriptRound send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
                                  const std::optional<FairTicket>& fair, WriterWait writer,
-                                 ReplicaGuard guard, std::size_t permits);
+                                 ReplicaGuard guard, std::size_t permits, std::string announcement);
   // One renewal's outcome from every node's reply to its batch (`slot`: its place there).
   Result<Clock::time_point> judge_renewal(const Renewal& renewal, const node::Outcomes& per_node,
                                           std::size_t slot, const Membership::View& view,
@@ -169,9 +174,16 @@ class QuorumLock {
   AcquireAnswers read_acquire(const node::Outcomes& outcomes, const Membership::View& view,
                               std::size_t permits) const;
   // The error for a failed attempt, once its clean-up was sent.
+  // `permits`: the count this client named (a semaphore slot whose record says another).
   Refused refusal(const std::string& name, const AcquireTally& tally, Clock::duration elapsed,
-                  std::chrono::milliseconds ttl, std::vector<NodeError> failures,
-                  bool fence_failed) const;
+                  std::chrono::milliseconds ttl, std::vector<NodeError> failures, bool fence_failed,
+                  std::size_t permits) const;
+  // A round begun with Membership::refresh_task(ttl, true) is decided (`refused`: it granted
+  // nothing; `granted`: the ttl of a lease it granted or renewed, or zero); sends the
+  // retraction Membership asks for, if any (true: one was sent).
+  engine::Task<bool> settle(bool refused, std::chrono::milliseconds granted);
+  // Sends max_ttl_retract.lua for `retracted` (this client's announcements), if any.
+  engine::Task<bool> retract(std::vector<std::string> retracted);
   // Second phase of the fencing token; false if a quorum did not confirm it.
   engine::Task<bool> raise_fence(std::string name, std::uint64_t token,
                                  std::chrono::milliseconds ttl, std::vector<NodeError>& failures);

@@ -92,6 +92,7 @@ class Wait {
 
  private:
   bool on_caller_thread() const { return context_.on == WaitOn::caller_thread; }
+  engine::Task<Result<void>> run_attempts();
   engine::Task<bool> hold_back(WaitClock::time_point until);
   engine::Task<bool> listen();
   engine::Task<bool> nap(const Refusal& last);
@@ -108,6 +109,16 @@ class Wait {
 };
 
 engine::Task<Result<void>> Wait::run() {
+  // Announcements of refused attempts are kept for the next attempt until the wait ends.
+  context_.lock.begin_wait();
+  auto waiting = run_attempts();
+  Result<void> result = co_await std::move(waiting);
+  auto ending = context_.lock.end_wait_task();
+  (void)co_await std::move(ending);
+  co_return result;
+}
+
+engine::Task<Result<void>> Wait::run_attempts() {
   if (plan_.hold_back_until) {
     auto grace = hold_back(*plan_.hold_back_until);
     (void)co_await std::move(grace);

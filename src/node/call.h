@@ -24,6 +24,10 @@ struct Call {
   // into the error "REPLICAS ...". The node's answer then waits up to replica_timeout longer.
   std::size_t min_replicas = 0;
   std::chrono::milliseconds replica_timeout{0};
+  // An acquisition: the digits of the announcement it is made under (lock::Membership). A
+  // cluster node that records the ttl in its greeting's record first does so under them
+  // ("<ttl>.<digits>", max_ttl_raise.lua), so that the client's retraction takes it back.
+  std::string announcement{};
 };
 
 // True if `call` is the plain command `verb` (upper case), in any case.

@@ -118,24 +118,29 @@ void ClusterNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_
     if (call.args.size() >= 3) {
       std::from_chars(call.args[2].data(), call.args[2].data() + call.args[2].size(), ttl);
     }
+    // Raised again under a new announcement too: the one raised before may be taken back.
     if (ttl > home_max_ttl_ || home_max_ttl_epoch_ != epoch() ||
-        net::Clock::now() + std::chrono::milliseconds(ttl) > home_max_ttl_until_) {
-      return raise_max_ttl_then(ttl, std::move(request));
+        net::Clock::now() + std::chrono::milliseconds(ttl) > home_max_ttl_until_ ||
+        call.announcement != home_max_ttl_announcement_) {
+      return raise_max_ttl_then(ttl, call.announcement, std::move(request));
     }
   }
   route(std::move(request));
 }
 
-void ClusterNode::raise_max_ttl_then(std::int64_t ttl, Request acquisition) {
+void ClusterNode::raise_max_ttl_then(std::int64_t ttl, std::string announcement,
+                                     Request acquisition) {
   const std::uint64_t epoch_then = epoch();
   const auto deadline = acquisition.deadline;
   const auto sent = net::Clock::now();
+  std::string member = std::to_string(ttl);
+  if (!announcement.empty()) member += "." + announcement;
   auto raise = std::make_shared<const std::vector<Call>>(
       1, Call{&scripts::max_ttl_raise(),
               {node_key_in_slot(kMaxTtlKey, kHomeSlot)},
-              {std::to_string(ttl), std::to_string(2 * ttl)}});
+              {std::move(member), std::to_string(2 * ttl)}});
   route(Request{std::move(raise), kHomeSlot, deadline,
-                [this, ttl, epoch_then, sent,
+                [this, ttl, epoch_then, sent, announcement = std::move(announcement),
                  acquisition = std::move(acquisition)](Result<resp::Reply> r) mutable {
                   if (!r || r->is_error()) {
                     // Not recorded where greetings look: this node must not grant it.
@@ -148,6 +153,7 @@ void ClusterNode::raise_max_ttl_then(std::int64_t ttl, Request acquisition) {
                     home_max_ttl_ = ttl;
                     home_max_ttl_epoch_ = epoch_then;
                     home_max_ttl_until_ = sent + std::chrono::milliseconds(2 * ttl);
+                    home_max_ttl_announcement_ = std::move(announcement);
                   }
                   route(std::move(acquisition));
                 }});

@@ -91,7 +91,7 @@ class ClusterNode final : public Node {
                        net::Connection::Callback done, bool per_key = false);
   // An acquisition whose ttl the greeting's copy of the live ttls (slot 0's) may not hold for a
   // ttl more: raised there first, then sent (max_ttl_raise.lua).
-  void raise_max_ttl_then(std::int64_t ttl, Request acquisition);
+  void raise_max_ttl_then(std::int64_t ttl, std::string announcement, Request acquisition);
   // INFO for the cluster as a whole: asked of every master, answered as one server would, with
   // a run_id that changes whenever any master does (see the header comment).
   void identify(Request request);
@@ -149,6 +149,7 @@ class ClusterNode final : public Node {
   std::int64_t home_max_ttl_ = 0;
   std::uint64_t home_max_ttl_epoch_ = 0;
   net::Clock::time_point home_max_ttl_until_{};
+  std::string home_max_ttl_announcement_;  // the announcement it was raised under (Call)
 
   std::map<std::string, ServerNode*> channels_;  // subscribed channel -> where (null: moving)
 };

@@ -14,12 +14,18 @@
 -- KEYS[1]        dlock:boots, a hash: run_id -> "last_seen_ms boot_ms" (this node's clock);
 --                boot_ms is 0 for a boot that was there when this node was first greeted
 -- KEYS[2]        dlock:max-ttl, the ttls (ms) of leases that may still live here: a zset
---                ttl -> until when (ms, this node's clock), raised by grants (acquire.lua),
---                renewals (max_ttl_raise.lua) and announcements (ARGV[1]); an entry goes
---                when no lease of its ttl can still live, so a quarantine follows the ttls
---                in use, not the largest ever used
--- ARGV[1]        greet: the client's largest ttl in ms, announced (recorded for twice that);
---                join: the largest ttl the greeting learned (recorded for twice that)
+--                member -> until when (ms, this node's clock). A member is a ttl ("60000",
+--                recorded by grants, acquire.lua, and renewals, max_ttl_raise.lua) or one
+--                client's announcement of a ttl ("60000.<digits>": the ttl, a dot and digits
+--                unique to that announcement, which its client takes back with
+--                max_ttl_retract.lua once nothing of it is in flight). Either way the ttl is
+--                the member's whole part (tonumber, floored; a dlock before the retraction
+--                reads "60000.123" as a little over 60000, never less). An entry goes when no
+--                lease of its ttl can still live, so a quarantine follows the ttls in use, not
+--                the largest ever used
+-- ARGV[1]        greet: the announcement (a member as above, or a bare ttl from a dlock before
+--                the retraction), recorded for twice its ttl; '0': none. join: the largest ttl
+--                the greeting learned, as its announcement (recorded for twice that)
 -- ARGV[2]        how many nodes the client's lock set has (N)
 -- ARGV[3]        'greet' or 'join'
 -- ARGV[2i + 2]   run_id of the i-th node the client sees
@@ -51,8 +57,14 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local in_use = redis.call('exists', KEYS[1]) == 1
 local joining = ARGV[3] == 'join'
 
--- The largest ttl of a lease that may still live here; records `record` ms first (0: none).
-local function live_max_ttl(record)
+-- A member's ttl: its whole part ("60000" and "60000.<digits>" are both 60000).
+local function ttl_of(member)
+  return math.floor(tonumber(member) or 0)
+end
+
+-- The largest ttl of a lease that may still live here; records the announcement `member`
+-- first, for twice its ttl ('0': none).
+local function live_max_ttl(member)
   -- dlock before 0.2 kept a string here that never shrank: it becomes one entry that ends
   -- after its own ttl (a quarantine computed from it is as long as before, once more).
   if redis.call('type', KEYS[2]).ok == 'string' then
@@ -63,14 +75,15 @@ local function live_max_ttl(record)
   -- For twice the ttl: the client announces again once one ttl has passed, so every lease it
   -- grants under this announcement ends while the entry lives, also one whose grant on some
   -- node runs late, after another client's greeting read this node.
+  local record = ttl_of(member)
   if record > 0 then
-    redis.call('zadd', KEYS[2], 'gt', now + 2 * record, record)
+    redis.call('zadd', KEYS[2], 'gt', now + 2 * record, member)
     if redis.call('pttl', KEYS[2]) < 2 * record then redis.call('pexpire', KEYS[2], 2 * record) end
   end
   redis.call('zremrangebyscore', KEYS[2], '-inf', now)
   local largest = 0
-  for _, ttl in ipairs(redis.call('zrange', KEYS[2], 0, -1)) do
-    largest = math.max(largest, tonumber(ttl))
+  for _, entry in ipairs(redis.call('zrange', KEYS[2], 0, -1)) do
+    largest = math.max(largest, ttl_of(entry))
   end
   return largest
 end
@@ -78,12 +91,12 @@ end
 if not in_use and not joining then
   -- Read only: a node not in use trusts nothing it would write now.
   local result = {0, 0}
-  if redis.call('exists', KEYS[2]) == 1 then result[1] = live_max_ttl(0) end
+  if redis.call('exists', KEYS[2]) == 1 then result[1] = live_max_ttl('0') end
   for i = 4, #ARGV - 1, 2 do result[#result + 1] = -1 end
   return result
 end
 
-local max_ttl = live_max_ttl(tonumber(ARGV[1]))
+local max_ttl = live_max_ttl(ARGV[1])
 if joining then
   for i = 4, #ARGV - 1, 2 do
     local run_id, age = ARGV[i], tonumber(ARGV[i + 1])

@@ -5,25 +5,28 @@
 -- lock's own slot).
 --
 -- KEYS[1]  dlock:max-ttl (on a cluster: dlock:max-ttl:{<tag of slot 0>}), a zset
---          ttl -> until when (ms, this server's clock)
--- ARGV[1]  a ttl in milliseconds
+--          member -> until when (ms, this server's clock); a member is a ttl, or a client's
+--          announcement of one ("ttl.<digits>", hello.lua): its ttl is its whole part
+-- ARGV[1]  a ttl in milliseconds, or a client's announcement of one ("ttl.<digits>": a cluster
+--          node records an acquisition under the announcement it is made under, so that its
+--          client's retraction takes it back, max_ttl_retract.lua); recorded as this member
 -- ARGV[2]  how long (ms) from now leases of that ttl may live
 --
 -- Replies the largest ttl recorded after the call (never lower than ARGV[1]).
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl, live = tonumber(ARGV[1]), tonumber(ARGV[2])
-local added = redis.pcall('zadd', KEYS[1], 'gt', now + live, ttl)
+local ttl, live = math.floor(tonumber(ARGV[1])), tonumber(ARGV[2])
+local added = redis.pcall('zadd', KEYS[1], 'gt', now + live, ARGV[1])
 if type(added) ~= 'number' then
   -- Only an older dlock's string record is replaced; any other error (out of memory) stands,
   -- and deletes nothing.
   if redis.call('type', KEYS[1]).ok ~= 'string' then return added end
   redis.call('del', KEYS[1])
-  redis.call('zadd', KEYS[1], now + live, ttl)
+  redis.call('zadd', KEYS[1], now + live, ARGV[1])
 end
 if redis.call('pttl', KEYS[1]) < live then redis.call('pexpire', KEYS[1], live) end
 local max_ttl = ttl
 for _, entry in ipairs(redis.call('zrangebyscore', KEYS[1], now, '+inf')) do
-  max_ttl = math.max(max_ttl, tonumber(entry))
+  max_ttl = math.max(max_ttl, math.floor(tonumber(entry) or 0))
 end
 return max_ttl

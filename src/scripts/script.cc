@@ -86,6 +86,11 @@ const Script& max_ttl_raise() {
   return s;
 }
 
+const Script& max_ttl_retract() {
+  static const Script s = load("max_ttl_retract");
+  return s;
+}
+
 const Script& force_release() {
   static const Script s = load("force_release", true);
   return s;
@@ -97,9 +102,10 @@ const Script& semaphore_resize() {
 }
 
 std::vector<const Script*> all() {
-  return {&acquire(),       &release(),       &inspect(),         &renew(),        &fence_raise(),
-          &hello(),         &fair_acquire(),  &fair_leave(),      &fenced_write(), &fenced_read(),
-          &force_release(), &max_ttl_raise(), &semaphore_resize()};
+  return {&acquire(),         &release(),         &inspect(),       &renew(),
+          &fence_raise(),     &hello(),           &fair_acquire(),  &fair_leave(),
+          &fenced_write(),    &fenced_read(),     &force_release(), &max_ttl_raise(),
+          &max_ttl_retract(), &semaphore_resize()};
 }
 
 }  // namespace dlock::scripts

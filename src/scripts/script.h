@@ -28,6 +28,7 @@ const Script& inspect();
 const Script& renew();
 const Script& fence_raise();
 const Script& max_ttl_raise();
+const Script& max_ttl_retract();
 const Script& hello();
 const Script& fair_acquire();
 const Script& fair_leave();

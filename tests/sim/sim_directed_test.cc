@@ -50,11 +50,12 @@ class World {
 
   // As src/client.cc's attempt(): a held lease, or nullptr.
   std::shared_ptr<detail::LeaseState> take(std::size_t c, const std::string& owner,
-                                           std::chrono::milliseconds ttl) {
-    trace_.step(step_++, "client " + std::to_string(c) + " takes 'x' as " + owner);
+                                           std::chrono::milliseconds ttl,
+                                           const std::string& name = "x") {
+    trace_.step(step_++, "client " + std::to_string(c) + " takes '" + name + "' as " + owner);
     auto state = std::make_shared<detail::LeaseState>();
     state->ttl = ttl;
-    auto refused = holds_[c]->acquire(state, "x", OwnerToken(owner), ttl, std::nullopt);
+    auto refused = holds_[c]->acquire(state, name, OwnerToken(owner), ttl, std::nullopt);
     trace_.line(refused ? "=> refused: " + refused->error.message() : "=> held");
     return refused ? nullptr : state;
   }
@@ -73,6 +74,15 @@ class World {
       lease->status = detail::LeaseState::Status::released;
     }
     (void)holds_[c]->end(lease);
+  }
+  // As Lease::extend(): true if the lease is valid for its ttl again.
+  bool extend(std::size_t c, const std::shared_ptr<detail::LeaseState>& lease) {
+    trace_.step(step_++, "client " + std::to_string(c) + " extends its lease");
+    std::lock_guard lock(lease->mu);
+    auto r = locks_[c]->extend(lease->hold->id, lease->ttl, lease->valid_until);
+    trace_.line(r ? "=> extended" : "=> " + r.error().message());
+    if (r) lease->valid_until = *r;
+    return r.has_value();
   }
   SimCluster& cluster() { return *cluster_; }
   SimFanout& fanout(std::size_t c) { return *fanouts_[c]; }
@@ -158,7 +168,7 @@ TEST(SimDirected, ABrandNewSetStartsOnlyWhenEveryNodeAnswers) {
 // it boot): the greeting waits for node 1, which knows the ttl.
 TEST(SimDirected, ATtlThatMissedANodeIsNotLostWithTheRestartedOne) {
   World w(3, [](std::size_t client, std::size_t node, const node::Call& call) {
-    const bool big = (is(call, "hello") && call.args[0] == "400") ||
+    const bool big = (is(call, "hello") && call.args[0].rfind("400.", 0) == 0) ||
                      (is(call, "acquire") && call.args[2] == "400");
     if (client == 1 && node == 2 && big) return std::optional(Fault::error_reply);
     if (client == 0 && node == 1) return std::optional(Fault::unsent);
@@ -210,7 +220,8 @@ TEST(SimDirected, GreetingThatNamesABareQuorumStillReportsARestart) {
 // the node votes again while the lock still lives, and another owner gets a quorum.
 TEST(SimDirected, TtlNeverAnnouncedToAQuorumShortensTheQuarantine) {
   World w(3, [](std::size_t client, std::size_t node, const node::Call& call) {
-    const bool hello_2000 = is(call, "hello") && call.args[0] == "2000";
+    // The greeting's announcement of 2 s ("2000.<digits>").
+    const bool hello_2000 = is(call, "hello") && call.args[0].rfind("2000.", 0) == 0;
     if (client == 0 && node != 2 && hello_2000) return std::optional(Fault::error_reply);
     if (client == 0 && node == 2 && is(call, "acquire") && call.args[2] == "2000") {
       return std::optional(Fault::error_reply);
@@ -671,6 +682,231 @@ TEST(SimDirected, ASlowGreetingEndsAQuarantineEarly) {
   const auto other = w.take(2, "c", 1000ms);
   EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
       << "two owners hold 'x'";
+}
+
+}  // namespace
+}  // namespace dlock::sim
+
+namespace dlock::sim {
+namespace {
+
+// The ttls recorded in node i's dlock:max-ttl that may still live there (member -> until).
+std::vector<std::string> live_records(SimNode& node) {
+  std::vector<std::string> members;
+  const auto& keys = node.live_keys();
+  const auto it = keys.find("dlock:max-ttl");
+  if (it == keys.end()) return members;
+  for (const auto& [member, until] : std::get<Hash>(it->second.value)) {
+    if (std::stoll(until) > node.now_ms()) members.push_back(member);
+  }
+  return members;
+}
+
+// Node i records `ttl`: a grant's or a renewal's record ("300"), or with `announced` only an
+// announcement of it ("300.<digits>").
+bool records_ttl(SimNode& node, const std::string& ttl, bool announced = false) {
+  for (const auto& m : live_records(node)) {
+    if ((!announced && m == ttl) || m.rfind(ttl + ".", 0) == 0) return true;
+  }
+  return false;
+}
+
+// Issue 28 scenario 4: a refused attempt with a long ttl announced it (for twice that) on every
+// node, so a node that restarted then was kept out for the refused ttl, not for the ttls of the
+// leases that live. Client 1 holds 'x' for 100 ms; client 0 is refused for 1 s and takes its
+// announcement back; node 0 restarts; with node 2 refusing, client 2 needs node 0, which must
+// vote again after the live 100 ms (plus client 2's own 50 ms), not after 1 s.
+TEST(SimDirected, ARefusedAttemptLeavesNoAnnouncementBehind) {
+  bool node_2_refuses = false;
+  World w(
+      3,
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        if (node_2_refuses && client == 2 && node == 2 && is(call, "acquire")) {
+          return std::optional(Fault::error_reply);
+        }
+        return std::optional<Fault>();
+      },
+      {}, 3);
+  const auto held = w.take(1, "b", 100ms);
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(w.take(0, "a", 1000ms), nullptr) << "held by client 1";
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_FALSE(records_ttl(w.cluster().node(i), "1000", /*announced=*/true))
+        << "node " << i << " still records the refused 1 s";
+  }
+  w.end(1, held);
+  w.trace().step(10, "node 0 restarts");
+  w.cluster().restart(0, "directed");
+  node_2_refuses = true;
+  const auto start = Clock::now();
+  std::shared_ptr<detail::LeaseState> later;
+  while (!later && Clock::now() - start < 1500ms) {
+    later = w.take(2, "c", 50ms);
+    if (!later) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_NE(later, nullptr);
+  EXPECT_LT(Clock::now() - start, 600ms) << "node 0 was kept out for the refused attempt's ttl";
+}
+
+// The retraction waits for every attempt of the client in flight. Client 0's attempt A (300 ms)
+// is granted on node 0; node 1's acquire is not sent and node 2's runs slowly. Meanwhile client
+// 0's attempt B is refused (error replies on nodes 1 and 2), node 0 restarts, and client 1
+// greets while it takes and gives back 'y' for 200 ms (so it has no refusal of its own, which
+// would make it greet again later). Had B taken the 300 ms announcement back, nodes 1 and 2
+// would know no 300 ms then (the grant records of 300 ms lapsed long ago), node 0 would sit out
+// only 200 ms, and client 1, with no reason to greet again, would take 'x' on nodes 0 and 1
+// while A holds it on nodes 0 and 2 (the late grant of
+// AGrantThatRunsAfterAGreetingLeavesItsTtlUnknown, now through a retraction). Two owners when
+// Membership::settle_task ignores the rounds in flight.
+TEST(SimDirected, ARefusalDoesNotRetractWhileAnotherAttemptOfTheClientIsInFlight) {
+  bool armed = false;
+  World* world = nullptr;
+  std::shared_ptr<detail::LeaseState> concurrent;
+  Clock::time_point restarted;
+  World w(
+      3,
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        if (armed && client == 0 && node == 1 && is(call, "acquire")) {
+          return std::optional(Fault::unsent);
+        }
+        // Client 0's concurrent attempt B is refused on nodes 1 and 2.
+        if (client == 0 && node != 0 && is(call, "acquire") && call.args[0] == "c") {
+          return std::optional(Fault::error_reply);
+        }
+        return std::optional<Fault>();
+      },
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        if (!armed || client != 0 || node != 2 || !is(call, "acquire") || call.args[0] != "a") {
+          return;
+        }
+        armed = false;
+        world->trace().step(80, "client 0's attempt B, refused, while A is in flight");
+        concurrent = world->take(0, "c", 300ms);
+        world->trace().step(90, "node 0 restarts; the holder's connection breaks, replaced later");
+        world->cluster().node(0).restart("restarted-node-0");
+        world->fanout(0).drop(0, false);
+        restarted = Clock::now();
+        // Greets: must learn 300 ms from nodes 1 and 2.
+        const auto y = world->take(1, "b", 200ms, "y");
+        if (y) world->end(1, y);
+      });
+  world = &w;
+  const auto warm = w.take(0, "a", 300ms);
+  ASSERT_NE(warm, nullptr);
+  w.end(0, warm);
+  std::this_thread::sleep_for(350ms);  // the grant records of 300 ms lapse
+  armed = true;
+  const auto held = w.take(0, "a", 300ms);  // greets again (its announcement would lapse)
+  ASSERT_EQ(concurrent, nullptr) << "B was to be refused";
+  ASSERT_NE(held, nullptr) << "granted on nodes 0 and 2";
+  std::this_thread::sleep_until(restarted + 215ms);  // a 200 ms quarantine of node 0 has ended
+  ASSERT_TRUE(held_at(*held, Clock::now()));
+  const auto other = w.take(1, "b", 20ms);
+  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
+      << "two owners hold 'x'";
+}
+
+// A lease granted earlier by the same client, still live, keeps its ttl known after the client
+// takes its announcements back (all of them, the one that lease was granted under too): its
+// grants recorded it. Client 0 holds 'x' for 400 ms on nodes 0 and 1 (node 2's acquire is not
+// sent); its attempt on 'x' for another owner with a larger ttl (800 ms, so the retraction is
+// not skipped for the live lease of its ttl) is refused and retracts; node 0 restarts; client 1
+// greets (nodes 1 and 2 counted: node 1 has the grant's record of 400 ms) and must not win on
+// nodes 0 and 2 while the lease lives.
+TEST(SimDirected, ARetractionKeepsTheRecordOfALiveLeaseOfTheSameTtl) {
+  bool first = true;
+  World w(3, [&](std::size_t client, std::size_t node, const node::Call& call) {
+    if (first && client == 0 && node == 2 && is(call, "acquire")) {
+      first = false;
+      return std::optional(Fault::unsent);
+    }
+    return std::optional<Fault>();
+  });
+  const auto held = w.take(0, "a", 400ms);
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(w.take(0, "c", 800ms), nullptr) << "held by owner a";
+  for (const char* ttl : {"400", "800"}) {
+    EXPECT_FALSE(records_ttl(w.cluster().node(2), ttl, /*announced=*/true))
+        << "the announcement of " << ttl << " ms was taken back";
+  }
+  w.trace().step(10, "node 0 restarts");
+  w.cluster().restart(0, "directed");
+  const auto start = Clock::now();
+  while (Clock::now() - start < 300ms) {
+    const auto other = w.take(1, "b", 20ms);
+    ASSERT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
+        << "two owners hold 'x'";
+    if (other) w.end(1, other);
+    std::this_thread::sleep_for(20ms);
+  }
+}
+
+// Renewals after a retraction: the client greets again before the renewal counts (nothing of
+// its own is announced any more), and the renewal records its ttl on every node. Client 0 holds
+// 'x' for 300 ms on nodes 0 and 1, is refused for another owner with 600 ms (retracting), and
+// extends the lease past its grant's record; node 0 restarts; client 1 must not win on nodes 0
+// and 2.
+TEST(SimDirected, ARenewalAfterARetractionKeepsARestartedNodeOut) {
+  bool first = true;
+  World w(3, [&](std::size_t client, std::size_t node, const node::Call& call) {
+    if (first && client == 0 && node == 2 && is(call, "acquire")) {
+      first = false;
+      return std::optional(Fault::unsent);
+    }
+    return std::optional<Fault>();
+  });
+  const auto held = w.take(0, "a", 300ms);
+  ASSERT_NE(held, nullptr);
+  // A larger ttl: the retraction is not skipped for the live lease of its own ttl.
+  EXPECT_EQ(w.take(0, "c", 600ms), nullptr) << "held by owner a";
+  EXPECT_FALSE(records_ttl(w.cluster().node(2), "300", /*announced=*/true)) << "not taken back";
+  std::this_thread::sleep_for(150ms);
+  ASSERT_TRUE(w.extend(0, held));
+  std::this_thread::sleep_for(
+      200ms);  // the grant's record of 300 ms has lapsed; the renewal's lives
+  ASSERT_TRUE(held_at(*held, Clock::now()));
+  w.trace().step(20, "node 0 restarts");
+  w.cluster().restart(0, "directed");
+  const auto other = w.take(1, "b", 20ms);
+  std::this_thread::sleep_for(40ms);
+  const auto again = other ? other : w.take(1, "b", 20ms);
+  EXPECT_FALSE(again && held_at(*held, Clock::now()) && held_at(*again, Clock::now()))
+      << "two owners hold 'x'";
+}
+
+// A late grant of the refused attempt itself: client 0's acquire on node 2 runs after the
+// attempt was refused, released and retracted (its clean-up release came first). The grant is
+// nobody's lease; it records its own ttl there (acquire.lua), and client 1's lease, on nodes 0
+// and 1, stays protected when node 0 restarts.
+TEST(SimDirected, ALateGrantOfARefusedAttemptAfterItsRetraction) {
+  bool first = true;
+  World w(
+      3,
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        if (first && client == 1 && node == 2 && is(call, "acquire")) {
+          first = false;
+          return std::optional(Fault::unsent);
+        }
+        if (client == 0 && node == 2 && is(call, "acquire")) return std::optional(Fault::late);
+        return std::optional<Fault>();
+      },
+      {}, 3);
+  const auto held = w.take(1, "b", 300ms);  // on nodes 0 and 1
+  ASSERT_NE(held, nullptr);
+  EXPECT_EQ(w.take(0, "a", 600ms), nullptr);
+  w.trace().step(10, "the late grant runs on node 2");
+  w.cluster().flush();
+  EXPECT_TRUE(records_ttl(w.cluster().node(2), "600")) << "a grant records its ttl";
+  w.trace().step(11, "node 0 restarts");
+  w.cluster().restart(0, "directed");
+  const auto start = Clock::now();
+  while (Clock::now() - start < 250ms) {
+    const auto other = w.take(2, "c", 20ms);
+    ASSERT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
+        << "two owners hold 'x'";
+    if (other) w.end(2, other);
+    std::this_thread::sleep_for(20ms);
+  }
 }
 
 }  // namespace

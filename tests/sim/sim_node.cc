@@ -57,6 +57,12 @@ std::optional<std::int64_t> trailing_number(const std::string& s) {
   return number(s.substr(from));
 }
 
+// hello.lua's ttl_of(): a dlock:max-ttl member's whole part ("300" and "300.<digits>": 300).
+std::int64_t ttl_part(const std::string& member) {
+  const auto dot = member.find('.');
+  return number(dot == std::string::npos ? member : member.substr(0, dot));
+}
+
 const std::string& at(const std::vector<std::string>& v, std::size_t i) {
   if (i >= v.size()) throw std::logic_error("script called with too few keys or arguments");
   return v[i];
@@ -138,9 +144,22 @@ resp::Reply SimNode::run_script(const node::Call& call, std::int64_t now) {
   if (name == "fence_raise") return fence_raise(call, now);
   if (name == "hello") return hello(call, now);
   if (name == "max_ttl_raise") {
-    const std::int64_t ttl = number(at(call.args, 0));
-    record_ttl(at(call.keys, 0), ttl, number(at(call.args, 1)), now);
+    const std::int64_t ttl = ttl_part(at(call.args, 0));
+    record_ttl(at(call.keys, 0), at(call.args, 0), number(at(call.args, 1)), now);
     return integer(std::max(ttl, live_max_ttl(at(call.keys, 0), now)));
+  }
+  if (name == "max_ttl_retract") {
+    // Every announcement "<ttl>.<id>" whose id is named; never a bare ttl.
+    std::int64_t removed = 0;
+    for (const auto& [member, until] : store_.hgetall(at(call.keys, 0), now)) {
+      const auto dot = member.find('.');
+      if (dot == std::string::npos) continue;
+      const std::string id = member.substr(dot + 1);
+      if (std::find(call.args.begin(), call.args.end(), id) == call.args.end()) continue;
+      store_.hdel(at(call.keys, 0), member, now);
+      ++removed;
+    }
+    return integer(removed);
   }
   return error("ERR sim: script " + std::string(name) + " not modelled");
 }
@@ -175,24 +194,25 @@ std::int64_t SimNode::next_token(const std::string& fence, const std::string& fl
   const auto f = store_.get(floor, now);
   if (token > (f ? number(*f) : 0)) store_.set(floor, std::to_string(token), std::nullopt, now);
   // acquire.lua records in dlock:max-ttl (KEYS[4]) that a lease of `ttl` may live `ttl` more.
-  record_ttl("dlock:max-ttl", ttl, ttl, now);
+  record_ttl("dlock:max-ttl", std::to_string(ttl), ttl, now);
   return token;
 }
 
-// The zset ttl -> until of the scripts, as a hash here: ZADD GT keeps the later until.
-void SimNode::record_ttl(const std::string& key, std::int64_t ttl, std::int64_t live,
+// The zset member -> until of the scripts, as a hash here: ZADD GT keeps the later until. A
+// member is a ttl (grants, renewals) or an announcement "ttl.<digits>" (hello).
+void SimNode::record_ttl(const std::string& key, const std::string& member, std::int64_t live,
                          std::int64_t now) {
-  const HGet entry = store_.hget(key, std::to_string(ttl), now);
+  const HGet entry = store_.hget(key, member, now);
   const std::int64_t until = now + live;
   if (entry.kind != HGet::Kind::value || number(entry.value) < until) {
-    store_.hset(key, std::to_string(ttl), std::to_string(until), now);
+    store_.hset(key, member, std::to_string(until), now);
   }
 }
 
 std::int64_t SimNode::live_max_ttl(const std::string& key, std::int64_t now) {
   std::int64_t largest = 0;
-  for (const auto& [ttl, until] : store_.hgetall(key, now)) {
-    if (number(until) > now) largest = std::max(largest, number(ttl));
+  for (const auto& [member, until] : store_.hgetall(key, now)) {
+    if (number(until) > now) largest = std::max(largest, ttl_part(member));
   }
   return largest;
 }
@@ -289,8 +309,9 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
     for (std::size_t i = 3; i + 1 < call.args.size(); i += 2) result.push_back(-1);
     return array(result);
   }
-  const std::int64_t announced = number(at(call.args, 0));
-  if (announced > 0) record_ttl(max_ttl_key, announced, 2 * announced, now);
+  // ARGV[1]: the announcement, a member "ttl.<digits>" (or a bare ttl; '0': none).
+  const std::int64_t announced = ttl_part(at(call.args, 0));
+  if (announced > 0) record_ttl(max_ttl_key, at(call.args, 0), 2 * announced, now);
   const std::int64_t max_ttl = live_max_ttl(max_ttl_key, now);
   if (joining) {
     for (std::size_t i = 3; i + 1 < call.args.size(); i += 2) {

@@ -82,8 +82,10 @@ class SimNode {
   resp::Reply renew(const node::Call& call, std::int64_t now);
   resp::Reply fence_raise(const node::Call& call, std::int64_t now);
   resp::Reply hello(const node::Call& call, std::int64_t now);
-  // dlock:max-ttl as a hash ttl -> until (the scripts' zset): record, and the largest live ttl.
-  void record_ttl(const std::string& key, std::int64_t ttl, std::int64_t live, std::int64_t now);
+  // dlock:max-ttl as a hash member -> until (the scripts' zset; a member is a ttl or an
+  // announcement "ttl.<digits>"): record, and the largest live ttl.
+  void record_ttl(const std::string& key, const std::string& member, std::int64_t live,
+                  std::int64_t now);
   std::int64_t live_max_ttl(const std::string& key, std::int64_t now);
   resp::Reply info(std::int64_t now) const;
   // acquire.lua's older_hold_of_this_client(): `id` is an older hold of the client of `mine`.

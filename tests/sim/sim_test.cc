@@ -163,9 +163,12 @@ TEST_P(SimSelfTest, CatchesAPlantedBug) {
   const Planted p = GetParam();
   std::atomic<std::uint64_t> caught{0};
   std::atomic<std::uint64_t> first{0};
-  // Up to 600 schedules, stopping at the first catch: the rarest planted bug (ForgetBoots) is
-  // caught in about 1.5% of schedules (15 of 1,000 measured), so 200 missed it one run in 20.
-  run_many({0, 3, Profile::minority, p.mutation}, 1, 600, 8,
+  // Up to 2,000 schedules, stopping at the first catch: the rarest planted bug (ForgetBoots)
+  // was caught in about 1.5% of schedules (15 of 1,000 measured), so 200 missed it one run in
+  // 20. Since a refused attempt takes its announcement back (issue 28), the client greets again
+  // after refusals and the planted bug's window is rarer: 600 missed it in 3 of 5 runs (first
+  // catch at seed 662 in one). The assertion is the same; only the search is longer.
+  run_many({0, 3, Profile::minority, p.mutation}, 1, 2000, 8,
            [&](std::uint64_t seed, const ScheduleReport& r) {
              for (const auto& v : r.violations) {
                if (v.kind != p.expected) continue;

@@ -1,0 +1,29 @@
+-- max_ttl_raise: records that leases of a ttl may live here for a while (dlock:max-ttl, the
+-- zset that greetings read: hello.lua). Sent with every renewal round (a renewed lease lives on
+-- past the grant that recorded it), and by a Redis Cluster node to the copy that its greeting
+-- reads (slot 0's: node/cluster_node.h) before an acquisition (acquire.lua records only in the
+-- lock's own slot).
+--
+-- KEYS[1]  dlock:max-ttl (on a cluster: dlock:max-ttl:{<tag of slot 0>}), a zset
+--          ttl -> until when (ms, this server's clock)
+-- ARGV[1]  a ttl in milliseconds
+-- ARGV[2]  how long (ms) from now leases of that ttl may live
+--
+-- Replies the largest ttl recorded after the call (never lower than ARGV[1]).
+local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl, live = tonumber(ARGV[1]), tonumber(ARGV[2])
+local added = redis.pcall('zadd', KEYS[1], 'gt', now + live, ttl)
+if type(added) ~= 'number' then
+  -- Only an older dlock's string record is replaced; any other error (out of memory) stands,
+  -- and deletes nothing.
+  if redis.call('type', KEYS[1]).ok ~= 'string' then return added end
+  redis.call('del', KEYS[1])
+  redis.call('zadd', KEYS[1], now + live, ttl)
+end
+if redis.call('pttl', KEYS[1]) < live then redis.call('pexpire', KEYS[1], live) end
+local max_ttl = ttl
+for _, entry in ipairs(redis.call('zrangebyscore', KEYS[1], now, '+inf')) do
+  max_ttl = math.max(max_ttl, tonumber(entry))
+end
+return max_ttl
