@@ -384,11 +384,13 @@ bool two_owners_after_an_eviction(Mutation mutation) {
       },
       {}, 2, mutation);
   w.cluster().node(0).set_evicting();
-  const auto held = w.take(1, "b", 200ms);
+  // 2 s leases: both must still be valid when compared, also on a busy machine (the
+  // mutation's two owners went unseen under load with 200 ms).
+  const auto held = w.take(1, "b", 2000ms);
   w.trace().step(1, "node 0 evicts the lock key");
   while (!w.cluster().node(0).evict(0).empty()) {
   }
-  const auto other = w.take(0, "a", 200ms);
+  const auto other = w.take(0, "a", 2000ms);
   return held && other && held_at(*held, Clock::now()) && held_at(*other, Clock::now());
 }
 
@@ -748,13 +750,13 @@ TEST(SimDirected, ARefusedAttemptLeavesNoAnnouncementBehind) {
   EXPECT_LT(Clock::now() - start, 600ms) << "node 0 was kept out for the refused attempt's ttl";
 }
 
-// The retraction waits for every attempt of the client in flight. Client 0's attempt A (300 ms)
+// The retraction waits for every attempt of the client in flight. Client 0's attempt A (1.5 s)
 // is granted on node 0; node 1's acquire is not sent and node 2's runs slowly. Meanwhile client
 // 0's attempt B is refused (error replies on nodes 1 and 2), node 0 restarts, and client 1
-// greets while it takes and gives back 'y' for 200 ms (so it has no refusal of its own, which
-// would make it greet again later). Had B taken the 300 ms announcement back, nodes 1 and 2
-// would know no 300 ms then (the grant records of 300 ms lapsed long ago), node 0 would sit out
-// only 200 ms, and client 1, with no reason to greet again, would take 'x' on nodes 0 and 1
+// greets while it takes and gives back 'y' for 1 s (so it has no refusal of its own, which
+// would make it greet again later). Had B taken the 1.5 s announcement back, nodes 1 and 2
+// would know no 1.5 s then (the grant records of 1.5 s lapsed long ago), node 0 would sit out
+// only 1 s, and client 1, with no reason to greet again, would take 'x' on nodes 0 and 1
 // while A holds it on nodes 0 and 2 (the late grant of
 // AGrantThatRunsAfterAGreetingLeavesItsTtlUnknown, now through a retraction). Two owners when
 // Membership::settle_task ignores the rounds in flight.
@@ -781,25 +783,27 @@ TEST(SimDirected, ARefusalDoesNotRetractWhileAnotherAttemptOfTheClientIsInFlight
         }
         armed = false;
         world->trace().step(80, "client 0's attempt B, refused, while A is in flight");
-        concurrent = world->take(0, "c", 300ms);
+        concurrent = world->take(0, "c", 1500ms);
         world->trace().step(90, "node 0 restarts; the holder's connection breaks, replaced later");
         world->cluster().node(0).restart("restarted-node-0");
         world->fanout(0).drop(0, false);
         restarted = Clock::now();
-        // Greets: must learn 300 ms from nodes 1 and 2.
-        const auto y = world->take(1, "b", 200ms, "y");
+        // Greets: must learn 1.5 s from nodes 1 and 2.
+        const auto y = world->take(1, "b", 1000ms, "y");
         if (y) world->end(1, y);
       });
   world = &w;
-  const auto warm = w.take(0, "a", 300ms);
+  // The ttls of the first version (300 and 200 ms) times 5: on a busy machine the holder's
+  // 300 ms had run out before the check.
+  const auto warm = w.take(0, "a", 1500ms);
   ASSERT_NE(warm, nullptr);
   w.end(0, warm);
-  std::this_thread::sleep_for(350ms);  // the grant records of 300 ms lapse
+  std::this_thread::sleep_for(1600ms);  // the grant records of 1.5 s lapse
   armed = true;
-  const auto held = w.take(0, "a", 300ms);  // greets again (its announcement would lapse)
+  const auto held = w.take(0, "a", 1500ms);  // greets again (its announcement would lapse)
   ASSERT_EQ(concurrent, nullptr) << "B was to be refused";
   ASSERT_NE(held, nullptr) << "granted on nodes 0 and 2";
-  std::this_thread::sleep_until(restarted + 215ms);  // a 200 ms quarantine of node 0 has ended
+  std::this_thread::sleep_until(restarted + 1075ms);  // a 1 s quarantine of node 0 has ended
   ASSERT_TRUE(held_at(*held, Clock::now()));
   const auto other = w.take(1, "b", 20ms);
   EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
