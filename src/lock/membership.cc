@@ -156,9 +156,19 @@ engine::Task<Membership::View> Membership::refresh_task(std::chrono::millisecond
     auto greeting = greet(ttl);
     co_await std::move(greeting);
   }
+  View view = view_locked(ttl);
+  // The clock moved on since `start`: an announcement that was live enough then can lapse
+  // before a lease granted now would end (a thread preempted between the two readings, just as
+  // one ttl had passed). Greet now rather than refuse with no node voting
+  // (Issue12Test.NamesLeaveNoKeysBehindAndTokensStillGrow failed so under TSan).
+  if (!stale && view.announcement_lapsed) {
+    auto greeting = greet(ttl);
+    co_await std::move(greeting);
+    view = view_locked(ttl);
+  }
   // Counted under the same lock as the view: a retraction decided after this sees it.
   if (attempt) ++in_flight_;
-  co_return view_locked(ttl);
+  co_return view;
 }
 
 engine::Task<std::vector<std::string>> Membership::settle_task(bool refused,
@@ -252,6 +262,7 @@ Membership::View Membership::view_locked(std::chrono::milliseconds ttl) const {
   // nodes that vote (a grant that runs late there is read by others meanwhile); a greeting
   // that could not be trusted renewed nothing, so nobody votes once it would lapse.
   const bool announced = now + ttl + drift(ttl, drift_factor_) <= announced_until_;
+  view.announcement_lapsed = !announced;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     view.votes[i] =
         announced && now >= quarantine_until_[i] && !duplicate_[i] && excluded_[i].empty();

@@ -77,6 +77,9 @@ class Membership {
     std::string unsettled;
     // The ttl asked for was not announced to a quorum yet (their greetings failed): no votes.
     bool ttl_unannounced = false;
+    // The last trusted announcement would lapse before a lease of the ttl asked for ends: no
+    // votes until a greeting renews it.
+    bool announcement_lapsed = false;
     // The digits of the announcement these votes rely on (dlock:max-ttl members
     // "<ttl>.<digits>"): a cluster node records an acquisition's ttl in its greeting's record
     // under them, so that a retraction takes that back too (node::Call::announcement).
