@@ -55,27 +55,8 @@ class Stream:
         self.reader.join(timeout=20)
 
 
-class KeepAliveTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.nodes = [st.Redis() for _ in range(3)]
-        cls.service = st.Service([n.url for n in cls.nodes])
-        cls.other = st.Service([n.url for n in cls.nodes])
-
-    @classmethod
-    def tearDownClass(cls):
-        codes = [cls.service.stop(), cls.other.stop()]
-        for n in cls.nodes:
-            n.close()
-        assert codes == [0, 0], "dlock serve exit statuses %r" % codes
-
-    def setUp(self):
-        self.name = "ka-" + self.id().rsplit(".", 1)[-1]
-        self.stub = self.service.stub
-
-    def acquire(self, stub=None, **fields):
-        fields.setdefault("name", self.name)
-        return (stub or self.stub).Acquire(pb.AcquireRequest(**fields), timeout=30)
+class KeepAliveTest(st.TwoServices):
+    prefix = "ka-"
 
     def test_leases_are_kept_past_several_ttls_and_end_about_a_ttl_after_the_stream(self):
         ttl = 1000

@@ -17,23 +17,8 @@ import service_test as st  # noqa: E402 (takes DLOCK_BINARY and PROTO_DIR off sy
 from service_test import code_of, curl, grpc, pb  # noqa: E402
 
 
-class ModesTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.nodes = [st.Redis() for _ in range(3)]
-        cls.service = st.Service([n.url for n in cls.nodes])
-        cls.other = st.Service([n.url for n in cls.nodes])
-
-    @classmethod
-    def tearDownClass(cls):
-        codes = [cls.service.stop(), cls.other.stop()]
-        for n in cls.nodes:
-            n.close()
-        assert codes == [0, 0], "dlock serve exit statuses %r" % codes
-
-    def setUp(self):
-        self.name = "modes-" + self.id().rsplit(".", 1)[-1]
-        self.stub = self.service.stub
+class ModesTest(st.TwoServices):
+    prefix = "modes-"
 
     def acquire(self, stub=None, **fields):
         fields.setdefault("name", self.name)

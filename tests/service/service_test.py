@@ -150,9 +150,12 @@ def code_of(call, *args, **kwargs):
     return grpc.StatusCode.OK
 
 
-class ServiceTest(unittest.TestCase):
-    """On 3 Redis nodes (Redlock) through one service instance, a second for the cross-instance
-    cases."""
+class TwoServices(unittest.TestCase):
+    """3 Redis nodes (Redlock), one service instance and a second for the cross-instance cases;
+    each test on a name of its own (`prefix` and the test's name). The base of the service
+    suites in this directory; it has no tests of its own."""
+
+    prefix = "svc-"
 
     @classmethod
     def setUpClass(cls):
@@ -168,12 +171,16 @@ class ServiceTest(unittest.TestCase):
         assert codes == [0, 0], "dlock serve exit statuses %r" % codes
 
     def setUp(self):
-        self.name = "svc-" + self.id().rsplit(".", 1)[-1]
+        self.name = self.prefix + self.id().rsplit(".", 1)[-1]
         self.stub = self.service.stub
 
     def acquire(self, stub=None, **fields):
         fields.setdefault("name", self.name)
         return (stub or self.stub).Acquire(pb.AcquireRequest(**fields), timeout=30)
+
+
+class ServiceTest(TwoServices):
+    """The four calls and HTTP/JSON through the service."""
 
     def test_grant_returns_owner_fencing_token_and_validity(self):
         grant = self.acquire(ttl_ms=10000)
