@@ -113,9 +113,10 @@ void start_lock(const Client& client, std::string name, std::chrono::millisecond
     if (auto o = weak.lock()) o->complete(cancelled());
   });
   core->nodes().post([core, name = std::move(name), wait, options = std::move(options), waiting,
-                      rounds, once, kind] {
-    engine::start(lock_task(core, name, wait, options, waiting, rounds, kind),
-                  [once](Result<Lease> r) { once->complete(std::move(r)); });
+                      rounds, once, kind, token = core->started()] {
+    engine::start(
+        lock_task(core, name, wait, options, waiting, rounds, kind),
+        engine::counted(token, [once](Result<Lease> r) { once->complete(std::move(r)); }));
   });
 }
 
@@ -142,9 +143,10 @@ void start_acquire_permit(const Client& client, std::string name, std::size_t pe
     if (auto o = weak.lock()) o->complete(cancelled());
   });
   core->nodes().post([core, name = std::move(name), permits, wait, options = std::move(options),
-                      waiting, rounds, once] {
-    engine::start(permit_task(core, name, permits, wait, options, waiting, rounds),
-                  [once](Result<Lease> r) { once->complete(std::move(r)); });
+                      waiting, rounds, once, token = core->started()] {
+    engine::start(
+        permit_task(core, name, permits, wait, options, waiting, rounds),
+        engine::counted(token, [once](Result<Lease> r) { once->complete(std::move(r)); }));
   });
 }
 
@@ -167,10 +169,11 @@ void start_try_lock(const Client& client, std::string name, LockOptions options,
   }
   auto once = once_cancellable<Lease>(cancel, std::move(done));
   const auto kind = shared ? lock::HoldKind::read : lock::HoldKind::write;
-  core->nodes().post(
-      [core, name = std::move(name), options = std::move(options), cancel, once, rounds, kind] {
-        engine::start(try_lock_task(core, name, options, cancel, once, rounds, kind), [](bool) {});
-      });
+  core->nodes().post([core, name = std::move(name), options = std::move(options), cancel, once,
+                      rounds, kind, token = core->started()] {
+    engine::start(try_lock_task(core, name, options, cancel, once, rounds, kind),
+                  engine::counted(token, [](bool) {}));
+  });
 }
 
 void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel,
@@ -180,9 +183,9 @@ void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel,
   if (!state) return done(Error(errc::invalid_argument, "lease is empty (moved from)"));
   auto once = once_cancellable<void>(cancel, std::move(done));
   // Cancelling does not stop the release: it is sent all the same.
-  core->nodes().post([core, state, once] {
+  core->nodes().post([core, state, once, token = core->started()] {
     engine::start(unlock_task(core, state),
-                  [once](Result<void> r) { once->complete(std::move(r)); });
+                  engine::counted(token, [once](Result<void> r) { once->complete(std::move(r)); }));
   });
 }
 
@@ -193,10 +196,10 @@ void start_extend(Lease& lease, std::chrono::milliseconds ttl, std::shared_ptr<A
   if (!state) return done(Error(errc::invalid_argument, "lease is empty (moved from)"));
   if (auto bad = core->check(state->name(), ttl)) return done(std::move(*bad));
   auto once = once_cancellable<void>(cancel, std::move(done));
-  core->nodes().post([core, state, ttl, cancel, once] {
+  core->nodes().post([core, state, ttl, cancel, once, token = core->started()] {
     if (cancel->requested()) return (void)once->complete(cancelled());
     engine::start(extend_task(core, state, ttl),
-                  [once](Result<void> r) { once->complete(std::move(r)); });
+                  engine::counted(token, [once](Result<void> r) { once->complete(std::move(r)); }));
   });
 }
 

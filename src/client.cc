@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "client_core.h"
+#include "engine/background_thread.h"
 #include "engine/run.h"
 #include "lock/keys.h"
 #include "lock/lease_state.h"
@@ -92,15 +93,36 @@ Result<std::shared_ptr<ClientCore>> ClientCore::create(const ClientOptions& opti
   // The last reference may go on an io thread (a Task's frame ends there after its caller got
   // its value and went on) or on the watchdog's (an on_lost callback dropping the last Lease):
   // neither can join itself, so another thread ends the client.
-  return std::shared_ptr<ClientCore>(new ClientCore(options, std::move(tls), addresses),
-                                     [](ClientCore* core) {
-                                       if (engine::on_client_thread()) {
-                                         std::thread([core] { delete core; }).detach();
-                                       } else {
-                                         delete core;
-                                       }
-                                     });
+  return std::shared_ptr<ClientCore>(
+      new ClientCore(options, std::move(tls), addresses), [](ClientCore* core) {
+        if (engine::on_client_thread()) {
+          engine::background_thread([core] { delete core; }).detach();
+        } else {
+          delete core;
+        }
+      });
 }
+
+// Shared by a Client's copies. The last one to go waits for the operations the client still
+// runs in the background (the asio API's, releases sent from the io thread), at most twice the
+// node timeout (one attempt and the release of what it got): a program that ends right after
+// must not cut a release short and leave the lock for a whole ttl. Not on a thread of a
+// client's own, which that work may need.
+class LastCopy {
+ public:
+  LastCopy(std::shared_ptr<engine::InFlight> in_flight, std::chrono::milliseconds bound)
+      : in_flight_(std::move(in_flight)), bound_(bound) {}
+  ~LastCopy() {
+    if (engine::on_client_thread()) return;
+    (void)in_flight_->wait_idle_until(std::chrono::steady_clock::now() + bound_);
+  }
+  LastCopy(const LastCopy&) = delete;
+  LastCopy& operator=(const LastCopy&) = delete;
+
+ private:
+  std::shared_ptr<engine::InFlight> in_flight_;
+  std::chrono::milliseconds bound_;
+};
 
 ClientCore::ClientCore(const ClientOptions& options, std::unique_ptr<asio::ssl::context> tls,
                        const std::vector<net::NodeAddress>& addresses)
@@ -178,6 +200,11 @@ Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std:
 }
 
 }  // namespace
+
+Client::Client(std::shared_ptr<detail::ClientCore> core)
+    : core_(std::move(core)),
+      last_copy_(
+          std::make_shared<detail::LastCopy>(core_->in_flight(), 2 * core_->node_timeout())) {}
 
 Result<Client> Client::create(ClientOptions options) {
   auto core = detail::ClientCore::create(options);

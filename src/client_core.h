@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "engine/in_flight.h"
 #include "lock/hand_off.h"
 #include "lock/holds.h"
 #include "lock/lease_state.h"
@@ -47,9 +48,14 @@ class ClientCore {
   node::NodeSet& nodes() noexcept { return nodes_; }
   std::size_t node_count() const noexcept { return nodes_.size(); }
   std::chrono::milliseconds node_timeout() const noexcept { return options_.node_timeout; }
+  // An operation that goes on in the background (the asio API, a release sent from the io
+  // thread) holds one from its start to its end: the client's last handle waits for them.
+  engine::InFlight::Token started() const { return engine::InFlight::Token(in_flight_); }
+  const std::shared_ptr<engine::InFlight>& in_flight() const noexcept { return in_flight_; }
 
  private:
   const ClientOptions options_;
+  const std::shared_ptr<engine::InFlight> in_flight_ = std::make_shared<engine::InFlight>();
   // Used by the nodes' TLS streams: declared before them so it is destroyed after them.
   std::unique_ptr<asio::ssl::context> tls_;
   // Declared before the nodes, whose io thread delivers messages to it until it stops.

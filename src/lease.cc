@@ -41,7 +41,7 @@ Result<void> Lease::unlock() {
   if (engine::on_io_thread()) {
     // A Lease dropped inside the engine (an asio operation whose caller went away): release
     // without waiting, which the io thread must never do.
-    engine::start(std::move(task), [](Result<void>) {});
+    engine::start(std::move(task), engine::counted(core_->started(), [](Result<void>) {}));
     return {};
   }
   return engine::run_sync(std::move(task));

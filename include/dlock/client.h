@@ -39,9 +39,15 @@ namespace dlock {
 
 namespace detail {
 class ClientCore;
+class LastCopy;
 struct Access;
 }  // namespace detail
 
+// A handle on a set of nodes; copies share them (and their connections and threads). When the
+// last copy goes, it waits for the operations still running in the background (the asio API's,
+// the release of a lock that a cancelled operation got anyway) for up to twice the node
+// timeout, so that a program that ends right after leaves no lock behind. Leases keep what they
+// need of the client and may outlive it.
 class Client {
  public:
   // Checks the options (URLs, duplicates, timeouts) and prepares one connection per node.
@@ -118,8 +124,11 @@ class Client {
 
  private:
   friend struct detail::Access;
-  explicit Client(std::shared_ptr<detail::ClientCore> core) : core_(std::move(core)) {}
+  explicit Client(std::shared_ptr<detail::ClientCore> core);
   std::shared_ptr<detail::ClientCore> core_;
+  // Shared by this client's copies (declared last, so it goes first): the last copy to go
+  // waits for what the client still does in the background.
+  std::shared_ptr<detail::LastCopy> last_copy_;
 };
 
 }  // namespace dlock

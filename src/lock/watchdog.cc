@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/background_thread.h"
 #include "engine/thread_role.h"
 
 namespace dlock::lock {
@@ -124,7 +125,7 @@ void Watchdog::track(const std::shared_ptr<detail::LeaseState>& state) {
     next_tick_ = due;
     cv_.notify_all();
   }
-  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  if (!thread_.joinable()) thread_ = engine::background_thread([this] { run(); });
 }
 
 std::size_t Watchdog::tracked() {

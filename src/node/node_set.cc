@@ -5,6 +5,7 @@
 #include <mutex>
 #include <optional>
 
+#include "engine/background_thread.h"
 #include "engine/thread_role.h"
 #include "node/borrowed_run.h"
 #include "node/round_outcomes.h"
@@ -47,7 +48,7 @@ NodeSet::NodeSet(const std::vector<net::NodeAddress>& addresses, net::Connection
   for (std::size_t i = 0; i < addresses.size(); ++i) {
     nodes_.push_back(make_node(io_, addresses[i], options, on_message, i, observer));
   }
-  thread_ = std::thread([this] {
+  thread_ = engine::background_thread([this] {
     engine::become_io_thread();
     io_.run();
   });

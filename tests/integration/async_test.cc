@@ -8,10 +8,12 @@
 #include <asio/experimental/deferred.hpp>
 #include <atomic>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "lock/keys.h"
 #include "support/cluster_fixture.h"
+#include "support/tcp_proxy.h"
 
 namespace dlock {
 namespace {
@@ -291,6 +293,41 @@ TEST_P(AsyncTest, CancelledAcquisitionThatSucceededIsReleased) {
     EXPECT_TRUE(eventually([&] { return nodes_with(name) == 0; }, 5s))
         << name << ": a cancelled acquisition left its key";
   }
+}
+
+// A cancelled acquisition that was granted all the same is released in the background; the
+// last copy of its client waits for that release, so a program that ends right after leaves no
+// lock behind. Every reply comes 1 s late, so the release is still on its way when the
+// cancellation completes.
+TEST_P(AsyncTest, TheLastCopyOfAClientWaitsForTheReleaseItStartedInTheBackground) {
+  std::vector<std::unique_ptr<test::TcpProxy>> proxies;
+  ClientOptions options;
+  options.node_timeout = 5s;
+  for (std::size_t k = 0; k < size(); ++k) {
+    proxies.push_back(std::make_unique<test::TcpProxy>("127.0.0.1", (*nodes_)[k].port()));
+    options.nodes.push_back("redis://127.0.0.1:" + std::to_string(proxies.back()->port()));
+  }
+  auto created = Client::create(options);
+  ASSERT_TRUE(created) << created.error().message();
+  std::optional<Client> client(std::move(*created));
+  std::optional<Client> copy(*client);
+  ASSERT_TRUE(client->try_lock("warm-up", fixed(10s))) << "connected";
+  for (auto& proxy : proxies) proxy->delay_replies(1s);
+  asio::cancellation_signal signal;
+  std::promise<Result<Lease>> got;
+  dlock::async_try_lock(*client, "job", fixed(30s),
+                        asio::bind_cancellation_slot(signal.slot(), [&](Result<Lease> lease) {
+                          got.set_value(std::move(lease));
+                        }));
+  ASSERT_TRUE(eventually([&] { return nodes_with("job") == size(); }, 10s)) << "granted";
+  signal.emit(asio::cancellation_type::terminal);
+  auto lease = got.get_future().get();
+  ASSERT_FALSE(lease);
+  EXPECT_TRUE(lease.error().is(errc::cancelled)) << lease.error().message();
+  client.reset();  // not the last copy: goes at once
+  EXPECT_EQ(nodes_with("job"), size()) << "the grant's reply is still on its way";
+  copy.reset();
+  EXPECT_EQ(nodes_with("job"), 0u) << "the last copy left before the release was done";
 }
 
 TEST_P(AsyncTest, CancelledExtensionLeavesTheLeaseValid) {

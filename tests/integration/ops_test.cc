@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "support/redis_server.h"
+#include "support/thread_signals.h"
 
 extern char** environ;
 
@@ -307,6 +308,38 @@ TEST_F(OpsTest, SigtermToRunReachesTheCommandThenTheLockIsReleased) {
   const std::string out = run.rest();
   EXPECT_EQ(run.wait(), 3) << out;
   EXPECT_NE(out.find("got-term"), std::string::npos) << out;
+  EXPECT_FALSE(server.exists("job"));
+}
+
+// A SIGTERM for `dlock run` can land on any of its threads that does not block it; only the
+// main thread may take it. Once one landed on the thread waiting in waitpid() for the command:
+// under TSan its handler was held back until waitpid() returned, which it never did, as the
+// command never got the signal.
+TEST_F(OpsTest, RunTakesSignalsOnItsMainThreadOnly) {
+  constexpr int kStops[] = {SIGINT, SIGTERM, SIGHUP};
+  RedisServer server;
+  Tool run({"run", "-r", server.url(), "job", "--", "sh", "-c", "echo started; exec sleep 60"});
+  EXPECT_NE(run.line().find("started"), std::string::npos);
+  // Right after the command starts, the main thread may still be starting the reaper thread,
+  // with the signals blocked for that moment.
+  const auto only_main_takes_them = [&] {
+    const auto threads = test::blocked_signals_by_thread(run.pid());
+    return threads.size() >= 3 &&  // main, the io thread and the command's reaper at least
+           std::all_of(threads.begin(), threads.end(), [&](const auto& thread) {
+             return std::all_of(std::begin(kStops), std::end(kStops), [&](int sig) {
+               return test::blocks(thread.second, sig) == (thread.first != run.pid());
+             });
+           });
+  };
+  EXPECT_TRUE(eventually(only_main_takes_them, 5s)) << [&] {
+    std::ostringstream masks;
+    for (const auto& [tid, mask] : test::blocked_signals_by_thread(run.pid())) {
+      masks << "thread " << tid << " blocks " << std::hex << mask << std::dec << "\n";
+    }
+    return masks.str();
+  }();
+  kill(run.pid(), SIGTERM);
+  EXPECT_EQ(run.wait(), 128 + SIGTERM);
   EXPECT_FALSE(server.exists("job"));
 }
 

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "support/cluster_fixture.h"
+#include "support/thread_signals.h"
 
 namespace dlock {
 namespace {
@@ -48,6 +49,28 @@ TEST_P(WatchdogTest, StopsWhenTheOwningThreadExitsWithoutReleasing) {
       << "the key must expire once its thread is gone";
   EXPECT_FALSE(kept.is_held());
   EXPECT_TRUE(kept.lost());
+}
+
+// The client's threads (its io thread, the watchdog) block SIGINT, SIGTERM and the like, so the
+// application's own threads take them: a signal handled on a thread of ours would run in the
+// middle of our code (and under TSan wait until that thread next entered libc).
+TEST_P(WatchdogTest, TheClientsThreadsLeaveSignalsToTheApplication) {
+  const auto before = test::blocked_signals_by_thread(getpid());
+  Client client = make_client();
+  auto lease = client.try_lock("job", renewed(300ms));
+  ASSERT_TRUE(lease) << lease.error().message();
+  std::size_t ours = 0;
+  for (const auto& [tid, mask] : test::blocked_signals_by_thread(getpid())) {
+    if (before.contains(tid)) continue;
+    ++ours;
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGALRM, SIGPIPE}) {
+      EXPECT_TRUE(test::blocks(mask, sig)) << "thread " << tid << " takes signal " << sig;
+    }
+  }
+  EXPECT_GE(ours, 2u) << "the io thread and the watchdog";
+  const auto mine = test::blocked_signals_by_thread(getpid()).at(gettid());
+  EXPECT_FALSE(test::blocks(mine, SIGTERM)) << "the caller's mask is its own again";
+  ASSERT_TRUE(lease->unlock());
 }
 
 TEST_P(WatchdogTest, ExplicitLeaseIsNotRenewed) {

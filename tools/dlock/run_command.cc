@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "duration.h"
+#include "engine/background_thread.h"
 #include "exit_codes.h"
 #include "exit_status.h"
 
@@ -115,12 +116,12 @@ class Events {
 class ChildWatch {
  public:
   ChildWatch(pid_t pid, std::shared_ptr<Events> events)
-      : thread_([pid, events] {
+      : thread_(engine::background_thread([pid, events] {
           int status = 0;
           while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
           }
           events->child_exited(status);
-        }) {}
+        })) {}
   ~ChildWatch() { thread_.join(); }
   ChildWatch(const ChildWatch&) = delete;
   ChildWatch& operator=(const ChildWatch&) = delete;
