@@ -10,24 +10,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
-# The peers and the plot: Debian's redis-py, gnuplot and valgrind (callgrind); Node.js and npm
-# from Debian unless some node is installed already.
-missing=()
-for p in python3-redis gnuplot-nox valgrind; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-command -v node >/dev/null || missing+=(nodejs)
-command -v npm >/dev/null || missing+=(npm)
-if ((${#missing[@]})); then
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  export DEBIAN_FRONTEND=noninteractive
-  $SUDO apt-get update -q
-  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
-fi
+bash bench/install-peers.sh
 
 preset=${DLOCK_BENCH_PRESET:-release}
-cmake --preset "$preset" >/dev/null
+# Configured once (a build reconfigures itself when CMakeLists change): scripts/test.sh runs this
+# beside the install checks, which read build/dev while they run.
+[ -f "build/$preset/build.ninja" ] || cmake --preset "$preset" >/dev/null
 cmake --build "build/$preset" --target dlock_bench
 
 # Exact versions from bench/peers/package.json, into a folder of their own.

@@ -4,7 +4,7 @@
 # and runs the tests in three builds: -Werror (dev: every test, then the install checks and
 # a smoke run of the benchmark), AddressSanitizer+UBSan and ThreadSanitizer (the tests a
 # sanitizer can find something in: see "Which tests run where" below); then runs the
-# libFuzzer targets (clang) for a bounded time each.
+# libFuzzer targets (clang) side by side for a bounded time each.
 # Usage: bash scripts/test.sh              everything, as CI runs it
 #        bash scripts/test.sh quick        dev build; unit, simulation and core integration
 #                                          tests (no failover, chaos or overload suites): the
@@ -18,7 +18,8 @@
 #
 # Which tests run where (labels: tests/labels.cmake, tests/chaos/CMakeLists.txt):
 #   dev   every test;
-#   asan  unit and simulation tests, the integration and regression tests on real servers
+#   asan  (the library and the tool with ASan+UBSan, the test code with ASan: tests/CMakeLists.txt)
+#         unit and simulation tests, the integration and regression tests on real servers
 #         (connections, the engine, lock logic, the CLI and its signal handling), the cluster
 #         and Sentinel node tests; not the long failover suites (label failover), the chaos
 #         runs or overload and the examples (label slow): those check timing and safety under
@@ -63,17 +64,27 @@ for preset in "${presets[@]}"; do
     step "fuzz: reply reader, URL and duration parsing (${DLOCK_FUZZ_SECONDS:-20}s each)"
     timeout 900 cmake --preset fuzz >/dev/null
     timeout 900 cmake --build build/fuzz -j "$jobs" --target reply_fuzz url_fuzz duration_fuzz
-    for target in reply_fuzz url_fuzz duration_fuzz; do
-      corpus=$(mktemp -d)
-      if ! timeout 300 "build/fuzz/tests/fuzz/$target" -max_total_time="${DLOCK_FUZZ_SECONDS:-20}" \
-        "$corpus" >"$corpus.log" 2>&1; then
-        tail -n 40 "$corpus.log"
-        echo "fuzzer $target failed"
-        exit 1
-      fi
-      echo "$target: $(grep -E '^Done' "$corpus.log")"
-      rm -rf "$corpus" "$corpus.log"
+    # The three at once: each gets its seconds of wall time, and two cores instead of one.
+    fuzz_targets=(reply_fuzz url_fuzz duration_fuzz)
+    declare -A fuzz_pid
+    for target in "${fuzz_targets[@]}"; do
+      corpus=build/fuzz/corpus-$target
+      rm -rf "$corpus" && mkdir -p "$corpus"
+      timeout 300 "build/fuzz/tests/fuzz/$target" -max_total_time="${DLOCK_FUZZ_SECONDS:-20}" \
+        "$corpus" >"build/fuzz/$target.log" 2>&1 &
+      fuzz_pid[$target]=$!
     done
+    fuzz_failed=0
+    for target in "${fuzz_targets[@]}"; do
+      if wait "${fuzz_pid[$target]}"; then
+        echo "$target: $(grep -E '^Done' "build/fuzz/$target.log")"
+      else
+        tail -n 40 "build/fuzz/$target.log"
+        echo "fuzzer $target failed"
+        fuzz_failed=1
+      fi
+    done
+    ((!fuzz_failed)) || exit 1
     continue
   fi
   step "$preset: configure and build"
@@ -91,12 +102,24 @@ for preset in "${presets[@]}"; do
   timeout 1200 ctest --test-dir "build/$preset" -j "$test_jobs" --output-on-failure \
     $(ctest_args "$preset")
   if [ "$preset" = dev ] && ((!quick)); then
-    step "install: cmake --install, find_package, pkg-config, add_subdirectory, the .deb"
-    timeout 900 bash scripts/check-install.sh "build/$preset"
+    # The two at once (neither measures time; the install checks compile while the benchmark
+    # mostly waits on its servers), each into its log, shown after.
+    step "install checks (cmake --install, find_package, pkg-config, add_subdirectory, the .deb)" \
+      "and a benchmark smoke run, side by side"
+    bash bench/install-peers.sh  # its apt-get before, not beside, the install checks' dpkg
+    timeout 900 bash scripts/check-install.sh "build/$preset" >build/install-check.log 2>&1 &
+    install_pid=$!
     # Only that it still works (a few iterations of everything, peers included); the numbers
     # of a smoke run mean nothing. The real run: bash bench/run.sh (docs/performance.md).
-    step "benchmark smoke run"
-    DLOCK_BENCH_PRESET=dev timeout 900 bash bench/run.sh --smoke --out build/bench-smoke
+    bench_ok=1
+    DLOCK_BENCH_PRESET=dev timeout 900 bash bench/run.sh --smoke --out build/bench-smoke \
+      >build/bench-smoke.log 2>&1 || bench_ok=0
+    install_ok=1
+    wait "$install_pid" || install_ok=0
+    cat build/install-check.log
+    tail -n 20 build/bench-smoke.log
+    ((install_ok)) || { echo "the install checks failed"; exit 1; }
+    ((bench_ok)) || { echo "the benchmark smoke run failed"; exit 1; }
     grep -q "^## Targets" build/bench-smoke/performance.md
     test -s build/bench-smoke/performance.csv
   fi
