@@ -112,11 +112,15 @@ void start_lock(const Client& client, std::string name, std::chrono::millisecond
     waiting->cancel();
     if (auto o = weak.lock()) o->complete(cancelled());
   });
-  core->nodes().post([core, name = std::move(name), wait, options = std::move(options), waiting,
-                      rounds, once, kind, token = core->started()] {
+  core->add_pending_wait(cancel);
+  // Each task gets `core` moved in, so that the token is the last of what the io thread holds
+  // of the client: when it goes, the client's last handle may end the client at once.
+  core->nodes().post([core = core, name = std::move(name), wait, options = std::move(options),
+                      waiting, rounds, once, kind, cancel, token = core->started()]() mutable {
     engine::start(
-        lock_task(core, name, wait, options, waiting, rounds, kind),
-        engine::counted(token, [once](Result<Lease> r) { once->complete(std::move(r)); }));
+        lock_task(std::move(core), name, wait, options, waiting, rounds, kind),
+        // `cancel` lives as long as the wait: the client's last handle cancels through it.
+        engine::counted(token, [once, cancel](Result<Lease> r) { once->complete(std::move(r)); }));
   });
 }
 
@@ -142,11 +146,14 @@ void start_acquire_permit(const Client& client, std::string name, std::size_t pe
     waiting->cancel();
     if (auto o = weak.lock()) o->complete(cancelled());
   });
-  core->nodes().post([core, name = std::move(name), permits, wait, options = std::move(options),
-                      waiting, rounds, once, token = core->started()] {
+  core->add_pending_wait(cancel);
+  core->nodes().post([core = core, name = std::move(name), permits, wait,
+                      options = std::move(options), waiting, rounds, once, cancel,
+                      token = core->started()]() mutable {
     engine::start(
-        permit_task(core, name, permits, wait, options, waiting, rounds),
-        engine::counted(token, [once](Result<Lease> r) { once->complete(std::move(r)); }));
+        permit_task(std::move(core), name, permits, wait, options, waiting, rounds),
+        // `cancel` lives as long as the wait: the client's last handle cancels through it.
+        engine::counted(token, [once, cancel](Result<Lease> r) { once->complete(std::move(r)); }));
   });
 }
 
@@ -169,9 +176,9 @@ void start_try_lock(const Client& client, std::string name, LockOptions options,
   }
   auto once = once_cancellable<Lease>(cancel, std::move(done));
   const auto kind = shared ? lock::HoldKind::read : lock::HoldKind::write;
-  core->nodes().post([core, name = std::move(name), options = std::move(options), cancel, once,
-                      rounds, kind, token = core->started()] {
-    engine::start(try_lock_task(core, name, options, cancel, once, rounds, kind),
+  core->nodes().post([core = core, name = std::move(name), options = std::move(options), cancel,
+                      once, rounds, kind, token = core->started()]() mutable {
+    engine::start(try_lock_task(std::move(core), name, options, cancel, once, rounds, kind),
                   engine::counted(token, [](bool) {}));
   });
 }
@@ -183,8 +190,8 @@ void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel,
   if (!state) return done(Error(errc::invalid_argument, "lease is empty (moved from)"));
   auto once = once_cancellable<void>(cancel, std::move(done));
   // Cancelling does not stop the release: it is sent all the same.
-  core->nodes().post([core, state, once, token = core->started()] {
-    engine::start(unlock_task(core, state),
+  core->nodes().post([core = core, state, once, token = core->started()]() mutable {
+    engine::start(unlock_task(std::move(core), state),
                   engine::counted(token, [once](Result<void> r) { once->complete(std::move(r)); }));
   });
 }
@@ -196,11 +203,36 @@ void start_extend(Lease& lease, std::chrono::milliseconds ttl, std::shared_ptr<A
   if (!state) return done(Error(errc::invalid_argument, "lease is empty (moved from)"));
   if (auto bad = core->check(state->name(), ttl)) return done(std::move(*bad));
   auto once = once_cancellable<void>(cancel, std::move(done));
-  core->nodes().post([core, state, ttl, cancel, once, token = core->started()] {
-    if (cancel->requested()) return (void)once->complete(cancelled());
-    engine::start(extend_task(core, state, ttl),
+  core->nodes().post([core = core, state, ttl, cancel, once, token = core->started()]() mutable {
+    if (cancel->requested()) {
+      core.reset();  // before the token goes, whatever the order of the captures
+      return (void)once->complete(cancelled());
+    }
+    engine::start(extend_task(std::move(core), state, ttl),
                   engine::counted(token, [once](Result<void> r) { once->complete(std::move(r)); }));
   });
+}
+
+void ClientCore::add_pending_wait(std::weak_ptr<AsyncCancel> cancel) {
+  std::lock_guard lock(pending_mu_);
+  if (pending_waits_.size() >= prune_pending_at_) {  // amortized: at most doubling between
+    std::erase_if(pending_waits_, [](const auto& w) { return w.expired(); });
+    prune_pending_at_ = std::max<std::size_t>(64, 2 * pending_waits_.size());
+  }
+  pending_waits_.push_back(std::move(cancel));
+}
+
+std::vector<std::shared_ptr<AsyncCancel>> ClientCore::pending_waits() {
+  std::lock_guard lock(pending_mu_);
+  std::vector<std::shared_ptr<AsyncCancel>> out;
+  for (const auto& w : pending_waits_) {
+    if (auto c = w.lock()) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void cancel_pending_waits(ClientCore& core) {
+  for (const auto& cancel : core.pending_waits()) cancel->request();
 }
 
 std::chrono::milliseconds lease_ttl(const Lease& lease) {

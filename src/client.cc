@@ -103,25 +103,27 @@ Result<std::shared_ptr<ClientCore>> ClientCore::create(const ClientOptions& opti
       });
 }
 
-// Shared by a Client's copies. The last one to go waits for the operations the client still
-// runs in the background (the asio API's, releases sent from the io thread), at most twice the
-// node timeout (one attempt and the release of what it got): a program that ends right after
-// must not cut a release short and leave the lock for a whole ttl. Not on a thread of a
-// client's own, which that work may need.
+// Shared by a Client's copies. The last one to go cancels the asio API's pending waits (as an
+// asio I/O object does when destroyed), then waits for what the client still runs in the
+// background (those waits' clean-up, other asio operations, releases sent from the io thread)
+// at most twice the node timeout (one attempt and the release of what it got): a program that
+// ends right after must not cut a release short and leave the lock for a whole ttl. Not on a
+// thread of a client's own, which that work may need. `core` is the last copy's, which the
+// Client destroys after this.
 class LastCopy {
  public:
-  LastCopy(std::shared_ptr<engine::InFlight> in_flight, std::chrono::milliseconds bound)
-      : in_flight_(std::move(in_flight)), bound_(bound) {}
+  explicit LastCopy(ClientCore* core) : core_(core) {}
   ~LastCopy() {
     if (engine::on_client_thread()) return;
-    (void)in_flight_->wait_idle_until(std::chrono::steady_clock::now() + bound_);
+    cancel_pending_waits(*core_);
+    (void)core_->in_flight()->wait_idle_until(std::chrono::steady_clock::now() +
+                                              2 * core_->node_timeout());
   }
   LastCopy(const LastCopy&) = delete;
   LastCopy& operator=(const LastCopy&) = delete;
 
  private:
-  std::shared_ptr<engine::InFlight> in_flight_;
-  std::chrono::milliseconds bound_;
+  ClientCore* core_;
 };
 
 ClientCore::ClientCore(const ClientOptions& options, std::unique_ptr<asio::ssl::context> tls,
@@ -202,9 +204,14 @@ Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std:
 }  // namespace
 
 Client::Client(std::shared_ptr<detail::ClientCore> core)
-    : core_(std::move(core)),
-      last_copy_(
-          std::make_shared<detail::LastCopy>(core_->in_flight(), 2 * core_->node_timeout())) {}
+    : core_(std::move(core)), last_copy_(std::make_shared<detail::LastCopy>(core_.get())) {}
+
+// Swaps, so the old value goes as a destructor takes it: the last copy's wait, then the core.
+Client& Client::operator=(Client other) noexcept {
+  std::swap(core_, other.core_);
+  std::swap(last_copy_, other.last_copy_);
+  return *this;
+}
 
 Result<Client> Client::create(ClientOptions options) {
   auto core = detail::ClientCore::create(options);

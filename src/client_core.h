@@ -9,7 +9,9 @@
 
 #include <asio/ssl.hpp>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <vector>
 
 #include "engine/in_flight.h"
 #include "lock/hand_off.h"
@@ -21,6 +23,8 @@
 #include "node/node_set.h"
 
 namespace dlock::detail {
+
+class AsyncCancel;
 
 // Bounds that keep every deadline (steady_clock, nanoseconds) far from overflowing.
 inline constexpr std::chrono::milliseconds kMaxTtl = std::chrono::hours(24 * 365);
@@ -52,10 +56,18 @@ class ClientCore {
   // thread) holds one from its start to its end: the client's last handle waits for them.
   engine::InFlight::Token started() const { return engine::InFlight::Token(in_flight_); }
   const std::shared_ptr<engine::InFlight>& in_flight() const noexcept { return in_flight_; }
+  // The asio API's waits (async_lock, async_lock_shared, async_acquire_permit) still pending:
+  // the client's last handle cancels them (src/async.cc), as an asio I/O object cancels its
+  // operations when it is destroyed.
+  void add_pending_wait(std::weak_ptr<AsyncCancel> cancel);
+  std::vector<std::shared_ptr<AsyncCancel>> pending_waits();
 
  private:
   const ClientOptions options_;
   const std::shared_ptr<engine::InFlight> in_flight_ = std::make_shared<engine::InFlight>();
+  std::mutex pending_mu_;
+  std::vector<std::weak_ptr<AsyncCancel>> pending_waits_;  // guarded by pending_mu_
+  std::size_t prune_pending_at_ = 64;                      // guarded by pending_mu_
   // Used by the nodes' TLS streams: declared before them so it is destroyed after them.
   std::unique_ptr<asio::ssl::context> tls_;
   // Declared before the nodes, whose io thread delivers messages to it until it stops.
@@ -66,5 +78,9 @@ class ClientCore {
   lock::Holds holds_;
   lock::Watchdog watchdog_;  // declared last: its thread stops before the rest goes
 };
+
+// Cancels the waits pending on `core` (ClientCore::pending_waits): each completes with
+// errc::cancelled at once and leaves its queue place (src/async.cc).
+void cancel_pending_waits(ClientCore& core);
 
 }  // namespace dlock::detail

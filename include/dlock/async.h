@@ -54,6 +54,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace dlock {
@@ -126,6 +127,12 @@ void initiate(Handler handler, Start start) {
     });
   }
   auto executor = asio::get_associated_executor(handler, asio::system_executor());
+  if constexpr (std::is_same_v<decltype(executor), asio::system_executor>) {
+    // asio starts the system executor's threads when it is first used: here, on the caller's
+    // thread, so they get its signal mask, not that of the client's io thread, which blocks
+    // every asynchronous signal (a handler's child process would inherit that).
+    (void)executor.context();
+  }
   using Work = asio::executor_work_guard<decltype(executor)>;
   auto work = std::make_shared<Work>(executor);
   auto shared = std::make_shared<Handler>(std::move(handler));

@@ -44,15 +44,21 @@ struct Access;
 }  // namespace detail
 
 // A handle on a set of nodes; copies share them (and their connections and threads). When the
-// last copy goes, it waits for the operations still running in the background (the asio API's,
-// the release of a lock that a cancelled operation got anyway) for up to twice the node
-// timeout, so that a program that ends right after leaves no lock behind. Leases keep what they
-// need of the client and may outlive it.
+// last copy goes, the asio API's waits still pending on it (async_lock, async_lock_shared,
+// async_acquire_permit) end with errc::cancelled, as an asio I/O object cancels its operations
+// when destroyed; then it waits for what still runs in the background (their clean-up, other
+// asio operations, the release of a lock that a cancelled operation got anyway) for up to twice
+// the node timeout, so that a program that ends right after leaves no lock behind. Leases keep
+// what they need of the client and may outlive it.
 class Client {
  public:
   // Checks the options (URLs, duplicates, timeouts) and prepares one connection per node.
   // Errors: errc::invalid_argument naming the bad option. Does not connect yet.
   static Result<Client> create(ClientOptions options);
+  Client(const Client&) = default;
+  Client(Client&&) noexcept = default;
+  Client& operator=(Client other) noexcept;
+  ~Client() = default;
 
   // One attempt: acquires `name` if it is free on a quorum of nodes (or already ours: the
   // count goes up). Errors: errc::lock_held (contention), errc::quorum_not_reached (too few

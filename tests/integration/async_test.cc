@@ -297,8 +297,9 @@ TEST_P(AsyncTest, CancelledAcquisitionThatSucceededIsReleased) {
 
 // A cancelled acquisition that was granted all the same is released in the background; the
 // last copy of its client waits for that release, so a program that ends right after leaves no
-// lock behind. Every reply comes 1 s late, so the release is still on its way when the
-// cancellation completes.
+// lock behind. Every reply comes 2.5 s late, so the release is still on its way when the
+// cancellation completes. The last copy goes by assignment (which must wait as a destructor
+// does).
 TEST_P(AsyncTest, TheLastCopyOfAClientWaitsForTheReleaseItStartedInTheBackground) {
   std::vector<std::unique_ptr<test::TcpProxy>> proxies;
   ClientOptions options;
@@ -312,7 +313,7 @@ TEST_P(AsyncTest, TheLastCopyOfAClientWaitsForTheReleaseItStartedInTheBackground
   std::optional<Client> client(std::move(*created));
   std::optional<Client> copy(*client);
   ASSERT_TRUE(client->try_lock("warm-up", fixed(10s))) << "connected";
-  for (auto& proxy : proxies) proxy->delay_replies(1s);
+  for (auto& proxy : proxies) proxy->delay_replies(2500ms);
   asio::cancellation_signal signal;
   std::promise<Result<Lease>> got;
   dlock::async_try_lock(*client, "job", fixed(30s),
@@ -326,8 +327,34 @@ TEST_P(AsyncTest, TheLastCopyOfAClientWaitsForTheReleaseItStartedInTheBackground
   EXPECT_TRUE(lease.error().is(errc::cancelled)) << lease.error().message();
   client.reset();  // not the last copy: goes at once
   EXPECT_EQ(nodes_with("job"), size()) << "the grant's reply is still on its way";
-  copy.reset();
+  *copy = make_client();
   EXPECT_EQ(nodes_with("job"), 0u) << "the last copy left before the release was done";
+}
+
+// The last copy of a client cancels the waits still pending on it, as an asio I/O object does:
+// their handlers get errc::cancelled at once, not when the wait runs out.
+TEST_P(AsyncTest, TheLastCopyOfAClientCancelsItsPendingWaits) {
+  Client holder = make_client();
+  auto held = holder.try_lock("job", fixed(30s));
+  ASSERT_TRUE(held) << held.error().message();
+  std::optional<Client> waiter(make_client());
+  std::promise<Result<Lease>> got;
+  dlock::async_lock(*waiter, "job", 60s, fixed(10s),
+                    [&](Result<Lease> lease) { got.set_value(std::move(lease)); });
+  std::promise<Result<Lease>> got_permit;
+  dlock::async_acquire_permit(*waiter, "pool", 1, 60s, fixed(10s),
+                              [&](Result<Lease> lease) { got_permit.set_value(std::move(lease)); });
+  auto permit = got_permit.get_future().get();  // free: granted at once
+  ASSERT_TRUE(permit) << permit.error().message();
+  std::this_thread::sleep_for(200ms);  // the wait for "job" is under way
+  waiter.reset();
+  auto future = got.get_future();
+  ASSERT_EQ(future.wait_for(10s), std::future_status::ready) << "still waiting for 60 s";
+  auto lease = future.get();
+  ASSERT_FALSE(lease);
+  EXPECT_TRUE(lease.error().is(errc::cancelled)) << lease.error().message();
+  EXPECT_TRUE(held->is_held());
+  EXPECT_TRUE(permit->unlock()) << "a lease outlives its client";
 }
 
 TEST_P(AsyncTest, CancelledExtensionLeavesTheLeaseValid) {

@@ -65,7 +65,9 @@ class ModesTest(st.TwoServices):
         self.release(owner=writer.owner)
 
     def test_a_read_hold_is_extended_by_owner_through_the_other_instance(self):
-        reader = self.acquire(mode=pb.SHARED, ttl_ms=600)
+        # The first ttl leaves room for the two calls before the extension on a busy machine
+        # (600 ms once ran out under the dev suite at -j16).
+        reader = self.acquire(mode=pb.SHARED, ttl_ms=2000)
         self.assertEqual(
             code_of(self.other.stub.Extend,
                     pb.ExtendRequest(name=self.name, owner=reader.owner, ttl_ms=10000), timeout=30),
@@ -75,7 +77,7 @@ class ModesTest(st.TwoServices):
             timeout=30)
         self.assertGreater(extended.validity_ms, 5000)
         self.assertLessEqual(extended.validity_ms, 10000)
-        time.sleep(1.2)  # twice the first ttl
+        time.sleep(2.4)  # past the first ttl
         self.assertEqual(code_of(self.acquire), grpc.StatusCode.ABORTED)
         self.release(owner=reader.owner, mode=pb.SHARED)
         self.assertEqual(
@@ -144,7 +146,7 @@ class ModesTest(st.TwoServices):
         self.release(owner=other.owner, mode=pb.PERMIT, permit=other.permit)
 
     def test_a_permit_is_extended_and_released_by_owner_and_permit(self):
-        grant = self.acquire(mode=pb.PERMIT, permits=2, ttl_ms=600)
+        grant = self.acquire(mode=pb.PERMIT, permits=2, ttl_ms=2000)  # as for a read hold
         wrong = 1 - grant.permit
         self.assertEqual(
             code_of(self.other.stub.Extend,
@@ -155,7 +157,7 @@ class ModesTest(st.TwoServices):
             pb.ExtendRequest(name=self.name, owner=grant.owner, ttl_ms=10000, mode=pb.PERMIT,
                              permit=grant.permit), timeout=30)
         self.assertGreater(extended.validity_ms, 5000)
-        time.sleep(1.2)  # twice the first ttl: still held
+        time.sleep(2.4)  # past the first ttl: still held
         self.assertEqual(self.nodes_with(self.slot(grant.permit)), 3)
         self.assertEqual(code_of(self.release, owner=grant.owner, mode=pb.PERMIT, permit=wrong),
                          grpc.StatusCode.FAILED_PRECONDITION)

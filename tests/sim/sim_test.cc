@@ -151,6 +151,10 @@ struct Planted {
   Mutation mutation;
   Violation::Kind expected;
   const char* name;
+  // Where the search starts. Any range of seeds shows the checker at work; a schedule runs in
+  // real time (about 0.7 s, mostly waiting), so a search of hundreds was the longest test of
+  // every preset (ForgetBoots: 60-110 s, the critical path of the suite, issue 29).
+  std::uint64_t first_seed = 1;
 };
 
 std::string planted_name(const ::testing::TestParamInfo<Planted>& p) {
@@ -167,8 +171,10 @@ TEST_P(SimSelfTest, CatchesAPlantedBug) {
   // was caught in about 1.5% of schedules (15 of 1,000 measured), so 200 missed it one run in
   // 20. Since a refused attempt takes its announcement back (issue 28), the client greets again
   // after refusals and the planted bug's window is rarer: 600 missed it in 3 of 5 runs (first
-  // catch at seed 662 in one). The assertion is the same; only the search is longer.
-  run_many({0, 3, Profile::minority, p.mutation}, 1, 2000, 8,
+  // catch at seed 662 in one). The assertion is the same; only the search is longer. Its
+  // search starts at seed 600: from seed 1 the first catch came at 616 or 662 in the runs
+  // measured (a schedule's timing varies a little from run to run), after 60-110 s.
+  run_many({0, 3, Profile::minority, p.mutation}, p.first_seed, 2000, 8,
            [&](std::uint64_t seed, const ScheduleReport& r) {
              for (const auto& v : r.violations) {
                if (v.kind != p.expected) continue;
@@ -183,11 +189,11 @@ TEST_P(SimSelfTest, CatchesAPlantedBug) {
 
 INSTANTIATE_TEST_SUITE_P(
     Planted, SimSelfTest,
-    ::testing::Values(Planted{Mutation::grant_when_held, Violation::Kind::overlap, "GrantWhenHeld"},
-                      Planted{Mutation::no_fence_increment, Violation::Kind::fence,
-                              "NoFenceIncrement"},
-                      Planted{Mutation::triple_ttl, Violation::Kind::hold_key, "TripleTtl"},
-                      Planted{Mutation::forget_boots, Violation::Kind::overlap, "ForgetBoots"}),
+    ::testing::Values(
+        Planted{Mutation::grant_when_held, Violation::Kind::overlap, "GrantWhenHeld"},
+        Planted{Mutation::no_fence_increment, Violation::Kind::fence, "NoFenceIncrement"},
+        Planted{Mutation::triple_ttl, Violation::Kind::hold_key, "TripleTtl"},
+        Planted{Mutation::forget_boots, Violation::Kind::overlap, "ForgetBoots", 600}),
     planted_name);
 
 }  // namespace
