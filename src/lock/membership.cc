@@ -311,6 +311,18 @@ engine::Task<Membership::Identities> Membership::identify() {
   co_return found;
 }
 
+void Membership::drop_answers_of_changed_connections(node::Outcomes& answers,
+                                                     const Identities& found) const {
+  // An answer from another process than the one INFO identified (the connection changed in
+  // between: a restart, a moved address) says nothing about the boot the greeting named: an
+  // empty process would pass for a fresh node under a run_id every member knows.
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_.epoch(i) != found.epochs[i]) {
+      answers[i] = Error(errc::io_error, "the connection changed since INFO");
+    }
+  }
+}
+
 engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   auto identifying = identify();
   const Identities found = co_await std::move(identifying);
@@ -326,16 +338,10 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
     args.insert(args.end(), {ids[i]->run_id, ids[i]->uptime_seconds});
   }
   const auto asked = Clock::now();
-  node::ScriptRound hello(nodes_, scripts::hello(), {kBootsKey, kMaxTtlKey}, std::move(args));
+  node::ScriptRound hello(nodes_, scripts::hello(),
+                          {kBootsKey, kMaxTtlKey, std::string(kFenceFloorKey)}, std::move(args));
   node::Outcomes answers = co_await hello;
-  // An answer from another process than the one INFO identified (the connection changed in
-  // between: a restart, a moved address) says nothing about the boot the greeting named: an
-  // empty process would pass for a fresh node under a run_id every member knows.
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_.epoch(i) != found.epochs[i]) {
-      answers[i] = Error(errc::io_error, "the connection changed since INFO");
-    }
-  }
+  drop_answers_of_changed_connections(answers, found);
   // The nodes measured boot ages when they ran the script, at most now: a boot counted back
   // from `asked` would be placed too early by however long the requests took to get there.
   const auto answered_at = Clock::now();
@@ -362,6 +368,8 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   auto joining = join(greeted, ids, report, announcement_member(largest, id));
   const std::vector<bool> member = co_await std::move(joining);
   admit(greeted, found, member, report, answered_at, largest);
+  auto reseeding = reseed_floors(report);
+  (void)co_await std::move(reseeding);
   // What this greeting wrote on the nodes, not what it learned: a lease of a larger ttl needs
   // its own announcement (a late grant of it may run after another client read a node).
   announced_ttl_ = max_ttl;
@@ -425,7 +433,8 @@ engine::Task<std::vector<bool>> Membership::join(
     const auto& age = report.boot_age[k];
     args.insert(args.end(), {ids[greeted[k]]->run_id, std::to_string(age ? age->count() : -1)});
   }
-  node::ScriptRound joined(nodes_, scripts::hello(), {kBootsKey, kMaxTtlKey}, std::move(args));
+  node::ScriptRound joined(nodes_, scripts::hello(),
+                           {kBootsKey, kMaxTtlKey, std::string(kFenceFloorKey)}, std::move(args));
   const node::Outcomes outcomes = co_await joined;
   for (std::size_t k = 0; k < greeted.size(); ++k) {
     const auto& r = outcomes[greeted[k]];
@@ -434,6 +443,20 @@ engine::Task<std::vector<bool>> Membership::join(
     member[k] = member[k] || (report.answered[k] && ok);
   }
   co_return member;
+}
+
+engine::Task<bool> Membership::reseed_floors(const BootReport& report) {
+  // A node without a floor counts from its clock (acquire.lua), above every floor: left alone.
+  const auto behind = [&](std::uint64_t floor) {
+    return floor > 0 && floor < report.largest_floor;
+  };
+  if (std::none_of(report.floors.begin(), report.floors.end(), behind)) co_return true;
+  node::ScriptRound raised(nodes_, scripts::floor_raise(), {std::string(kFenceFloorKey)},
+                           {std::to_string(report.largest_floor)});
+  // A node it misses is raised by the next greeting or grant.
+  const node::Outcomes outcomes = co_await raised;
+  co_return std::all_of(outcomes.begin(), outcomes.end(),
+                        [](const auto& o) { return o.has_value(); });
 }
 
 void Membership::quarantine(std::size_t i, Clock::time_point from, std::chrono::milliseconds wait) {

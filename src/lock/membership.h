@@ -148,6 +148,12 @@ class Membership {
   engine::Task<std::vector<bool>> join(const std::vector<std::size_t>& greeted,
                                        const std::vector<std::optional<BootIdentity>>& ids,
                                        const BootReport& report, std::string largest);
+  // Replaces the greeting answers of nodes whose connection changed since `found` with errors.
+  void drop_answers_of_changed_connections(node::Outcomes& answers, const Identities& found) const;
+  // After a trusted greeting: raises every fence floor below the largest its answers reported
+  // (floor_raise.lua), one round trip, only when some node is behind; true if every node
+  // answered. Under mu_.
+  engine::Task<bool> reseed_floors(const BootReport& report);
   // After a trusted greeting whose answers came by `answered_at`: the greeted nodes that are
   // members (`member`, per greeted node) vote again, quarantined if they booted less than
   // `largest` ago; the others are greeted again. Under mu_.

@@ -233,9 +233,11 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
   bool ok = !tally.recorded_permits && tally.granted >= nodes_.quorum() &&
             validity(ttl, Clock::now() - start, drift_factor_).count() > 0;
   bool fence_failed = false;
-  if (ok && !tally.token_on_quorum) {
+  if (ok && (!tally.token_on_quorum || tally.granted_below)) {
+    // Needed for the token when it is not on a quorum yet; otherwise for the nodes behind it
+    // (sent to every node, awaited from a quorum: they confirm at once).
     auto raising = raise_fence(hold.name, tally.token, ttl, failures);
-    fence_failed = !co_await std::move(raising);
+    fence_failed = !co_await std::move(raising) && !tally.token_on_quorum;
     ok = !fence_failed && validity(ttl, Clock::now() - start, drift_factor_).count() > 0;
   }
   if (ok) {

@@ -65,6 +65,7 @@ AcquireTally tally_acquire(const std::vector<AcquireReply>& replies, const std::
   std::size_t holding = 0;
   for (std::size_t i = 0; i < replies.size(); ++i) {
     const auto& r = replies[i];
+    if (r.kind == AcquireReply::Kind::granted && r.counter < t.token) t.granted_below = true;
     if (r.kind == AcquireReply::Kind::granted && votes[i]) {
       ++t.granted;
       if (r.counter == t.token) ++holding;
@@ -124,13 +125,17 @@ BootReport tally_hello(const std::vector<Result<resp::Reply>>& replies,
     shortest = std::min(shortest.value_or(std::chrono::milliseconds::max()),
                         std::chrono::milliseconds(age));
   };
+  report.floors.resize(replies.size());
   for (std::size_t node = 0; node < replies.size(); ++node) {
     const auto& r = replies[node];
-    if (!r || !r->is_array() || r->elements.size() != n + 2) continue;
+    if (!r || !r->is_array() || r->elements.size() != n + 3) continue;
     const auto max_ttl = int_at(*r, 0);
     const auto in_use = int_at(*r, 1);
-    if (!max_ttl || !in_use) continue;
+    const auto floor = int_at(*r, n + 2);
+    if (!max_ttl || !in_use || !floor) continue;
     ++report.told;
+    report.floors[node] = static_cast<std::uint64_t>(std::max<std::int64_t>(*floor, 0));
+    report.largest_floor = std::max(report.largest_floor, report.floors[node]);
     report.max_ttl = std::max(report.max_ttl, node_duration(*max_ttl));
     report.any_in_use = report.any_in_use || *in_use == 1;
     for (std::size_t k = 0; k < n; ++k) {

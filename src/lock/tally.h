@@ -37,8 +37,13 @@ struct AcquireTally {
   // The token to hand out: larger than every counter seen on a node that refused, and not
   // smaller than any granting node's counter.
   std::uint64_t token = 0;
-  // A quorum of voting nodes already hold `token` as their counter: no raise is needed.
+  // A quorum of voting nodes already hold `token` as their counter: the token is safe without
+  // a raise.
   bool token_on_quorum = false;
+  // Some node (voting or not) granted with a counter below `token`: it is raised all the same,
+  // or it stays behind for as long as the name is in use, one failure away from handing out a
+  // token again (issue 28).
+  bool granted_below = false;
   std::optional<std::chrono::milliseconds> holder_ttl;  // the longest pttl of a refusing holder
   bool writer_registered = false;  // some node registered the writer as waiting for readers
   // A node recorded another permit count for the semaphore (its count): the attempt must fail,
@@ -87,6 +92,10 @@ struct BootReport {
   std::chrono::milliseconds max_ttl{0};  // the largest any answer named
   std::size_t told = 0;                  // replies with the expected shape, greeted or not
   bool any_in_use = false;               // some answer, greeted or not, came from a node in use
+  // Per node (by node index, greeted or not): the fence floor it reported (0: none, or no
+  // answer of the expected shape); and the largest of them.
+  std::vector<std::uint64_t> floors;
+  std::uint64_t largest_floor = 0;
 };
 BootReport tally_hello(const std::vector<Result<resp::Reply>>& replies,
                        const std::vector<std::size_t>& greeted);

@@ -23,6 +23,10 @@
 --                reads "60000.123" as a little over 60000, never less). An entry goes when no
 --                lease of its ttl can still live, so a quarantine follows the ttls in use, not
 --                the largest ever used
+-- KEYS[3]        dlock:fence-floor, read only: the largest fencing token this node handed out or
+--                was raised to (acquire.lua). A greeting raises every floor below the largest
+--                its answers report (floor_raise.lua): a node back from an old snapshot, or one
+--                that missed grants, counts from above every token again (issue 28)
 -- ARGV[1]        greet: the announcement (a member as above, or a bare ttl from a dlock before
 --                the retraction), recorded for twice its ttl; '0': none. join: the largest ttl
 --                the greeting learned, as its announcement (recorded for twice that)
@@ -43,12 +47,13 @@
 -- new boot and too few known ones, and a count of those would silence every node that
 -- remembers (simulation seed 2300480, docs/simulation.md finding 8).
 --
--- Replies {max_ttl, in_use, age_1, age_2, ...} to 'greet': the largest ttl of a lease that
--- may still live here (the announced one included), 1 if this node is in use (0: nothing was
--- written), then for the i-th node how many ms ago (by this node's clock) it booted if it
--- booted (was first seen) while this node was in use, or -1 if not (seen when this node was first greeted, or
--- this node is not in use). The client keeps a node with an age below the largest ttl out of
--- quorums until that ttl has passed since its boot. Replies {max_ttl, 1} to 'join'.
+-- Replies {max_ttl, in_use, age_1, age_2, ..., floor} to 'greet': the largest ttl of a lease
+-- that may still live here (the announced one included), 1 if this node is in use (0: nothing
+-- was written), then for the i-th node how many ms ago (by this node's clock) it booted if it
+-- booted (was first seen) while this node was in use, or -1 if not (seen when this node was
+-- first greeted, or this node is not in use), then this node's fence floor (0: none). The
+-- client keeps a node with an age below the largest ttl out of quorums until that ttl has
+-- passed since its boot. Replies {max_ttl, 1} to 'join'.
 --
 -- Records not seen for a day (or twice the largest ttl, if longer) are dropped: a boot that old
 -- is past any quarantine, so forgetting it cannot shorten one.
@@ -88,11 +93,17 @@ local function live_max_ttl(member)
   return largest
 end
 
+-- This node's fence floor, 0 if it has none.
+local function floor()
+  return tonumber(redis.call('get', KEYS[3]) or '0') or 0
+end
+
 if not in_use and not joining then
   -- Read only: a node not in use trusts nothing it would write now.
   local result = {0, 0}
   if redis.call('exists', KEYS[2]) == 1 then result[1] = live_max_ttl('0') end
   for i = 4, #ARGV - 1, 2 do result[#result + 1] = -1 end
+  result[#result + 1] = floor()
   return result
 end
 
@@ -140,4 +151,5 @@ for i = 1, #all, 2 do
   if not seen or seen < now - keep then redis.call('hdel', KEYS[1], all[i]) end
 end
 
+result[#result + 1] = floor()
 return result

@@ -57,6 +57,10 @@ const Script& fence_raise() {
   static const Script s = load("fence_raise");
   return s;
 }
+const Script& floor_raise() {
+  static const Script s = load("floor_raise");
+  return s;
+}
 const Script& hello() {
   static const Script s = load("hello");
   return s;
@@ -102,10 +106,11 @@ const Script& semaphore_resize() {
 }
 
 std::vector<const Script*> all() {
-  return {&acquire(),         &release(),         &inspect(),       &renew(),
-          &fence_raise(),     &hello(),           &fair_acquire(),  &fair_leave(),
-          &fenced_write(),    &fenced_read(),     &force_release(), &max_ttl_raise(),
-          &max_ttl_retract(), &semaphore_resize()};
+  return {&acquire(),         &release(),          &inspect(),
+          &renew(),           &fence_raise(),      &hello(),
+          &fair_acquire(),    &fair_leave(),       &fenced_write(),
+          &fenced_read(),     &force_release(),    &max_ttl_raise(),
+          &max_ttl_retract(), &semaphore_resize(), &floor_raise()};
 }
 
 }  // namespace dlock::scripts

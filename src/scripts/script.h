@@ -27,6 +27,7 @@ const Script& release();
 const Script& inspect();
 const Script& renew();
 const Script& fence_raise();
+const Script& floor_raise();
 const Script& max_ttl_raise();
 const Script& max_ttl_retract();
 const Script& hello();

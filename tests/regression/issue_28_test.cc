@@ -364,6 +364,99 @@ TEST(Issue28FencingTest, TokensKeepGrowingAcrossAQuietRollingRestart) {
   EXPECT_GT(lease->fencing_token(), last) << "a token went down after every node restarted";
 }
 
+namespace {
+
+// The value of `key` on `server` as an integer (0: absent).
+std::uint64_t counter_on(const RedisServer& server, const std::string& key) {
+  auto r = server.command({"GET", key});
+  if (!r || r->type != REDIS_REPLY_STRING) return 0;
+  return std::stoull(std::string(r->str, r->len));
+}
+
+}  // namespace
+
+// Item 5, "every granting node below the token raised": node 2 missed three grants of 'job' (it
+// neither heard nor answered), so its counter fell behind. When it granted again beside the
+// other two, the token was already on a quorum and nothing raised node 2: it stayed behind for
+// as long as the name was in use, one more failure away from a repeated token.
+TEST(Issue28FencingTest, AGrantingNodeBelowTheTokenIsRaised) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  test::RedisCluster nodes(3);
+  test::TcpProxy to_node2("127.0.0.1", nodes[2].port());
+  Client client = client_of(
+      {nodes[0].url(), nodes[1].url(), "redis://127.0.0.1:" + std::to_string(to_node2.port())});
+  const auto take = [&] {
+    auto lease = client.try_lock("job", fixed(10s, "a"));
+    if (!lease) return FencingToken();
+    const FencingToken token = lease->fencing_token();
+    EXPECT_TRUE(lease->unlock());
+    return token;
+  };
+  ASSERT_NE(take(), FencingToken());
+  to_node2.blackhole();
+  for (int i = 0; i < 3; ++i) ASSERT_NE(take(), FencingToken());
+  ASSERT_LT(counter_on(nodes[2], "dlock:fence:{job}"), counter_on(nodes[0], "dlock:fence:{job}"));
+  to_node2.cut();  // the partition outlasts TCP: the connection breaks, the client reconnects
+  to_node2.forward();
+  // Node 2 grants again once its connection is back: its counter is then the token handed out.
+  bool raised = false;
+  for (int i = 0; i < 30 && !raised; ++i) {
+    const FencingToken token = take();
+    raised = token != FencingToken() &&
+             eventually([&] { return counter_on(nodes[2], "dlock:fence:{job}") == token.value(); },
+                        500ms);
+  }
+  EXPECT_TRUE(raised) << "node 2's counter stayed behind the tokens handed out";
+  EXPECT_GE(counter_on(nodes[2], "dlock:fence-floor"), counter_on(nodes[2], "dlock:fence:{job}"));
+}
+
+// Item 5, "floors re-seeded from a quorum at each greeting": a node that restarts from an old
+// snapshot (an RDB file, the default persistence, or a backup) comes back with the fence floor
+// of that moment. Nodes restarted so one at a time, with no grant in between (the name was
+// quiet, and the only other name was held by another program), took a name's token back
+// down: each kept its old floor. Now the greeting that follows a restart raises every floor
+// below the largest a quorum reports.
+TEST(Issue28FencingTest, AGreetingRaisesTheFloorOfANodeRestartedFromAnOldSnapshot) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  test::RedisCluster nodes(3);
+  Client client = client_of(nodes.urls());
+  auto first = client.try_lock("job", fixed(400ms, "a"));
+  ASSERT_TRUE(first) << first.error().message();
+  ASSERT_TRUE(first->unlock());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    // 'probe' is held by another program's SET NX lock (acquire.lua never touches it): every
+    // attempt on it is refused, in the snapshot too.
+    ASSERT_TRUE(nodes[i].command({"SET", "probe", "another-program"}));
+    auto saved = nodes[i].command({"SAVE"});  // the snapshot the node will come back with
+    ASSERT_TRUE(saved && saved->type == REDIS_REPLY_STATUS);
+  }
+  FencingToken last;
+  for (int i = 0; i < 4; ++i) {
+    auto lease = client.try_lock("job", fixed(400ms, "a"));
+    ASSERT_TRUE(lease) << lease.error().message();
+    last = lease->fencing_token();
+    ASSERT_TRUE(lease->unlock());
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    std::this_thread::sleep_for(1500ms);  // the quarantine of the node before has passed
+    nodes[i].restart(/*keep_data=*/true);
+    ASSERT_LT(counter_on(nodes[i], "dlock:fence-floor"), last.value());
+    // A refused attempt greets (the node's connection is new) and grants nothing.
+    EXPECT_TRUE(eventually(
+        [&] {
+          auto refused = client.try_lock("probe", fixed(400ms, "a"));
+          EXPECT_FALSE(refused) << "two holders of 'probe'";
+          return counter_on(nodes[i], "dlock:fence-floor") >= last.value();
+        },
+        5s))
+        << "node " << i << " kept the floor of its snapshot";
+  }
+  std::this_thread::sleep_for(1500ms);
+  auto lease = client.lock("job", 10s, fixed(400ms, "a"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  EXPECT_GT(lease->fencing_token(), last) << "a token went down after restarts from snapshots";
+}
+
 // Item 9: the margin that keeps an isolated Sentinel-managed master from confirming renewals
 // after a replica was promoted. With min-replicas-to-write 1 and min-replicas-max-lag L, the
 // master refuses writes (NOREPLICAS) only once its replica's last ack is more than L whole
@@ -564,8 +657,9 @@ TEST(Issue28TtlRecordTest, OldAndNewClientsReadEachOthersAnnouncements) {
         << "the refused client's own announcement stayed: " << entries->element[k]->str;
   }
   // And a new client's greeting reads the old bare 9 s.
-  auto new_greet = server.command({"EVAL", std::string(scripts::hello().source), "2", "dlock:boots",
-                                   "dlock:max-ttl", "0", "1", "greet", run_id, "10"});
+  auto new_greet =
+      server.command({"EVAL", std::string(scripts::hello().source), "3", "dlock:boots",
+                      "dlock:max-ttl", "dlock:fence-floor", "0", "1", "greet", run_id, "10"});
   ASSERT_TRUE(new_greet && new_greet->type == REDIS_REPLY_ARRAY);
   EXPECT_EQ(new_greet->element[0]->integer, 9000);
 }

@@ -143,6 +143,7 @@ resp::Reply SimNode::run_script(const node::Call& call, std::int64_t now) {
   if (name == "renew") return renew(call, now);
   if (name == "fence_raise") return fence_raise(call, now);
   if (name == "hello") return hello(call, now);
+  if (name == "floor_raise") return floor_raise(call, now);
   if (name == "max_ttl_raise") {
     const std::int64_t ttl = ttl_part(at(call.args, 0));
     record_ttl(at(call.keys, 0), at(call.args, 0), number(at(call.args, 1)), now);
@@ -304,9 +305,15 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
   // it a member with the ages the greeting learned.
   const bool in_use = !store_.hgetall(boots, now).empty();
   const bool joining = at(call.args, 2) == "join";
+  // KEYS[3]: the fence floor, read only; the greeting's reply ends with it (0: none).
+  const auto floor = [&] {
+    const auto f = store_.get(at(call.keys, 2), now);
+    return f ? number(*f) : 0;
+  };
   if (!in_use && !joining) {
     std::vector<std::int64_t> result{live_max_ttl(max_ttl_key, now), 0};
     for (std::size_t i = 3; i + 1 < call.args.size(); i += 2) result.push_back(-1);
+    result.push_back(floor());
     return array(result);
   }
   // ARGV[1]: the announcement, a member "ttl.<digits>" (or a bare ttl; '0': none).
@@ -351,7 +358,19 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
     const auto seen = leading_number(record);
     if (!seen || *seen < now - keep) store_.hdel(boots, run_id, now);
   }
+  result.push_back(floor());
   return array(result);
+}
+
+// floor_raise.lua: an existing floor below ARGV[1] is raised to it; none stays none.
+resp::Reply SimNode::floor_raise(const node::Call& call, std::int64_t now) {
+  const std::string& key = at(call.keys, 0);
+  const auto f = store_.get(key, now);
+  if (!f) return integer(0);
+  const std::int64_t target = number(at(call.args, 0));
+  if (number(*f) >= target) return integer(number(*f));
+  store_.set(key, at(call.args, 0), std::nullopt, now);
+  return integer(target);
 }
 
 }  // namespace dlock::sim

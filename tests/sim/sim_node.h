@@ -82,6 +82,7 @@ class SimNode {
   resp::Reply renew(const node::Call& call, std::int64_t now);
   resp::Reply fence_raise(const node::Call& call, std::int64_t now);
   resp::Reply hello(const node::Call& call, std::int64_t now);
+  resp::Reply floor_raise(const node::Call& call, std::int64_t now);
   // dlock:max-ttl as a hash member -> until (the scripts' zset; a member is a ttl or an
   // announcement "ttl.<digits>"): record, and the largest live ttl.
   void record_ttl(const std::string& key, const std::string& member, std::int64_t live,

@@ -99,6 +99,21 @@ TEST(TallyTest, EqualCountersOnAQuorumNeedNoRaise) {
   EXPECT_EQ(t.holder_ttl, 100ms);
 }
 
+// Issue 28: a granting node behind the token is raised even when the token is on a quorum
+// already, a quarantined one too (its counter counts for the next token).
+TEST(TallyTest, AGrantingNodeBehindTheTokenIsRaisedEvenWithTheTokenOnAQuorum) {
+  const auto t = tally_acquire({granted(10), granted(10), granted(4)}, {true, true, true}, 2);
+  EXPECT_TRUE(t.token_on_quorum);
+  EXPECT_TRUE(t.granted_below);
+  EXPECT_TRUE(
+      tally_acquire({granted(10), granted(10), granted(4)}, {true, true, false}, 2).granted_below);
+  const auto level = tally_acquire({granted(10), granted(10), held(4, 10)}, {true, true, true}, 2);
+  EXPECT_FALSE(level.granted_below) << "a refusing node is not a granting one";
+  EXPECT_FALSE(
+      tally_acquire({granted(10), granted(10), parse_acquire(lost())}, {true, true, true}, 2)
+          .granted_below);
+}
+
 TEST(TallyTest, ARefusingNodesCounterIsExceeded) {
   // The holder's token may be the refusing node's counter: ours must be larger.
   const auto t = tally_acquire({granted(5), granted(5), held(5, 10)}, {true, true, true}, 2);
@@ -165,9 +180,9 @@ TEST(TallyTest, ExtensionJudgement) {
 
 TEST(TallyTest, HelloTakesTheYoungestBootAndTheLargestTtl) {
   // Five nodes, two greeted (nodes 0 and 4); one reply of the wrong shape; one lost.
-  const std::vector<Result<resp::Reply>> replies{array({30000, 1, -1, 5000}),
-                                                 array({60000, 1, -1, 2000}), array({1000, 1, 3}),
-                                                 lost(), array({10000, 1, -1, -1})};
+  const std::vector<Result<resp::Reply>> replies{
+      array({30000, 1, -1, 5000, 7}), array({60000, 1, -1, 2000, 9}), array({1000, 1, 3, 0}),
+      lost(), array({10000, 1, -1, -1, 0})};
   const BootReport r = tally_hello(replies, {0, 4});
   EXPECT_EQ(r.told, 3u);
   EXPECT_EQ(r.max_ttl, 60000ms);
@@ -176,12 +191,15 @@ TEST(TallyTest, HelloTakesTheYoungestBootAndTheLargestTtl) {
   EXPECT_EQ(*r.boot_age[1], 2000ms) << "the shortest age gives the longest quarantine";
   EXPECT_TRUE(r.answered[0] && r.answered[1]);
   EXPECT_TRUE(r.in_use[0] && r.in_use[1]);
+  EXPECT_EQ(r.floors, (std::vector<std::uint64_t>{7, 9, 0, 0, 0}));
+  EXPECT_EQ(r.largest_floor, 9u);
 }
 
 TEST(TallyTest, HelloTellsANodesOwnReportFromOthers) {
   // Node 0 reports its own boot (a lone HA node's replicated records); node 1 reports node 2's.
-  const std::vector<Result<resp::Reply>> replies{
-      array({1000, 1, 100, -1, -1}), array({1000, 1, -1, -1, 300}), array({0, 0, -1, -1, -1})};
+  const std::vector<Result<resp::Reply>> replies{array({1000, 1, 100, -1, -1, 0}),
+                                                 array({1000, 1, -1, -1, 300, 0}),
+                                                 array({0, 0, -1, -1, -1, 0})};
   const BootReport r = tally_hello(replies, {0, 1, 2});
   EXPECT_EQ(*r.boot_age[0], 100ms);
   EXPECT_FALSE(r.age_by_others[0]) << "its own report only";
@@ -246,7 +264,7 @@ TEST(TallyTest, ABrandNewSetStartsWhenEveryNodeAnswersOrWithTheOptIn) {
 // capped before deadlines are computed from it: no time_point overflow.
 TEST(TallyTest, NodeDurationsAreCappedAtTenYears) {
   constexpr std::int64_t kHuge = 1'000'000'000'000'000;  // ms: about 31,700 years
-  const BootReport r = tally_hello({array({kHuge, 1, -1})}, {0});
+  const BootReport r = tally_hello({array({kHuge, 1, -1, 0})}, {0});
   EXPECT_EQ(r.max_ttl, std::chrono::hours(24 * 365 * 10));
 }
 
