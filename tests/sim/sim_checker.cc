@@ -17,11 +17,14 @@ std::string describe(const LeaseRecord& l) {
          std::to_string(l.state->hold->fence.value()) + ")";
 }
 
-// The name inside dlock:fence:{NAME}, or empty.
+// The name of a fencing counter: NAME of dlock:fence:{NAME}, or of dlock:fence:{TAG}:NAME for a
+// name with braces (lock/keys.h auxiliary_key), or empty.
 std::string fenced_name(const std::string& key) {
   const std::string prefix = "dlock:fence:{";
-  if (key.rfind(prefix, 0) != 0 || key.back() != '}') return {};
-  return key.substr(prefix.size(), key.size() - prefix.size() - 1);
+  if (key.rfind(prefix, 0) != 0) return {};
+  if (key.back() == '}') return key.substr(prefix.size(), key.size() - prefix.size() - 1);
+  const auto tag_end = key.find("}:", prefix.size());
+  return tag_end == std::string::npos ? std::string() : key.substr(tag_end + 2);
 }
 
 }  // namespace
@@ -42,6 +45,8 @@ const char* kind_name(Violation::Kind k) {
       return "renew-after-expiry";
     case Violation::Kind::fence_beyond_minority_failures:
       return "fence-beyond-minority-failures";
+    case Violation::Kind::permits:
+      return "permits";
     case Violation::Kind::bookkeeping:
       return "bookkeeping";
   }
@@ -67,6 +72,9 @@ void Checker::attempted(const std::string& name,
                         const std::vector<std::pair<std::string, std::string>>& touched,
                         Clock::time_point end) {
   name_ref_[name] = std::max(name_ref_[name], end);
+  if (const auto record = lock::permit_record_key(name); !record.empty()) {
+    name_ref_[record] = std::max(name_ref_[record], end);
+  }
   for (const auto& [touched_name, hold] : touched) {
     hold_ref_[hold] = std::max(hold_ref_[hold], end);
     name_ref_[touched_name] = std::max(name_ref_[touched_name], end);
@@ -77,6 +85,34 @@ void Checker::renewed_after_expiry(const std::string& name, const std::string& h
                                    Clock::time_point end) {
   late_hold_ref_[hold_id] = std::max(late_hold_ref_[hold_id], end);
   late_name_ref_[name] = std::max(late_name_ref_[name], end);
+  if (const auto record = lock::permit_record_key(name); !record.empty()) {
+    late_name_ref_[record] = std::max(late_name_ref_[record], end);
+  }
+}
+
+void Checker::permit_counts(const LeaseRecord& lease, const std::vector<LeaseRecord>& all) {
+  const auto semaphore = lock::semaphore_of_slot(lease.name);
+  if (lease.permits == 0 || semaphore.empty()) return;
+  const auto now = Clock::now();
+  std::set<const void*> holds;  // reentrant leases share a hold: one permit
+  std::size_t smallest = lease.permits;
+  bool mixed = false;
+  std::string who;
+  for (const auto& l : all) {
+    if (l.permits == 0 || lock::semaphore_of_slot(l.name) != semaphore || !held_at(*l.state, now)) {
+      continue;
+    }
+    holds.insert(l.state->hold.get());
+    smallest = std::min(smallest, l.permits);
+    mixed = mixed || l.permits != lease.permits;
+    who += " " + describe(l) + " (count " + std::to_string(l.permits) + ")";
+  }
+  if (holds.size() <= smallest && !mixed) return;
+  violations_.push_back({Violation::Kind::permits,
+                         std::to_string(holds.size()) + " live permits of '" +
+                             std::string(semaphore) + "' when lease #" + std::to_string(lease.id) +
+                             " was acquired, counts in use differ or the smallest is " +
+                             std::to_string(smallest) + ":" + who});
 }
 
 void Checker::overlaps(const std::vector<const LeaseRecord*>& held, const std::string& when) {
@@ -116,6 +152,7 @@ void Checker::acquired(const LeaseRecord& lease, const std::vector<LeaseRecord>&
     if (l.id != lease.id && l.name == lease.name && held_at(*l.state, now)) held.push_back(&l);
   }
   overlaps(held, "when lease #" + std::to_string(lease.id) + " was acquired");
+  permit_counts(lease, all);
   if (lease.reentrant) return;
   const std::uint64_t token = lease.state->hold->fence.value();
   auto& last = last_token_[lease.name];
@@ -151,7 +188,7 @@ Clock::time_point Checker::validity_of(const std::vector<LeaseRecord>& all, cons
                                        const std::string& hold_id) const {
   auto latest = Clock::time_point::min();
   for (const auto& l : all) {
-    if (l.name != name) continue;
+    if (l.name != name && lock::permit_record_key(l.name) != name) continue;
     std::lock_guard lock(l.state->mu);
     if (hold_id.empty() || l.state->hold->id.id == hold_id) {
       latest = std::max(latest, l.state->valid_until);
@@ -211,7 +248,7 @@ void Checker::check_node(std::size_t i, SimCluster& cluster, const std::vector<L
         late_name == late_name_ref_.end() ? std::nullopt : std::optional(late_name->second),
         cluster);
     const Hash* hash = std::get_if<Hash>(&entry.value);
-    if (!fenced.empty() || !hash) continue;
+    if (!fenced.empty() || !hash || key.rfind("dlock:permits:", 0) == 0) continue;
     for (const auto& [owner, hold] : *hash) {
       const auto h = hold_ref_.find(hold);
       if (h == hold_ref_.end()) {

@@ -15,11 +15,15 @@
 //       (fence_beyond_minority_failures): docs/features.md promises growth only while at most
 //       a minority of nodes fail (die, stall or restart empty) between two acquisitions, a
 //       stronger condition than the restart rule mutual exclusion needs (docs/simulation.md).
+//   (5) a semaphore never has more live permits than the smallest permit count among their
+//       holders, and never two counts in use at once (issue 28: a count other than the one
+//       recorded on a node is refused there).
 //   (3) a hold's key on any node expires no later than the largest ttl after the later of the
 //       end of the attempt that named it and its leases' validity.
 //   (4) every key of a name (lock key, fencing counter) expires no later than the largest ttl
 //       after the last attempt on or lease of the name; nothing else stays on a node but the
-//       fence floor, dlock:boots and dlock:max-ttl.
+//       fence floor, dlock:boots and dlock:max-ttl. A semaphore's permit record counts as a
+//       key of each of its slots.
 //       A key that breaks (3) or (4) only because the client extended a lease after its
 //       validity had ended (Lease::extend sends renew.lua regardless, re-arming the key where it
 //       still lives) is tallied apart (renew_after_expiry): a finding about src, see
@@ -52,6 +56,7 @@ struct LeaseRecord {
   std::string name;
   OwnerToken owner;
   bool reentrant = false;
+  std::size_t permits = 0;  // a semaphore slot's lease: the permit count its client used
   Clock::time_point acquired_at;
   std::shared_ptr<detail::LeaseState> state;
 };
@@ -65,7 +70,8 @@ struct Violation {
     name_key,
     renew_after_expiry,
     fence_beyond_minority_failures,
-    bookkeeping
+    bookkeeping,
+    permits
   };
   // Kinds that are tallied but fail a test only when asked to (DLOCK_SIM_STRICT).
   bool known() const {
@@ -105,6 +111,7 @@ class Checker {
 
  private:
   void overlaps(const std::vector<const LeaseRecord*>& held, const std::string& when);
+  void permit_counts(const LeaseRecord& lease, const std::vector<LeaseRecord>& all);
   void check_node(std::size_t i, SimCluster& cluster, const std::vector<LeaseRecord>& all);
   // The latest valid_until of the leases of `hold_id` (or of `name` when hold_id is empty).
   Clock::time_point validity_of(const std::vector<LeaseRecord>& all, const std::string& name,

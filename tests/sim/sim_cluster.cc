@@ -187,8 +187,10 @@ void SimCluster::note(const std::vector<node::Call>& calls) {
     if (call.script->name == "acquire" && call.keys.size() > 0 && call.args.size() > 1) {
       touched_.emplace_back(call.keys[0], call.args[1]);
     } else if (call.script->name == "renew") {
-      for (std::size_t k = 0; k < call.keys.size() && 3 * k + 1 < call.args.size(); ++k) {
-        touched_.emplace_back(call.keys[k], call.args[3 * k + 1]);
+      // Four arguments per key: owner, hold id, ttl, kind ('p': a permit record, no hold).
+      for (std::size_t k = 0; k < call.keys.size() && 4 * k + 3 < call.args.size(); ++k) {
+        if (call.args[4 * k + 3] == "p") continue;
+        touched_.emplace_back(call.keys[k], call.args[4 * k + 1]);
       }
     }
   }
@@ -202,15 +204,20 @@ std::vector<std::string> names_of(const node::Call& call) {
   if (!call.script || call.keys.empty()) return {};
   const std::string_view script = call.script->name;
   if (script == "renew") return call.keys;
-  if (script == "acquire" || script == "release") return {call.keys[0]};
+  // A semaphore slot's permit record rides along: acquire's KEYS[7], release's KEYS[5].
+  if (script == "acquire" || script == "release") {
+    const std::size_t record = script == "acquire" ? 6 : 4;
+    if (call.keys.size() > record) return {call.keys[0], call.keys[record]};
+    return {call.keys[0]};
+  }
   if (script == "fence_raise") {
-    // dlock:fence:{NAME}
+    // dlock:fence:{NAME}, or dlock:fence:{TAG}:NAME for a name with braces (lock/keys.h)
     const std::string& k = call.keys[0];
     const auto open = k.find('{');
-    const auto close = k.rfind('}');
-    if (open != std::string::npos && close != std::string::npos && close > open) {
-      return {k.substr(open + 1, close - open - 1)};
-    }
+    if (open == std::string::npos) return {};
+    if (k.back() == '}') return {k.substr(open + 1, k.size() - open - 2)};
+    const auto tag_end = k.find("}:", open);
+    if (tag_end != std::string::npos) return {k.substr(tag_end + 2)};
   }
   return {};
 }

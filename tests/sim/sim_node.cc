@@ -239,10 +239,20 @@ resp::Reply SimNode::acquire(const node::Call& call, std::int64_t now) {
   const std::string& owner = at(call.args, 0);
   const std::string& hold = at(call.args, 1);
   const std::int64_t ttl = ttl_of(at(call.args, 2));
+  // KEYS[7], ARGV[7]: a semaphore slot's permit record and the count this client uses. Another
+  // count recorded here refuses, and nothing changes.
+  const std::string* record = call.keys.size() > 6 ? &call.keys[6] : nullptr;
+  if (record && mutation_ != Mutation::ignore_permit_count) {
+    const HGet n = store_.hget(*record, "n", now);
+    if (n.kind == HGet::Kind::value && n.value != at(call.args, 6)) {
+      return array({-1, counter(fence, floor, now), number(n.value)});
+    }
+  }
   if (mutation_ == Mutation::grant_when_held) store_.del(key);
   if (!store_.exists(key, now)) {
     store_.hset(key, owner, hold, now);
     store_.pexpire(key, ttl, now);
+    if (record) count_permit(*record, at(call.args, 6), key, 1, now);
     return array({1, next_token(fence, floor, ttl, now), 0});
   }
   // An older hold of the same client is stale and taken over; any other hold of the owner is
@@ -251,9 +261,22 @@ resp::Reply SimNode::acquire(const node::Call& call, std::int64_t now) {
   if (mine.kind == HGet::Kind::value && older_hold_of_same_client(mine.value, hold)) {
     store_.hset(key, owner, hold, now);
     if (store_.pttl(key, now) < ttl) store_.pexpire(key, ttl, now);
+    if (record) count_permit(*record, at(call.args, 6), key, 0, now);
     return array({1, next_token(fence, floor, ttl, now), 0});
   }
   return array({0, counter(fence, floor, now), store_.pttl(key, now)});
+}
+
+// acquire.lua's grant on a semaphore slot: `held` counts a permit granted on a free slot, the
+// record names the count, and lives at least as long as the slot's key.
+void SimNode::count_permit(const std::string& record, const std::string& permits,
+                           const std::string& key, std::int64_t added, std::int64_t now) {
+  const HGet held = store_.hget(record, "held", now);
+  const std::int64_t before = held.kind == HGet::Kind::value ? number(held.value) : 0;
+  store_.hset(record, "held", std::to_string(before + added), now);
+  store_.hset(record, "n", permits, now);
+  const std::int64_t live = store_.pttl(key, now);
+  if (store_.pttl(record, now) < live) store_.pexpire(record, live, now);
 }
 
 resp::Reply SimNode::release(const node::Call& call, std::int64_t now) {
@@ -264,6 +287,16 @@ resp::Reply SimNode::release(const node::Call& call, std::int64_t now) {
   const HGet id = store_.hget(key, owner, now);
   if (id.kind != HGet::Kind::value || (!hold.empty() && id.value != hold)) return array({0, 0});
   store_.del(key);
+  // KEYS[5]: a semaphore slot's permit record, deleted with its last permit.
+  if (call.keys.size() > 4) {
+    const HGet held = store_.hget(call.keys[4], "held", now);
+    const std::int64_t left = (held.kind == HGet::Kind::value ? number(held.value) : 0) - 1;
+    if (left <= 0) {
+      store_.del(call.keys[4]);
+    } else {
+      store_.hset(call.keys[4], "held", std::to_string(left), now);
+    }
+  }
   // The fair queue is never created here (fair mode is not simulated), so the loop over it
   // ends at once; the release is published to nobody (no subscriber in the simulation).
   if (store_.exists(queue, now)) throw std::logic_error("sim: a fair queue exists");
@@ -274,6 +307,13 @@ resp::Reply SimNode::renew(const node::Call& call, std::int64_t now) {
   std::vector<std::int64_t> result;
   for (std::size_t i = 0; i < call.keys.size(); ++i) {
     const std::string& key = call.keys[i];
+    if (at(call.args, 4 * i + 3) == "p") {  // a permit record: re-armed if it is here
+      const bool here = store_.exists(key, now);
+      const std::int64_t ttl = ttl_of(at(call.args, 4 * i + 2));
+      if (here && store_.pttl(key, now) < ttl) store_.pexpire(key, ttl, now);
+      result.push_back(here ? 1 : 0);
+      continue;
+    }
     const HGet id = store_.hget(key, at(call.args, 4 * i), now);
     if (id.kind == HGet::Kind::value && id.value == at(call.args, 4 * i + 1)) {
       const std::int64_t ttl = ttl_of(at(call.args, 4 * i + 2));

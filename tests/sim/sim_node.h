@@ -31,6 +31,7 @@ enum class Mutation {
   forget_boots,         // hello never reports a boot: restarted nodes vote at once
   promotion_unnoticed,  // INFO hides a promotion (no second_repl_offset): a long uptime
   eviction_unreported,  // INFO hides the eviction policy of a node that evicts
+  ignore_permit_count,  // acquire grants a semaphore slot whatever count the node recorded
 };
 
 class SimNode {
@@ -83,6 +84,8 @@ class SimNode {
   resp::Reply fence_raise(const node::Call& call, std::int64_t now);
   resp::Reply hello(const node::Call& call, std::int64_t now);
   resp::Reply floor_raise(const node::Call& call, std::int64_t now);
+  void count_permit(const std::string& record, const std::string& permits, const std::string& key,
+                    std::int64_t added, std::int64_t now);
   // dlock:max-ttl as a hash member -> until (the scripts' zset; a member is a ttl or an
   // announcement "ttl.<digits>"): record, and the largest live ttl.
   void record_ttl(const std::string& key, const std::string& member, std::int64_t live,

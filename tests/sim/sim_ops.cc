@@ -42,9 +42,10 @@ LeaseRecord* Schedule::pick_lease(bool live) {
 }
 
 void Schedule::acquire(std::size_t c, const std::string& name, const OwnerToken& owner,
-                       std::chrono::milliseconds ttl) {
+                       std::chrono::milliseconds ttl, std::size_t permits) {
   trace_.line(label(c) + " acquires '" + name + "' as " + owner.str() + ", ttl " +
-              std::to_string(ttl.count()) + "ms");
+              std::to_string(ttl.count()) + "ms" +
+              (permits > 0 ? ", one of " + std::to_string(permits) + " permits" : ""));
   // As attempt() fills it; an explicit owner, so no thread liveness.
   auto state = std::make_shared<detail::LeaseState>();
   state->ttl = ttl;
@@ -52,7 +53,8 @@ void Schedule::acquire(std::size_t c, const std::string& name, const OwnerToken&
   state->renew_every = std::max(std::chrono::milliseconds(1), ttl / 3);
   (void)cluster_->take_touched();
   checker_.attempting(c, name, owner, leases_);
-  auto refused = clients_[c].holds->acquire(state, name, owner, ttl, std::nullopt);
+  auto refused = clients_[c].holds->acquire(state, name, owner, ttl, std::nullopt,
+                                            lock::HoldKind::write, {}, {}, permits);
   const auto end = Clock::now();
   checker_.attempted(name, cluster_->take_touched(), end);
   if (refused) {
@@ -63,7 +65,7 @@ void Schedule::acquire(std::size_t c, const std::string& name, const OwnerToken&
   state->renewed_at = end;
   const bool reentrant = !holds_seen_.insert(state->hold->id.id).second;
   ++counts_[reentrant ? "acquire reentrant" : "acquire new hold"];
-  leases_.push_back(LeaseRecord{leases_.size(), c, name, owner, reentrant, end, state});
+  leases_.push_back(LeaseRecord{leases_.size(), c, name, owner, reentrant, permits, end, state});
   trace_.line("=> lease #" + std::to_string(leases_.back().id) + " held" +
               (reentrant ? " (reentrant)" : "") + ", hold " + state->hold->id.id + ", token " +
               std::to_string(state->hold->fence.value()) + ", valid for " +
@@ -79,9 +81,22 @@ void Schedule::acquire_new() {
   acquire(c, name, OwnerToken(owner), pick_ttl());
 }
 
+// Semaphore's attempt on one slot (src/semaphore.cc slot_attempt), with the client's permit
+// count: 2, or now and then 3 (a service configured with another count; the nodes refuse it
+// while a count is recorded). Each permit under an owner of its own, as there: never a
+// reentrant lease of a slot.
+void Schedule::acquire_permit() {
+  const std::size_t c = rng_.below(clients_.size());
+  const std::size_t permits = rng_.chance(0.25) ? 3 : 2;
+  const std::string name = lock::semaphore_slot("sim-sem", rng_.below(permits));
+  const std::string owner = "c" + std::to_string(c) + "-permit-" + std::to_string(leases_.size());
+  acquire(c, name, OwnerToken(owner), pick_ttl(), permits);
+}
+
 void Schedule::acquire_nested() {
   const LeaseRecord* outer = pick_lease(true);
   if (!outer) return acquire_new();
+  if (outer->permits > 0) return acquire_permit();  // a semaphore never reenters a slot
   auto ttl = pick_ttl();
   while (ttl == outer->state->ttl) ttl = pick_ttl();
   // Copies: acquire() appends to leases_, which may move `outer`.

@@ -97,7 +97,11 @@ void Schedule::step(std::size_t index) {
   cluster_->run_due(index);
   cluster_->tick();
   if (pick < 30) {
-    acquire_new();
+    if (options_.permits && rng_.chance(0.5)) {
+      acquire_permit();
+    } else {
+      acquire_new();
+    }
   } else if (pick < 42) {
     acquire_nested();
   } else if (pick < 60) {

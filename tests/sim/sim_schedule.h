@@ -27,6 +27,10 @@ struct ScheduleOptions {
   std::size_t nodes = 3;
   Profile profile = Profile::minority;
   Mutation mutation = Mutation::none;  // only for the self-test
+  // Some acquisitions take a permit of a semaphore instead (a slot name with its permit
+  // count), now and then with a wrong count, as a misconfigured service would. Off by
+  // default: the rng draws it takes would change every other schedule of a seed.
+  bool permits = false;
 };
 
 struct ScheduleReport {
@@ -59,8 +63,9 @@ class Schedule {
 
   // The operations, as src/client.cc and src/lease.cc drive Holds and QuorumLock.
   void acquire(std::size_t c, const std::string& name, const OwnerToken& owner,
-               std::chrono::milliseconds ttl);
+               std::chrono::milliseconds ttl, std::size_t permits = 0);
   void acquire_new();
+  void acquire_permit();
   void acquire_nested();
   void extend();
   void end();
