@@ -124,6 +124,55 @@ TEST(Issue28FailoverTest, APromotedReplicaBehindTheSameAddressIsARestart) {
   EXPECT_FALSE(again) << "two holders through the holder's own client";
 }
 
+// Found by review (issue 28): a failback behind one address. The address moves from server S1
+// to a standby S2 (its own data, not a replica), a lease is granted on S2 and B, and the address
+// moves back to S1, which kept running and never had the lease's key. S1's run_id was known to
+// every member, so it voted at once, and S1 and C granted the same name again.
+TEST(Issue28FailoverTest, AFailbackToAServerThatKeptRunningIsARestart) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer s1;
+  RedisServer s2;
+  RedisServer b;
+  RedisServer c;
+  test::TcpProxy address("127.0.0.1", s1.port());
+  const std::vector<std::string> urls{"redis://127.0.0.1:" + std::to_string(address.port()),
+                                      b.url(), c.url()};
+  Client first_client = client_of(urls);
+  ASSERT_TRUE(first_client.try_lock("warm-up", fixed(300ms, "w"))->unlock());  // all members
+  std::this_thread::sleep_for(20ms);
+
+  address.retarget("127.0.0.1", s2.port());  // to the standby
+  address.cut();
+  Client holder_client = client_of(urls);
+  // C is busy with another library's lock: the grant must come from S2 (once its quarantine
+  // has passed) and B.
+  c.command({"SET", "job", "other-library"});
+  Result<Lease> held = Error(errc::lock_held, "");
+  ASSERT_TRUE(eventually(
+      [&] {
+        held = holder_client.try_lock("job", fixed(4s, "first"));
+        return held.has_value();
+      },
+      10s))
+      << held.error().message();
+  ASSERT_TRUE(s2.exists("job"));
+  ASSERT_TRUE(b.exists("job"));
+
+  address.retarget("127.0.0.1", s1.port());  // back to S1, which has no key of 'job'
+  address.cut();
+  c.command({"DEL", "job"});
+  Client second_client = client_of(urls);
+  auto stolen = second_client.try_lock("job", fixed(4s, "second"));
+  ASSERT_TRUE(held->is_held());
+  EXPECT_FALSE(stolen) << "two holders: S1 and C granted 'job' while 'first' holds it on B";
+  if (!stolen) {
+    EXPECT_NE(stolen.error().message().find("restarted recently"), std::string::npos)
+        << stolen.error().message();
+  }
+  auto again = first_client.try_lock("job", fixed(4s, "third"));
+  EXPECT_FALSE(again) << "two holders through the first client";
+}
+
 // Item 1: a server that answers role:slave never votes, even one that accepts writes.
 TEST(Issue28FailoverTest, AReplicaNeverVotesEvenIfItAcceptsWrites) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
