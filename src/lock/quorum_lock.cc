@@ -233,12 +233,12 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
   bool ok = !tally.recorded_permits && tally.granted >= nodes_.quorum() &&
             validity(ttl, Clock::now() - start, drift_factor_).count() > 0;
   bool fence_failed = false;
-  if (ok && (!tally.token_on_quorum || tally.granted_below)) {
-    // Needed for the token when it is not on a quorum yet; otherwise for the nodes behind it
-    // (sent to every node, awaited from a quorum: they confirm at once).
+  if (ok && !tally.token_on_quorum) {
     auto raising = raise_fence(hold.name, tally.token, ttl, failures);
-    fence_failed = !co_await std::move(raising) && !tally.token_on_quorum;
+    fence_failed = !co_await std::move(raising);
     ok = !fence_failed && validity(ttl, Clock::now() - start, drift_factor_).count() > 0;
+  } else if (ok && tally.granted_below) {
+    raise_behind(hold.name, tally.token, ttl);
   }
   if (ok) {
     // In line (or registered as a waiting writer) on nodes that did not grant: leave there, or
@@ -353,6 +353,20 @@ engine::Task<bool> QuorumLock::raise_fence(std::string name, std::uint64_t token
     }
   }
   co_return confirmed >= nodes_.quorum();
+}
+
+void QuorumLock::raise_behind(const std::string& name, std::uint64_t token,
+                              std::chrono::milliseconds ttl) {
+  std::vector<node::Call> calls;
+  calls.push_back(node::Call{&scripts::fence_raise(),
+                             {fence_key(name), std::string(kFenceFloorKey)},
+                             {std::to_string(token), std::to_string(ttl.count())}});
+  // Started on the io thread and not awaited: the lease does not wait for it. NodeSet runs
+  // posted work only while it lives, and the round's callbacks keep nothing of this object.
+  node::Fanout& nodes = nodes_;
+  nodes_.post([&nodes, calls = std::move(calls)]() mutable {
+    nodes.start(std::move(calls), {}, [](std::vector<node::Outcomes>) {});
+  });
 }
 
 engine::Task<bool> QuorumLock::settle(bool refused, std::chrono::milliseconds granted) {

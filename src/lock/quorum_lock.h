@@ -185,6 +185,10 @@ class QuorumLock {
   // Sends max_ttl_retract.lua for `retracted` (this client's announcements), if any.
   engine::Task<bool> retract(std::vector<std::string> retracted);
   // Second phase of the fencing token; false if a quorum did not confirm it.
+  // The token is on a quorum, but some granting node's counter is below it (it missed grants,
+  // or came back from an old snapshot): fence_raise on every node, in the background, so that
+  // no node stays behind for as long as the name is in use (issue 28).
+  void raise_behind(const std::string& name, std::uint64_t token, std::chrono::milliseconds ttl);
   engine::Task<bool> raise_fence(std::string name, std::uint64_t token,
                                  std::chrono::milliseconds ttl, std::vector<NodeError>& failures);
 

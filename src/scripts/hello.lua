@@ -122,12 +122,6 @@ end
 -- more, so every record may be old when a restart finally makes one greet.
 local vouches = redis.call('hlen', KEYS[1]) >= math.floor(tonumber(ARGV[2]) / 2) + 1
 
--- The latest boot first seen here before this greeting (0: none).
-local newest = 0
-for _, record in ipairs(redis.call('hvals', KEYS[1])) do
-  newest = math.max(newest, tonumber(string.match(record, ' (%d+)$')) or 0)
-end
-
 local result = {max_ttl, 1}
 for i = 4, #ARGV - 1, 2 do
   local run_id = ARGV[i]
@@ -135,11 +129,6 @@ for i = 4, #ARGV - 1, 2 do
   local boot = 0
   if record then
     boot = tonumber(string.match(record, ' (%d+)$')) or 0
-    -- A known boot that no greeting named since another boot was first seen here was away
-    -- from the set meanwhile, and that other server may have answered for its address (a
-    -- failback to a server that kept running: it has none of the keys granted meanwhile). It
-    -- counts as booted now. A node that was only unreachable a while sits out one ttl more.
-    if vouches and newest > (tonumber(string.match(record, '^(%d+)')) or 0) then boot = now end
   elseif vouches then
     -- First seen while this node was in use: whatever its uptime, it answers for this
     -- address only from now (another server put behind it has none of the keys the one before

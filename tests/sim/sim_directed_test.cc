@@ -509,10 +509,15 @@ TEST(SimDirected, AnotherServerOnTheSameConnectionAfterAMissedGreetingVotesAtOnc
 // known to every member (no boot while in use), so it votes at once; but a lease was granted on
 // S2 meanwhile, and S1 never had its key. Client 1 holds 'x' on S2 and node 1; client 0 then
 // wins on S1 and node 2.
-// It needs a failback without a resync (independent standbys, or a split brain whose old
-// master is never demoted). Fixed: a known boot that no greeting named since another boot was
-// first seen counts as booted now (hello.lua).
-TEST(SimDirected, AFailbackToAServerThatMissedGrantsVotesAtOnce) {
+// Open (docs/safety.md, "What does not hold"): it needs a failback without a resync
+// (independent standbys, or a split brain whose old master is never demoted). Disabled until a
+// member can tell that a known server was displaced meanwhile. Tried and rejected: "a known
+// boot that no greeting named since another boot was first seen counts as booted now" closes
+// this schedule, but two lock sets that share a server, or two clients that each fail INFO on
+// another node, then quarantine each other's nodes for good (an adversarial review reproduced
+// both on real servers), and a greeting quorum with no node that saw the standby still lets
+// the old server vote.
+TEST(SimDirected, DISABLED_AFailbackToAServerThatMissedGrantsVotesAtOnce) {
   bool unsent = false;
   World w(3, [&](std::size_t client, std::size_t node, const node::Call& call) {
     if (unsent && client == 1 && node == 2 && is(call, "acquire")) {

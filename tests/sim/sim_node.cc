@@ -376,11 +376,6 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
   const bool vouches = store_.hgetall(boots, now).size() >=
                        static_cast<std::size_t>(number(at(call.args, 1)) / 2 + 1);
 
-  // The latest boot first seen here before this greeting (0: none).
-  std::int64_t newest = 0;
-  for (const auto& [run_id, record] : store_.hgetall(boots, now)) {
-    newest = std::max(newest, trailing_number(record).value_or(0));
-  }
   std::vector<std::int64_t> result{max_ttl, 1};
   // for i = 4, #ARGV - 1, 2: the pairs (run_id, uptime) after ARGV[1..3].
   for (std::size_t i = 3; i + 1 < call.args.size(); i += 2) {
@@ -390,8 +385,6 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
     std::int64_t boot = 0;
     if (record.kind == HGet::Kind::value) {
       boot = trailing_number(record.value).value_or(0);
-      // Not named since another boot was first seen: away meanwhile, counts as booted now.
-      if (vouches && newest > leading_number(record.value).value_or(0)) boot = now;
     } else if (vouches) {
       boot = now;  // hello.lua: first seen now, whatever its uptime
       (void)uptime;
