@@ -156,6 +156,7 @@ if [ "$(id -u)" -eq 0 ] && ! dpkg-query -W dlock >/dev/null 2>&1; then
   quiet dpkg -i "$deb"
   [ "$(/usr/bin/dlock --version)" = "dlock $expected" ] || fail "the packaged dlock --version"
   if [ -e "$unit" ]; then
+    # shellcheck disable=SC2016 # the unit's own $DLOCK_SERVE_ARGS, expanded by systemd
     grep -qx 'ExecStart=/usr/bin/dlock serve $DLOCK_SERVE_ARGS' /usr/lib/systemd/system/dlock.service ||
       fail "the packaged unit does not start /usr/bin/dlock serve"
   fi
