@@ -17,7 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import service_test as st  # noqa: E402 (takes DLOCK_BINARY and PROTO_DIR off sys.argv)
-from service_test import code_of, grpc, pb  # noqa: E402
+from service_test import code_of, curl, grpc, pb  # noqa: E402
 
 
 class Watch:
@@ -54,6 +54,14 @@ class Watch:
 class WatchTest(st.TwoServices):
     prefix = "watch-"
 
+    def series(self, name):
+        """The value of one series of the service's /metrics (0 when absent)."""
+        _, text = curl("GET", self.service.http + "/metrics")
+        for line in text.splitlines():
+            if line.startswith(name + " "):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
     def test_an_event_per_change_of_holder_from_the_current_state_on(self):
         first = self.acquire(ttl_ms=30000)
         watch = Watch(self.stub, self.name)
@@ -84,9 +92,14 @@ class WatchTest(st.TwoServices):
                          timeout=30)
         time.sleep(0.5)  # five reads of the status
         self.assertEqual(len(watch.received()), count)
+        cancelled = ('dlock_service_requests_total{transport="grpc",'
+                     'endpoint="/dlock.v1.Locks/Watch",status="CANCELLED"}')
+        before = self.series(cancelled)
         watch.call.cancel()
         self.assertTrue(watch.ended())
         self.assertEqual(watch.error.code(), grpc.StatusCode.CANCELLED)
+        # The service ended its side of the stream too (counted as it sent the status).
+        self.assertTrue(st.wait_until(lambda: self.series(cancelled) == before + 1))
         self.stub.Release(pb.ReleaseRequest(name=self.name, owner="second-owner"), timeout=30)
         # The instance serves on after the cancelled watch.
         self.assertFalse(self.stub.Status(pb.StatusRequest(name=self.name), timeout=30).held)
