@@ -1,9 +1,11 @@
 # Install rules and the Debian package (top-level builds only, DLOCK_INSTALL):
 #   include/dlock/*.h and the generated version.h    headers
+#   include/dlock/v1/lock.proto                      the lock service's gRPC API
 #   libdlock.a, or libdlock.so.X.Y with its links   the library (BUILD_SHARED_LIBS)
 #   lib/cmake/dlock/                                 find_package(dlock CONFIG) -> dlock::dlock
 #   lib/pkgconfig/dlock.pc                           pkg-config --cflags --libs dlock
 #   bin/dlock, its man page, its bash completion     with DLOCK_BUILD_TOOLS
+#   lib/systemd/system/dlock.service                 with DLOCK_BUILD_SERVICE too
 include(CMakePackageConfigHelpers)
 
 set(DLOCK_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/dlock")
@@ -11,6 +13,10 @@ set(DLOCK_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/dlock")
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/dlock" "${PROJECT_BINARY_DIR}/include/dlock"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" COMPONENT dlock_dev
         FILES_MATCHING PATTERN "*.h")
+# The lock service's API, beside the headers, for other projects to generate clients from
+# (protoc -I /usr/include dlock/v1/lock.proto); installed whether or not this build serves it.
+install(FILES "${PROJECT_SOURCE_DIR}/proto/dlock/v1/lock.proto"
+        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/dlock/v1" COMPONENT dlock_dev)
 install(TARGETS dlock EXPORT dlockTargets
         ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT dlock_dev
         LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT dlock_lib NAMELINK_COMPONENT dlock_dev)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Checks that dlock can be used the ways users take it (called by scripts/test.sh after the
 # dev build; the dev preset builds a shared libdlock):
-#   1. `cmake --install` into a prefix: headers, libdlock.so with its version links, the
-#      CMake package, dlock.pc, the tool, its man page and bash completion;
+#   1. `cmake --install` into a prefix: headers and the service's lock.proto (protoc compiles
+#      it from there), libdlock.so with its version links, the CMake package, dlock.pc, the
+#      tool, its man page and bash completion, and with the service its systemd unit
+#      (systemd-analyze verify, where there is one);
 #   2. a separate project (tests/consumer) built with find_package(dlock) and with
 #      pkg-config against that prefix, and run against a node the installed `dlock sandbox`
 #      starts;
@@ -40,6 +42,7 @@ prefix=$work/prefix
 quiet cmake --install "$build" --prefix "$prefix"
 libdir=$prefix/lib
 for f in include/dlock/dlock.h include/dlock/async.h include/dlock/version.h \
+         include/dlock/v1/lock.proto \
          lib/cmake/dlock/dlockConfig.cmake lib/cmake/dlock/dlockConfigVersion.cmake \
          lib/pkgconfig/dlock.pc bin/dlock share/man/man1/dlock.1 \
          share/bash-completion/completions/dlock share/doc/dlock/LICENSE; do
@@ -47,8 +50,9 @@ for f in include/dlock/dlock.h include/dlock/async.h include/dlock/version.h \
 done
 ls "$libdir"/libdlock.so.*.*.* >/dev/null 2>&1 || fail "no versioned libdlock.so"
 [ -L "$libdir/libdlock.so" ] || fail "no libdlock.so link"
-# Only the public headers: nothing of src/ is installed.
-extra=$(find "$prefix/include" -type f ! -path "$prefix/include/dlock/*.h")
+# Only the public headers and the service's API: nothing of src/ is installed.
+extra=$(find "$prefix/include" -type f ! -path "$prefix/include/dlock/*.h" \
+          ! -path "$prefix/include/dlock/v1/lock.proto")
 [ -z "$extra" ] || fail "unexpected files under include/: $extra"
 version=$("$prefix/bin/dlock" --version)
 expected=$(sed -n 's/^project(dlock VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
@@ -56,6 +60,24 @@ expected=$(sed -n 's/^project(dlock VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 grep -q '^\.SS run' "$prefix/share/man/man1/dlock.1" || fail "the man page has no 'run' section"
 grep -q -- '--kill-after' "$prefix/share/man/man1/dlock.1" || fail "the man page lacks run's options"
 grep -q '^\.SS acquire' "$prefix/share/man/man1/dlock.1" || fail "the man page has no 'acquire' section"
+
+step "the installed lock.proto and the service's systemd unit"
+# Clients generate their stubs from the installed file alone (as the service tests do).
+quiet protoc -I "$prefix/include" --python_out "$work" "$prefix/include/dlock/v1/lock.proto"
+[ -s "$work/dlock/v1/lock_pb2.py" ] || fail "protoc made nothing of the installed lock.proto"
+unit=$prefix/lib/systemd/system/dlock.service
+if "$prefix/bin/dlock" serve --help >/dev/null 2>&1; then
+  [ -e "$unit" ] || fail "not installed: lib/systemd/system/dlock.service"
+  grep -qx "ExecStart=$prefix/bin/dlock serve \$DLOCK_SERVE_ARGS" "$unit" ||
+    fail "the unit does not start the prefix's dlock serve: $(grep ExecStart "$unit")"
+  if command -v systemd-analyze >/dev/null; then
+    # --man=no: its Documentation=man:dlock(1) is the prefix's page, checked above (and a
+    # machine without man(1) would fail the check for that alone).
+    quiet systemd-analyze verify --man=no "$unit"
+  fi
+else
+  [ ! -e "$unit" ] || fail "a dlock without serve installs a systemd unit"
+fi
 
 step "bash completion"
 completions=$(PATH="$prefix/bin:$PATH" bash -c '
@@ -123,11 +145,22 @@ step "Debian package (cpack -G DEB)"
 (cd "$work" && quiet cpack -G DEB --config "$build/CPackConfig.cmake")
 deb=$(ls "$work"/dlock_*.deb)
 dpkg-deb --contents "$deb" | grep './usr/bin/dlock$' >/dev/null || fail "the package has no /usr/bin/dlock"
+dpkg-deb --contents "$deb" | grep './usr/include/dlock/v1/lock.proto$' >/dev/null ||
+  fail "the package has no /usr/include/dlock/v1/lock.proto"
+if [ -e "$unit" ]; then
+  dpkg-deb --contents "$deb" | grep './usr/lib/systemd/system/dlock.service$' >/dev/null ||
+    fail "the package has no /usr/lib/systemd/system/dlock.service"
+fi
 if [ "$(id -u)" -eq 0 ] && ! dpkg-query -W dlock >/dev/null 2>&1; then
   # Purged on every way out from here, also when dpkg -i fails half-way.
   trap 'dpkg -P dlock >/dev/null 2>&1 || true; cleanup' EXIT
   quiet dpkg -i "$deb"
   [ "$(/usr/bin/dlock --version)" = "dlock $expected" ] || fail "the packaged dlock --version"
+  if [ -e "$unit" ]; then
+    # shellcheck disable=SC2016 # the unit's own $DLOCK_SERVE_ARGS, expanded by systemd
+    grep -qx 'ExecStart=/usr/bin/dlock serve $DLOCK_SERVE_ARGS' /usr/lib/systemd/system/dlock.service ||
+      fail "the packaged unit does not start /usr/bin/dlock serve"
+  fi
   # The package's files, not a dlock installed elsewhere (/usr/local) that the defaults would find.
   quiet cmake -S tests/consumer -B "$work/deb" -G Ninja -Ddlock_DIR=/usr/lib/cmake/dlock
   quiet cmake --build "$work/deb"

@@ -152,6 +152,9 @@ class TokensTest(Base):
             (self.stub.Extend, pb.ExtendRequest(name=name, owner=owner, ttl_ms=10000)),
             (self.stub.Release, pb.ReleaseRequest(name=name, owner=owner)),
             (self.stub.Status, pb.StatusRequest(name=name)),
+            # A stream: its first event, or the refusal that ends it.
+            (lambda request, **kw: next(self.stub.Watch(request, **kw)),
+             pb.WatchRequest(name=name)),
         ]
 
     def test_grpc_without_a_known_token_is_unauthenticated_on_every_call(self):

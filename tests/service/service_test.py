@@ -205,6 +205,25 @@ class ServiceTest(TwoServices):
                          grpc.StatusCode.ABORTED)
         self.stub.Release(pb.ReleaseRequest(name=self.name, owner=grant.owner), timeout=30)
 
+    def test_held_says_how_long_the_holder_has_left_on_both_transports(self):
+        grant = self.acquire(ttl_ms=10000)
+        base = self.other.http + "/v1/locks/" + self.name
+        for body in [{"ttl_ms": 1000}, {"ttl_ms": 1000, "wait_ms": 200}]:
+            status, refused = curl("POST", base + ":acquire", body)
+            self.assertEqual(status, 409, refused)
+            self.assertIn("error", refused)
+            self.assertGreater(refused["holder_ttl_ms"], 5000)  # 10 s less the time gone
+            self.assertLessEqual(refused["holder_ttl_ms"], 10000)
+        for wait_ms, code in [(0, grpc.StatusCode.ABORTED),
+                              (200, grpc.StatusCode.DEADLINE_EXCEEDED)]:
+            with self.assertRaises(grpc.RpcError) as raised:
+                self.acquire(stub=self.other.stub, ttl_ms=1000, wait_ms=wait_ms)
+            self.assertEqual(raised.exception.code(), code)
+            trailers = dict(raised.exception.trailing_metadata())
+            self.assertGreater(int(trailers["dlock-holder-ttl-ms"]), 5000)
+            self.assertLessEqual(int(trailers["dlock-holder-ttl-ms"]), 10000)
+        self.stub.Release(pb.ReleaseRequest(name=self.name, owner=grant.owner), timeout=30)
+
     def test_extend_keeps_the_lock_past_its_first_ttl(self):
         grant = self.acquire(ttl_ms=600)
         extended = self.stub.Extend(
@@ -469,10 +488,57 @@ class ServiceTest(TwoServices):
         self.assertEqual(status, 200)
         self.assertIn("dlock_acquisitions_total", text)
 
-    def test_watch_is_unimplemented_yet(self):
-        with self.assertRaises(grpc.RpcError) as raised:
-            list(self.stub.Watch(pb.WatchRequest(name=self.name), timeout=30))
-        self.assertEqual(raised.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+    def scrape(self):
+        """{series: value} of the service's /metrics, e.g. 'dlock_..._total{a="b"}': 3.0."""
+        status, text = curl("GET", self.service.http + "/metrics")
+        self.assertEqual(status, 200)
+        series = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                key, _, value = line.rpartition(" ")
+                series[key] = float(value)
+        return series
+
+    def test_metrics_count_requests_per_endpoint_with_status_and_latency(self):
+        acquire_route = 'transport="http",endpoint="POST /v1/locks/{name}:acquire"'
+        release_route = 'transport="http",endpoint="POST /v1/locks/{name}:release"'
+        grpc_acquire = 'transport="grpc",endpoint="/dlock.v1.Locks/Acquire"'
+        grpc_release = 'transport="grpc",endpoint="/dlock.v1.Locks/Release"'
+        counted = {
+            "dlock_service_requests_total{%s,status=\"200\"}" % acquire_route: 1,
+            "dlock_service_requests_total{%s,status=\"409\"}" % acquire_route: 2,
+            "dlock_service_requests_total{%s,status=\"200\"}" % release_route: 1,
+            'dlock_service_requests_total{transport="http",endpoint="other",status="404"}': 1,
+            "dlock_service_requests_total{%s,status=\"OK\"}" % grpc_acquire: 1,
+            "dlock_service_requests_total{%s,status=\"ABORTED\"}" % grpc_acquire: 1,
+            "dlock_service_requests_total{%s,status=\"OK\"}" % grpc_release: 1,
+            "dlock_service_request_seconds_count{%s}" % acquire_route: 3,
+            'dlock_service_request_seconds_bucket{%s,le="+Inf"}' % acquire_route: 3,
+            "dlock_service_request_seconds_count{%s}" % grpc_acquire: 2,
+        }
+        before = self.scrape()
+        base = self.service.http + "/v1/locks/" + self.name
+        status, grant = curl("POST", base + ":acquire", {"ttl_ms": 10000})
+        self.assertEqual(status, 200, grant)
+        self.assertEqual(curl("POST", base + ":acquire", {"ttl_ms": 1000})[0], 409)
+        # A wait of 300 ms that runs out: counted in the histogram's buckets from 0.25 s up.
+        self.assertEqual(curl("POST", base + ":acquire", {"ttl_ms": 1000, "wait_ms": 300})[0],
+                         409)
+        self.assertEqual(curl("POST", base + ":release", {"owner": grant["owner"]})[0], 200)
+        self.assertEqual(curl("GET", self.service.http + "/nowhere")[0], 404)
+        held = self.acquire(ttl_ms=10000)
+        self.assertEqual(code_of(self.acquire, ttl_ms=1000), grpc.StatusCode.ABORTED)
+        self.stub.Release(pb.ReleaseRequest(name=self.name, owner=held.owner), timeout=30)
+        after = self.scrape()
+        for series, added in counted.items():
+            with self.subTest(series=series):
+                self.assertEqual(after.get(series, 0) - before.get(series, 0), added)
+        waited = 'dlock_service_request_seconds_bucket{%s,le="0.1"}' % acquire_route
+        self.assertLessEqual(after.get(waited, 0) - before.get(waited, 0), 2)  # not the wait
+        self.assertGreater(after["dlock_service_request_seconds_sum{%s}" % acquire_route]
+                           - before.get("dlock_service_request_seconds_sum{%s}" % acquire_route,
+                                        0), 0.3)
+        self.assertIn("dlock_acquisitions_total", " ".join(after))  # the library's, beside them
 
 
 class NoQuorumTest(unittest.TestCase):

@@ -5,6 +5,7 @@
 
 #include "exit_codes.h"
 #include "sandbox.h"
+#include "service_process.h"
 #include "stop_signals.h"
 
 namespace dlock::cli {
@@ -28,8 +29,22 @@ CLI::App* add_sandbox_command(CLI::App& app, SandboxFlags& flags) {
       ->needs(cluster);
   sandbox->add_option("--replicas", flags.replicas,
                       "with --cluster or --sentinel: replicas per master (default 1)");
+  auto* service = sandbox->add_flag(
+      "--service", flags.service,
+      "also start a `dlock serve` in front of the nodes (gRPC and HTTP/JSON, docs/service.md)");
+  sandbox
+      ->add_option("--grpc-listen", flags.grpc_listen,
+                   "with --service: the service's gRPC HOST:PORT, or off (default "
+                   "127.0.0.1:7700; port 0: any)")
+      ->needs(service);
+  sandbox
+      ->add_option("--http-listen", flags.http_listen,
+                   "with --service: the service's HTTP HOST:PORT, or off (default "
+                   "127.0.0.1:7701; port 0: any)")
+      ->needs(service);
   sandbox->footer(
-      "Prints a DLOCK_REDIS=... line for the nodes; stops them on Ctrl-C or SIGTERM and leaves "
+      "Prints a DLOCK_REDIS=... line for the nodes (with --service also DLOCK_SERVICE_GRPC=... "
+      "and DLOCK_SERVICE_HTTP=... for the service); stops them on Ctrl-C or SIGTERM and leaves "
       "no process and no file behind.\n"
       "Exit status: 0 after a clean stop, 69 if the nodes could not start (no redis-server, a "
       "port in use), 64 usage error.\n\n"
@@ -37,10 +52,40 @@ CLI::App* add_sandbox_command(CLI::App& app, SandboxFlags& flags) {
       "  dlock sandbox --nodes 5\n"
       "  dlock sandbox --cluster            # one cluster: 3 masters, 3 replicas\n"
       "  dlock sandbox --sentinel --nodes 3 # Redlock over 3 sentinel-managed masters\n"
+      "  dlock sandbox --service            # 3 nodes and dlock serve on :7700 and :7701\n"
       "  export DLOCK_REDIS=...   # the printed line, in another terminal\n"
       "  dlock run my-job -- ./job.sh");
   return sandbox;
 }
+
+namespace {
+
+// --service: a `dlock serve` in front of the sandbox's nodes until a stop signal, stopped
+// before them. Returns 0, or the exit status when the service could not start or died.
+int serve_until_stopped(Sandbox& sandbox, const SandboxFlags& flags, StopSignals& stop) {
+  auto service = ServiceProcess::start(sandbox.urls(), flags.grpc_listen, flags.http_listen);
+  if (!service) {
+    std::cerr << "dlock: " << service.error().message() << "\n";
+    return kExitUnavailable;
+  }
+  const std::string http = (*service)->http_address();
+  if (!(*service)->grpc_address().empty()) {
+    std::cout << "DLOCK_SERVICE_GRPC=" << (*service)->grpc_address() << std::endl;
+  }
+  if (!http.empty()) std::cout << "DLOCK_SERVICE_HTTP=http://" << http << std::endl;
+  std::cerr << "dlock: " << sandbox.size() << " nodes and dlock serve up"
+            << (http.empty() ? "" : "; try: curl -X POST http://" + http + "/v1/locks/demo:acquire")
+            << ". Ctrl-C stops them." << std::endl;
+  while (stop.wait_for(std::chrono::seconds(1)) == 0) {
+    if (!(*service)->running()) {
+      std::cerr << "dlock: dlock serve exited; stopping the nodes" << std::endl;
+      return kExitUnavailable;
+    }
+  }
+  return 0;  // the service stops (SIGTERM, waited for) as it goes out of scope
+}
+
+}  // namespace
 
 int sandbox_command(SandboxFlags flags) {
   if (flags.nodes == 0) flags.nodes = flags.cluster || flags.sentinel ? 1 : 3;
@@ -69,9 +114,13 @@ int sandbox_command(SandboxFlags flags) {
     return kExitUnavailable;
   }
   std::cout << "DLOCK_REDIS=" << (*sandbox)->url_list() << std::endl;
-  std::cerr << "dlock: " << (*sandbox)->size()
-            << " nodes up; export the line above to use them. Ctrl-C stops them." << std::endl;
-  while (stop.wait_for(std::chrono::seconds(3600)) == 0) {
+  if (flags.service) {
+    if (int failed = serve_until_stopped(**sandbox, flags, stop)) return failed;
+  } else {
+    std::cerr << "dlock: " << (*sandbox)->size()
+              << " nodes up; export the line above to use them. Ctrl-C stops them." << std::endl;
+    while (stop.wait_for(std::chrono::seconds(3600)) == 0) {
+    }
   }
   sandbox->reset();
   std::cerr << "dlock: sandbox stopped" << std::endl;

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <string>
 
 namespace dlock::cli {
 
@@ -15,6 +16,9 @@ struct SandboxFlags {
   bool sentinel = false;  // each node a master with replicas, watched by sentinels
   std::size_t masters = 3;
   std::size_t replicas = 1;
+  bool service = false;  // a `dlock serve` in front of the nodes too
+  std::string grpc_listen = "127.0.0.1:7700";
+  std::string http_listen = "127.0.0.1:7701";
 };
 
 CLI::App* add_sandbox_command(CLI::App& app, SandboxFlags& flags);

@@ -68,14 +68,21 @@ std::optional<std::chrono::steady_clock::time_point> steady_deadline(
 // until gRPC calls OnDone, after Finish, so the completion may use it until it calls Finish.
 class AcquireReactor final : public grpc::ServerUnaryReactor {
  public:
-  AcquireReactor(Operations& ops, std::shared_ptr<PendingAcquire> pending)
-      : ops_(ops), pending_(std::move(pending)) {}
+  AcquireReactor(Operations& ops, std::shared_ptr<PendingAcquire> pending,
+                 grpc::CallbackServerContext& context)
+      : ops_(ops), pending_(std::move(pending)), context_(context) {}
 
   // `slot`: the caller's place among its concurrent waits, given back before the answer.
   void start(AcquireInput in, v1::AcquireResponse* response, WaitCounter::Slot slot) {
     // Finish is the last use of `this`: OnDone may delete it right after, on another thread.
     std::function<void(Outcome<Grant>)> done = [this, response](Outcome<Grant> outcome) {
-      if (auto* f = std::get_if<Failure>(&outcome)) return Finish(status_of(*f));
+      if (auto* f = std::get_if<Failure>(&outcome)) {
+        // HTTP's 409 body has it as holder_ttl_ms; gRPC's ABORTED, in the trailers.
+        if (f->holder_ttl_ms) {
+          context_.AddTrailingMetadata(kHolderTtlTrailer, std::to_string(*f->holder_ttl_ms));
+        }
+        return Finish(status_of(*f));
+      }
       const Grant& grant = std::get<Grant>(outcome);
       response->set_owner(grant.owner);
       response->set_fencing_token(grant.fencing_token);
@@ -91,6 +98,7 @@ class AcquireReactor final : public grpc::ServerUnaryReactor {
  private:
   Operations& ops_;
   std::shared_ptr<PendingAcquire> pending_;
+  grpc::CallbackServerContext& context_;  // gRPC's, valid until OnDone
 };
 
 // A call that the guard refused: answered at once, nothing sent to the nodes.
@@ -134,7 +142,7 @@ grpc::ServerUnaryReactor* GrpcLocks::Acquire(grpc::CallbackServerContext* contex
   in.deadline = steady_deadline(*context);
   auto slot = guard_.admit(caller_of(*context), in);
   if (auto* refused = std::get_if<Failure>(&slot)) return refuse(*context, *refused);
-  auto* reactor = new AcquireReactor(ops_, ops_.make_pending());
+  auto* reactor = new AcquireReactor(ops_, ops_.make_pending(), *context);
   reactor->start(std::move(in), response, std::move(std::get<WaitCounter::Slot>(slot)));
   return reactor;
 }
@@ -192,6 +200,11 @@ grpc::ServerUnaryReactor* GrpcLocks::Status(grpc::CallbackServerContext* context
 grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>* GrpcLocks::KeepAlive(
     grpc::CallbackServerContext* context) {
   return start_keepalive(ops_, guard_, caller_of(*context));
+}
+
+grpc::ServerWriteReactor<v1::WatchEvent>* GrpcLocks::Watch(grpc::CallbackServerContext* context,
+                                                           const v1::WatchRequest* request) {
+  return watches_.start(ops_, guard_, caller_of(*context), *request);
 }
 
 void fill_status(const LockStatus& status, v1::StatusResponse& out) {

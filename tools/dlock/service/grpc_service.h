@@ -2,7 +2,7 @@
 // The gRPC transport of the lock service: dlock.v1.Locks (proto/dlock/v1/lock.proto) on the
 // callback API, so a waiting Acquire holds no thread. Each method decodes, calls Operations,
 // and encodes; a cancelled call (the client went away, or its deadline passed) cancels the
-// wait. KeepAlive is in grpc_keepalive.h; Watch is not served yet (UNIMPLEMENTED).
+// wait. KeepAlive is in grpc_keepalive.h, Watch in grpc_watch.h.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -11,10 +11,15 @@
 #include <string>
 
 #include "dlock/v1/lock.grpc.pb.h"
+#include "service/grpc_watch.h"
 #include "service/guard.h"
 #include "service/operations.h"
 
 namespace dlock::service {
+
+// The trailing metadata of an Acquire refused as held (ABORTED, DEADLINE_EXCEEDED): the
+// holder's remaining ttl in ms, decimal (Failure::holder_ttl_ms).
+inline constexpr char kHolderTtlTrailer[] = "dlock-holder-ttl-ms";
 
 // The gRPC status for an outcome's Code.
 grpc::StatusCode grpc_code(Code code);
@@ -41,10 +46,18 @@ class GrpcLocks final : public dlock::v1::Locks::CallbackService {
   // grpc_keepalive.h.
   grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>* KeepAlive(
       grpc::CallbackServerContext* context) override;
+  // grpc_watch.h.
+  grpc::ServerWriteReactor<v1::WatchEvent>* Watch(grpc::CallbackServerContext* context,
+                                                  const v1::WatchRequest* request) override;
+
+  // Ends the watches in flight and refuses new ones (UNAVAILABLE): a stopping service calls it
+  // before gRPC's shutdown, which would otherwise wait its grace for streams that never end.
+  void stop_watches() { watches_.stop_all(); }
 
  private:
   Operations& ops_;
   Guard& guard_;
+  Watches watches_;
 };
 
 // Who makes a call: its `authorization` metadata and the peer's IP address.

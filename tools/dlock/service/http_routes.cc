@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "service/http_routes.h"
 
+#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "status_command.h"
@@ -29,7 +30,9 @@ HttpResponse ok(const nlohmann::json& j) {
 }
 
 HttpResponse failed(const Failure& f) {
-  return error_response(http_status(f.code), f.message);
+  if (!f.holder_ttl_ms) return error_response(http_status(f.code), f.message);
+  nlohmann::json j{{"error", f.message}, {"holder_ttl_ms", *f.holder_ttl_ms}};
+  return HttpResponse{http_status(f.code), "application/json", dump(j) + "\n"};
 }
 
 // Reads an optional integer field; a Failure names it when it has another type.
@@ -329,11 +332,8 @@ void handle_renew(const HttpHandlers& handlers, const HttpRequest& request,
   });
 }
 
-}  // namespace
-
-void handle(const HttpHandlers& handlers, const HttpRequest& request,
-            std::shared_ptr<PendingAcquire> pending, std::function<void(HttpResponse)> done) {
-  const Routed r = route(request.method, request.target);
+void dispatch(const HttpHandlers& handlers, const Routed& r, const HttpRequest& request,
+              std::shared_ptr<PendingAcquire> pending, std::function<void(HttpResponse)> done) {
   if (r.route == Route::not_found) return done(error_response(404, "no such path"));
   if (!r.method_ok) return done(error_response(405, "method not allowed here"));
   // With tokens, a known one before anything else (/metrics too: it names the Redis nodes);
@@ -358,6 +358,48 @@ void handle(const HttpHandlers& handlers, const HttpRequest& request,
     default:
       return handle_lock(handlers, r, request, std::move(pending), std::move(done));
   }
+}
+
+}  // namespace
+
+std::string endpoint_label(const Routed& r, std::string_view method) {
+  if (!r.method_ok) return "other";
+  switch (r.route) {
+    case Route::acquire:
+      return "POST /v1/locks/{name}:acquire";
+    case Route::extend:
+      return "POST /v1/locks/{name}:extend";
+    case Route::release:
+      return "POST /v1/locks/{name}:release";
+    case Route::status:
+      return "GET /v1/locks/{name}";
+    case Route::renew:
+      return "POST /v1/leases:renew";
+    case Route::healthz:
+      return std::string(method) + " /healthz";
+    case Route::readyz:
+      return std::string(method) + " /readyz";
+    case Route::metrics:
+      return std::string(method) + " /metrics";
+    case Route::not_found:
+      break;
+  }
+  return "other";
+}
+
+void handle(const HttpHandlers& handlers, const HttpRequest& request,
+            std::shared_ptr<PendingAcquire> pending, std::function<void(HttpResponse)> done) {
+  const Routed r = route(request.method, request.target);
+  if (handlers.endpoints) {
+    done = [done = std::move(done), metrics = handlers.endpoints,
+            endpoint = endpoint_label(r, request.method),
+            start = std::chrono::steady_clock::now()](HttpResponse response) {
+      metrics->record("http", endpoint, std::to_string(response.status),
+                      std::chrono::steady_clock::now() - start);
+      done(std::move(response));
+    };
+  }
+  dispatch(handlers, r, request, std::move(pending), std::move(done));
 }
 
 }  // namespace dlock::service

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "service/endpoint_metrics.h"
 #include "service/guard.h"
 #include "service/keepalive.h"
 #include "service/operations.h"
@@ -71,7 +72,12 @@ struct HttpHandlers {
   Guard* guard = nullptr;
   std::function<void(std::function<void(bool)>)> ready;
   std::function<std::string()> metrics;
+  // Where each request's route, status and latency is counted (none: not counted).
+  EndpointMetrics* endpoints = nullptr;
 };
+// The endpoint label of a request in EndpointMetrics: its method and route, the name left out
+// ("POST /v1/locks/{name}:acquire"); "other" for a path or method not served. Pure.
+std::string endpoint_label(const Routed& r, std::string_view method);
 void handle(const HttpHandlers& handlers, const HttpRequest& request,
             std::shared_ptr<PendingAcquire> pending, std::function<void(HttpResponse)> done);
 

@@ -11,6 +11,8 @@
 #include <asio/bind_executor.hpp>
 #include <asio/post.hpp>
 #include <cerrno>
+#include <functional>
+#include <vector>
 
 namespace dlock::service {
 
@@ -81,6 +83,22 @@ std::chrono::milliseconds wait_for(const AcquireInput& in,
   const auto margin =
       std::clamp(left / 10, std::chrono::milliseconds(5), std::chrono::milliseconds(100));
   return std::clamp(left - margin, std::chrono::milliseconds(0), wait);
+}
+
+std::optional<std::int64_t> holder_ttl_ms(const LockStatus& status) {
+  std::size_t answered = 0;
+  std::vector<std::int64_t> ttls;  // of the nodes that keep a key
+  for (const NodeLockState& n : status.nodes) {
+    if (n.error) continue;
+    ++answered;
+    if (n.kind == KeyKind::free) continue;
+    if (!n.ttl) return std::nullopt;  // kept until someone deletes it
+    ttls.push_back(n.ttl->count());
+  }
+  if (status.quorum == 0 || answered < status.quorum) return std::nullopt;
+  if (ttls.size() < status.quorum) return 0;
+  std::sort(ttls.begin(), ttls.end(), std::greater<>());
+  return ttls[status.quorum - 1];
 }
 
 std::string random_owner() {
@@ -191,7 +209,7 @@ void Operations::granted(Result<Lease> lease, const AcquireInput& in,
     pending->finished_ = true;
     cancelled = pending->cancelled_;
   }
-  if (!lease) return done(Failure{code_for(lease.error()), lease.error().message()});
+  if (!lease) return done(refusal(lease.error(), in));
   if (cancelled) {
     // Nobody will hear of this grant: give it back rather than block the name for a ttl.
     (void)lease->unlock();
@@ -205,6 +223,15 @@ void Operations::granted(Result<Lease> lease, const AcquireInput& in,
   if (!owner) return done(Failure{Code::unavailable, owner.error().message()});
   grant.owner = owner->str();
   done(std::move(grant));
+}
+
+Failure Operations::refusal(const Error& error, const AcquireInput& in) {
+  Failure f{code_for(error), error.message()};
+  // Held: one more round trip says for how long (a permit's holders are its slots' instead).
+  if ((f.code == Code::held || f.code == Code::wait_timeout) && in.mode != Mode::permit) {
+    if (auto status = client_.status(in.name)) f.holder_ttl_ms = holder_ttl_ms(*status);
+  }
+  return f;
 }
 
 void Operations::extend(HoldRef hold, std::optional<std::int64_t> ttl_ms,

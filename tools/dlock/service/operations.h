@@ -46,6 +46,9 @@ enum class Code {
 struct Failure {
   Code code;
   std::string message;
+  // held / wait_timeout of an Acquire: how long the holder's keys still live on a quorum of
+  // nodes (when the name frees by itself unless the holder extends it), if the nodes said.
+  std::optional<std::int64_t> holder_ttl_ms = std::nullopt;
 };
 
 template <typename T>
@@ -95,6 +98,11 @@ std::optional<Failure> check_ttl(const std::optional<std::int64_t>& ttl_ms);
 std::chrono::milliseconds wait_for(const AcquireInput& in,
                                    std::chrono::steady_clock::time_point now);
 
+// How long until fewer than a quorum of nodes keep a key of `status`'s name: the quorum-th
+// largest remaining ttl of the answering nodes (0: already so). nullopt when fewer than a
+// quorum answered, or a key without a ttl (another library's) could keep it held. Pure.
+std::optional<std::int64_t> holder_ttl_ms(const LockStatus& status);
+
 // A new owner token: 128 bits from the OS CSPRNG, hex.
 std::string random_owner();
 
@@ -134,6 +142,8 @@ class Operations {
   void granted(Result<Lease> lease, const AcquireInput& in,
                const std::shared_ptr<PendingAcquire>& pending,
                const std::function<void(Outcome<Grant>)>& done);
+  // The Failure for a refused acquisition; a held name's with its holder's ttl.
+  Failure refusal(const Error& error, const AcquireInput& in);
 
   Client client_;
   asio::thread_pool pool_;

@@ -8,8 +8,10 @@
 #include <charconv>
 #include <iostream>
 #include <memory>
+#include <vector>
 
 #include "exit_codes.h"
+#include "service/endpoint_interceptor.h"
 #include "service/grpc_service.h"
 #include "service/http_server.h"
 #include "service/operations.h"
@@ -41,11 +43,13 @@ CLI::App* add_serve_command(CLI::App& app, ServeFlags& flags) {
   add_security_flags(*serve, flags.security);
   serve->footer(
       "Serves dlock.v1.Locks (proto/dlock/v1/lock.proto): Acquire, Extend, Release, Status, "
-      "with server reflection; and HTTP/JSON: POST /v1/locks/NAME:acquire, :extend, :release, "
-      "GET /v1/locks/NAME, /healthz, /readyz, /metrics. Prints `dlock serve: grpc HOST:PORT` "
-      "and `dlock serve: http HOST:PORT` once it listens. Stops on SIGINT or SIGTERM: waits in "
-      "flight are cancelled; held locks stay held (they end with their ttl, or their owner "
-      "extends or releases them through another instance). See docs/service.md.\n"
+      "KeepAlive, Watch, with server reflection; and HTTP/JSON: POST /v1/locks/NAME:acquire, "
+      ":extend, :release, GET /v1/locks/NAME, POST /v1/leases:renew, /healthz, /readyz, "
+      "/metrics (with per-endpoint request counts and latencies). Prints `dlock serve: grpc "
+      "HOST:PORT` and `dlock serve: http HOST:PORT` once it listens. Stops on SIGINT or SIGTERM: "
+      "waits in flight are cancelled and watches end; held locks stay held (they end with their "
+      "ttl, or their owner extends or releases them through another instance). See "
+      "docs/service.md.\n"
       "Exit status: 0 stopped by a signal; 64 usage error; 69 a listener could not be opened.\n\n"
       "Examples:\n"
       "  dlock serve -r redis://10.0.0.1:6379 -r redis://10.0.0.2:6379 -r redis://10.0.0.3:6379\n"
@@ -90,7 +94,8 @@ std::shared_ptr<grpc::ServerCredentials> grpc_credentials(const service::ServerT
 }
 
 std::unique_ptr<grpc::Server> start_grpc(const std::string& address, service::GrpcLocks& locks,
-                                         const service::ServerTls* tls) {
+                                         const service::ServerTls* tls,
+                                         service::EndpointMetrics& endpoints) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default: a second dlock serve on the same port would then share
@@ -101,6 +106,9 @@ std::unique_ptr<grpc::Server> start_grpc(const std::string& address, service::Gr
   int port = 0;
   builder.AddListeningPort(address, grpc_credentials(tls), &port);
   builder.RegisterService(&locks);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counting;
+  counting.push_back(service::endpoint_interceptor(endpoints));
+  builder.experimental().SetInterceptorCreators(std::move(counting));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     std::cerr << "dlock: cannot listen on " << address << " for gRPC\n";
@@ -166,15 +174,17 @@ int serve_command(const ServeFlags& flags) {
     std::cerr << "dlock: " << client.error().message() << "\n";
     return kExitUsage;
   }
+  service::EndpointMetrics endpoints;  // before the servers that record in it
   service::Operations ops(*client, 4);
   service::GrpcLocks locks(ops, *guard);
   std::unique_ptr<grpc::Server> grpc_server;
-  if (!addresses->grpc.empty() && !(grpc_server = start_grpc(addresses->grpc, locks, tls->get()))) {
+  if (!addresses->grpc.empty() &&
+      !(grpc_server = start_grpc(addresses->grpc, locks, tls->get(), endpoints))) {
     return kExitUnavailable;
   }
-  service::HttpHandlers handlers{&ops, &*guard,
-                                 [&ops](auto done) { check_ready(ops, std::move(done)); },
-                                 [metrics] { return metrics->text(); }};
+  service::HttpHandlers handlers{
+      &ops, &*guard, [&ops](auto done) { check_ready(ops, std::move(done)); },
+      [metrics, &endpoints] { return metrics->text() + endpoints.text(); }, &endpoints};
   service::HttpServer http(std::move(handlers), *tls ? &(*tls)->context() : nullptr);
   if (!addresses->http.empty()) {
     auto port = http.start(addresses->http);
@@ -188,8 +198,10 @@ int serve_command(const ServeFlags& flags) {
   }
   // Calls in flight get a moment to finish; waits still running are then cancelled (nothing
   // of them stays on the nodes), and the listeners close.
-  if (grpc_server)
+  if (grpc_server) {
+    locks.stop_watches();  // they would never end by themselves
     grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
   http.stop();
   return kExitOk;
 }
