@@ -100,6 +100,10 @@ std::vector<MasterCounters> MeasuredCluster::counters() const {
   return out;
 }
 
+std::uint16_t MeasuredCluster::key_slot(const std::string& key) const {
+  return static_cast<std::uint16_t>(must(masters_[0], {"CLUSTER", "KEYSLOT", key})->integer);
+}
+
 std::vector<std::size_t> MeasuredCluster::slot_owners() const {
   constexpr std::size_t kNone = ~std::size_t{0};
   std::vector<std::size_t> owners(16384, kNone);

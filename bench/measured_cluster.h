@@ -45,6 +45,8 @@ class MeasuredCluster {
   std::vector<MasterCounters> counters() const;
   // For every slot, the index (into masters()) of the master that serves it.
   std::vector<std::size_t> slot_owners() const;
+  // The slot of `key`, as the cluster computes it (CLUSTER KEYSLOT).
+  std::uint16_t key_slot(const std::string& key) const;
   // Moves `slot` and its keys to master `to`: IMPORTING/MIGRATING, MIGRATE, then SETSLOT NODE
   // on every master, so that from then on every master answers MOVED for it but `to`.
   void move_slot(std::uint16_t slot, std::size_t to) const;

@@ -117,6 +117,7 @@ std::vector<node::Call> renew_calls(const std::vector<Renewal>& renewals,
   for (std::size_t j = 0; j < live.size(); ++j) {
     if (calls.empty() || holds_in_call == kRenewChunk) {
       calls.push_back(node::Call{&scripts::renew(), {}, {}});
+      calls.back().args_per_key = 4;  // renew.lua: owner, hold id, ttl, kind per key
       records.clear();
       holds_in_call = 0;
     }
@@ -200,6 +201,7 @@ node::ScriptRound QuorumLock::send_acquire(const HoldId& hold, std::chrono::mill
   call.min_replicas = guard.replicas;
   call.replica_timeout = guard.timeout;
   call.announcement = std::move(announcement);
+  call.record_ttl = ttl;
   return node::ScriptRound(nodes_, std::move(call));
 }
 

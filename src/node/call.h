@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,13 @@ struct Call {
   // cluster node that records the ttl in its greeting's record first does so under them
   // ("<ttl>.<digits>", max_ttl_raise.lua), so that the client's retraction takes it back.
   std::string announcement{};
+  // Routing facts, set by the call's builder (lock/quorum_lock.cc) so that a node routes
+  // without reading the script or its arguments. record_ttl: an acquisition, whose ttl a
+  // cluster node records in its greeting's record before sending it (max_ttl_raise.lua).
+  // args_per_key: a call that may be split by key (one call per slot, or per key while a slot
+  // migrates); KEYS[i] goes with ARGV[n*(i-1)+1 .. n*i]. 0: not splittable.
+  std::optional<std::chrono::milliseconds> record_ttl{};
+  std::size_t args_per_key = 0;
 };
 
 // True if `call` is the plain command `verb` (upper case), in any case.

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <optional>
 #include <set>
 
@@ -103,7 +102,7 @@ void ClusterNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_
   }
   const auto slot = slot_of(call);
   if (!slot) {
-    if (call.script == &scripts::renew()) return run_split_renew(call, deadline, std::move(done));
+    if (call.args_per_key > 0) return run_split_by_key(call, deadline, std::move(done));
     // Never for dlock's own names (lock/keys.h keeps a name's keys in its slot).
     asio::post(io_, [done = std::move(done)] {
       done(Error(errc::invalid_argument, "the keys of one call span Redis Cluster slots"));
@@ -112,12 +111,8 @@ void ClusterNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_
   }
   Request request{std::make_shared<const std::vector<Call>>(1, in_slot(call, *slot)), *slot,
                   deadline, std::move(done)};
-  if (call.script == &scripts::acquire() || call.script == &scripts::fair_acquire()) {
-    // ARGV[3] of both is the ttl (ms).
-    std::int64_t ttl = 0;
-    if (call.args.size() >= 3) {
-      std::from_chars(call.args[2].data(), call.args[2].data() + call.args[2].size(), ttl);
-    }
+  if (call.record_ttl) {
+    const std::int64_t ttl = call.record_ttl->count();
     // Raised again under a new announcement too: the one raised before may be taken back.
     if (ttl > home_max_ttl_ || home_max_ttl_epoch_ != epoch() ||
         net::Clock::now() + std::chrono::milliseconds(ttl) > home_max_ttl_until_ ||
@@ -159,10 +154,10 @@ void ClusterNode::raise_max_ttl_then(std::int64_t ttl, std::string announcement,
                 }});
 }
 
-void ClusterNode::run_split_renew(const Call& call, net::Clock::time_point deadline,
-                                  net::Connection::Callback done, bool per_key) {
-  // renew.lua: KEYS[i] with ARGV[4i-3 .. 4i]. One call per slot (per key: one per key, each
-  // following its own ASK); the replies go back in order.
+void ClusterNode::run_split_by_key(const Call& call, net::Clock::time_point deadline,
+                                   net::Connection::Callback done, bool per_key) {
+  // KEYS[i] with its call.args_per_key arguments. One call per slot (per key: one per key,
+  // each following its own ASK); the replies go back in order.
   std::map<std::size_t, std::vector<std::size_t>> groups;
   for (std::size_t i = 0; i < call.keys.size(); ++i) {
     groups[per_key ? i : key_slot(call.keys[i])].push_back(i);
@@ -182,10 +177,12 @@ void ClusterNode::run_split_renew(const Call& call, net::Clock::time_point deadl
   for (auto& [group, indexes] : groups) {
     const std::uint16_t slot = key_slot(call.keys[indexes.front()]);
     Call part{call.script, {}, {}};
+    part.args_per_key = call.args_per_key;
+    const std::size_t n = call.args_per_key;
     for (std::size_t i : indexes) {
       part.keys.push_back(call.keys[i]);
-      part.args.insert(part.args.end(), call.args.begin() + static_cast<std::ptrdiff_t>(4 * i),
-                       call.args.begin() + static_cast<std::ptrdiff_t>(4 * i + 4));
+      part.args.insert(part.args.end(), call.args.begin() + static_cast<std::ptrdiff_t>(n * i),
+                       call.args.begin() + static_cast<std::ptrdiff_t>(n * i + n));
     }
     route(Request{std::make_shared<const std::vector<Call>>(1, std::move(part)), slot, deadline,
                   [merge, indexes = indexes](Result<resp::Reply> r) {
@@ -265,8 +262,8 @@ void ClusterNode::on_reply(ServerNode& shard, Request request, Result<resp::Repl
     // migration to end, or its leases run out meanwhile: it goes key by key, each key to the
     // master that has it (ASK). Anything else waits for the migration to move the rest.
     const Call& call = request.calls->front();
-    if (call.script == &scripts::renew() && call.keys.size() > 1) {
-      return run_split_renew(call, request.deadline, std::move(request.done), true);
+    if (call.args_per_key > 0 && call.keys.size() > 1) {
+      return run_split_by_key(call, request.deadline, std::move(request.done), true);
     }
     const auto again = net::Clock::now() + kTryAgainPause;
     if (again >= request.deadline) return request.done(std::move(reply));

@@ -8,8 +8,9 @@
 //   few refreshes, not one per request.
 // - MOVED updates the slot at once and resends there; ASK resends once, preceded by ASKING, to
 //   the importing master; TRYAGAIN (a multi-key script while its slot migrates) retries after a
-//   short pause until the deadline, except a renew batch, which is sent again one key per call
-//   (each follows its own ASK: held locks stay held during a migration). At most
+//   short pause until the deadline, except a call that may be split by key (Call::args_per_key,
+//   the renew batch), which is sent again one key per call (each follows its own ASK: held
+//   locks stay held during a migration). At most
 //   kMaxRedirects per request.
 // - A script reaches only keys of one slot. Every key of a lock name is in its slot
 //   (lock/keys.h); the node keys (node/node_keys.h) are named per slot here; a renew batch (the
@@ -86,9 +87,10 @@ class ClusterNode final : public Node {
   void route(Request request);
   void send_to(ServerNode& shard, Request request, bool asking);
   void on_reply(ServerNode& shard, Request request, Result<resp::Reply> reply);
-  // A renew batch split per slot, or with `per_key` one call per key (its slot migrates).
-  void run_split_renew(const Call& call, net::Clock::time_point deadline,
-                       net::Connection::Callback done, bool per_key = false);
+  // A call with Call::args_per_key (the renew batch) split per slot, or with `per_key` one call
+  // per key (its slot migrates).
+  void run_split_by_key(const Call& call, net::Clock::time_point deadline,
+                        net::Connection::Callback done, bool per_key = false);
   // An acquisition whose ttl the greeting's copy of the live ttls (slot 0's) may not hold for a
   // ttl more: raised there first, then sent (max_ttl_raise.lua).
   void raise_max_ttl_then(std::int64_t ttl, std::string announcement, Request acquisition);
