@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "lock/calls.h"
 
+#include <map>
+
 #include "lock/keys.h"
 #include "scripts/script.h"
 
@@ -12,7 +14,44 @@ constexpr std::uint32_t key_bit(std::size_t i) {
   return std::uint32_t{1} << i;
 }
 
+// Holds per renew script call: bounds the time one call blocks a node.
+constexpr std::size_t kRenewChunk = 256;
+
 }  // namespace
+
+std::vector<node::Call> renew_calls(const std::vector<Renewal>& renewals,
+                                    const std::vector<std::size_t>& live,
+                                    std::vector<RenewPlace>& places) {
+  std::vector<node::Call> calls;
+  std::map<std::string, std::size_t> records;  // record key -> its entry in the last call
+  std::size_t holds_in_call = 0;
+  for (std::size_t j = 0; j < live.size(); ++j) {
+    if (calls.empty() || holds_in_call == kRenewChunk) {
+      calls.push_back(node::Call{&scripts::renew(), {}, {}});
+      calls.back().args_per_key = 4;  // renew.lua: owner, hold id, ttl, kind per key
+      records.clear();
+      holds_in_call = 0;
+    }
+    node::Call& call = calls.back();
+    const Renewal& r = renewals[live[j]];
+    places[j] = RenewPlace{calls.size() - 1, call.keys.size()};
+    ++holds_in_call;
+    call.keys.push_back(r.hold.kind == HoldKind::read ? readers_key(r.hold.name) : r.hold.name);
+    call.args.insert(call.args.end(), {r.hold.owner.str(), r.hold.id, std::to_string(r.ttl.count()),
+                                       kind_arg(r.hold.kind)});
+    std::string record = permit_record_key(r.hold.name);
+    if (record.empty()) continue;
+    const auto [at, added] = records.emplace(record, call.keys.size());
+    if (added) {
+      call.keys.push_back(std::move(record));
+      call.args.insert(call.args.end(), {"", "", std::to_string(r.ttl.count()), "p"});
+    } else {
+      std::string& ttl = call.args[4 * at->second + 2];
+      if (std::stoll(ttl) < r.ttl.count()) ttl = std::to_string(r.ttl.count());
+    }
+  }
+  return calls;
+}
 
 node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
                         const std::optional<FairTicket>& fair, WriterWait writer,

@@ -34,6 +34,28 @@ struct WriterWait {
   bool registered = false;
 };
 
+// One hold for a batched renewal.
+struct Renewal {
+  HoldId hold;
+  std::chrono::milliseconds ttl{0};
+  std::chrono::steady_clock::time_point valid_until;
+};
+
+// Where a renewal's entry sits among the renew calls.
+struct RenewPlace {
+  std::size_t call = 0;
+  std::size_t entry = 0;
+};
+
+// The renew.lua calls for renewals[live[j]], each at places[j] (places.size() == live.size()):
+// up to 256 holds per call (bounds the time one call blocks a node). A semaphore's permits
+// re-arm its permit record in the same call (one entry per semaphore and call, with the
+// largest ttl), so that the record lives as long as they do; its reply is not part of any
+// judgement. A cluster node may split each call by key (Call::args_per_key).
+std::vector<node::Call> renew_calls(const std::vector<Renewal>& renewals,
+                                    const std::vector<std::size_t>& live,
+                                    std::vector<RenewPlace>& places);
+
 // acquire.lua (or fair_acquire.lua with `fair`) for a new hold of `ttl`; `permits` > 0 for a
 // slot of a semaphore (its permit record and count). `announcement`: the digits of the greeting
 // it is made under (lock::Membership).

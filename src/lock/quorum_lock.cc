@@ -14,9 +14,6 @@
 namespace dlock::lock {
 namespace {
 
-// Holds per renew script call: bounds the time one call blocks a node.
-constexpr std::size_t kRenewChunk = 256;
-
 std::string ms(Clock::duration d) {
   return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(d).count()) + " ms";
 }
@@ -96,50 +93,6 @@ std::optional<ForceOutcome> force_outcome(std::string_view word) {
     if (word == to_string(o)) return o;
   }
   return std::nullopt;
-}
-
-// Where a renewal's entry sits among the renew calls.
-struct RenewPlace {
-  std::size_t call = 0;
-  std::size_t entry = 0;
-};
-
-// The renew.lua calls for renewals[live[j]], each at places[j]: up to kRenewChunk holds per
-// call. A semaphore's permits re-arm its permit record in the same call (one entry per
-// semaphore and call, with the largest ttl), so that the record lives as long as they do; its
-// reply is not part of any judgement.
-std::vector<node::Call> renew_calls(const std::vector<Renewal>& renewals,
-                                    const std::vector<std::size_t>& live,
-                                    std::vector<RenewPlace>& places) {
-  std::vector<node::Call> calls;
-  std::map<std::string, std::size_t> records;  // record key -> its entry in the last call
-  std::size_t holds_in_call = 0;
-  for (std::size_t j = 0; j < live.size(); ++j) {
-    if (calls.empty() || holds_in_call == kRenewChunk) {
-      calls.push_back(node::Call{&scripts::renew(), {}, {}});
-      calls.back().args_per_key = 4;  // renew.lua: owner, hold id, ttl, kind per key
-      records.clear();
-      holds_in_call = 0;
-    }
-    node::Call& call = calls.back();
-    const Renewal& r = renewals[live[j]];
-    places[j] = RenewPlace{calls.size() - 1, call.keys.size()};
-    ++holds_in_call;
-    call.keys.push_back(r.hold.kind == HoldKind::read ? readers_key(r.hold.name) : r.hold.name);
-    call.args.insert(call.args.end(), {r.hold.owner.str(), r.hold.id, std::to_string(r.ttl.count()),
-                                       kind_arg(r.hold.kind)});
-    std::string record = permit_record_key(r.hold.name);
-    if (record.empty()) continue;
-    const auto [at, added] = records.emplace(record, call.keys.size());
-    if (added) {
-      call.keys.push_back(std::move(record));
-      call.args.insert(call.args.end(), {"", "", std::to_string(r.ttl.count()), "p"});
-    } else {
-      std::string& ttl = call.args[4 * at->second + 2];
-      if (std::stoll(ttl) < r.ttl.count()) ttl = std::to_string(r.ttl.count());
-    }
-  }
-  return calls;
 }
 
 // `outcomes` ends with max_ttl_raise's, which it takes off. A node whose record was not raised

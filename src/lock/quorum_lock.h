@@ -62,13 +62,6 @@ struct ReplicaGuard {
   std::chrono::milliseconds timeout{0};
 };
 
-// One hold for a batched renewal.
-struct Renewal {
-  HoldId hold;
-  std::chrono::milliseconds ttl{0};
-  Clock::time_point valid_until;
-};
-
 class QuorumLock {
  public:
   // `observer` (may be null) hears of quarantines.
