@@ -43,6 +43,8 @@ step "clang-format"
 git ls-files '*.h' '*.cc' | xargs clang-format --dry-run -Werror
 step "function size: at most 60 lines in src/, include/ and tools/"
 python3 scripts/check-function-size.py
+step "layers: what each folder of src/ may include (docs/design.md)"
+python3 scripts/check-layers.py
 
 presets=("$@")
 ((${#presets[@]})) || presets=(dev asan tsan fuzz)

@@ -7,7 +7,6 @@
 #include <string>
 #include <string_view>
 
-#include "node/node_keys.h"
 #include "node/slots.h"
 
 namespace dlock::lock {
@@ -37,18 +36,19 @@ inline std::string fence_key(std::string_view name) {
   return auxiliary_key("dlock:fence:", name);
 }
 
-// One per node: the largest fencing token this node handed out or was raised to, for any name.
-// A new counter starts from it (see acquire.lua).
-using node::kFenceFloorKey;
+// Node keys (node::Call::node_keys): one per node, not one per name. On a Redis Cluster each
+// exists once per slot (node/node_keys.h): a script can reach only keys of the slot of the lock
+// it works on.
 
-// One per node: the largest lock ttl (ms) this node knows of (hello.lua, acquire.lua).
-inline const std::string kMaxTtlKey(node::kMaxTtlKey);
+// The largest fencing token this node handed out or was raised to, for any name. A new counter
+// starts from it (see acquire.lua).
+inline constexpr std::string_view kFenceFloorKey = "dlock:fence-floor";
 
-// One per node: the boot identities this node was told of (hello.lua, lock/membership.h).
-inline const std::string kBootsKey(node::kBootsKey);
+// The lock ttls (ms) this node knows of (hello.lua, acquire.lua).
+inline const std::string kMaxTtlKey("dlock:max-ttl");
 
-// On a Redis Cluster the three keys above exist once per slot (node/node_keys.h): a script can
-// reach only keys of the slot of the lock it works on.
+// The boot identities this node was told of (hello.lua, lock/membership.h).
+inline const std::string kBootsKey("dlock:boots");
 
 inline std::string accepted_token_key(std::string_view key) {
   return auxiliary_key("dlock:accepted:", key);

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "engine/run.h"
+#include "lock/calls.h"
 #include "lock/keys.h"
 #include "lock/owner.h"
 #include "lock/tally.h"
@@ -338,8 +339,7 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
     args.insert(args.end(), {ids[i]->run_id, ids[i]->uptime_seconds});
   }
   const auto asked = Clock::now();
-  node::ScriptRound hello(nodes_, scripts::hello(),
-                          {kBootsKey, kMaxTtlKey, std::string(kFenceFloorKey)}, std::move(args));
+  node::ScriptRound hello(nodes_, hello_call(std::move(args)));
   node::Outcomes answers = co_await hello;
   drop_answers_of_changed_connections(answers, found);
   // The nodes measured boot ages when they ran the script, at most now: a boot counted back
@@ -433,8 +433,7 @@ engine::Task<std::vector<bool>> Membership::join(
     const auto& age = report.boot_age[k];
     args.insert(args.end(), {ids[greeted[k]]->run_id, std::to_string(age ? age->count() : -1)});
   }
-  node::ScriptRound joined(nodes_, scripts::hello(),
-                           {kBootsKey, kMaxTtlKey, std::string(kFenceFloorKey)}, std::move(args));
+  node::ScriptRound joined(nodes_, hello_call(std::move(args)));
   const node::Outcomes outcomes = co_await joined;
   for (std::size_t k = 0; k < greeted.size(); ++k) {
     const auto& r = outcomes[greeted[k]];
@@ -451,8 +450,7 @@ engine::Task<bool> Membership::reseed_floors(const BootReport& report) {
     return floor > 0 && floor < report.largest_floor;
   };
   if (std::none_of(report.floors.begin(), report.floors.end(), behind)) co_return true;
-  node::ScriptRound raised(nodes_, scripts::floor_raise(), {std::string(kFenceFloorKey)},
-                           {std::to_string(report.largest_floor)});
+  node::ScriptRound raised(nodes_, floor_raise_call(report.largest_floor));
   // A node it misses is raised by the next greeting or grant.
   const node::Outcomes outcomes = co_await raised;
   co_return std::all_of(outcomes.begin(), outcomes.end(),

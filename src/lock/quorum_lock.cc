@@ -14,9 +14,6 @@
 namespace dlock::lock {
 namespace {
 
-// Holds per renew script call: bounds the time one call blocks a node.
-constexpr std::size_t kRenewChunk = 256;
-
 std::string ms(Clock::duration d) {
   return std::to_string(std::chrono::ceil<std::chrono::milliseconds>(d).count()) + " ms";
 }
@@ -98,50 +95,6 @@ std::optional<ForceOutcome> force_outcome(std::string_view word) {
   return std::nullopt;
 }
 
-// Where a renewal's entry sits among the renew calls.
-struct RenewPlace {
-  std::size_t call = 0;
-  std::size_t entry = 0;
-};
-
-// The renew.lua calls for renewals[live[j]], each at places[j]: up to kRenewChunk holds per
-// call. A semaphore's permits re-arm its permit record in the same call (one entry per
-// semaphore and call, with the largest ttl), so that the record lives as long as they do; its
-// reply is not part of any judgement.
-std::vector<node::Call> renew_calls(const std::vector<Renewal>& renewals,
-                                    const std::vector<std::size_t>& live,
-                                    std::vector<RenewPlace>& places) {
-  std::vector<node::Call> calls;
-  std::map<std::string, std::size_t> records;  // record key -> its entry in the last call
-  std::size_t holds_in_call = 0;
-  for (std::size_t j = 0; j < live.size(); ++j) {
-    if (calls.empty() || holds_in_call == kRenewChunk) {
-      calls.push_back(node::Call{&scripts::renew(), {}, {}});
-      calls.back().args_per_key = 4;  // renew.lua: owner, hold id, ttl, kind per key
-      records.clear();
-      holds_in_call = 0;
-    }
-    node::Call& call = calls.back();
-    const Renewal& r = renewals[live[j]];
-    places[j] = RenewPlace{calls.size() - 1, call.keys.size()};
-    ++holds_in_call;
-    call.keys.push_back(r.hold.kind == HoldKind::read ? readers_key(r.hold.name) : r.hold.name);
-    call.args.insert(call.args.end(), {r.hold.owner.str(), r.hold.id, std::to_string(r.ttl.count()),
-                                       kind_arg(r.hold.kind)});
-    std::string record = permit_record_key(r.hold.name);
-    if (record.empty()) continue;
-    const auto [at, added] = records.emplace(record, call.keys.size());
-    if (added) {
-      call.keys.push_back(std::move(record));
-      call.args.insert(call.args.end(), {"", "", std::to_string(r.ttl.count()), "p"});
-    } else {
-      std::string& ttl = call.args[4 * at->second + 2];
-      if (std::stoll(ttl) < r.ttl.count()) ttl = std::to_string(r.ttl.count());
-    }
-  }
-  return calls;
-}
-
 // `outcomes` ends with max_ttl_raise's, which it takes off. A node whose record was not raised
 // (out of memory, say) does not count as renewed: the lease would outlive what a greeting reads
 // there after a restart.
@@ -176,32 +129,9 @@ node::ScriptRound QuorumLock::send_acquire(const HoldId& hold, std::chrono::mill
                                            const std::optional<FairTicket>& fair, WriterWait writer,
                                            ReplicaGuard guard, std::size_t permits,
                                            std::string announcement) {
-  const std::string& name = hold.name;
-  node::Call call;
-  if (!fair) {
-    call = node::Call{&scripts::acquire(),
-                      {name, fence_key(name), std::string(kFenceFloorKey), kMaxTtlKey,
-                       readers_key(name), writers_waiting_key(name)},
-                      {hold.owner.str(), hold.id, std::to_string(ttl.count()), kind_arg(hold.kind),
-                       std::to_string(writer.register_for.count()), writer.registered ? "1" : "0"}};
-  } else {
-    // Fair mode is for write holds only (the client refuses fair read holds).
-    call = node::Call{
-        &scripts::fair_acquire(),
-        {name, fence_key(name), queue_key(name), queue_alive_key(name), std::string(kFenceFloorKey),
-         kMaxTtlKey, readers_key(name), writers_waiting_key(name)},
-        {hold.owner.str(), hold.id, std::to_string(ttl.count()), std::to_string(fair->arrival_ms),
-         std::to_string(fair->waiter_timeout.count()), fair->enqueue ? "1" : "0"}};
-  }
-  // A semaphore's slot: its permit record, and the count this client uses.
-  if (const std::string record = permit_record_key(name); permits > 0 && !record.empty()) {
-    call.keys.push_back(record);
-    call.args.push_back(std::to_string(permits));
-  }
+  node::Call call = acquire_call(hold, ttl, fair, writer, permits, std::move(announcement));
   call.min_replicas = guard.replicas;
   call.replica_timeout = guard.timeout;
-  call.announcement = std::move(announcement);
-  call.record_ttl = ttl;
   return node::ScriptRound(nodes_, std::move(call));
 }
 
@@ -339,9 +269,7 @@ engine::Task<bool> QuorumLock::raise_fence(std::string name, std::uint64_t token
   };
   node::Enough raised{nodes_.quorum(),
                       [confirms](std::size_t, const resp::Reply& r) { return confirms(r); }};
-  node::ScriptRound round(nodes_, scripts::fence_raise(),
-                          {fence_key(name), std::string(kFenceFloorKey)},
-                          {std::to_string(token), std::to_string(ttl.count())}, std::move(raised));
+  node::ScriptRound round(nodes_, fence_raise_call(name, token, ttl), std::move(raised));
   node::Outcomes outcomes = co_await round;
   std::size_t confirmed = 0;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
@@ -360,9 +288,7 @@ engine::Task<bool> QuorumLock::raise_fence(std::string name, std::uint64_t token
 void QuorumLock::raise_behind(const std::string& name, std::uint64_t token,
                               std::chrono::milliseconds ttl) {
   std::vector<node::Call> calls;
-  calls.push_back(node::Call{&scripts::fence_raise(),
-                             {fence_key(name), std::string(kFenceFloorKey)},
-                             {std::to_string(token), std::to_string(ttl.count())}});
+  calls.push_back(fence_raise_call(name, token, ttl));
   // Started on the io thread and not awaited: the lease does not wait for it. NodeSet runs
   // posted work only while it lives, and the round's callbacks keep nothing of this object.
   node::Fanout& nodes = nodes_;
@@ -389,7 +315,7 @@ engine::Task<bool> QuorumLock::retract(std::vector<std::string> retracted) {
   if (retracted.empty()) co_return false;
   // Best effort: a node that misses it keeps the announcement until it lapses (two ttls), a
   // longer quarantine there, never a shorter one.
-  node::ScriptRound round(nodes_, scripts::max_ttl_retract(), {kMaxTtlKey}, std::move(retracted));
+  node::ScriptRound round(nodes_, max_ttl_retract_call(std::move(retracted)));
   (void)co_await round;
   co_return true;
 }
@@ -399,9 +325,7 @@ void QuorumLock::leave_queue(const std::string& name, const OwnerToken& owner) {
 }
 
 engine::Task<bool> QuorumLock::leave_queue_task(std::string name, OwnerToken owner) {
-  node::ScriptRound round(nodes_, scripts::fair_leave(),
-                          {name, queue_key(name), queue_alive_key(name), writers_waiting_key(name)},
-                          {owner.str(), release_channel(name)});
+  node::ScriptRound round(nodes_, fair_leave_call(name, owner));
   (void)co_await round;
   co_return true;
 }
@@ -416,14 +340,7 @@ engine::Task<Result<void>> QuorumLock::release_task(HoldId hold, std::size_t* li
                               return parse_release(r).kind == ReleaseReply::Kind::freed;
                             }};
   const std::string& name = hold.name;
-  std::vector<std::string> keys{name, queue_key(name), queue_alive_key(name), readers_key(name)};
-  // A semaphore's slot: its permit is counted off the record (deleted with the last one).
-  if (std::string record = permit_record_key(name); !record.empty()) {
-    keys.push_back(std::move(record));
-  }
-  node::ScriptRound round(nodes_, scripts::release(), std::move(keys),
-                          {hold.owner.str(), release_channel(name), hold.id, kind_arg(hold.kind)},
-                          std::move(confirmed_by));
+  node::ScriptRound round(nodes_, release_call(hold), std::move(confirmed_by));
   node::Outcomes outcomes = co_await round;
   std::size_t confirmed = 0;
   std::size_t errors = 0;
@@ -503,9 +420,7 @@ engine::Task<std::vector<Result<Clock::time_point>>> QuorumLock::renew_task(
   std::vector<node::Call> calls = renew_calls(renewals, live, places);
   // The renewed leases live on past the grants that recorded their ttl: recorded again, on
   // every node (also where a grant missed), for what a greeting reads after a restart.
-  calls.push_back(node::Call{&scripts::max_ttl_raise(),
-                             {kMaxTtlKey},
-                             {std::to_string(max_ttl.count()), std::to_string(max_ttl.count())}});
+  calls.push_back(max_ttl_raise_call(max_ttl));
   const auto start = Clock::now();
   node::Round round(nodes_, std::move(calls));
   std::vector<node::Outcomes> outcomes = co_await round;
@@ -636,11 +551,7 @@ Result<std::size_t> QuorumLock::resize_permits(const std::string& name, std::siz
 LockStatus QuorumLock::inspect(const std::string& name) {
   const std::vector<std::chrono::milliseconds> quarantine = membership_.quarantine();
   const node::Outcomes infos = nodes_.run_command({"INFO"});
-  node::Outcomes outcomes =
-      nodes_.run_script(scripts::inspect(),
-                        {name, fence_key(name), queue_key(name), std::string(kFenceFloorKey),
-                         readers_key(name), writers_waiting_key(name)},
-                        {});
+  node::Outcomes outcomes = nodes_.run(std::vector<node::Call>{inspect_call(name)}).front();
   LockStatus status;
   status.name = name;
   status.quorum = nodes_.quorum();
@@ -674,9 +585,7 @@ LockStatus QuorumLock::inspect(const std::string& name) {
 std::vector<ForcedRelease> QuorumLock::force_release(const std::string& name,
                                                      bool include_foreign) {
   node::Outcomes outcomes =
-      nodes_.run_script(scripts::force_release(),
-                        {name, queue_key(name), readers_key(name), writers_waiting_key(name)},
-                        {release_channel(name), include_foreign ? "1" : "0"});
+      nodes_.run(std::vector<node::Call>{force_release_call(name, include_foreign)}).front();
   std::vector<ForcedRelease> report;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     ForcedRelease r{nodes_.address(i).display(), {}, std::nullopt};

@@ -31,6 +31,7 @@
 #include <variant>
 
 #include "engine/task.h"
+#include "lock/calls.h"
 #include "lock/hold.h"
 #include "lock/membership.h"
 #include "lock/tally.h"
@@ -54,34 +55,11 @@ struct Refused {
   bool writer_registered = false;
 };
 
-// Fair mode: the waiter's place in line (see fair_acquire.lua).
-struct FairTicket {
-  std::int64_t arrival_ms = 0;  // wall-clock ms when the waiter first asked; same on all nodes
-  std::chrono::milliseconds waiter_timeout{0};
-  bool enqueue = false;  // join the queue if the lock cannot be had now
-};
-
-// A write acquisition that may wait: refused because readers hold the lock, it is registered on
-// the nodes as a waiting writer for `register_for` (new readers stay out meanwhile: no writer
-// starvation). `registered`: an earlier attempt may have registered it; a grant then drops the
-// registration. Zero register_for: only try (try_lock), register nothing.
-struct WriterWait {
-  std::chrono::milliseconds register_for{0};
-  bool registered = false;
-};
-
 // The replica guard (LockOptions::min_replicas): a node's grant counts only once WAIT confirmed
 // `replicas` of its replicas within `timeout` (node::Call). Zero replicas: off.
 struct ReplicaGuard {
   std::size_t replicas = 0;
   std::chrono::milliseconds timeout{0};
-};
-
-// One hold for a batched renewal.
-struct Renewal {
-  HoldId hold;
-  std::chrono::milliseconds ttl{0};
-  Clock::time_point valid_until;
 };
 
 class QuorumLock {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -36,6 +37,15 @@ struct Call {
   // migrates); KEYS[i] goes with ARGV[n*(i-1)+1 .. n*i]. 0: not splittable.
   std::optional<std::chrono::milliseconds> record_ttl{};
   std::size_t args_per_key = 0;
+  // Keys that exist once per node, not once per lock name: bit i set for keys[i]. A cluster
+  // node keeps one of each per slot, names the one of the slot it sends the call to, and
+  // chooses that slot by the other keys alone.
+  std::uint32_t node_keys = 0;
+  // With record_ttl: how to build the call that records it (the lock layer's builder), run by a
+  // cluster node in its home slot before the acquisition, under the call's announcement.
+  Call (*record_call)(std::chrono::milliseconds ttl, const std::string& announcement) = nullptr;
+
+  bool is_node_key(std::size_t i) const { return i < 32 && (node_keys >> i & 1U) != 0; }
 };
 
 // True if `call` is the plain command `verb` (upper case), in any case.

@@ -8,7 +8,6 @@
 
 #include "node/node_keys.h"
 #include "node/server_identity.h"
-#include "scripts/script.h"
 
 namespace dlock::node {
 namespace {
@@ -34,9 +33,9 @@ std::optional<std::uint16_t> slot_of(const Call& call) {
     return key_slot(call.keys[1]);
   }
   std::optional<std::uint16_t> slot;
-  for (const auto& key : call.keys) {
-    if (is_node_key(key)) continue;
-    const auto s = key_slot(key);
+  for (std::size_t i = 0; i < call.keys.size(); ++i) {
+    if (call.is_node_key(i)) continue;
+    const auto s = key_slot(call.keys[i]);
     if (slot && *slot != s) return std::nullopt;
     slot = s;
   }
@@ -47,8 +46,8 @@ std::optional<std::uint16_t> slot_of(const Call& call) {
 Call in_slot(const Call& call, std::uint16_t slot) {
   Call out = call;
   if (out.script != nullptr) {
-    for (auto& key : out.keys) {
-      if (is_node_key(key)) key = node_key_in_slot(key, slot);
+    for (std::size_t i = 0; i < out.keys.size(); ++i) {
+      if (out.is_node_key(i)) out.keys[i] = node_key_in_slot(out.keys[i], slot);
     }
   }
   return out;
@@ -111,29 +110,26 @@ void ClusterNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_
   }
   Request request{std::make_shared<const std::vector<Call>>(1, in_slot(call, *slot)), *slot,
                   deadline, std::move(done)};
-  if (call.record_ttl) {
+  if (call.record_ttl && call.record_call != nullptr) {
     const std::int64_t ttl = call.record_ttl->count();
     // Raised again under a new announcement too: the one raised before may be taken back.
     if (ttl > home_max_ttl_ || home_max_ttl_epoch_ != epoch() ||
         net::Clock::now() + std::chrono::milliseconds(ttl) > home_max_ttl_until_ ||
         call.announcement != home_max_ttl_announcement_) {
-      return raise_max_ttl_then(ttl, call.announcement, std::move(request));
+      return raise_max_ttl_then(call, std::move(request));
     }
   }
   route(std::move(request));
 }
 
-void ClusterNode::raise_max_ttl_then(std::int64_t ttl, std::string announcement,
-                                     Request acquisition) {
+void ClusterNode::raise_max_ttl_then(const Call& call, Request acquisition) {
+  const std::int64_t ttl = call.record_ttl->count();
+  std::string announcement = call.announcement;
   const std::uint64_t epoch_then = epoch();
   const auto deadline = acquisition.deadline;
   const auto sent = net::Clock::now();
-  std::string member = std::to_string(ttl);
-  if (!announcement.empty()) member += "." + announcement;
   auto raise = std::make_shared<const std::vector<Call>>(
-      1, Call{&scripts::max_ttl_raise(),
-              {node_key_in_slot(kMaxTtlKey, kHomeSlot)},
-              {std::move(member), std::to_string(2 * ttl)}});
+      1, in_slot(call.record_call(*call.record_ttl, announcement), kHomeSlot));
   route(Request{std::move(raise), kHomeSlot, deadline,
                 [this, ttl, epoch_then, sent, announcement = std::move(announcement),
                  acquisition = std::move(acquisition)](Result<resp::Reply> r) mutable {

@@ -13,7 +13,7 @@
 //   locks stay held during a migration). At most
 //   kMaxRedirects per request.
 // - A script reaches only keys of one slot. Every key of a lock name is in its slot
-//   (lock/keys.h); the node keys (node/node_keys.h) are named per slot here; a renew batch (the
+//   (lock/keys.h); the node keys (Call::node_keys) are named per slot here; a renew batch (the
 //   watchdog's, many names) is split per slot, pipelined to each master, and its replies put
 //   back in order.
 // - The cluster's boot identity (INFO run_id, which lock/membership.h remembers to spot
@@ -92,8 +92,8 @@ class ClusterNode final : public Node {
   void run_split_by_key(const Call& call, net::Clock::time_point deadline,
                         net::Connection::Callback done, bool per_key = false);
   // An acquisition whose ttl the greeting's copy of the live ttls (slot 0's) may not hold for a
-  // ttl more: raised there first, then sent (max_ttl_raise.lua).
-  void raise_max_ttl_then(std::int64_t ttl, std::string announcement, Request acquisition);
+  // ttl more: raised there first (the call's record_call, for twice its ttl), then sent.
+  void raise_max_ttl_then(const Call& call, Request acquisition);
   // INFO for the cluster as a whole: asked of every master, answered as one server would, with
   // a run_id that changes whenever any master does (see the header comment).
   void identify(Request request);

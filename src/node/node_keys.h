@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The keys a lock node keeps once for all lock names (not one per name): the fence floor, the
-// largest ttl, the boot records (lock/keys.h, lock/membership.h say what they hold). On a Redis
-// Cluster a script reaches only the keys of one slot, so there each exists once per slot.
+// Node keys: keys that exist once per node, not once per lock name (node::Call::node_keys says
+// which keys of a call they are; lock/keys.h names them). On a Redis Cluster a script reaches
+// only the keys of one slot, so there each exists once per slot, under the name made here.
 #pragma once
 
 #include <string>
@@ -11,15 +11,7 @@
 
 namespace dlock::node {
 
-inline constexpr std::string_view kFenceFloorKey = "dlock:fence-floor";
-inline constexpr std::string_view kMaxTtlKey = "dlock:max-ttl";
-inline constexpr std::string_view kBootsKey = "dlock:boots";
-
-inline bool is_node_key(std::string_view key) {
-  return key == kFenceFloorKey || key == kMaxTtlKey || key == kBootsKey;
-}
-
-// The cluster's copy of a node key for `slot`: dlock:fence-floor:{TAG}, TAG the slot's tag.
+// The cluster's copy of a node key for `slot`: KEY:{TAG}, TAG the slot's tag.
 inline std::string node_key_in_slot(std::string_view key, std::uint16_t slot) {
   return std::string(key) + ":{" + std::string(slot_tag(slot)) + "}";
 }

@@ -391,7 +391,7 @@ TEST_F(ClusterNodeTest, AClusterThatGrantsALockKnowsItsTtlWhereGreetingsLook) {
   if (cluster_->exists(name)) {
     // dlock:max-ttl is a zset ttl -> until: the largest ttl is its largest member.
     auto record =
-        cluster_->command(home, {"ZRANGE", node::node_key_in_slot(node::kMaxTtlKey, 0), "0", "-1"});
+        cluster_->command(home, {"ZRANGE", node::node_key_in_slot(lock::kMaxTtlKey, 0), "0", "-1"});
     ASSERT_TRUE(record && record->type == REDIS_REPLY_ARRAY && record->elements > 0)
         << "the cluster granted a ttl that its greeting record does not know";
     long long largest = 0;

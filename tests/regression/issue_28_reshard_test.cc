@@ -127,8 +127,8 @@ TEST_F(ClusterReshardTest, ADeadFairWaiterDoesNotKeepTheQueueLongerOnAMasterWhos
   auto ghost = cluster_->command(
       from, {"EVAL", std::string(scripts::fair_acquire().source), "8", name, lock::fence_key(name),
              lock::queue_key(name), lock::queue_alive_key(name),
-             node::node_key_in_slot(node::kFenceFloorKey, slot),
-             node::node_key_in_slot(node::kMaxTtlKey, slot), lock::readers_key(name),
+             node::node_key_in_slot(lock::kFenceFloorKey, slot),
+             node::node_key_in_slot(lock::kMaxTtlKey, slot), lock::readers_key(name),
              lock::writers_waiting_key(name), "ghost", "ghost.1", "4000", "1", "3000", "1"});
   ASSERT_TRUE(ghost && ghost->type == REDIS_REPLY_ARRAY) << (ghost ? ghost->str : "no answer");
   ASSERT_EQ(ghost->element[0]->integer, 0) << "the ghost was granted the lock";

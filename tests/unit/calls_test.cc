@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+// The lock's call builders (lock/calls.h): the node layer routes by the facts they set, so each
+// must mark exactly its node keys, and an acquisition must say how to record its ttl.
+#include "lock/calls.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "lock/keys.h"
+
+namespace dlock::lock {
+namespace {
+
+bool named_as_node_key(const std::string& key) {
+  return key == kFenceFloorKey || key == kMaxTtlKey || key == kBootsKey;
+}
+
+// Bit i of node_keys is set exactly for the keys named as node keys.
+void expect_node_keys_marked(const node::Call& call) {
+  ASSERT_NE(call.script, nullptr);
+  for (std::size_t i = 0; i < call.keys.size(); ++i) {
+    EXPECT_EQ(call.is_node_key(i), named_as_node_key(call.keys[i])) << "key " << call.keys[i];
+  }
+  EXPECT_EQ(call.node_keys >> call.keys.size(), 0U) << "a bit past the last key";
+}
+
+HoldId hold_of(std::string name, HoldKind kind = HoldKind::write) {
+  return HoldId{std::move(name), OwnerToken("owner-1"), "client.7", kind};
+}
+
+TEST(CallsTest, EveryBuilderMarksExactlyItsNodeKeys) {
+  const std::vector<node::Call> calls{
+      acquire_call(hold_of("job"), std::chrono::milliseconds(5000), std::nullopt, WriterWait{}, 0,
+                   "12"),
+      acquire_call(hold_of("job"), std::chrono::milliseconds(5000),
+                   FairTicket{1000, std::chrono::milliseconds(300), true}, WriterWait{}, 0, "12"),
+      acquire_call(hold_of(semaphore_slot("pool", 2)), std::chrono::milliseconds(5000),
+                   std::nullopt, WriterWait{}, 4, ""),
+      acquire_call(hold_of("{tag}x", HoldKind::read), std::chrono::milliseconds(5000), std::nullopt,
+                   WriterWait{std::chrono::milliseconds(90), true}, 0, ""),
+      announced_ttl_call(std::chrono::milliseconds(5000), "12"),
+      release_call(hold_of("job")),
+      release_call(hold_of(semaphore_slot("pool", 2))),
+      fair_leave_call("job", OwnerToken("owner-1")),
+      fence_raise_call("job", 42, std::chrono::milliseconds(5000)),
+      max_ttl_raise_call(std::chrono::milliseconds(5000)),
+      max_ttl_retract_call({"5000.12"}),
+      hello_call({"0", "3", "greet"}),
+      floor_raise_call(42),
+      inspect_call("job"),
+      force_release_call("job", true),
+  };
+  for (const auto& call : calls) expect_node_keys_marked(call);
+}
+
+TEST(CallsTest, AnAcquisitionSaysWhichTtlToRecordAndHow) {
+  const node::Call call = acquire_call(hold_of("job"), std::chrono::milliseconds(5000),
+                                       std::nullopt, WriterWait{}, 0, "12");
+  ASSERT_TRUE(call.record_ttl.has_value());
+  EXPECT_EQ(*call.record_ttl, std::chrono::milliseconds(5000));
+  EXPECT_EQ(call.announcement, "12");
+  ASSERT_NE(call.record_call, nullptr);
+  const node::Call record = call.record_call(*call.record_ttl, call.announcement);
+  // The member the greeting's retraction takes back, for twice the ttl.
+  EXPECT_EQ(record.keys, std::vector<std::string>{kMaxTtlKey});
+  EXPECT_EQ(record.args, (std::vector<std::string>{"5000.12", "10000"}));
+  EXPECT_TRUE(record.is_node_key(0));
+}
+
+TEST(CallsTest, OnlyAcquisitionsRecordATtl) {
+  EXPECT_FALSE(release_call(hold_of("job")).record_ttl.has_value());
+  EXPECT_FALSE(fence_raise_call("job", 1, std::chrono::milliseconds(10)).record_ttl.has_value());
+  EXPECT_FALSE(hello_call({}).record_ttl.has_value());
+}
+
+}  // namespace
+}  // namespace dlock::lock
