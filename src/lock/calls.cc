@@ -165,4 +165,15 @@ node::Call force_release_call(const std::string& name, bool include_foreign) {
                     {release_channel(name), include_foreign ? "1" : "0"}};
 }
 
+node::Call semaphore_resize_call(const std::string& name, std::size_t permits,
+                                 std::size_t check_from, std::size_t max_permits) {
+  node::Call call{&scripts::semaphore_resize(),
+                  {permit_record_key(semaphore_slot(name, 0))},
+                  {std::to_string(permits)}};
+  for (std::size_t i = check_from; i < max_permits; ++i) {
+    call.keys.push_back(semaphore_slot(name, i));
+  }
+  return call;
+}
+
 }  // namespace dlock::lock

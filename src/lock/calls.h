@@ -96,4 +96,9 @@ node::Call inspect_call(const std::string& name);
 // force_release.lua: every hold of `name` deleted, its waiters woken.
 node::Call force_release_call(const std::string& name, bool include_foreign);
 
+// semaphore_resize.lua: semaphore `name`'s recorded count set to `permits`, its slots from
+// `check_from` up to `max_permits` read for holders.
+node::Call semaphore_resize_call(const std::string& name, std::size_t permits,
+                                 std::size_t check_from, std::size_t max_permits);
+
 }  // namespace dlock::lock

@@ -490,11 +490,8 @@ Result<Clock::time_point> QuorumLock::judge_renewal(const Renewal& renewal,
 
 Result<std::size_t> QuorumLock::resize_permits(const std::string& name, std::size_t permits,
                                                std::size_t max_permits) {
-  const std::string record = permit_record_key(semaphore_slot(name, 0));
   const auto resize_to = [&](std::size_t n, std::size_t check_from) {
-    std::vector<std::string> keys{record};
-    for (std::size_t i = check_from; i < max_permits; ++i) keys.push_back(semaphore_slot(name, i));
-    return nodes_.run_script(scripts::semaphore_resize(), std::move(keys), {std::to_string(n)});
+    return nodes_.run({semaphore_resize_call(name, n, check_from, max_permits)}).front();
   };
   const node::Outcomes outcomes = resize_to(permits, permits);
   std::size_t had = 0;

@@ -51,6 +51,7 @@ TEST(CallsTest, EveryBuilderMarksExactlyItsNodeKeys) {
       floor_raise_call(42),
       inspect_call("job"),
       force_release_call("job", true),
+      semaphore_resize_call("pool", 3, 3, 8),
   };
   for (const auto& call : calls) expect_node_keys_marked(call);
 }
