@@ -17,6 +17,7 @@
 
 #include <dlock/errc.h>
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -52,10 +53,21 @@ class Error {
 
   bool is(errc e) const noexcept { return code_ == make_error_code(e); }
 
+  // A lock refused because another owner holds it (lock_held, or wait_timeout after a wait):
+  // how long that holder's lease still had on the nodes that refused (the longest of them),
+  // when they said. A hint for when to come back, read from the
+  // refusal itself: no further call. Empty for other errors, for a key that never expires, and
+  // for a semaphore's refusals.
+  const std::optional<std::chrono::milliseconds>& holder_ttl() const noexcept {
+    return holder_ttl_;
+  }
+  void set_holder_ttl(std::optional<std::chrono::milliseconds> ttl) noexcept { holder_ttl_ = ttl; }
+
  private:
   std::error_code code_;
   std::string message_;
   std::vector<NodeError> nodes_;
+  std::optional<std::chrono::milliseconds> holder_ttl_;
 };
 
 // Thrown only by throw_if_error(), Result::value() on an error, and the std::Lockable

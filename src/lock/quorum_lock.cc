@@ -251,10 +251,10 @@ Refused QuorumLock::refusal(const std::string& name, const AcquireTally& tally,
                    std::nullopt};
   }
   if (tally.held > 0 && tally.granted + tally.held >= nodes_.quorum()) {
-    return Refused{
-        Error(errc::lock_held, "lock '" + name + "' is held by another owner (" + counts + ")",
-              std::move(failures)),
-        tally.holder_ttl};
+    Error held(errc::lock_held, "lock '" + name + "' is held by another owner (" + counts + ")",
+               std::move(failures));
+    held.set_holder_ttl(tally.holder_ttl);
+    return Refused{std::move(held), tally.holder_ttl};
   }
   return Refused{Error(errc::quorum_not_reached, "lock '" + name + "': no quorum (" + counts + ")",
                        std::move(failures)),

@@ -27,7 +27,9 @@ std::optional<Error> next_step(const Error& refused, bool cancelled, bool waits,
     // Contention past the wait is the wait's own error; anything else (too few nodes) stays
     // what it was, so callers can tell a busy lock from a broken cluster.
     if (refused.is(errc::lock_held) && waits) {
-      return Error(errc::wait_timeout, timeout_message, refused.nodes());
+      Error timed_out(errc::wait_timeout, timeout_message, refused.nodes());
+      timed_out.set_holder_ttl(refused.holder_ttl());
+      return timed_out;
     }
     return refused;
   }

@@ -65,6 +65,33 @@ TEST_F(LockTest, SecondOwnerIsRefusedWhileHeld) {
   EXPECT_NE(b.error().message().find(server_->url()), std::string::npos) << b.error().message();
 }
 
+// The refusal itself says how long the holder has left (Error::holder_ttl): a try, and a wait
+// that ran out; nothing for a key that never expires.
+TEST_F(LockTest, ARefusalSaysHowLongTheHolderHasLeft) {
+  Client client = make_client();
+  auto a = client.try_lock("job", lease(10s, "a"));
+  ASSERT_TRUE(a) << a.error().message();
+  auto tried = client.try_lock("job", ttl(10s, "b"));
+  ASSERT_FALSE(tried);
+  ASSERT_TRUE(tried.error().is(errc::lock_held)) << tried.error().message();
+  ASSERT_TRUE(tried.error().holder_ttl().has_value());
+  EXPECT_GT(*tried.error().holder_ttl(), 5s);  // 10 s less the time gone (generous)
+  EXPECT_LE(*tried.error().holder_ttl(), 10s);
+
+  auto waited = client.lock("job", 200ms, ttl(10s, "b"));
+  ASSERT_FALSE(waited);
+  ASSERT_TRUE(waited.error().is(errc::wait_timeout)) << waited.error().message();
+  ASSERT_TRUE(waited.error().holder_ttl().has_value());
+  EXPECT_GT(*waited.error().holder_ttl(), 5s);
+  EXPECT_LE(*waited.error().holder_ttl(), 10s);
+
+  server_->command({"SET", "foreign", "x"});  // another library's lock, no ttl
+  auto foreign = client.try_lock("foreign", ttl(10s, "b"));
+  ASSERT_FALSE(foreign);
+  EXPECT_TRUE(foreign.error().is(errc::lock_held));
+  EXPECT_FALSE(foreign.error().holder_ttl().has_value());
+}
+
 TEST_F(LockTest, FencingTokenGrowsWithEachAcquisition) {
   Client client = make_client();
   FencingToken last;

@@ -220,23 +220,5 @@ TEST(ServiceHttpRoutesTest, HttpStatusesAreTheContracts) {
   EXPECT_EQ(r.body, "{\"error\":\"bad \\\"name\\\"\"}\n");
 }
 
-// The 409's holder_ttl_ms: when fewer than a quorum keep a key of the name.
-TEST(ServiceOperationsTest, HolderTtlIsTheQuorumthLargestTtl) {
-  auto keyed = [](std::optional<std::int64_t> ttl_ms) {
-    NodeLockState n;
-    n.kind = KeyKind::dlock;
-    if (ttl_ms) n.ttl = std::chrono::milliseconds(*ttl_ms);
-    return n;
-  };
-  NodeLockState free_node;
-  NodeLockState down;
-  down.error = NodeError{"n", std::make_error_code(std::errc::connection_refused), "refused"};
-  EXPECT_EQ(holder_ttl_ms(LockStatus{"a", true, 2, {keyed(900), keyed(500), keyed(700)}}), 700);
-  EXPECT_EQ(holder_ttl_ms(LockStatus{"a", true, 2, {keyed(900), down, keyed(300)}}), 300);
-  EXPECT_EQ(holder_ttl_ms(LockStatus{"a", false, 2, {keyed(900), free_node, free_node}}), 0);
-  EXPECT_FALSE(holder_ttl_ms(LockStatus{"a", true, 2, {keyed(900), down, down}}));
-  EXPECT_FALSE(holder_ttl_ms(LockStatus{"a", true, 2, {keyed(std::nullopt), keyed(5), free_node}}));
-}
-
 }  // namespace
 }  // namespace dlock::service

@@ -85,22 +85,6 @@ std::chrono::milliseconds wait_for(const AcquireInput& in,
   return std::clamp(left - margin, std::chrono::milliseconds(0), wait);
 }
 
-std::optional<std::int64_t> holder_ttl_ms(const LockStatus& status) {
-  std::size_t answered = 0;
-  std::vector<std::int64_t> ttls;  // of the nodes that keep a key
-  for (const NodeLockState& n : status.nodes) {
-    if (n.error) continue;
-    ++answered;
-    if (n.kind == KeyKind::free) continue;
-    if (!n.ttl) return std::nullopt;  // kept until someone deletes it
-    ttls.push_back(n.ttl->count());
-  }
-  if (status.quorum == 0 || answered < status.quorum) return std::nullopt;
-  if (ttls.size() < status.quorum) return 0;
-  std::sort(ttls.begin(), ttls.end(), std::greater<>());
-  return ttls[status.quorum - 1];
-}
-
 std::string random_owner() {
   std::array<unsigned char, 16> bytes{};
   std::size_t got = 0;
@@ -227,9 +211,11 @@ void Operations::granted(Result<Lease> lease, const AcquireInput& in,
 
 Failure Operations::refusal(const Error& error, const AcquireInput& in) {
   Failure f{code_for(error), error.message()};
-  // Held: one more round trip says for how long (a permit's holders are its slots' instead).
-  if ((f.code == Code::held || f.code == Code::wait_timeout) && in.mode != Mode::permit) {
-    if (auto status = client_.status(in.name)) f.holder_ttl_ms = holder_ttl_ms(*status);
+  // Held: the refusal itself says for how long (no further round trip); a permit's holders are
+  // its slots', which say nothing of when a permit frees.
+  const bool held = f.code == Code::held || f.code == Code::wait_timeout;
+  if (held && in.mode != Mode::permit && error.holder_ttl()) {
+    f.holder_ttl_ms = error.holder_ttl()->count();
   }
   return f;
 }

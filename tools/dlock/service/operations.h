@@ -46,8 +46,8 @@ enum class Code {
 struct Failure {
   Code code;
   std::string message;
-  // held / wait_timeout of an Acquire: how long the holder's keys still live on a quorum of
-  // nodes (when the name frees by itself unless the holder extends it), if the nodes said.
+  // held / wait_timeout of an Acquire: how long the holder's lease still had on the nodes that
+  // refused (the longest: Error::holder_ttl), if they said.
   std::optional<std::int64_t> holder_ttl_ms = std::nullopt;
 };
 
@@ -97,11 +97,6 @@ std::optional<Failure> check_ttl(const std::optional<std::int64_t>& ttl_ms);
 // How long to wait: wait_ms, shortened to end a little before the caller's deadline.
 std::chrono::milliseconds wait_for(const AcquireInput& in,
                                    std::chrono::steady_clock::time_point now);
-
-// How long until fewer than a quorum of nodes keep a key of `status`'s name: the quorum-th
-// largest remaining ttl of the answering nodes (0: already so). nullopt when fewer than a
-// quorum answered, or a key without a ttl (another library's) could keep it held. Pure.
-std::optional<std::int64_t> holder_ttl_ms(const LockStatus& status);
 
 // A new owner token: 128 bits from the OS CSPRNG, hex.
 std::string random_owner();
