@@ -498,7 +498,8 @@ int main(int argc, char** argv) {
   // --impl dlock --port P --count 0 --inflight 64 --async` (bench/notes.md).
   cycles->add_flag("--async", async_api,
                    "With --inflight: the asio API (one thread), not a thread per lock; prints "
-                   "cycles per second and the cycles run");
+                   "cycles per second and the cycles run. Without: --count cycles through the "
+                   "asio API, one in flight");
   worker->add_option("--name", name)->required();
   worker->add_option("--hold-us", hold_us);
   worker->add_option("--start-at", start_at);
@@ -519,6 +520,8 @@ int main(int argc, char** argv) {
         const auto run = std::chrono::seconds(3);
         const double per_s = async_throughput(impl_from(impl), ports, inflight, run);
         std::cout << per_s << " per second, " << per_s * 3 << " cycles\n";
+      } else if (async_api) {
+        async_cycles(ports, count);
       } else if (inflight > 0) {
         std::cout << throughput(impl_from(impl), ports, inflight, std::chrono::seconds(3)) << "\n";
       } else {

@@ -255,6 +255,29 @@ double async_throughput(const std::vector<std::string>& nodes, int inflight,
   return static_cast<double>(counted) / (static_cast<double>(t1 - t0) / 1e9);
 }
 
+void async_cycles(const Ports& ports, int cycles) {
+  Client client = connect(ports);
+  const LockOptions options = lock_options(Impl::dlock);
+  asio::io_context io;
+  std::string failure;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < cycles && failure.empty(); ++i) {
+          auto lease = co_await async_try_lock(client, "bench:async-cycles", options,
+                                               asio::use_awaitable);
+          if (!lease) {
+            failure = lease.error().message();
+          } else if (auto r = co_await async_unlock(*lease, asio::use_awaitable); !r) {
+            failure = r.error().message();
+          }
+        }
+      },
+      asio::detached);
+  io.run();
+  if (!failure.empty()) throw std::runtime_error("dlock async: " + failure);
+}
+
 double server_cpu_seconds(const Ports& ports) {
   RawNodes raw(ports);
   double total = 0;

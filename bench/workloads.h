@@ -42,6 +42,10 @@ double throughput(Impl impl, const Ports& ports, int inflight, std::chrono::mill
 // of `ports`: dlock's asio API (that many coroutines on one io_context, Impl::dlock), or the raw
 // floor pipelined on one connection per node (Impl::raw).
 double async_throughput(Impl impl, const Ports& ports, int inflight, std::chrono::milliseconds run);
+// `cycles` acquire+release cycles through dlock's asio API, one after another (one in flight) on
+// one name, from one coroutine on an io_context of this thread: what callgrind counts per cycle
+// for the asio path (bench/instructions.sh).
+void async_cycles(const Ports& ports, int cycles);
 // The i-th of the distinct names async_throughput locks.
 std::string async_name(int i);
 // dlock's part of the above on nodes named by URL: one redis-cluster:// URL makes a whole Redis
