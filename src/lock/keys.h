@@ -23,11 +23,18 @@ inline std::string cluster_tag(std::string_view name) {
 // PREFIX{NAME} for a name without braces (the form every version of dlock used); for one with
 // braces PREFIX{TAG}:NAME, in the name's slot and still one key per name. The two forms cannot
 // meet: the first has one '}', at the end; the second has one before ':' and NAME after it.
+// Built in one allocation: a lock cycle names several of these (lock/calls.cc).
 inline std::string auxiliary_key(std::string_view prefix, std::string_view name) {
+  std::string key;
   if (name.find_first_of("{}") == std::string_view::npos) {
-    return std::string(prefix) + "{" + std::string(name) + "}";
+    key.reserve(prefix.size() + name.size() + 2);
+    key.append(prefix).append(1, '{').append(name).append(1, '}');
+    return key;
   }
-  return std::string(prefix) + "{" + cluster_tag(name) + "}:" + std::string(name);
+  const std::string tag = cluster_tag(name);
+  key.reserve(prefix.size() + tag.size() + name.size() + 3);
+  key.append(prefix).append(1, '{').append(tag).append("}:").append(name);
+  return key;
 }
 
 // The fencing counter of `name`. It expires with the lock: the floor below carries its value
