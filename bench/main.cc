@@ -493,6 +493,9 @@ int main(int argc, char** argv) {
   }
   int inflight = 0;
   bool async_api = false;
+  int node_timeout_ms = 0;
+  cycles->add_option("--node-timeout", node_timeout_ms,
+                     "ClientOptions::node_timeout in ms (default: the library's); for valgrind");
   cycles->add_option("--inflight", inflight, "Run throughput for 3 s with this many in flight");
   // For profiling the asio API's client side: `valgrind --tool=callgrind dlock_bench cycles
   // --impl dlock --port P --count 0 --inflight 64 --async` (bench/notes.md).
@@ -516,6 +519,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (cycles->parsed()) {
+      if (node_timeout_ms > 0) set_node_timeout(std::chrono::milliseconds(node_timeout_ms));
       if (inflight > 0 && async_api) {
         const auto run = std::chrono::seconds(3);
         const double per_s = async_throughput(impl_from(impl), ports, inflight, run);

@@ -29,6 +29,12 @@ enum class Impl {
 };
 const char* impl_name(Impl impl);
 
+// ClientOptions::node_timeout for every dlock client this process makes from now on (unset:
+// the default a user gets). For counting instructions under valgrind, where the client runs
+// tens of times slower and a first greeting can miss the default 200 ms; a deadline's value
+// changes no instruction of a cycle that meets it.
+void set_node_timeout(std::chrono::milliseconds timeout);
+
 // Acquire+release cycles, one after another: one sample (ns) per cycle. On one name, or with
 // `new_names` on a name never used before in every cycle.
 std::vector<std::int64_t> latency(Impl impl, const Ports& ports, int cycles, int warmup,
