@@ -493,12 +493,16 @@ int main(int argc, char** argv) {
   }
   int inflight = 0;
   bool async_api = false;
+  int node_timeout_ms = 0;
+  cycles->add_option("--node-timeout", node_timeout_ms,
+                     "ClientOptions::node_timeout in ms (default: the library's); for valgrind");
   cycles->add_option("--inflight", inflight, "Run throughput for 3 s with this many in flight");
   // For profiling the asio API's client side: `valgrind --tool=callgrind dlock_bench cycles
   // --impl dlock --port P --count 0 --inflight 64 --async` (bench/notes.md).
   cycles->add_flag("--async", async_api,
                    "With --inflight: the asio API (one thread), not a thread per lock; prints "
-                   "cycles per second and the cycles run");
+                   "cycles per second and the cycles run. Without: --count cycles through the "
+                   "asio API, one in flight");
   worker->add_option("--name", name)->required();
   worker->add_option("--hold-us", hold_us);
   worker->add_option("--start-at", start_at);
@@ -515,10 +519,13 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (cycles->parsed()) {
+      if (node_timeout_ms > 0) set_node_timeout(std::chrono::milliseconds(node_timeout_ms));
       if (inflight > 0 && async_api) {
         const auto run = std::chrono::seconds(3);
         const double per_s = async_throughput(impl_from(impl), ports, inflight, run);
         std::cout << per_s << " per second, " << per_s * 3 << " cycles\n";
+      } else if (async_api) {
+        async_cycles(ports, count);
       } else if (inflight > 0) {
         std::cout << throughput(impl_from(impl), ports, inflight, std::chrono::seconds(3)) << "\n";
       } else {

@@ -43,8 +43,11 @@ std::vector<std::string> urls_of(const Ports& ports) {
   return urls;
 }
 
+std::optional<std::chrono::milliseconds> node_timeout;  // set_node_timeout()
+
 Client connect(const std::vector<std::string>& nodes, Impl impl = Impl::dlock) {
   ClientOptions options;
+  if (node_timeout) options.node_timeout = *node_timeout;
   options.observer = observer_for(impl);
   options.nodes = nodes;
   auto client = Client::create(options);
@@ -70,6 +73,10 @@ double cpu_seconds() {
 }
 
 }  // namespace
+
+void set_node_timeout(std::chrono::milliseconds timeout) {
+  node_timeout = timeout;
+}
 
 const char* impl_name(Impl impl) {
   switch (impl) {
@@ -253,6 +260,29 @@ double async_throughput(const std::vector<std::string>& nodes, int inflight,
   io.run();
   if (failures > 0) throw std::runtime_error("dlock async: a throughput cycle failed");
   return static_cast<double>(counted) / (static_cast<double>(t1 - t0) / 1e9);
+}
+
+void async_cycles(const Ports& ports, int cycles) {
+  Client client = connect(ports);
+  const LockOptions options = lock_options(Impl::dlock);
+  asio::io_context io;
+  std::string failure;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < cycles && failure.empty(); ++i) {
+          auto lease =
+              co_await async_try_lock(client, "bench:async-cycles", options, asio::use_awaitable);
+          if (!lease) {
+            failure = lease.error().message();
+          } else if (auto r = co_await async_unlock(*lease, asio::use_awaitable); !r) {
+            failure = r.error().message();
+          }
+        }
+      },
+      asio::detached);
+  io.run();
+  if (!failure.empty()) throw std::runtime_error("dlock async: " + failure);
 }
 
 double server_cpu_seconds(const Ports& ports) {

@@ -29,6 +29,12 @@ enum class Impl {
 };
 const char* impl_name(Impl impl);
 
+// ClientOptions::node_timeout for every dlock client this process makes from now on (unset:
+// the default a user gets). For counting instructions under valgrind, where the client runs
+// tens of times slower and a first greeting can miss the default 200 ms; a deadline's value
+// changes no instruction of a cycle that meets it.
+void set_node_timeout(std::chrono::milliseconds timeout);
+
 // Acquire+release cycles, one after another: one sample (ns) per cycle. On one name, or with
 // `new_names` on a name never used before in every cycle.
 std::vector<std::int64_t> latency(Impl impl, const Ports& ports, int cycles, int warmup,
@@ -42,6 +48,10 @@ double throughput(Impl impl, const Ports& ports, int inflight, std::chrono::mill
 // of `ports`: dlock's asio API (that many coroutines on one io_context, Impl::dlock), or the raw
 // floor pipelined on one connection per node (Impl::raw).
 double async_throughput(Impl impl, const Ports& ports, int inflight, std::chrono::milliseconds run);
+// `cycles` acquire+release cycles through dlock's asio API, one after another (one in flight) on
+// one name, from one coroutine on an io_context of this thread: what callgrind counts per cycle
+// for the asio path (bench/instructions.sh).
+void async_cycles(const Ports& ports, int cycles);
 // The i-th of the distinct names async_throughput locks.
 std::string async_name(int i);
 // dlock's part of the above on nodes named by URL: one redis-cluster:// URL makes a whole Redis

@@ -14,6 +14,17 @@ constexpr std::uint32_t key_bit(std::size_t i) {
   return std::uint32_t{1} << i;
 }
 
+// The strings of a call's keys or arguments, each moved in (or built in place from a view or a
+// literal). Not std::vector<std::string>{...}: an initializer_list is copied from, every string
+// once more.
+template <typename... S>
+std::vector<std::string> strings(S&&... s) {
+  std::vector<std::string> out;
+  out.reserve(sizeof...(s));
+  (out.emplace_back(std::forward<S>(s)), ...);
+  return out;
+}
+
 // Holds per renew script call: bounds the time one call blocks a node.
 constexpr std::size_t kRenewChunk = 256;
 
@@ -59,20 +70,22 @@ node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
   const std::string& name = hold.name;
   node::Call call;
   if (!fair) {
-    call = node::Call{&scripts::acquire(),
-                      {name, fence_key(name), std::string(kFenceFloorKey), kMaxTtlKey,
-                       readers_key(name), writers_waiting_key(name)},
-                      {hold.owner.str(), hold.id, std::to_string(ttl.count()), kind_arg(hold.kind),
-                       std::to_string(writer.register_for.count()), writer.registered ? "1" : "0"}};
+    call = node::Call{
+        &scripts::acquire(),
+        strings(name, fence_key(name), kFenceFloorKey, kMaxTtlKey, readers_key(name),
+                writers_waiting_key(name)),
+        strings(hold.owner.str(), hold.id, std::to_string(ttl.count()), kind_arg(hold.kind),
+                std::to_string(writer.register_for.count()), writer.registered ? "1" : "0")};
     call.node_keys = key_bit(2) | key_bit(3);
   } else {
     // Fair mode is for write holds only (the client refuses fair read holds).
     call = node::Call{
         &scripts::fair_acquire(),
-        {name, fence_key(name), queue_key(name), queue_alive_key(name), std::string(kFenceFloorKey),
-         kMaxTtlKey, readers_key(name), writers_waiting_key(name)},
-        {hold.owner.str(), hold.id, std::to_string(ttl.count()), std::to_string(fair->arrival_ms),
-         std::to_string(fair->waiter_timeout.count()), fair->enqueue ? "1" : "0"}};
+        strings(name, fence_key(name), queue_key(name), queue_alive_key(name), kFenceFloorKey,
+                kMaxTtlKey, readers_key(name), writers_waiting_key(name)),
+        strings(hold.owner.str(), hold.id, std::to_string(ttl.count()),
+                std::to_string(fair->arrival_ms), std::to_string(fair->waiter_timeout.count()),
+                fair->enqueue ? "1" : "0")};
     call.node_keys = key_bit(4) | key_bit(5);
   }
   // A semaphore's slot: its permit record, and the count this client uses.
@@ -99,8 +112,8 @@ node::Call announced_ttl_call(std::chrono::milliseconds ttl, const std::string& 
 node::Call release_call(const HoldId& hold) {
   const std::string& name = hold.name;
   node::Call call{&scripts::release(),
-                  {name, queue_key(name), queue_alive_key(name), readers_key(name)},
-                  {hold.owner.str(), release_channel(name), hold.id, kind_arg(hold.kind)}};
+                  strings(name, queue_key(name), queue_alive_key(name), readers_key(name)),
+                  strings(hold.owner.str(), release_channel(name), hold.id, kind_arg(hold.kind))};
   // A semaphore's slot: its permit is counted off the record (deleted with the last one).
   if (std::string record = permit_record_key(name); !record.empty()) {
     call.keys.push_back(std::move(record));

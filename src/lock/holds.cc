@@ -12,13 +12,17 @@ namespace {
 using Status = detail::LeaseState::Status;
 
 // The entry of (name, owner, kind); the hold id is not part of it.
-std::string entry_key(const HoldId& k) {
-  std::string key = k.name;
-  key += '\0';
-  key += kind_arg(k.kind);
-  key += '\0';
-  key += k.owner.str();
+std::string entry_key(std::string_view name, const OwnerToken& owner, HoldKind hold_kind) {
+  const std::string_view kind = kind_arg(hold_kind);
+  std::string key;
+  // One allocation: every acquisition and release builds this key three times.
+  key.reserve(name.size() + kind.size() + owner.str().size() + 2);
+  key.append(name).append(1, '\0').append(kind).append(1, '\0').append(owner.str());
   return key;
+}
+
+std::string entry_key(const HoldId& k) {
+  return entry_key(k.name, k.owner, k.kind);
 }
 
 }  // namespace
@@ -55,7 +59,7 @@ void Holds::leave(const HoldId& key, const std::shared_ptr<Entry>& e) {
 
 bool Holds::has(const std::string& name, const OwnerToken& owner, HoldKind kind) {
   std::lock_guard lock(mu_);
-  const auto it = entries_.find(entry_key(HoldId{name, owner, "", kind}));
+  const auto it = entries_.find(entry_key(name, owner, kind));
   // `keep` is set while the entry's current hold has leases (a hold being released right now
   // may still count: then the caller is refused and may try again).
   return it != entries_.end() && it->second->keep;

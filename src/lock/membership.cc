@@ -179,7 +179,19 @@ engine::Task<std::vector<std::string>> Membership::settle_task(bool refused,
   refused_ = refused_ || refused;
   const auto now = Clock::now();
   std::erase_if(granted_, [now](const Granted& g) { return g.until <= now; });
-  if (granted.count() > 0) granted_.push_back(Granted{granted, now + granted});
+  // One entry per ttl, the latest grant's: an earlier grant of the same ttl lapses first, so
+  // it never decides what take_announcements() sees as held. Without this the list held every
+  // grant of the last ttl (30 s by default), scanned at every settle: a cost per lock cycle
+  // that grew with the cycles per ttl.
+  if (granted.count() > 0) {
+    const auto same = std::find_if(granted_.begin(), granted_.end(),
+                                   [granted](const Granted& g) { return g.ttl == granted; });
+    if (same == granted_.end()) {
+      granted_.push_back(Granted{granted, now + granted});
+    } else {
+      same->until = now + granted;
+    }
+  }
   co_return take_announcements();
 }
 

@@ -193,7 +193,8 @@ class Membership {
     Clock::time_point lapsed;
     std::chrono::milliseconds ttl;  // the largest it recorded
   };
-  // Leases this client granted or renewed, by ttl, and until when they may live. Under mu_.
+  // Leases this client granted or renewed, by ttl, and until when they may live: one entry per
+  // ttl, the latest grant's (settle_task). Under mu_.
   struct Granted {
     std::chrono::milliseconds ttl;
     Clock::time_point until;

@@ -4,18 +4,40 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 
 #include "node/round_outcomes.h"
 
 namespace dlock::node {
+namespace {
+
+// Per-node scratch of a round: on the stack for up to kInline nodes (every deployment we know
+// of), so that the fast path's own bookkeeping allocates nothing.
+template <typename T>
+class NodeScratch {
+ public:
+  explicit NodeScratch(std::size_t n) : n_(n) {
+    if (n_ > kInline) heap_.resize(n_);
+  }
+  T* data() { return n_ > kInline ? heap_.data() : inline_.data(); }
+  T& operator[](std::size_t i) { return data()[i]; }
+
+ private:
+  static constexpr std::size_t kInline = 8;
+  std::size_t n_;
+  std::array<T, kInline> inline_{};
+  std::vector<T> heap_;
+};
+
+}  // namespace
 
 std::optional<std::vector<Outcomes>> run_borrowed(
     const std::vector<std::unique_ptr<Node>>& nodes,
     const std::shared_ptr<const std::vector<Call>>& calls, net::Clock::time_point deadline,
     const Enough& enough) {
   const std::size_t n = nodes.size();
-  std::vector<net::Connection*> connections(n);
+  NodeScratch<net::Connection*> connections(n);
   for (std::size_t i = 0; i < n; ++i) {
     connections[i] = nodes[i]->lendable_connection();
     if (connections[i] == nullptr) return std::nullopt;  // a cluster: the io thread routes
@@ -37,37 +59,37 @@ std::optional<std::vector<Outcomes>> run_borrowed(
     }
   }
 
-  std::vector<pollfd> fds;
-  std::vector<std::size_t> fd_node;
+  // One entry per node; a node with nothing to wait for has fd -1, which poll() skips.
+  NodeScratch<pollfd> fds(n);
   for (;;) {
     // Writes what is queued (the round, then EVAL retries after NOSCRIPT).
-    for (auto* connection : connections) connection->borrowed_flush(deadline);
+    for (std::size_t i = 0; i < n; ++i) connections[i]->borrowed_flush(deadline);
     if (round->complete()) break;
     const auto now = net::Clock::now();
     auto next = net::Clock::time_point::max();
-    for (auto* connection : connections) next = std::min(next, connection->borrowed_expire(now));
-    if (round->complete()) break;
-    fds.clear();
-    fd_node.clear();
     for (std::size_t i = 0; i < n; ++i) {
-      if (!connections[i]->borrowed_waiting()) continue;
-      fds.push_back(pollfd{connections[i]->borrowed_fd(), POLLIN, 0});
-      fd_node.push_back(i);
+      next = std::min(next, connections[i]->borrowed_expire(now));
     }
-    if (fds.empty() || next == net::Clock::time_point::max()) break;
+    if (round->complete()) break;
+    bool waiting = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool w = connections[i]->borrowed_waiting();
+      fds[i] = pollfd{w ? connections[i]->borrowed_fd() : -1, POLLIN, 0};
+      waiting = waiting || w;
+    }
+    if (!waiting || next == net::Clock::time_point::max()) break;
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(next - now);
-    const int ready =
-        ::poll(fds.data(), fds.size(), static_cast<int>(std::max<long>(left.count(), 0)));
+    const int ready = ::poll(fds.data(), n, static_cast<int>(std::max<long>(left.count(), 0)));
     if (ready < 0 && errno != EINTR) break;
-    for (std::size_t k = 0; k < fds.size() && ready > 0; ++k) {
-      if (fds[k].revents != 0) connections[fd_node[k]]->borrowed_read();
+    for (std::size_t i = 0; i < n && ready > 0; ++i) {
+      if (fds[i].revents != 0) connections[i]->borrowed_read();
     }
   }
 
   std::vector<Outcomes> out = round->take(round->complete());
-  for (auto* connection : connections) {
-    connection->give_back(Error(errc::cancelled, "not waited for: a quorum had answered"));
-  }
+  // Built once: most rounds abandon nothing, and the message would be an allocation per node.
+  static const Error abandoned(errc::cancelled, "not waited for: a quorum had answered");
+  for (std::size_t i = 0; i < n; ++i) connections[i]->give_back(abandoned);
   return out;
 }
 

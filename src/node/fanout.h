@@ -126,7 +126,7 @@ class ScriptRound : public Round {
               std::vector<std::string> args, Enough enough = {})
       : Round(fanout, one(&script, std::move(keys), std::move(args)), std::move(enough)) {}
   ScriptRound(Fanout& fanout, Call call, Enough enough = {})
-      : Round(fanout, std::vector<Call>{std::move(call)}, std::move(enough)) {}
+      : Round(fanout, one(std::move(call)), std::move(enough)) {}
   // A plain command (args[0] is its name).
   ScriptRound(Fanout& fanout, std::vector<std::string> command)
       : Round(fanout, one(nullptr, std::move(command), {})) {}
@@ -135,8 +135,12 @@ class ScriptRound : public Round {
  private:
   static std::vector<Call> one(const scripts::Script* script, std::vector<std::string> keys,
                                std::vector<std::string> args) {
+    return one(Call{script, std::move(keys), std::move(args)});
+  }
+  // Not std::vector<Call>{call}: an initializer_list is copied from, every string of the call.
+  static std::vector<Call> one(Call call) {
     std::vector<Call> calls;
-    calls.push_back(Call{script, std::move(keys), std::move(args)});
+    calls.push_back(std::move(call));
     return calls;
   }
 };

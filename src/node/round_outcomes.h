@@ -17,7 +17,9 @@ namespace dlock::node {
 class RoundOutcomes {
  public:
   RoundOutcomes(std::size_t calls, std::size_t nodes, Enough enough)
-      : outcomes_(calls, std::vector<std::optional<Result<resp::Reply>>>(nodes)),
+      : outcomes_(calls * nodes),
+        calls_(calls),
+        nodes_(nodes),
         expected_(calls * nodes),
         single_(calls == 1),
         enough_(std::move(enough)) {}
@@ -27,7 +29,7 @@ class RoundOutcomes {
   void add(std::size_t call, std::size_t node, Result<resp::Reply> r) {
     if (taken_) return;
     if (single_ && r && enough_.needed > 0 && enough_.counts(node, *r)) ++yes_;
-    outcomes_[call][node] = std::move(r);
+    outcomes_[call * nodes_ + node] = std::move(r);
     ++answered_;
   }
   bool complete() const { return answered_ == expected_ || quorum_reached(); }
@@ -37,10 +39,11 @@ class RoundOutcomes {
   std::vector<Outcomes> take(bool cut_short) {
     taken_ = true;
     const bool quorum_return = cut_short && answered_ < expected_;
-    std::vector<Outcomes> out(outcomes_.size());
-    for (std::size_t c = 0; c < outcomes_.size(); ++c) {
-      out[c].reserve(outcomes_[c].size());
-      for (auto& o : outcomes_[c]) {
+    std::vector<Outcomes> out(calls_);
+    for (std::size_t c = 0; c < out.size(); ++c) {
+      out[c].reserve(nodes_);
+      for (std::size_t i = 0; i < nodes_; ++i) {
+        auto& o = outcomes_[c * nodes_ + i];
         if (o) {
           out[c].push_back(std::move(*o));
         } else if (quorum_return) {
@@ -57,7 +60,10 @@ class RoundOutcomes {
  private:
   bool quorum_reached() const { return single_ && enough_.reached(yes_); }
 
-  std::vector<std::vector<std::optional<Result<resp::Reply>>>> outcomes_;
+  // [call * nodes + node]: one allocation for the round, not one per call.
+  std::vector<std::optional<Result<resp::Reply>>> outcomes_;
+  const std::size_t calls_;
+  const std::size_t nodes_;
   std::size_t answered_ = 0;
   std::size_t yes_ = 0;  // answers that count towards Enough
   bool taken_ = false;

@@ -22,14 +22,20 @@ void append_header(std::string& out, char kind, std::size_t n) {
 // but formats every length with sprintf: a third of the client's instructions per lock cycle.
 void append_command(std::string& out, const std::vector<std::string_view>& args) {
   std::size_t size = 16;
-  for (const auto& a : args) size += a.size() + 16;
+  for (const auto& a : args) size += bulk_size(a);
   out.reserve(out.size() + size);
-  append_header(out, '*', args.size());
-  for (const auto& a : args) {
-    append_header(out, '$', a.size());
-    out.append(a);
-    out.append("\r\n", 2);
-  }
+  append_array_header(out, args.size());
+  for (const auto& a : args) append_bulk(out, a);
+}
+
+void append_array_header(std::string& out, std::size_t n) {
+  append_header(out, '*', n);
+}
+
+void append_bulk(std::string& out, std::string_view arg) {
+  append_header(out, '$', arg.size());
+  out.append(arg);
+  out.append("\r\n", 2);
 }
 
 std::string encode_command(const std::vector<std::string_view>& args) {
