@@ -110,7 +110,7 @@ grpc::ServerUnaryReactor* refuse(grpc::CallbackServerContext& context, const Fai
 
 }  // namespace
 
-Caller caller_of(const grpc::CallbackServerContext& context) {
+Caller caller_of(const grpc::ServerContextBase& context) {
   Caller caller;
   const auto& metadata = context.client_metadata();
   if (auto it = metadata.find("authorization"); it != metadata.end()) {

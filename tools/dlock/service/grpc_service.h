@@ -61,7 +61,7 @@ class GrpcLocks final : public dlock::v1::Locks::CallbackService {
 };
 
 // Who makes a call: its `authorization` metadata and the peer's IP address.
-Caller caller_of(const grpc::CallbackServerContext& context);
+Caller caller_of(const grpc::ServerContextBase& context);
 
 // Copies what status() returned into the response (the fields of `dlock status --json`).
 void fill_status(const LockStatus& status, v1::StatusResponse& out);
