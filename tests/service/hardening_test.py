@@ -10,6 +10,7 @@ The servers, ports and stubs are service_test.py's; the token file and certifica
 security_test.py's.
 """
 import json
+import queue
 import os
 import shutil
 import signal
@@ -337,6 +338,11 @@ class GracefulShutdownTest(unittest.TestCase):
                 "POST", service.http + "/v1/locks/s:acquire",
                 {"ttl_ms": 1000, "wait_ms": 60000, "fair": True}, max_time=60)))
             waiter.start()
+            requests = queue.Queue()
+            keepalive = service.stub.KeepAlive(iter(requests.get, None), timeout=60)
+            requests.put(pb.KeepAliveRequest(leases=[pb.LeaseRef(
+                name="s", owner=holder.owner, ttl_ms=60000)]))
+            self.assertGreater(next(keepalive).leases[0].validity_ms, 0)
             idle = connect(service.http)  # a kept-alive connection between requests
             idle.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
             self.assertTrue(idle.recv(4096).startswith(b"HTTP/1.1 200 "))
@@ -351,6 +357,14 @@ class GracefulShutdownTest(unittest.TestCase):
             self.assertEqual(http_wait["answer"][0], 503, http_wait)
             self.assertIn("stopping", http_wait["answer"][1]["error"])
             self.assertTrue(closed_within(idle, 10))
+            # The keep-alive stream is ended by the service itself, saying why (not by gRPC's
+            # grace running out), and its lease is not released.
+            with self.assertRaises(grpc.RpcError) as cm:
+                for _ in keepalive:
+                    pass
+            self.assertEqual(cm.exception.code(), grpc.StatusCode.UNAVAILABLE)
+            self.assertIn("stopping", cm.exception.details())
+            requests.put(None)
             self.assertEqual(service.proc.wait(timeout=15), 0)
             self.assertLess(time.monotonic() - started, 10)
             self.assertTrue(wait_until(lambda: node.cli("ZCARD", "dlock:queue:{s}") == "0"))

@@ -199,7 +199,7 @@ grpc::ServerUnaryReactor* GrpcLocks::Status(grpc::CallbackServerContext* context
 
 grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>* GrpcLocks::KeepAlive(
     grpc::CallbackServerContext* context) {
-  return start_keepalive(ops_, guard_, caller_of(*context));
+  return keepalives_.start(ops_, guard_, caller_of(*context));
 }
 
 grpc::ServerWriteReactor<v1::WatchEvent>* GrpcLocks::Watch(grpc::CallbackServerContext* context,

@@ -50,7 +50,8 @@ CLI::App* add_serve_command(CLI::App& app, ServeFlags& flags) {
       "/metrics (with per-endpoint request counts and latencies). Prints `dlock serve: grpc "
       "HOST:PORT` and `dlock serve: http HOST:PORT` once it listens. Stops on SIGINT or SIGTERM: "
       "it stops accepting, waits in flight end with UNAVAILABLE (HTTP 503: the instance is "
-      "stopping), watches end, other calls get 2 s; held locks stay held (they end with their "
+      "stopping), watches and keep-alive streams end, other calls get 2 s; held locks stay held "
+      "(they end with their "
       "ttl, or their owner extends or releases them through another instance). SIGHUP reads "
       "--tokens and the TLS files again (a bad file keeps the previous ones). See "
       "docs/service.md.\n"
@@ -175,13 +176,15 @@ int serve_until_stopped(StopSignals& signals, Reloader& reloader) {
 }
 
 // SIGTERM: no new connection or call; every wait in flight ends with UNAVAILABLE (the instance
-// is stopping) while its connection can still carry the answer; watches end; other calls and
-// streams get gRPC's 2 s, HTTP answers the same 2 s; then everything closes. Leases stay.
+// is stopping) while its connection can still carry the answer; watches and keep-alive
+// streams end (UNAVAILABLE); other calls get gRPC's 2 s, HTTP answers the same 2 s; then everything
+// closes. Leases stay.
 void stop_serving(service::Operations& ops, service::GrpcLocks& locks, grpc::Server* grpc_server,
                   service::HttpServer& http) {
   ops.stop_waits();
   if (grpc_server) {
     locks.stop_watches();  // they would never end by themselves
+    locks.stop_keepalives();
     grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
   http.stop();
