@@ -177,8 +177,8 @@ int serve_until_stopped(StopSignals& signals, Reloader& reloader) {
 
 // SIGTERM: no new connection or call; every wait in flight ends with UNAVAILABLE (the instance
 // is stopping) while its connection can still carry the answer; watches and keep-alive
-// streams end (UNAVAILABLE); other calls get gRPC's 2 s, HTTP answers the same 2 s; then everything
-// closes. Leases stay.
+// streams end (UNAVAILABLE); other calls get gRPC's 2 s, HTTP answers the same 2 s; then
+// everything closes. Leases stay.
 void stop_serving(service::Operations& ops, service::GrpcLocks& locks, grpc::Server* grpc_server,
                   service::HttpServer& http) {
   ops.stop_waits();
