@@ -8,6 +8,7 @@
 #include <charconv>
 #include <iostream>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "exit_codes.h"
@@ -182,12 +183,15 @@ int serve_until_stopped(StopSignals& signals, Reloader& reloader) {
 void stop_serving(service::Operations& ops, service::GrpcLocks& locks, grpc::Server* grpc_server,
                   service::HttpServer& http) {
   ops.stop_waits();
+  // Both listeners stop accepting at once, and their 2 s run side by side, not one after the
+  // other.
+  std::thread http_stop([&http] { http.stop(); });
   if (grpc_server) {
     locks.stop_watches();  // they would never end by themselves
     locks.stop_keepalives();
     grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   }
-  http.stop();
+  http_stop.join();
 }
 
 // What serve_command reads before it starts anything; a usage error says which flag.
