@@ -161,6 +161,17 @@ Outcome<std::size_t> Tokens::authenticate(std::string_view authorization) const 
   return *entry;
 }
 
+std::string Tokens::id(std::size_t entry) const {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "sha256:";
+  for (std::size_t i = 0; i < 6; ++i) {
+    const unsigned char b = entries_.at(entry).digest[i];
+    out += kHex[b >> 4];
+    out += kHex[b & 0xf];
+  }
+  return out;
+}
+
 std::optional<Failure> Tokens::authorize(std::size_t entry, std::string_view name) const {
   const auto& prefixes = entries_.at(entry).prefixes;
   if (prefixes.empty()) return std::nullopt;

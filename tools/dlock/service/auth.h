@@ -39,6 +39,9 @@ class Tokens {
   Outcome<std::size_t> authenticate(std::string_view authorization) const;
   // PERMISSION_DENIED unless `name` starts with one of the entry's prefixes.
   std::optional<Failure> authorize(std::size_t entry, std::string_view name) const;
+  // What names the entry in logs and counters, never the token: "sha256:" and the first 12
+  // hex digits of its digest (stable across reloads; a line number is not).
+  std::string id(std::size_t entry) const;
 
  private:
   using Digest = std::array<unsigned char, 32>;

@@ -37,7 +37,9 @@ constexpr std::size_t kMaxQueuedAnswers = 64;
 
 // One stream. Every reaction and completion takes mu_; the object lives while gRPC has it
 // (self_, until OnDone) or a renewal round or the timer does (their shared_ptr).
-class KeepAliveReactor final : public Base, public std::enable_shared_from_this<KeepAliveReactor> {
+class KeepAliveReactor final : public Base,
+                               public StoppableStream,
+                               public std::enable_shared_from_this<KeepAliveReactor> {
  public:
   KeepAliveReactor(Operations& ops, const Guard& guard, Caller caller)
       : ops_(ops), guard_(guard), caller_(std::move(caller)), timer_(ops.executor()) {}
@@ -72,6 +74,12 @@ class KeepAliveReactor final : public Base, public std::enable_shared_from_this<
     answers_.pop_front();
     if (finish_status_) return finish(*finish_status_);  // it waited for this write
     write_next();
+  }
+
+  void stop() override {
+    std::lock_guard lock(mu_);
+    finish(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the service is stopping: keep alive through another instance"));
   }
 
   void OnCancel() override {
@@ -213,11 +221,46 @@ class KeepAliveReactor final : public Base, public std::enable_shared_from_this<
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>* start_keepalive(
-    Operations& ops, const Guard& guard, Caller caller) {
+namespace {
+
+std::shared_ptr<KeepAliveReactor> make_keepalive(Operations& ops, const Guard& guard,
+                                                 Caller caller) {
   auto reactor = std::make_shared<KeepAliveReactor>(ops, guard, std::move(caller));
   reactor->begin();
+  return reactor;
+}
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>* start_keepalive(
+    Operations& ops, const Guard& guard, Caller caller) {
+  return make_keepalive(ops, guard, std::move(caller)).get();
+}
+
+grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>* KeepAlives::start(
+    Operations& ops, const Guard& guard, Caller caller) {
+  auto reactor = make_keepalive(ops, guard, std::move(caller));
+  bool stopped = false;
+  {
+    std::lock_guard lock(mu_);
+    stopped = stopped_;
+    std::erase_if(active_, [](const auto& w) { return w.expired(); });
+    if (!stopped) active_.push_back(reactor);
+  }
+  if (stopped) reactor->stop();
   return reactor.get();
+}
+
+void KeepAlives::stop_all() {
+  std::vector<std::weak_ptr<StoppableStream>> active;
+  {
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+    active.swap(active_);
+  }
+  for (const auto& w : active) {
+    if (auto stream = w.lock()) stream->stop();
+  }
 }
 
 }  // namespace dlock::service

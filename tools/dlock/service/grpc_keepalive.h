@@ -9,6 +9,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <memory>
+#include <mutex>
+#include <vector>
+
 #include "dlock/v1/lock.grpc.pb.h"
 #include "service/guard.h"
 #include "service/operations.h"
@@ -21,5 +25,30 @@ namespace dlock::service {
 // status.
 grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>* start_keepalive(
     Operations& ops, const Guard& guard, Caller caller);
+
+// A stream that a stopping service ends.
+class StoppableStream {
+ public:
+  virtual ~StoppableStream() = default;
+  // Ends the stream with UNAVAILABLE ("the service is stopping"); nothing is released.
+  virtual void stop() = 0;
+};
+
+// The keep-alive streams in flight, so that a stopping service ends them at once (UNAVAILABLE:
+// the client goes on through another instance before its leases' validity ends) rather than
+// when gRPC's shutdown grace runs out. Thread-safe.
+class KeepAlives {
+ public:
+  // start_keepalive(), remembered; after stop_all(), a new stream ends at once.
+  grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>* start(Operations& ops,
+                                                                              const Guard& guard,
+                                                                              Caller caller);
+  void stop_all();
+
+ private:
+  std::mutex mu_;
+  bool stopped_ = false;                                // guarded by mu_
+  std::vector<std::weak_ptr<StoppableStream>> active_;  // guarded by mu_
+};
 
 }  // namespace dlock::service

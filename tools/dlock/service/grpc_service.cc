@@ -110,7 +110,7 @@ grpc::ServerUnaryReactor* refuse(grpc::CallbackServerContext& context, const Fai
 
 }  // namespace
 
-Caller caller_of(const grpc::CallbackServerContext& context) {
+Caller caller_of(const grpc::ServerContextBase& context) {
   Caller caller;
   const auto& metadata = context.client_metadata();
   if (auto it = metadata.find("authorization"); it != metadata.end()) {
@@ -199,7 +199,7 @@ grpc::ServerUnaryReactor* GrpcLocks::Status(grpc::CallbackServerContext* context
 
 grpc::ServerBidiReactor<v1::KeepAliveRequest, v1::KeepAliveResponse>* GrpcLocks::KeepAlive(
     grpc::CallbackServerContext* context) {
-  return start_keepalive(ops_, guard_, caller_of(*context));
+  return keepalives_.start(ops_, guard_, caller_of(*context));
 }
 
 grpc::ServerWriteReactor<v1::WatchEvent>* GrpcLocks::Watch(grpc::CallbackServerContext* context,

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "dlock/v1/lock.grpc.pb.h"
+#include "service/grpc_keepalive.h"
 #include "service/grpc_watch.h"
 #include "service/guard.h"
 #include "service/operations.h"
@@ -53,15 +54,18 @@ class GrpcLocks final : public dlock::v1::Locks::CallbackService {
   // Ends the watches in flight and refuses new ones (UNAVAILABLE): a stopping service calls it
   // before gRPC's shutdown, which would otherwise wait its grace for streams that never end.
   void stop_watches() { watches_.stop_all(); }
+  // The same for the keep-alive streams (UNAVAILABLE); the leases are not released.
+  void stop_keepalives() { keepalives_.stop_all(); }
 
  private:
   Operations& ops_;
   Guard& guard_;
   Watches watches_;
+  KeepAlives keepalives_;
 };
 
 // Who makes a call: its `authorization` metadata and the peer's IP address.
-Caller caller_of(const grpc::CallbackServerContext& context);
+Caller caller_of(const grpc::ServerContextBase& context);
 
 // Copies what status() returned into the response (the fields of `dlock status --json`).
 void fill_status(const LockStatus& status, v1::StatusResponse& out);

@@ -3,11 +3,42 @@
 
 namespace dlock::service {
 
+Guard::Guard(std::optional<Tokens> tokens, Limits limits)
+    : has_tokens_(tokens.has_value()),
+      tokens_(std::make_shared<TokenSet>()),
+      limits_(limits),
+      waits_(limits.max_waits) {
+  if (tokens) tokens_->current = std::make_shared<const Tokens>(std::move(*tokens));
+}
+
+std::shared_ptr<const Tokens> Guard::tokens() const {
+  std::lock_guard lock(tokens_->mu);
+  return tokens_->current;
+}
+
+bool Guard::replace_tokens(Tokens tokens) {
+  if (!has_tokens_) return false;
+  auto fresh = std::make_shared<const Tokens>(std::move(tokens));
+  std::lock_guard lock(tokens_->mu);
+  tokens_->current = std::move(fresh);
+  return true;
+}
+
+std::string Guard::token_id(const Caller& caller) const {
+  const auto now = tokens();
+  if (!now) return "";
+  auto entry = now->authenticate(caller.authorization);
+  if (std::holds_alternative<Failure>(entry)) return "";
+  return now->id(std::get<std::size_t>(entry));
+}
+
 Outcome<std::string> Guard::identify(const Caller& caller) const {
-  if (!tokens_) return "address " + caller.address;
-  auto entry = tokens_->authenticate(caller.authorization);
+  const auto now = tokens();
+  if (!now) return "address " + caller.address;
+  auto entry = now->authenticate(caller.authorization);
   if (auto* f = std::get_if<Failure>(&entry)) return *f;
-  return "token " + std::to_string(std::get<std::size_t>(entry));
+  // By id, not by line: a reloaded file keeps a token's waits counted as its own.
+  return "token " + now->id(std::get<std::size_t>(entry));
 }
 
 std::optional<Failure> Guard::check_token(const Caller& caller) const {
@@ -19,8 +50,9 @@ std::optional<Failure> Guard::check_token(const Caller& caller) const {
 std::optional<Failure> Guard::check_call(const Caller& caller, std::string_view name,
                                          std::optional<std::int64_t> ttl_ms) const {
   std::optional<std::size_t> entry;
-  if (tokens_) {
-    auto known = tokens_->authenticate(caller.authorization);
+  const auto now = tokens();
+  if (now) {
+    auto known = now->authenticate(caller.authorization);
     if (auto* f = std::get_if<Failure>(&known)) return *f;
     entry = std::get<std::size_t>(known);
   }
@@ -28,7 +60,7 @@ std::optional<Failure> Guard::check_call(const Caller& caller, std::string_view 
   if (ttl_ms) {
     if (auto bad = check_ttl_limit(limits_, *ttl_ms)) return bad;
   }
-  return entry ? tokens_->authorize(*entry, name) : std::nullopt;
+  return entry ? now->authorize(*entry, name) : std::nullopt;
 }
 
 std::optional<Failure> Guard::check(const Caller& caller, std::string_view name) const {

@@ -6,6 +6,8 @@
 // (PERMISSION_DENIED), then a place among the caller's concurrent waits (RESOURCE_EXHAUSTED).
 #pragma once
 
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,11 +28,15 @@ struct Caller {
 class Guard {
  public:
   // No tokens: every caller may use every name.
-  Guard(std::optional<Tokens> tokens, Limits limits)
-      : tokens_(std::move(tokens)), limits_(limits), waits_(limits.max_waits) {}
+  Guard(std::optional<Tokens> tokens, Limits limits);
 
   const Limits& limits() const noexcept { return limits_; }
-  bool has_tokens() const noexcept { return tokens_.has_value(); }
+  bool has_tokens() const noexcept { return has_tokens_; }
+  // SIGHUP: `tokens` replace the file's earlier ones for every later call (a call already
+  // admitted goes on). Thread-safe. Without tokens at start, there are none to replace: false.
+  bool replace_tokens(Tokens tokens);
+  // The id of the caller's token (Tokens::id), "" when there are no tokens or it is unknown.
+  std::string token_id(const Caller& caller) const;
 
   // A call on `name` (Release, Status).
   std::optional<Failure> check(const Caller& caller, std::string_view name) const;
@@ -50,7 +56,15 @@ class Guard {
   // The caller's identity for counting waits: its token's entry, else its address.
   Outcome<std::string> identify(const Caller& caller) const;
 
-  std::optional<Tokens> tokens_;
+  // The tokens of now; a call works on the snapshot it took (replace_tokens swaps it).
+  std::shared_ptr<const Tokens> tokens() const;
+
+  struct TokenSet {
+    std::mutex mu;
+    std::shared_ptr<const Tokens> current;  // guarded by mu
+  };
+  bool has_tokens_;
+  std::shared_ptr<TokenSet> tokens_;  // shared: a Guard is moved out of make_guard()
   Limits limits_;
   WaitCounter waits_;
 };

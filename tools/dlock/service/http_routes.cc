@@ -390,12 +390,21 @@ std::string endpoint_label(const Routed& r, std::string_view method) {
 void handle(const HttpHandlers& handlers, const HttpRequest& request,
             std::shared_ptr<PendingAcquire> pending, std::function<void(HttpResponse)> done) {
   const Routed r = route(request.method, request.target);
-  if (handlers.endpoints) {
-    done = [done = std::move(done), metrics = handlers.endpoints,
-            endpoint = endpoint_label(r, request.method),
-            start = std::chrono::steady_clock::now()](HttpResponse response) {
-      metrics->record("http", endpoint, std::to_string(response.status),
-                      std::chrono::steady_clock::now() - start);
+  if (handlers.endpoints || handlers.access_log) {
+    AccessEntry entry;
+    entry.transport = "http";
+    entry.method = endpoint_label(r, request.method);
+    entry.name = r.name;
+    entry.peer = request.caller.address;
+    if (handlers.access_log && handlers.guard)
+      entry.token = handlers.guard->token_id(request.caller);
+    done = [done = std::move(done), metrics = handlers.endpoints, log = handlers.access_log,
+            entry = std::move(entry),
+            start = std::chrono::steady_clock::now()](HttpResponse response) mutable {
+      entry.status = std::to_string(response.status);
+      entry.duration = std::chrono::steady_clock::now() - start;
+      if (metrics) metrics->record("http", entry.method, entry.status, entry.duration);
+      if (log) log->write(entry);
       done(std::move(response));
     };
   }

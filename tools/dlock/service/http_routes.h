@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "service/access_log.h"
 #include "service/endpoint_metrics.h"
 #include "service/guard.h"
 #include "service/keepalive.h"
@@ -74,6 +75,8 @@ struct HttpHandlers {
   std::function<std::string()> metrics;
   // Where each request's route, status and latency is counted (none: not counted).
   EndpointMetrics* endpoints = nullptr;
+  // Where each request gets its access log line (none: not logged).
+  AccessLog* access_log = nullptr;
 };
 // The endpoint label of a request in EndpointMetrics: its method and route, the name left out
 // ("POST /v1/locks/{name}:acquire"); "other" for a path or method not served. Pure.

@@ -9,6 +9,7 @@
 #include <asio/executor_work_guard.hpp>
 #include <asio/post.hpp>
 #include <asio/write.hpp>
+#include <iostream>
 #include <memory>
 
 namespace dlock::service {
@@ -53,9 +54,15 @@ const char* reason(int status) {
 // posted back to it. Owned by its pending asio handlers (shared_from_this).
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(asio::ip::tcp::socket socket, asio::ssl::context* tls, const HttpHandlers& handlers,
-              asio::io_context& io)
-      : stream_(std::move(socket), tls), handlers_(handlers), io_(io) {
+  HttpSession(asio::ip::tcp::socket socket, std::shared_ptr<asio::ssl::context> tls,
+              const HttpHandlers& handlers, asio::io_context& io,
+              std::chrono::milliseconds idle_timeout)
+      : tls_(std::move(tls)),
+        stream_(std::move(socket), tls_.get()),
+        handlers_(handlers),
+        io_(io),
+        idle_timeout_(idle_timeout),
+        timer_(io) {
     std::error_code ec;
     const auto peer = stream_.socket().remote_endpoint(ec);
     if (!ec) address_ = peer.address().to_string();
@@ -82,17 +89,25 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     };
   }
 
-  // The server stops: the connection closes, and a wait in flight ends.
+  // The server stops, or the client was too slow: the connection closes, and a wait in flight
+  // ends.
   void close() {
     gone_ = true;
     if (pending_) pending_->cancel();
+    timer_.cancel();
     std::error_code ignored;
     stream_.socket().close(ignored);
   }
 
+  // No request is being served (one may be arriving): stop() may close it at once.
+  bool idle() const noexcept { return !busy_; }
+  // stop(): the answer being made is the last (Connection: close).
+  void close_after_answer() { closing_ = true; }
+
   // The TLS handshake (a client that fails it, e.g. without the required certificate, is
-  // dropped without a word), then the first read.
+  // dropped without a word), then the first read; both within the idle timeout.
   void start() {
+    arm();
     stream_.async_handshake([s = shared_from_this()](std::error_code ec) {
       if (ec) {
         std::error_code ignored;
@@ -111,6 +126,15 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
  private:
   static HttpSession& self(http_parser* p) { return *static_cast<HttpSession*>(p->data); }
+
+  // The client has idle_timeout_ from now to complete a request (or the handshake): a silent
+  // or trickling client cannot keep its connection, and its place, for ever.
+  void arm() {
+    timer_.expires_after(idle_timeout_);
+    timer_.async_wait([s = shared_from_this()](std::error_code ec) {
+      if (!ec && !s->busy_) s->close();
+    });
+  }
   int on_url(const char* at, std::size_t n) {
     request_.target.append(at, n);
     return 0;
@@ -171,6 +195,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   void dispatch() {
     busy_ = true;
+    timer_.cancel();  // a request being served is bounded by its own wait_ms
     complete_ = false;
     request_.method = http_method_str(static_cast<http_method>(parser_.method));
     request_.caller.address = address_;
@@ -192,6 +217,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     busy_ = true;
     pending_.reset();
     if (gone_) return;
+    keep_alive = keep_alive && !closing_;
     out_ = "HTTP/1.1 " + std::to_string(response.status) + " " + reason(response.status) +
            "\r\nContent-Type: " + response.content_type +
            "\r\nContent-Length: " + std::to_string(response.body.size()) +
@@ -202,7 +228,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
           if (ec || !keep_alive) {
             std::error_code ignored;
             s->stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-            return;
+            return s->close();
           }
           s->next();
         });
@@ -215,9 +241,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     field_.clear();
     in_value_ = false;
     http_parser_pause(&parser_, 0);
+    arm();
     if (!input_.empty()) parse();
   }
 
+  std::shared_ptr<asio::ssl::context> tls_;  // kept while the connection lives (SIGHUP)
   ServerStream stream_;
   const HttpHandlers& handlers_;
   asio::io_context& io_;
@@ -235,6 +263,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool too_large_ = false;
   bool busy_ = false;  // a request is being served: later bytes wait in input_
   bool gone_ = false;
+  bool closing_ = false;  // the server stops: no keep-alive after this answer
+  const std::chrono::milliseconds idle_timeout_;
+  asio::steady_timer timer_;
 };
 
 HttpServer::~HttpServer() {
@@ -265,26 +296,76 @@ void HttpServer::accept() {
   acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;
     if (!ec) {
-      auto session = std::make_shared<HttpSession>(std::move(socket), tls_, handlers_, io_);
       std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
-      sessions_.push_back(session);
-      session->start();
+      if (sessions_.size() >= limits_.max_connections) {
+        refuse(std::move(socket));
+      } else {
+        auto session = std::make_shared<HttpSession>(std::move(socket), tls_ ? tls_() : nullptr,
+                                                     handlers_, io_, limits_.idle_timeout);
+        sessions_.push_back(session);
+        session->start();
+      }
     }
     accept();
   });
 }
 
-void HttpServer::stop() {
-  if (!thread_.joinable()) return;
-  // Nothing is left to run once the listener and the connections are closed and the
-  // operations in flight (cancelled, so at once for a wait) have answered: run() returns.
-  asio::post(io_, [this] {
+void HttpServer::refuse(asio::ip::tcp::socket socket) {
+  ++refused_;
+  const auto now = std::chrono::steady_clock::now();
+  // One line per 10 s at most: a flood of connections must not become a flood of log lines.
+  if (refused_logged_ == std::chrono::steady_clock::time_point() ||
+      now - refused_logged_ >= std::chrono::seconds(10)) {
+    std::cerr << "dlock serve: HTTP connection refused: " << sessions_.size()
+              << " open, the limit (--http-max-connections); " << refused_
+              << " refused since the last such line" << std::endl;
+    refused_logged_ = now;
+    refused_ = 0;
+  }
+  auto s = std::make_shared<asio::ip::tcp::socket>(std::move(socket));
+  if (tls_) return;  // no handshake for a refusal: closed (the socket goes with `s`)
+  static const std::string kBusy =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+      "Retry-After: 1\r\nConnection: close\r\nContent-Length: 52\r\n\r\n"
+      "{\"error\": \"too many connections: retry in a while\"}\n";
+  // A few bytes into a fresh socket's send buffer: the write completes at once.
+  asio::async_write(*s, asio::buffer(kBusy), [s](std::error_code, std::size_t) {
     std::error_code ignored;
-    acceptor_.close(ignored);
+    s->shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    s->close(ignored);
+  });
+}
+
+void HttpServer::drain() {
+  std::erase_if(sessions_, [](const auto& w) { return w.expired(); });
+  const bool late = std::chrono::steady_clock::now() >= drain_until_;
+  if (sessions_.empty() || late) {
     for (const auto& weak : sessions_) {
       if (auto session = weak.lock()) session->close();
     }
     sessions_.clear();
+    return;  // nothing left to run: io_.run() returns once the operations have answered
+  }
+  drain_timer_.expires_after(std::chrono::milliseconds(20));
+  drain_timer_.async_wait([this](std::error_code) { drain(); });
+}
+
+void HttpServer::stop() {
+  if (!thread_.joinable()) return;
+  asio::post(io_, [this] {
+    std::error_code ignored;
+    acceptor_.close(ignored);
+    for (const auto& weak : sessions_) {
+      auto session = weak.lock();
+      if (!session) continue;
+      if (session->idle()) {
+        session->close();
+      } else {
+        session->close_after_answer();
+      }
+    }
+    drain_until_ = std::chrono::steady_clock::now() + limits_.stop_grace;
+    drain();
   });
   thread_.join();
 }

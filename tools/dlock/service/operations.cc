@@ -146,6 +146,35 @@ void PendingAcquire::cancel() {
   if (!finished_) signal_.emit(asio::cancellation_type::terminal);
 }
 
+void PendingAcquire::stop() {
+  std::lock_guard lock(mu_);
+  stopping_ = true;
+  cancelled_ = true;
+  if (!finished_) signal_.emit(asio::cancellation_type::terminal);
+}
+
+std::shared_ptr<PendingAcquire> Operations::make_pending() {
+  auto pending = std::make_shared<PendingAcquire>();
+  std::lock_guard lock(mu_);
+  std::erase_if(pendings_, [](const auto& w) { return w.expired(); });
+  pendings_.push_back(pending);
+  if (stopping_) pending->stop();
+  return pending;
+}
+
+void Operations::stop_waits() {
+  std::vector<std::shared_ptr<PendingAcquire>> stopping;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    for (const auto& weak : pendings_) {
+      if (auto p = weak.lock()) stopping.push_back(std::move(p));
+    }
+    pendings_.clear();
+  }
+  for (const auto& p : stopping) p->stop();  // outside mu_: a completion may run at once
+}
+
 Operations::Operations(Client client, std::size_t threads)
     : client_(std::move(client)), pool_(threads) {}
 
@@ -179,7 +208,9 @@ void Operations::acquire(AcquireInput in, std::shared_ptr<PendingAcquire> pendin
                                             asio::bind_executor(pool_, std::move(handler)));
   if (pending->cancelled_) {
     pending->finished_ = true;
-    return asio::post(pool_, [done] { done(Failure{Code::cancelled, "call cancelled"}); });
+    Failure why = pending->stopping_ ? Failure{Code::unavailable, kStopping}
+                                     : Failure{Code::cancelled, "call cancelled"};
+    return asio::post(pool_, [done, why] { done(why); });
   }
   start_acquire(client_, in, wait, std::move(options), std::move(bound));
 }
@@ -188,10 +219,17 @@ void Operations::granted(Result<Lease> lease, const AcquireInput& in,
                          const std::shared_ptr<PendingAcquire>& pending,
                          const std::function<void(Outcome<Grant>)>& done) {
   bool cancelled = false;
+  bool stopping = false;
   {
     std::lock_guard lock(pending->mu_);
     pending->finished_ = true;
     cancelled = pending->cancelled_;
+    stopping = pending->stopping_;
+  }
+  // A wait the stopping service ended: the caller is told why, and to go elsewhere.
+  if (stopping && (lease || lease.error().is(errc::cancelled))) {
+    if (lease) (void)lease->unlock();  // granted meanwhile: nobody will hear of it
+    return done(Failure{Code::unavailable, kStopping});
   }
   if (!lease) return done(refusal(lease.error(), in));
   if (cancelled) {

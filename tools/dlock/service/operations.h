@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 namespace dlock::service {
 
@@ -109,11 +110,19 @@ class PendingAcquire {
 
  private:
   friend class Operations;
+  // cancel(), for a stopping service: the caller hears UNAVAILABLE (kStopping), not CANCELLED.
+  void stop();
+
   std::mutex mu_;
   asio::cancellation_signal signal_;  // guarded by mu_ (asio's signal is not thread-safe)
   bool cancelled_ = false;
+  bool stopping_ = false;
   bool finished_ = false;
 };
+
+// What a wait ended by a stopping service answers (UNAVAILABLE, HTTP 503).
+inline constexpr char kStopping[] =
+    "the service instance is stopping: retry through another instance";
 
 class Operations {
  public:
@@ -123,7 +132,10 @@ class Operations {
   Operations& operator=(const Operations&) = delete;
 
   // `pending` (from make_pending) lets the caller cancel; `done` runs once.
-  std::shared_ptr<PendingAcquire> make_pending() { return std::make_shared<PendingAcquire>(); }
+  std::shared_ptr<PendingAcquire> make_pending();
+  // SIGTERM: every acquisition in flight ends at once with UNAVAILABLE (kStopping), and every
+  // later one is refused so. Leases already granted are untouched: they live in Redis.
+  void stop_waits();
   void acquire(AcquireInput in, std::shared_ptr<PendingAcquire> pending,
                std::function<void(Outcome<Grant>)> done);
   void extend(HoldRef hold, std::optional<std::int64_t> ttl_ms,
@@ -142,6 +154,9 @@ class Operations {
 
   Client client_;
   asio::thread_pool pool_;
+  std::mutex mu_;
+  bool stopping_ = false;                                // guarded by mu_
+  std::vector<std::weak_ptr<PendingAcquire>> pendings_;  // guarded by mu_
 };
 
 }  // namespace dlock::service

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <iostream>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "exit_codes.h"
@@ -15,6 +16,7 @@
 #include "service/grpc_service.h"
 #include "service/http_server.h"
 #include "service/operations.h"
+#include "service/reload.h"
 #include "stop_signals.h"
 
 namespace dlock::cli {
@@ -41,14 +43,18 @@ CLI::App* add_serve_command(CLI::App& app, ServeFlags& flags) {
                     "HOST:PORT of the HTTP/JSON listener, or off (default 127.0.0.1:7701; port "
                     "0: any)");
   add_security_flags(*serve, flags.security);
+  add_connection_flags(*serve, flags.connections);
   serve->footer(
       "Serves dlock.v1.Locks (proto/dlock/v1/lock.proto): Acquire, Extend, Release, Status, "
       "KeepAlive, Watch, with server reflection; and HTTP/JSON: POST /v1/locks/NAME:acquire, "
       ":extend, :release, GET /v1/locks/NAME, POST /v1/leases:renew, /healthz, /readyz, "
       "/metrics (with per-endpoint request counts and latencies). Prints `dlock serve: grpc "
       "HOST:PORT` and `dlock serve: http HOST:PORT` once it listens. Stops on SIGINT or SIGTERM: "
-      "waits in flight are cancelled and watches end; held locks stay held (they end with their "
-      "ttl, or their owner extends or releases them through another instance). See "
+      "it stops accepting, waits in flight end with UNAVAILABLE (HTTP 503: the instance is "
+      "stopping), watches and keep-alive streams end, other calls get 2 s; held locks stay held "
+      "(they end with their "
+      "ttl, or their owner extends or releases them through another instance). SIGHUP reads "
+      "--tokens and the TLS files again (a bad file keeps the previous ones). See "
       "docs/service.md.\n"
       "Exit status: 0 stopped by a signal; 64 usage error; 69 a listener could not be opened.\n\n"
       "Examples:\n"
@@ -93,9 +99,17 @@ std::shared_ptr<grpc::ServerCredentials> grpc_credentials(const service::ServerT
   return grpc::SslServerCredentials(options);
 }
 
+// What the gRPC listener is given besides its service.
+struct GrpcSetup {
+  const service::ServerTls* tls = nullptr;
+  service::EndpointMetrics* endpoints = nullptr;
+  service::AccessLog* access_log = nullptr;
+  const service::Guard* guard = nullptr;
+  service::HttpLimits limits;
+};
+
 std::unique_ptr<grpc::Server> start_grpc(const std::string& address, service::GrpcLocks& locks,
-                                         const service::ServerTls* tls,
-                                         service::EndpointMetrics& endpoints) {
+                                         const GrpcSetup& setup) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // gRPC sets SO_REUSEPORT by default: a second dlock serve on the same port would then share
@@ -103,11 +117,13 @@ std::unique_ptr<grpc::Server> start_grpc(const std::string& address, service::Gr
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // The same bound as an HTTP body: a larger request is refused (RESOURCE_EXHAUSTED, by gRPC).
   builder.SetMaxReceiveMessageSize(static_cast<int>(service::kMaxBody));
+  grpc_limits(builder, setup.limits);
   int port = 0;
-  builder.AddListeningPort(address, grpc_credentials(tls), &port);
+  builder.AddListeningPort(address, grpc_credentials(setup.tls), &port);
   builder.RegisterService(&locks);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counting;
-  counting.push_back(service::endpoint_interceptor(endpoints));
+  counting.push_back(
+      service::endpoint_interceptor(*setup.endpoints, setup.access_log, setup.guard));
   builder.experimental().SetInterceptorCreators(std::move(counting));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
@@ -148,24 +164,69 @@ Result<Listeners> listeners(const ServeFlags& flags) {
   return Listeners{*grpc_address, *http_address};
 }
 
+// Serves until SIGINT or SIGTERM; SIGHUP reloads. Returns the signal that stops it.
+int serve_until_stopped(StopSignals& signals, Reloader& reloader) {
+  for (;;) {
+    const int sig = signals.wait_for(std::chrono::milliseconds(200));
+    if (sig == SIGHUP) {
+      reloader.reload();
+    } else if (sig != 0) {
+      return sig;
+    }
+  }
+}
+
+// SIGTERM: no new connection or call; every wait in flight ends with UNAVAILABLE (the instance
+// is stopping) while its connection can still carry the answer; watches and keep-alive
+// streams end (UNAVAILABLE); other calls get gRPC's 2 s, HTTP answers the same 2 s; then
+// everything closes. Leases stay.
+void stop_serving(service::Operations& ops, service::GrpcLocks& locks, grpc::Server* grpc_server,
+                  service::HttpServer& http) {
+  ops.stop_waits();
+  // Both listeners stop accepting at once, and their 2 s run side by side, not one after the
+  // other.
+  std::thread http_stop([&http] { http.stop(); });
+  if (grpc_server) {
+    locks.stop_watches();  // they would never end by themselves
+    locks.stop_keepalives();
+    grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+  http_stop.join();
+}
+
+// What serve_command reads before it starts anything; a usage error says which flag.
+struct Setup {
+  Listeners addresses;
+  service::HttpLimits limits;
+  std::shared_ptr<service::AccessLog> access_log;  // null: off
+};
+
+Result<Setup> setup_of(const ServeFlags& flags) {
+  auto addresses = listeners(flags);
+  if (!addresses) return addresses.error();
+  auto limits = http_limits_of(flags.connections);
+  if (!limits) return limits.error();
+  std::shared_ptr<service::AccessLog> log;
+  if (!flags.connections.access_log.empty()) {
+    auto opened = service::AccessLog::open(flags.connections.access_log);
+    if (!opened) return opened.error();
+    log = std::move(*opened);
+  }
+  return Setup{*addresses, *limits, std::move(log)};
+}
+
 }  // namespace
 
 int serve_command(const ServeFlags& flags) {
   // Before any thread starts (the client's, gRPC's): they inherit the blocked signals.
   StopSignals signals;
-  auto addresses = listeners(flags);
-  if (!addresses) {
-    std::cerr << "dlock: " << addresses.error().message() << "\n";
-    return kExitUsage;
-  }
+  auto setup = setup_of(flags);
   auto guard = make_guard(flags.security);
-  if (!guard) {
-    std::cerr << "dlock: " << guard.error().message() << "\n";
-    return kExitUsage;
-  }
   auto tls = load_tls(flags.security);
-  if (!tls) {
-    std::cerr << "dlock: " << tls.error().message() << "\n";
+  for (const Error* bad : {setup ? nullptr : &setup.error(), guard ? nullptr : &guard.error(),
+                           tls ? nullptr : &tls.error()}) {
+    if (bad == nullptr) continue;
+    std::cerr << "dlock: " << bad->message() << "\n";
     return kExitUsage;
   }
   auto metrics = std::make_shared<PrometheusObserver>();
@@ -174,35 +235,36 @@ int serve_command(const ServeFlags& flags) {
     std::cerr << "dlock: " << client.error().message() << "\n";
     return kExitUsage;
   }
+  Reloader reloader(flags.security, *guard, *tls);
   service::EndpointMetrics endpoints;  // before the servers that record in it
   service::Operations ops(*client, 4);
   service::GrpcLocks locks(ops, *guard);
   std::unique_ptr<grpc::Server> grpc_server;
-  if (!addresses->grpc.empty() &&
-      !(grpc_server = start_grpc(addresses->grpc, locks, tls->get(), endpoints))) {
+  const GrpcSetup grpc_setup{tls->get(), &endpoints, setup->access_log.get(), &*guard,
+                             setup->limits};
+  if (!setup->addresses.grpc.empty() &&
+      !(grpc_server = start_grpc(setup->addresses.grpc, locks, grpc_setup))) {
     return kExitUnavailable;
   }
   service::HttpHandlers handlers{
-      &ops, &*guard, [&ops](auto done) { check_ready(ops, std::move(done)); },
-      [metrics, &endpoints] { return metrics->text() + endpoints.text(); }, &endpoints};
-  service::HttpServer http(std::move(handlers), *tls ? &(*tls)->context() : nullptr);
-  if (!addresses->http.empty()) {
-    auto port = http.start(addresses->http);
+      &ops,
+      &*guard,
+      [&ops](auto done) { check_ready(ops, std::move(done)); },
+      [metrics, &endpoints] { return metrics->text() + endpoints.text(); },
+      &endpoints,
+      setup->access_log.get()};
+  service::HttpServer http(std::move(handlers), reloader.http_tls(), setup->limits);
+  if (!setup->addresses.http.empty()) {
+    auto port = http.start(setup->addresses.http);
     if (!port) {
       std::cerr << "dlock: " << port.error().message() << "\n";
       return kExitUnavailable;
     }
-    std::cout << "dlock serve: http " << host_of(addresses->http) << ":" << *port << std::endl;
+    std::cout << "dlock serve: http " << host_of(setup->addresses.http) << ":" << *port
+              << std::endl;
   }
-  while (signals.wait_for(std::chrono::milliseconds(200)) == 0) {
-  }
-  // Calls in flight get a moment to finish; waits still running are then cancelled (nothing
-  // of them stays on the nodes), and the listeners close.
-  if (grpc_server) {
-    locks.stop_watches();  // they would never end by themselves
-    grpc_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  }
-  http.stop();
+  serve_until_stopped(signals, reloader);
+  stop_serving(ops, locks, grpc_server.get(), http);
   return kExitOk;
 }
 
