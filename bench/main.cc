@@ -29,6 +29,9 @@
 #include "report.h"
 #include "stats.h"
 #include "workloads.h"
+#ifdef DLOCK_BENCH_SERVICE
+#include "service_workloads.h"
+#endif
 
 extern char** environ;
 
@@ -422,6 +425,17 @@ int run_all(const std::string& out_dir, bool smoke, const std::string& client_cp
     clusters.reset();
   }
 
+  // 5e. Through the service: `dlock serve` in front of node 0, placed like the redis-servers.
+#ifdef DLOCK_BENCH_SERVICE
+  if (wanted("service")) {
+    pin(server_cpus);
+    ServiceUnderTest service(DLOCK_BENCH_SERVICE,
+                             {"redis://127.0.0.1:" + std::to_string(s.one[0])});
+    pin(client_cpus);
+    r.service = measure_service(s.one, service, smoke, say);
+  }
+#endif
+
   // 6. Instructions per cycle in the client.
   if (callgrind && wanted("callgrind")) {
     say("callgrind");
@@ -468,7 +482,7 @@ int main(int argc, char** argv) {
   app.add_option(
          "--only", sections,
          "Run only these sections: uncontended throughput async contention watchdog memory shared "
-         "observer cluster callgrind (the report then has gaps)")
+         "observer cluster service callgrind (the report then has gaps)")
       ->delimiter(',');
   app.add_option("--workers", workers, "Processes contending for one name")
       ->capture_default_str()

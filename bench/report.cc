@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cluster_report.h"
+#include "service_report.h"
 
 namespace dlock::bench {
 namespace {
@@ -154,6 +155,9 @@ std::vector<Target> targets(const Results& r) {
          "on a lone master",
          ratio(cost), cost <= 1.25});
   }
+  if (r.service) {
+    for (const auto& s : service_targets(*r.service)) t.push_back({s.what, s.measured, s.met});
+  }
   const double per_tick = r.watchdog.commands_per_second * r.watchdog_ttl_ms / 3000.0;
   const double batches = std::ceil(r.watchdog_locks / 256.0);
   t.push_back({"watchdog, " + thousands(r.watchdog_locks) + " locks: one batched round per tick (" +
@@ -217,6 +221,7 @@ void write_csv(const Results& r, const std::filesystem::path& path) {
   for (const auto& [impl, v] : r.instructions)
     out << "callgrind," << impl << ",1,per_cycle," << v << ",instructions\n";
   if (r.cluster) write_cluster_csv(*r.cluster, out);
+  if (r.service) write_service_csv(*r.service, out);
 }
 
 // Two panels: the uncontended cycle, and the wait under contention (log scale).
@@ -428,6 +433,7 @@ void write_report(const Results& r, const std::filesystem::path& dir, const std:
   }
 
   if (r.cluster) write_cluster_markdown(*r.cluster, r.placement, md);
+  if (r.service) write_service_markdown(*r.service, md);
 
   md << "\n## Watchdog, memory, instructions\n\n"
      << "- Watchdog: " << thousands(r.watchdog_locks) << " locks held by one client with ttl "

@@ -10,6 +10,7 @@
 
 #include "cluster_workloads.h"
 #include "contention.h"
+#include "service_results.h"
 #include "stats.h"
 #include "workloads.h"
 
@@ -60,6 +61,8 @@ struct Results {
   double mixed_read_share = 0;
   // Redis Cluster as a lock node (cluster_workloads.h); empty when the section did not run.
   std::optional<ClusterResults> cluster;
+  // Through `dlock serve` (service_workloads.h); empty when the section did not run.
+  std::optional<ServiceResults> service;
   std::string placement;  // where the client and the servers ran
   std::string versions;   // of every part measured
   std::string command;    // what produced the report
