@@ -70,6 +70,8 @@ class Worker:
             self.proc.wait()
         self.reader.join(timeout=20)
         self.stderr = self.proc.stderr.read()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
         return self.proc.returncode
 
 
