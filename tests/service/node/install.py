@@ -12,6 +12,7 @@ Prints the node_modules folder. Skips the work when DEST_DIR already holds this 
 packages. Exits non-zero, saying why, when anything fails (no network, a bad checksum).
 """
 import base64
+import fcntl
 import hashlib
 import io
 import os
@@ -59,6 +60,10 @@ def fetch_npm(dest):
 def main():
     dest = os.path.abspath(sys.argv[1])
     os.makedirs(dest, exist_ok=True)
+    # Several tests (node_test.py, chaos_test.py) install here, perhaps at once under ctest -j:
+    # one at a time, the others then find the stamp.
+    claim = open(os.path.join(dest, "install.lock"), "w")
+    fcntl.flock(claim, fcntl.LOCK_EX)
     lock = os.path.join(HERE, "package-lock.json")
     stamp = os.path.join(dest, "installed.sha256")
     modules = os.path.join(dest, "node_modules")
