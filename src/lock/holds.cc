@@ -11,13 +11,17 @@ namespace {
 
 using Status = detail::LeaseState::Status;
 
-// The entry of (name, owner, kind); the hold id is not part of it.
+// The entry of (name, owner, kind); the hold id is not part of it. "LEN:NAME" then the kind's
+// one letter, then the owner: names and owners may hold any byte (NUL too), so only the name's
+// length keeps two different triples from meeting in one key (with separators, ("a\0r\0b", w,
+// "c") and ("a", r, "b\0w\0c") did, and the second joined the first's hold unasked).
 std::string entry_key(std::string_view name, const OwnerToken& owner, HoldKind hold_kind) {
   const std::string_view kind = kind_arg(hold_kind);
+  const std::string length = std::to_string(name.size());
   std::string key;
   // One allocation: every acquisition and release builds this key three times.
-  key.reserve(name.size() + kind.size() + owner.str().size() + 2);
-  key.append(name).append(1, '\0').append(kind).append(1, '\0').append(owner.str());
+  key.reserve(length.size() + 1 + name.size() + kind.size() + owner.str().size());
+  key.append(length).append(1, ':').append(name).append(kind).append(owner.str());
   return key;
 }
 

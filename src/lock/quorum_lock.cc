@@ -253,7 +253,7 @@ Refused QuorumLock::refusal(const std::string& name, const AcquireTally& tally,
   if (tally.held > 0 && tally.granted + tally.held >= nodes_.quorum()) {
     Error held(errc::lock_held, "lock '" + name + "' is held by another owner (" + counts + ")",
                std::move(failures));
-    held.set_holder_ttl(tally.holder_ttl);
+    if (!tally.holder_without_ttl) held.set_holder_ttl(tally.holder_ttl);
     return Refused{std::move(held), tally.holder_ttl};
   }
   return Refused{Error(errc::quorum_not_reached, "lock '" + name + "': no quorum (" + counts + ")",

@@ -74,6 +74,8 @@ AcquireTally tally_acquire(const std::vector<AcquireReply>& replies, const std::
       if (r.holder_ttl >= 0) {
         t.holder_ttl = std::max(t.holder_ttl.value_or(std::chrono::milliseconds(0)),
                                 node_duration(r.holder_ttl));
+      } else if (r.holder_ttl == -1) {
+        t.holder_without_ttl = true;
       }
     }
   }

@@ -45,6 +45,9 @@ struct AcquireTally {
   // token again (issue 28).
   bool granted_below = false;
   std::optional<std::chrono::milliseconds> holder_ttl;  // the longest pttl of a refusing holder
+  // Some refusing node keeps the name with a key that never expires (another library's): the
+  // name may never free by itself, whatever holder_ttl says of the others.
+  bool holder_without_ttl = false;
   bool writer_registered = false;  // some node registered the writer as waiting for readers
   // A node recorded another permit count for the semaphore (its count): the attempt must fail,
   // whatever the others said.

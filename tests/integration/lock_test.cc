@@ -92,6 +92,22 @@ TEST_F(LockTest, ARefusalSaysHowLongTheHolderHasLeft) {
   EXPECT_FALSE(foreign.error().holder_ttl().has_value());
 }
 
+// Names and owners may hold NUL bytes: ("a\0r\0b", write, owner "c") and ("a", read, owner
+// "b\0w\0c") are two holds. Their bookkeeping keys once met, and the read "joined" the write's
+// hold without ever reaching the nodes: another client could then take "a" for writing.
+TEST_F(LockTest, NamesAndOwnersWithNulBytesAreTheirOwnHolds) {
+  using namespace std::string_literals;
+  Client client = make_client();
+  auto write = client.try_lock("a\0r\0b"s, ttl(10s, "c"));
+  ASSERT_TRUE(write) << write.error().message();
+  auto read = client.try_lock_shared("a", ttl(10s, "b\0w\0c"s));
+  ASSERT_TRUE(read) << read.error().message();
+  Client other = make_client();
+  auto writer = other.try_lock("a", ttl(10s, "d"));
+  ASSERT_FALSE(writer) << "a write lock granted beside a read hold";
+  EXPECT_TRUE(writer.error().is(errc::lock_held)) << writer.error().message();
+}
+
 TEST_F(LockTest, FencingTokenGrowsWithEachAcquisition) {
   Client client = make_client();
   FencingToken last;

@@ -99,6 +99,19 @@ TEST(TallyTest, EqualCountersOnAQuorumNeedNoRaise) {
   EXPECT_EQ(t.holder_ttl, 100ms);
 }
 
+// A refusing node whose key never expires (another library's) makes the holder's time left
+// unknown: the name may never free, whatever the other nodes' ttls say.
+TEST(TallyTest, AHolderKeyWithoutTtlOnAnyRefusingNodeIsMarked) {
+  const auto mixed = tally_acquire({held(9, 100), held(9, -1), granted(10)}, {true, true, true}, 2);
+  EXPECT_EQ(mixed.held, 2u);
+  EXPECT_EQ(mixed.holder_ttl, 100ms);
+  EXPECT_TRUE(mixed.holder_without_ttl);
+  const auto timed =
+      tally_acquire({held(9, 100), held(9, 300), granted(10)}, {true, true, true}, 2);
+  EXPECT_EQ(timed.holder_ttl, 300ms);
+  EXPECT_FALSE(timed.holder_without_ttl);
+}
+
 // Issue 28: a granting node behind the token is raised even when the token is on a quorum
 // already, a quarantined one too (its counter counts for the next token).
 TEST(TallyTest, AGrantingNodeBehindTheTokenIsRaisedEvenWithTheTokenOnAQuorum) {

@@ -198,7 +198,10 @@ void Operations::acquire(AcquireInput in, std::shared_ptr<PendingAcquire> pendin
   auto handler = [this, in, pending, done, waits = in.wait_ms > 0](Result<Lease> lease) {
     // A wait that the deadline cut to nothing was still a wait that ran out.
     if (!lease && waits && lease.error().is(errc::lock_held)) {
-      lease = Error(errc::wait_timeout, lease.error().message() + " (the call's deadline)");
+      Error timed_out(errc::wait_timeout, lease.error().summary() + " (the call's deadline)",
+                      lease.error().nodes());
+      timed_out.set_holder_ttl(lease.error().holder_ttl());
+      lease = std::move(timed_out);
     }
     granted(std::move(lease), in, pending, done);
   };
