@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The workload's operations, driving Holds and QuorumLock the way the public API does:
-// acquire as src/api/client.cc's attempt(), extend and end as src/api/lease.cc's Lease::extend() and
-// Lease::unlock() (the watchdog is not used: renewals are explicit extends).
+// acquire as src/api/client.cc's attempt(), extend and end as src/api/lease.cc's
+// Lease::extend() and Lease::unlock() (the watchdog is not used: renewals are explicit extends).
 #include <thread>
 
 #include "sim/sim_schedule.h"
