@@ -2,10 +2,10 @@
 """The layers of src/ (docs/design.md) as rules a change cannot break unnoticed.
 
 Each layer folder may include only the folders listed for it (and public <dlock/...> headers):
-one rule per arrow of the layer table. Beyond includes, two facts that an include rule cannot
-see: Redis key names ("dlock:...") are written only in lock/keys.h (and the Lua scripts), and
-the node layer names no script of the lock (it routes by node::Call's typed facts; it may load
-them all, scripts::all()). Prints every breach and exits 1 if there is one."""
+one rule per arrow of the layer table; every file of src/ is in one of those folders. Beyond
+includes, two facts that an include rule cannot see: Redis key names ("dlock:...") are written
+only in lock/keys.h (and the Lua scripts), and the node layer names no script of the lock (it
+routes by node::Call's typed facts; it may load them all, scripts::all()). Prints every breach and exits 1 if there is one."""
 import pathlib
 import re
 import sys
@@ -20,6 +20,9 @@ ALLOWED = {
     "net": {"resp"},
     "node": {"net", "resp", "engine", "scripts"},
     "lock": {"node", "net", "resp", "engine", "scripts"},
+    "core": {"lock", "node", "net", "resp", "engine", "scripts"},
+    "recipes": {"core", "lock", "engine", "scripts"},
+    "api": {"core", "lock", "engine"},
     "metrics": set(),
 }
 
@@ -44,6 +47,8 @@ def main():
             if layer == "node" and NAMED_SCRIPT.search(text):
                 breaches.append(f"{rel}: the node layer names a lock script")
     for path in sources(SRC):
+        if path.parent == SRC or path.relative_to(SRC).parts[0] not in ALLOWED:
+            breaches.append(f"{path.relative_to(SRC.parent)}: outside every layer folder")
         if path.relative_to(SRC).as_posix() == "lock/keys.h":
             continue
         for n, line in enumerate(path.read_text().splitlines(), 1):

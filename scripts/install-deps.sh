@@ -16,6 +16,7 @@ packages=(
   redis-server redis-tools # tests and the demo start real servers
   openssl                  # tests make TLS certificates
   clang-format
+  clang-tidy               # bash scripts/test.sh tidy (.clang-tidy)
   python3                  # scripts/check-function-size.py
   clang libclang-rt-14-dev # the libFuzzer targets
   libfaketime              # the chaos runner's worker with a skewed clock

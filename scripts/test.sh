@@ -4,12 +4,14 @@
 # and runs the tests in three builds: -Werror (dev: every test, then the install checks and
 # a smoke run of the benchmark), AddressSanitizer+UBSan and ThreadSanitizer (the tests a
 # sanitizer can find something in: see "Which tests run where" below); then runs the
-# libFuzzer targets (clang) side by side for a bounded time each.
+# libFuzzer targets (clang) side by side for a bounded time each; clang-tidy (.clang-tidy) over
+# src/ and tools/ runs after the dev build.
 # Usage: bash scripts/test.sh              everything, as CI runs it
 #        bash scripts/test.sh quick        dev build; unit, simulation and core integration
 #                                          tests (no failover, chaos or overload suites): the
 #                                          loop to run before every commit
-#        bash scripts/test.sh dev|asan|tsan|fuzz ...   those steps only
+#        bash scripts/test.sh dev|tidy|asan|tsan|fuzz ...   those steps only (tidy is not
+#                                          in quick: it takes minutes on 2 cores)
 # DLOCK_FUZZ_SECONDS sets the time per fuzz target (default 20); DLOCK_TEST_JOBS the ctest
 # jobs (default 8 per core in dev, 2 in the sanitizer builds: most tests wait on
 # redis-server and timers, not on the CPU, but sanitized code is several times slower and at
@@ -47,7 +49,7 @@ step "layers: what each folder of src/ may include (docs/design.md)"
 python3 scripts/check-layers.py
 
 presets=("$@")
-((${#presets[@]})) || presets=(dev asan tsan fuzz)
+((${#presets[@]})) || presets=(dev tidy asan tsan fuzz)
 quick=0
 if [ "${presets[*]}" = quick ]; then
   quick=1
@@ -62,6 +64,20 @@ ctest_args() {
   esac
 }
 for preset in "${presets[@]}"; do
+  if [ "$preset" = tidy ]; then
+    # Its own configuration without unity builds (a compile command per file, which clang-tidy
+    # needs); nothing is compiled but the generated sources the files include.
+    step "tidy: clang-tidy over src/ and tools/ (.clang-tidy)"
+    timeout 900 cmake --preset dev -B build/tidy -DDLOCK_UNITY=OFF >/dev/null
+    generated=(src/embedded_scripts.cc)
+    if ninja -C build/tidy -t query proto/dlock/v1/lock.pb.h >/dev/null 2>&1; then
+      generated+=(proto/dlock/v1/lock.pb.h proto/dlock/v1/lock.grpc.pb.h)  # the service's
+    fi
+    timeout 900 ninja -C build/tidy "${generated[@]}" >/dev/null
+    timeout 1800 run-clang-tidy -p build/tidy -j "$jobs" -quiet "^$PWD/(src|tools)/" \
+      >build/tidy.log 2>&1 || { grep -E 'warning:|error:' build/tidy.log; exit 1; }
+    continue
+  fi
   if [ "$preset" = fuzz ]; then
     step "fuzz: reply reader, URL and duration parsing (${DLOCK_FUZZ_SECONDS:-20}s each)"
     timeout 900 cmake --preset fuzz >/dev/null

@@ -95,7 +95,7 @@ class AsyncCancel {
   std::function<void()> hook_;
 };
 
-// The library side (src/async.cc): starts the operation on the client's io thread; `done`
+// The library side (src/api/async.cc): starts the operation on the client's io thread; `done`
 // runs there exactly once, at once when cancelled.
 // `shared`: a read hold (Client::try_lock_shared / lock_shared) instead of a write hold.
 void start_try_lock(const Client& client, std::string name, LockOptions options,
@@ -104,7 +104,7 @@ void start_try_lock(const Client& client, std::string name, LockOptions options,
 void start_lock(const Client& client, std::string name, std::chrono::milliseconds wait,
                 LockOptions options, std::shared_ptr<AsyncCancel> cancel,
                 std::function<void(Result<Lease>)> done, bool shared = false);
-// src/semaphore.cc: one permit of the semaphore `name` (Semaphore::acquire_lease).
+// src/recipes/semaphore.cc: one permit of the semaphore `name` (Semaphore::acquire_lease).
 void start_acquire_permit(const Client& client, std::string name, std::size_t permits,
                           std::chrono::milliseconds wait, LockOptions options,
                           std::shared_ptr<AsyncCancel> cancel,

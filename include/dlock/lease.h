@@ -101,7 +101,7 @@ class Lease {
   std::chrono::milliseconds ttl() const;
 
  private:
-  friend struct detail::Access;  // the library makes leases (src/access.h)
+  friend struct detail::Access;  // the library makes leases (src/core/access.h)
   Lease(std::shared_ptr<detail::ClientCore> core, std::shared_ptr<detail::LeaseState> state)
       : core_(std::move(core)), state_(std::move(state)) {}
   std::shared_ptr<detail::ClientCore> core_;   // keeps the connections alive

@@ -2,7 +2,7 @@
 // Reentrancy and ownership on 1 and 5 nodes.
 #include <thread>
 
-#include "access.h"
+#include "core/access.h"
 #include "support/cluster_fixture.h"
 
 namespace dlock {

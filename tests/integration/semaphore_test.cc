@@ -10,7 +10,7 @@
 #include <stop_token>
 #include <thread>
 
-#include "access.h"
+#include "core/access.h"
 #include "lock/keys.h"
 #include "support/cluster_fixture.h"
 

@@ -41,7 +41,7 @@ _port_claims = os.open(os.path.join(os.environ.get("TMPDIR") or "/tmp",
 
 def free_port():
     """A free loopback port that no other test process claimed: the C++ tests' claim file
-    (tools/dlock/redis_process.cc), a record lock on byte PORT, held while this process lives."""
+    (tools/sandbox/redis_process.cc), a record lock on byte PORT, held while this process lives."""
     for _ in range(200):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))

@@ -48,7 +48,7 @@ class World {
     if (::testing::Test::HasFailure()) std::cout << trace_.str();
   }
 
-  // As src/client.cc's attempt(): a held lease, or nullptr.
+  // As src/api/client.cc's attempt(): a held lease, or nullptr.
   std::shared_ptr<detail::LeaseState> take(std::size_t c, const std::string& owner,
                                            std::chrono::milliseconds ttl,
                                            const std::string& name = "x") {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The workload's operations, driving Holds and QuorumLock the way the public API does:
-// acquire as src/client.cc's attempt(), extend and end as src/lease.cc's Lease::extend() and
-// Lease::unlock() (the watchdog is not used: renewals are explicit extends).
+// acquire as src/api/client.cc's attempt(), extend and end as src/api/lease.cc's
+// Lease::extend() and Lease::unlock() (the watchdog is not used: renewals are explicit extends).
 #include <thread>
 
 #include "sim/sim_schedule.h"
@@ -81,7 +81,7 @@ void Schedule::acquire_new() {
   acquire(c, name, OwnerToken(owner), pick_ttl());
 }
 
-// Semaphore's attempt on one slot (src/semaphore.cc slot_attempt), with the client's permit
+// Semaphore's attempt on one slot (src/recipes/semaphore.cc slot_attempt), with the client's permit
 // count: 2, or now and then 3 (a service configured with another count; the nodes refuse it
 // while a count is recorded). Each permit under an owner of its own, as there: never a
 // reentrant lease of a slot.

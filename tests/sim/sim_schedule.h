@@ -61,7 +61,7 @@ class Schedule {
   void finish();
   bool stopped() const;
 
-  // The operations, as src/client.cc and src/lease.cc drive Holds and QuorumLock.
+  // The operations, as src/api/client.cc and src/api/lease.cc drive Holds and QuorumLock.
   void acquire(std::size_t c, const std::string& name, const OwnerToken& owner,
                std::chrono::milliseconds ttl, std::size_t permits = 0);
   void acquire_new();

@@ -47,7 +47,7 @@ int listen_on_any(const std::string& host, std::uint16_t& port) {
 }  // namespace
 
 int listen_on(const std::string& host, std::uint16_t& port) {
-  // A port that no other test process claimed (tools/dlock/redis_process.h): one whose server
+  // A port that no other test process claimed (tools/sandbox/redis_process.h): one whose server
   // is down for a moment belongs to a test that will start it again, and whose clients are
   // reconnecting to it.
   for (int attempt = 0; attempt < 100; ++attempt) {

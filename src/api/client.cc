@@ -2,106 +2,20 @@
 #include <dlock/client.h>
 #include <dlock/semaphore.h>
 
-#include <set>
 #include <stop_token>
 #include <thread>
 #include <variant>
 
-#include "client_core.h"
-#include "engine/background_thread.h"
+#include "core/client_core.h"
+#include "core/operations.h"
 #include "engine/run.h"
 #include "lock/keys.h"
 #include "lock/lease_state.h"
 #include "lock/owner.h"
 #include "lock/validity.h"
-#include "net/node_address.h"
-#include "operations.h"
 
 namespace dlock {
 namespace detail {
-namespace {
-
-std::string ms(std::chrono::milliseconds d) {
-  return std::to_string(d.count()) + " ms";
-}
-
-Result<std::unique_ptr<asio::ssl::context>> make_tls_context(const TlsOptions& tls) {
-  try {
-    auto ctx = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
-    ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                     asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
-                     asio::ssl::context::no_tlsv1_1);
-    if (tls.ca_file.empty()) {
-      ctx->set_default_verify_paths();
-    } else {
-      ctx->load_verify_file(tls.ca_file);
-    }
-    if (!tls.cert_file.empty()) ctx->use_certificate_chain_file(tls.cert_file);
-    if (!tls.key_file.empty()) ctx->use_private_key_file(tls.key_file, asio::ssl::context::pem);
-    ctx->set_verify_mode(tls.verify_peer ? asio::ssl::verify_peer : asio::ssl::verify_none);
-    return ctx;
-  } catch (const std::system_error& e) {
-    return Error(errc::invalid_argument, std::string("TLS setup failed: ") + e.what());
-  }
-}
-
-}  // namespace
-
-Result<std::shared_ptr<ClientCore>> ClientCore::create(const ClientOptions& options) {
-  if (options.nodes.empty()) return Error(errc::invalid_argument, "no Redis nodes given");
-  for (const auto& [d, what] : {std::pair{options.node_timeout, "node_timeout"},
-                                {options.connect_timeout, "connect_timeout"},
-                                {options.reconnect_backoff_max, "reconnect_backoff_max"}}) {
-    if (d > kMaxTimeout) {
-      return Error(errc::invalid_argument,
-                   std::string(what) + " must be at most 1 h, got " + ms(d));
-    }
-  }
-  if (options.node_timeout.count() <= 0) {
-    return Error(errc::invalid_argument, "node_timeout must be positive");
-  }
-  if (options.connect_timeout.count() <= 0) {
-    return Error(errc::invalid_argument, "connect_timeout must be positive");
-  }
-  if (options.reconnect_backoff_min.count() <= 0 ||
-      options.reconnect_backoff_max < options.reconnect_backoff_min) {
-    return Error(errc::invalid_argument, "reconnect backoff must satisfy 0 < min <= max");
-  }
-  if (!(options.drift_factor >= 0.0 && options.drift_factor < 1.0)) {
-    return Error(errc::invalid_argument, "drift_factor must be in [0, 1)");
-  }
-  std::vector<net::NodeAddress> addresses;
-  std::set<std::string> seen;
-  bool any_tls = false;
-  for (const auto& url : options.nodes) {
-    auto addr = net::parse_node_url(url);
-    if (!addr) return std::move(addr).error();
-    // Redlock's safety rests on the nodes being independent: the same server twice would
-    // count one vote twice.
-    if (!seen.insert(addr->identity()).second) {
-      return Error(errc::invalid_argument, "node " + addr->display() + " is given twice");
-    }
-    any_tls = any_tls || addr->tls;
-    addresses.push_back(std::move(*addr));
-  }
-  std::unique_ptr<asio::ssl::context> tls;
-  if (any_tls) {
-    auto ctx = make_tls_context(options.tls);
-    if (!ctx) return std::move(ctx).error();
-    tls = std::move(*ctx);
-  }
-  // The last reference may go on an io thread (a Task's frame ends there after its caller got
-  // its value and went on) or on the watchdog's (an on_lost callback dropping the last Lease):
-  // neither can join itself, so another thread ends the client.
-  return std::shared_ptr<ClientCore>(
-      new ClientCore(options, std::move(tls), addresses), [](ClientCore* core) {
-        if (engine::on_client_thread()) {
-          engine::background_thread([core] { delete core; }).detach();
-        } else {
-          delete core;
-        }
-      });
-}
 
 // Shared by a Client's copies. The last one to go cancels the asio API's pending waits (as an
 // asio I/O object does when destroyed), then waits for what the client still runs in the
@@ -125,43 +39,6 @@ class LastCopy {
  private:
   ClientCore* core_;
 };
-
-ClientCore::ClientCore(const ClientOptions& options, std::unique_ptr<asio::ssl::context> tls,
-                       const std::vector<net::NodeAddress>& addresses)
-    : options_(options),
-      tls_(std::move(tls)),
-      waiters_(nodes_),
-      nodes_(
-          addresses,
-          net::ConnectionOptions{
-              options.connect_timeout, options.reconnect_backoff_min, options.reconnect_backoff_max,
-              std::max(std::chrono::milliseconds(5000), options.node_timeout * 10), tls_.get()},
-          options.node_timeout,
-          [this](const std::string& channel, const std::string& payload) {
-            waiters_.on_message(channel, payload);
-          },
-          options.observer.get()),
-      lock_(nodes_, options.drift_factor, options.observer.get(),
-            lock::MembershipOptions{options.allow_eviction, options.start_from_quorum}),
-      holds_(lock_),
-      watchdog_(lock_, options.observer.get()) {}
-
-std::optional<Error> ClientCore::check(std::string_view name, std::chrono::milliseconds ttl) const {
-  if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
-  if (ttl.count() <= 0) {
-    return Error(errc::invalid_argument, "ttl must be positive, got " + ms(ttl));
-  }
-  if (ttl > kMaxTtl) {
-    // Also keeps every deadline computed from it (and the quarantines it sets on the nodes)
-    // far from overflowing.
-    return Error(errc::invalid_argument, "ttl must be at most 365 days, got " + ms(ttl));
-  }
-  if (auto d = lock_.drift(ttl); ttl <= d) {
-    return Error(errc::invalid_argument,
-                 "ttl of " + ms(ttl) + " is not larger than the clock drift allowance of " + ms(d));
-  }
-  return std::nullopt;
-}
 
 }  // namespace detail
 

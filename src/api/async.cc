@@ -1,14 +1,14 @@
 // SPDX-License-Identifier: MIT
 // The library side of dlock/async.h: each operation is the blocking API's Task
-// (operations.h), started on the client's io thread instead of waited for.
+// (core/operations.h), started on the client's io thread instead of waited for.
 #include <dlock/async.h>
 
-#include "access.h"
-#include "client_core.h"
+#include "core/access.h"
+#include "core/client_core.h"
+#include "core/operations.h"
 #include "engine/task.h"
 #include "lock/owner.h"
 #include "lock/wait.h"
-#include "operations.h"
 
 namespace dlock::detail {
 
@@ -211,24 +211,6 @@ void start_extend(Lease& lease, std::chrono::milliseconds ttl, std::shared_ptr<A
     engine::start(extend_task(std::move(core), state, ttl),
                   engine::counted(token, [once](Result<void> r) { once->complete(std::move(r)); }));
   });
-}
-
-void ClientCore::add_pending_wait(std::weak_ptr<AsyncCancel> cancel) {
-  std::lock_guard lock(pending_mu_);
-  if (pending_waits_.size() >= prune_pending_at_) {  // amortized: at most doubling between
-    std::erase_if(pending_waits_, [](const auto& w) { return w.expired(); });
-    prune_pending_at_ = std::max<std::size_t>(64, 2 * pending_waits_.size());
-  }
-  pending_waits_.push_back(std::move(cancel));
-}
-
-std::vector<std::shared_ptr<AsyncCancel>> ClientCore::pending_waits() {
-  std::lock_guard lock(pending_mu_);
-  std::vector<std::shared_ptr<AsyncCancel>> out;
-  for (const auto& w : pending_waits_) {
-    if (auto c = w.lock()) out.push_back(std::move(c));
-  }
-  return out;
 }
 
 void cancel_pending_waits(ClientCore& core) {

@@ -6,13 +6,13 @@
 #include <stop_token>
 #include <variant>
 
-#include "access.h"
-#include "client_core.h"
+#include "core/access.h"
+#include "core/client_core.h"
+#include "core/operations.h"
 #include "engine/run.h"
 #include "lock/keys.h"
 #include "lock/owner.h"
 #include "lock/wait.h"
-#include "operations.h"
 
 namespace dlock {
 namespace {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <dlock/fenced_store.h>
 
-#include "client_core.h"
+#include "core/client_core.h"
 #include "lock/keys.h"
 #include "scripts/script.h"
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <variant>
 
-#include "client_core.h"
+#include "core/client_core.h"
 #include "engine/task.h"
 #include "lock/lease_state.h"
 #include "lock/quorum_lock.h"
@@ -100,7 +100,7 @@ lock::WaitPlan lock_wait_plan(ClientCore& core, const std::string& name,
 lock::WaitContext wait_context(ClientCore& core, lock::WaitOn on);
 
 // A permit of the semaphore `name` on the io thread (dlock/async.h's async_acquire_permit;
-// src/semaphore.cc): the wait of Semaphore::acquire_lease, awaited. check_permit first.
+// src/recipes/semaphore.cc): the wait of Semaphore::acquire_lease, awaited. check_permit first.
 engine::Task<Result<Lease>> permit_task(std::shared_ptr<ClientCore> core, std::string name,
                                         std::size_t permits, std::chrono::milliseconds wait,
                                         LockOptions options,

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-#include "operations.h"
+#include "core/operations.h"
 
 #include <algorithm>
 #include <chrono>
 
-#include "access.h"
+#include "core/access.h"
 #include "engine/run.h"
 #include "lock/keys.h"
 #include "lock/owner.h"

@@ -57,7 +57,7 @@ class ClientCore {
   engine::InFlight::Token started() const { return engine::InFlight::Token(in_flight_); }
   const std::shared_ptr<engine::InFlight>& in_flight() const noexcept { return in_flight_; }
   // The asio API's waits (async_lock, async_lock_shared, async_acquire_permit) still pending:
-  // the client's last handle cancels them (src/async.cc), as an asio I/O object cancels its
+  // the client's last handle cancels them (src/api/async.cc), as an asio I/O object cancels its
   // operations when it is destroyed.
   void add_pending_wait(std::weak_ptr<AsyncCancel> cancel);
   std::vector<std::shared_ptr<AsyncCancel>> pending_waits();
@@ -80,7 +80,7 @@ class ClientCore {
 };
 
 // Cancels the waits pending on `core` (ClientCore::pending_waits): each completes with
-// errc::cancelled at once and leaves its queue place (src/async.cc).
+// errc::cancelled at once and leaves its queue place (src/api/async.cc).
 void cancel_pending_waits(ClientCore& core);
 
 }  // namespace dlock::detail

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 #include <dlock/lease.h>
 
-#include "access.h"
-#include "client_core.h"
+#include "core/access.h"
+#include "core/client_core.h"
+#include "core/operations.h"
 #include "engine/run.h"
 #include "lock/lease_state.h"
-#include "operations.h"
 
 namespace dlock {
 namespace {
