@@ -18,11 +18,13 @@ namespace dlock::cli {
 
 Result<std::unique_ptr<ServiceProcess>> ServiceProcess::start(
     const std::vector<std::string>& redis_urls, const std::string& grpc_listen,
-    const std::string& http_listen) {
-  std::error_code ec;
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  if (ec) return Error(errc::io_error, "cannot find the dlock binary: " + ec.message());
-  std::vector<std::string> args{self,        "serve",         "--grpc-listen",
+    const std::string& http_listen, std::string binary) {
+  if (binary.empty()) {
+    std::error_code ec;
+    binary = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    if (ec) return Error(errc::io_error, "cannot find the dlock binary: " + ec.message());
+  }
+  std::vector<std::string> args{binary,      "serve",         "--grpc-listen",
                                 grpc_listen, "--http-listen", http_listen};
   for (const auto& url : redis_urls) {
     args.push_back("-r");

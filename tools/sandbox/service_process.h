@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // ServiceProcess: a `dlock serve` child process in front of given Redis nodes, for `dlock
-// sandbox --service`. It is this very binary (/proc/self/exe), so the sandbox serves what it
-// ships; the child is stopped by SIGTERM (the service's clean stop) and dies with its parent.
+// sandbox --service` (and the benchmark's service rows). By default it is this very binary
+// (/proc/self/exe), so the sandbox serves what it ships; the child is stopped by SIGTERM (the
+// service's clean stop) and dies with its parent.
 #pragma once
 
 #include <dlock/result.h>
@@ -16,11 +17,14 @@ namespace dlock::cli {
 class ServiceProcess {
  public:
   // Starts `dlock serve -r URL... --grpc-listen G --http-listen H` and waits (10 s at most)
-  // for the addresses it prints. Errors: the binary has no `serve` (built without the
-  // service), a port in use (what the service said is on stderr), no answer in time.
+  // for the addresses it prints. `binary`: the dlock tool to run, this very binary when empty
+  // (the benchmark, another binary, names the tool its build made). Errors: the binary has no
+  // `serve` (built without the service), a port in use (what the service said is on stderr),
+  // no answer in time.
   static Result<std::unique_ptr<ServiceProcess>> start(const std::vector<std::string>& redis_urls,
                                                        const std::string& grpc_listen,
-                                                       const std::string& http_listen);
+                                                       const std::string& http_listen,
+                                                       std::string binary = {});
   // SIGTERM, then waits for it (SIGKILL after 10 s).
   ~ServiceProcess();
   ServiceProcess(const ServiceProcess&) = delete;
