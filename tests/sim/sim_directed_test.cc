@@ -4,6 +4,7 @@
 // Each showed mutual exclusion broken by the code of the time (604a240); both now pass.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <iostream>
 #include <thread>
 
@@ -918,6 +919,29 @@ TEST(SimDirected, ALateGrantOfARefusedAttemptAfterItsRetraction) {
     if (other) w.end(2, other);
     std::this_thread::sleep_for(20ms);
   }
+}
+
+// Seed 58 of MinorityRestartsWithPermits/N5 (the TSan CI run of 2138fa2): an extension began
+// while its lease was valid, but its greeting (a larger ttl is announced before it is renewed
+// to) took longer than the validity had left. The renewal went out anyway and re-armed the key
+// for the new ttl on the nodes where it still lived, past the bound any lease of the name sets.
+// A validity that ends during the greeting is not renewed either.
+TEST(SimDirected, AValidityThatEndsDuringTheGreetingIsNotRenewed) {
+  std::atomic<bool> armed{false};
+  std::atomic<int> renewals_sent{0};
+  Clock::time_point until;
+  World w(3, [&](std::size_t client, std::size_t, const node::Call& call) {
+    if (armed && client == 0 && is(call, "hello")) std::this_thread::sleep_until(until + 20ms);
+    if (armed && client == 0 && is(call, "renew")) ++renewals_sent;
+    return std::optional<Fault>();
+  });
+  const auto lease = w.take(0, "x", 100ms);
+  ASSERT_NE(lease, nullptr);
+  until = lease->valid_until;
+  lease->ttl = 300ms;  // larger than announced: the extension greets first
+  armed = true;
+  EXPECT_FALSE(w.extend(0, lease));
+  EXPECT_EQ(renewals_sent.load(), 0) << "a renewal went out after the validity had ended";
 }
 
 }  // namespace
