@@ -7,15 +7,8 @@
 #include "lock/owner.h"
 
 namespace dlock::lock {
-namespace {
 
-using Status = detail::LeaseState::Status;
-
-// The entry of (name, owner, kind); the hold id is not part of it. "LEN:NAME" then the kind's
-// one letter, then the owner: names and owners may hold any byte (NUL too), so only the name's
-// length keeps two different triples from meeting in one key (with separators, ("a\0r\0b", w,
-// "c") and ("a", r, "b\0w\0c") did, and the second joined the first's hold unasked).
-std::string entry_key(std::string_view name, const OwnerToken& owner, HoldKind hold_kind) {
+std::string hold_entry_key(std::string_view name, const OwnerToken& owner, HoldKind hold_kind) {
   const std::string_view kind = kind_arg(hold_kind);
   const std::string length = std::to_string(name.size());
   std::string key;
@@ -25,8 +18,12 @@ std::string entry_key(std::string_view name, const OwnerToken& owner, HoldKind h
   return key;
 }
 
+namespace {
+
+using Status = detail::LeaseState::Status;
+
 std::string entry_key(const HoldId& k) {
-  return entry_key(k.name, k.owner, k.kind);
+  return hold_entry_key(k.name, k.owner, k.kind);
 }
 
 }  // namespace
@@ -63,7 +60,7 @@ void Holds::leave(const HoldId& key, const std::shared_ptr<Entry>& e) {
 
 bool Holds::has(const std::string& name, const OwnerToken& owner, HoldKind kind) {
   std::lock_guard lock(mu_);
-  const auto it = entries_.find(entry_key(name, owner, kind));
+  const auto it = entries_.find(hold_entry_key(name, owner, kind));
   // `keep` is set while the entry's current hold has leases (a hold being released right now
   // may still count: then the caller is refused and may try again).
   return it != entries_.end() && it->second->keep;
