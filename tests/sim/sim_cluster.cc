@@ -26,6 +26,8 @@ const char* fault_name(Fault f) {
       return "late";
     case Fault::error_reply:
       return "error-reply";
+    case Fault::slow_reply:
+      return "slow-reply";
     case Fault::restart_before:
       return "restart-before";
     case Fault::restart_after:
@@ -72,7 +74,7 @@ Fault SimCluster::pick_fault(std::size_t client, std::size_t i, const node::Call
   Fault f = Fault::none;
   if (rng_.chance(options_.fault_rate)) {
     const double kind = rng_.uniform(0.0, 1.0);
-    const double rest = (1.0 - options_.restart_share) / 4;
+    const double rest = (1.0 - options_.restart_share) / 5;
     if (kind < rest) {
       f = Fault::reply_lost;
     } else if (kind < 2 * rest) {
@@ -81,6 +83,8 @@ Fault SimCluster::pick_fault(std::size_t client, std::size_t i, const node::Call
       f = Fault::late;
     } else if (kind < 4 * rest) {
       f = Fault::error_reply;
+    } else if (kind < 5 * rest) {
+      f = Fault::slow_reply;
     } else {
       f = rng_.chance(0.5) ? Fault::restart_before : Fault::restart_after;
       // A restart the profile does not allow now is a lost request instead.

@@ -12,6 +12,10 @@
 //                   connection's buffered request running after the client reconnected); the
 //                   client gets errc::timeout and its connection is replaced
 //   error_reply     not executed; an error reply (as BUSY, LOADING or OOM), the connection kept
+//   slow_reply      executed and answered, but the answer takes 2 to 30 ms (a slow network path
+//                   or a preempted client): a round that waits for it ends that much later, so
+//                   the client's next step starts later than it planned (seed 58 of
+//                   MinorityRestartsWithPermits/N5 needed that between a greeting and a renewal)
 //   restart_before  the node restarts before executing (state wiped, new run_id); io_error
 //   restart_after   the node executes, then restarts before answering; io_error
 // A restart replaces every client's connection to that node (their epochs change).
@@ -54,7 +58,16 @@ class Rng {
   std::mt19937_64 gen_;
 };
 
-enum class Fault { none, reply_lost, unsent, late, error_reply, restart_before, restart_after };
+enum class Fault {
+  none,
+  reply_lost,
+  unsent,
+  late,
+  error_reply,
+  slow_reply,
+  restart_before,
+  restart_after
+};
 const char* fault_name(Fault f);
 
 // How restarts are bounded. minority: at most a minority of the nodes restart within one

@@ -2,6 +2,8 @@
 #include "sim/sim_fanout.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 namespace dlock::sim {
 
@@ -36,7 +38,10 @@ std::vector<std::size_t> SimFanout::arrival(const std::vector<Fault>& faults) {
   for (std::size_t i = order.size(); i > 1 && !cluster_.options().in_order; --i) {
     std::swap(order[i - 1], order[cluster_.rng().below(i)]);
   }
-  // A timeout is known only at the deadline, after every reply that came.
+  // A slow reply comes after the others; a timeout is known only at the deadline, after every
+  // reply that came.
+  std::stable_partition(order.begin(), order.end(),
+                        [&](std::size_t i) { return faults[i] == Fault::none; });
   std::stable_partition(order.begin(), order.end(), [&](std::size_t i) {
     return faults[i] != Fault::reply_lost && faults[i] != Fault::late;
   });
@@ -58,6 +63,7 @@ std::vector<Result<resp::Reply>> SimFanout::deliver(std::size_t i, Fault fault,
   };
   switch (fault) {
     case Fault::none:
+    case Fault::slow_reply:  // its wait: round()
       use(i);
       return execute();
     case Fault::reply_lost:
@@ -116,7 +122,14 @@ std::vector<node::Outcomes> SimFanout::round(const std::vector<node::Call>& call
   std::size_t yes = 0;
   bool reached = false;
   std::string summary;
+  Clock::duration slow{};
   for (const std::size_t i : arrival(faults)) {
+    // Executed at once (a node's execution is not what is slow), waited for at the end: a
+    // sleep here would delay the next node's execution too.
+    if (faults[i] == Fault::slow_reply && !reached) {
+      slow =
+          std::max<Clock::duration>(slow, std::chrono::milliseconds(cluster_.rng().between(2, 30)));
+    }
     std::vector<Result<resp::Reply>> got = deliver(i, faults[i], calls);
     summary += " | n" + std::to_string(i) + " " + fault_name(faults[i]);
     if (reached) {
@@ -133,6 +146,13 @@ std::vector<node::Outcomes> SimFanout::round(const std::vector<node::Call>& call
     for (std::size_t c = 0; c < calls.size(); ++c) outcomes[c][i] = std::move(got[c]);
   }
   cluster_.trace().line("  ->" + summary);
+  if (slow > Clock::duration::zero()) {
+    cluster_.trace().line(
+        "  (the slowest reply came " +
+        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(slow).count()) +
+        " ms late)");
+    std::this_thread::sleep_for(slow);
+  }
   return outcomes;
 }
 
