@@ -117,7 +117,8 @@ class Events {
 // thread that creates it, here a StopSignals scope's), so there is no moment at which one lands
 // on it. One that did would wait in waitpid() for the command it was meant for: under
 // ThreadSanitizer, whose handlers run at the thread's next libc call, it was never forwarded.
-// The library's own threads block every asynchronous signal.
+// The stop signals are the only ones `dlock run` handles (any other keeps its default action,
+// the same on every thread); the library's own threads block every asynchronous signal.
 class ChildWatch {
  public:
   ChildWatch(pid_t pid, std::shared_ptr<Events> events) : thread_(start(pid, std::move(events))) {}
