@@ -223,18 +223,18 @@ int run_all(const std::string& out_dir, bool smoke, const std::string& client_cp
   s.scratch = tmpl;
 
   pin(server_cpus);
-  std::vector<std::unique_ptr<cli::RedisProcess>> servers;
+  std::vector<std::unique_ptr<sandbox::RedisProcess>> servers;
   for (int i = 0; i < 5; ++i) {
     fs::create_directories(s.scratch / ("node" + std::to_string(i)));
-    servers.push_back(std::make_unique<cli::RedisProcess>(s.scratch / ("node" + std::to_string(i)),
-                                                          cli::RedisProcessOptions{}));
+    servers.push_back(std::make_unique<sandbox::RedisProcess>(
+        s.scratch / ("node" + std::to_string(i)), sandbox::RedisProcessOptions{}));
     if (auto st = servers.back()->start(); !st) throw std::runtime_error(st.error().message());
     s.five.push_back(servers.back()->port());
   }
   s.one = {s.five[0]};
   pin(client_cpus);
 
-  r.versions = first_line(capture({cli::redis_server_binary(), "--version"}, s.scratch));
+  r.versions = first_line(capture({sandbox::redis_server_binary(), "--version"}, s.scratch));
   if (s.with_peers) {
     r.versions +=
         "; redis-py " +

@@ -13,8 +13,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-cli::RedisReply must(std::uint16_t port, const std::vector<std::string>& args) {
-  auto r = cli::redis_command(port, "", args);
+sandbox::RedisReply must(std::uint16_t port, const std::vector<std::string>& args) {
+  auto r = sandbox::redis_command(port, "", args);
   if (!r) throw std::runtime_error("port " + std::to_string(port) + ": no answer to " + args[0]);
   if (r->type == REDIS_REPLY_ERROR) {
     throw std::runtime_error("port " + std::to_string(port) + ": " + args[0] + " " +
@@ -44,9 +44,9 @@ std::unique_ptr<MeasuredCluster> MeasuredCluster::start(const std::filesystem::p
   std::filesystem::create_directories(dir);
   std::unique_ptr<MeasuredCluster> c(new MeasuredCluster());
   if (masters >= 3) {
-    cli::LocalClusterOptions options;
+    sandbox::LocalClusterOptions options;
     options.masters = masters;
-    auto cluster = cli::LocalCluster::start(dir, options);
+    auto cluster = sandbox::LocalCluster::start(dir, options);
     if (!cluster) throw std::runtime_error("cluster: " + cluster.error().message());
     c->cluster_ = std::move(*cluster);
     for (std::size_t i = 0; i < c->cluster_->size(); ++i) {
@@ -55,10 +55,10 @@ std::unique_ptr<MeasuredCluster> MeasuredCluster::start(const std::filesystem::p
     return c;
   }
   if (masters != 1) throw std::invalid_argument("a cluster of 1 master or of 3 or more");
-  cli::RedisProcessOptions options;
-  options.port = cli::free_cluster_port();  // the cluster bus takes PORT + 10000 too
+  sandbox::RedisProcessOptions options;
+  options.port = sandbox::free_cluster_port();  // the cluster bus takes PORT + 10000 too
   options.extra_args = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"};
-  c->single_ = std::make_unique<cli::RedisProcess>(dir, options);
+  c->single_ = std::make_unique<sandbox::RedisProcess>(dir, options);
   if (auto started = c->single_->start(); !started) {
     throw std::runtime_error("cluster: " + started.error().message());
   }

@@ -4,7 +4,7 @@
 // counters (INFO), and a slot moved to another master the way `redis-cli --cluster reshard`
 // moves one (to make a client's slot map stale).
 //
-// redis-cli --cluster create wants at least 3 masters (cli::LocalCluster), so a 1-master
+// redis-cli --cluster create wants at least 3 masters (sandbox::LocalCluster), so a 1-master
 // cluster is one server started with --cluster-enabled yes that takes all 16384 slots itself
 // (CLUSTER ADDSLOTSRANGE 0 16383): a real cluster to the client (CLUSTER SLOTS, routing by
 // slot), with one master to route to.
@@ -55,8 +55,8 @@ class MeasuredCluster {
   MeasuredCluster() = default;
   std::string id(std::size_t master) const;  // CLUSTER MYID
 
-  std::unique_ptr<cli::LocalCluster> cluster_;  // three masters or more
-  std::unique_ptr<cli::RedisProcess> single_;   // or one
+  std::unique_ptr<sandbox::LocalCluster> cluster_;  // three masters or more
+  std::unique_ptr<sandbox::RedisProcess> single_;   // or one
   Ports masters_;
 };
 

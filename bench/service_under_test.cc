@@ -11,7 +11,7 @@ namespace dlock::bench {
 
 ServiceUnderTest::ServiceUnderTest(const std::string& binary,
                                    const std::vector<std::string>& redis_urls) {
-  auto started = cli::ServiceProcess::start(redis_urls, "127.0.0.1:0", "127.0.0.1:0", binary);
+  auto started = sandbox::ServiceProcess::start(redis_urls, "127.0.0.1:0", "127.0.0.1:0", binary);
   if (!started) {
     throw std::runtime_error("cannot start " + binary + ": " + started.error().message());
   }

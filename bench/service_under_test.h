@@ -29,7 +29,7 @@ class ServiceUnderTest {
   double cpu_seconds() const;
 
  private:
-  std::unique_ptr<cli::ServiceProcess> process_;
+  std::unique_ptr<sandbox::ServiceProcess> process_;
 };
 
 }  // namespace dlock::bench

@@ -46,12 +46,12 @@ Result<std::unique_ptr<ChaosNodes>> ChaosNodes::start(std::size_t nodes, bool se
     std::filesystem::create_directories(dir);
     // AOF with fsync every second: a node restarted from it may miss its last second of
     // writes, as in production; it is kept out of quorums like any restarted node.
-    cli::RedisProcessOptions options;
+    sandbox::RedisProcessOptions options;
     options.persist = true;
     options.fsync_always = false;
     // A later --bind replaces the first: the server listens on both loopback addresses.
     if (second_loopback) options.extra_args = {"--bind", "127.0.0.1", "127.0.0.2"};
-    auto node = std::make_unique<cli::RedisProcess>(dir, options);
+    auto node = std::make_unique<sandbox::RedisProcess>(dir, options);
     if (auto started = node->start(); !started) return std::move(started).error();
     set->nodes_.push_back(std::move(node));
   }

@@ -54,7 +54,7 @@ class ChaosNodes {
 
   // Lock nodes: servers, or clusters when clustered().
   std::size_t size() const { return clustered() ? clusters_.size() : nodes_.size() - 1; }
-  cli::RedisProcess& node(std::size_t i) { return *nodes_[i]; }  // Requires: !clustered()
+  sandbox::RedisProcess& node(std::size_t i) { return *nodes_[i]; }  // Requires: !clustered()
   bool clustered() const { return !clusters_.empty(); }
   test::ShardedCluster& cluster(std::size_t i) { return *clusters_[i]; }
   std::string resource_url() const { return nodes_.back()->url(); }
@@ -72,7 +72,7 @@ class ChaosNodes {
  private:
   explicit ChaosNodes(std::filesystem::path dir) : dir_(std::move(dir)) {}
   std::filesystem::path dir_;
-  std::vector<std::unique_ptr<cli::RedisProcess>> nodes_;        // lock nodes, then the resource
+  std::vector<std::unique_ptr<sandbox::RedisProcess>> nodes_;    // lock nodes, then the resource
   std::vector<std::unique_ptr<test::ShardedCluster>> clusters_;  // the lock nodes, or none
   std::map<std::pair<std::size_t, int>, std::unique_ptr<test::TcpProxy>> proxies_;
 };

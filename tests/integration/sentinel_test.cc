@@ -149,8 +149,8 @@ TEST_F(SentinelNodeTest, AGracefulFailoverMovesTheNodeOffTheOldMaster) {
   auto lease = a.try_lock("moved", renewed(15s));
   ASSERT_TRUE(lease) << lease.error().message();
   ASSERT_TRUE(set_->replicated(0));
-  auto asked = cli::redis_command(set_->set().sentinel(0).port(), "",
-                                  {"SENTINEL", "FAILOVER", set_->set().options().master_name});
+  auto asked = sandbox::redis_command(set_->set().sentinel(0).port(), "",
+                                      {"SENTINEL", "FAILOVER", set_->set().options().master_name});
   ASSERT_TRUE(asked && asked->type == REDIS_REPLY_STATUS) << (asked ? asked->str : "no answer");
   ASSERT_TRUE(set_->set().wait_for_new_master(0, 60s));
   ASSERT_TRUE(test::eventually(
@@ -279,7 +279,7 @@ TEST_F(SentinelNodeTest, ABadNameOrNodeSaysWhatIsWrong) {
   EXPECT_NE(r.error().message().find("knows no master named 'no-such-master'"), std::string::npos)
       << r.error().message();
 
-  const auto dead_port = std::to_string(cli::free_loopback_port());
+  const auto dead_port = std::to_string(sandbox::free_loopback_port());
   Client dead = client_of("redis-sentinel://127.0.0.1:" + dead_port + "/dlock");
   r = dead.try_lock("job", fixed(5s));
   ASSERT_FALSE(r);

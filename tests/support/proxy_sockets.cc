@@ -52,7 +52,7 @@ int listen_on(const std::string& host, std::uint16_t& port) {
   // reconnecting to it.
   for (int attempt = 0; attempt < 100; ++attempt) {
     const int fd = listen_on_any(host, port);
-    if (cli::claim_port(port)) return fd;
+    if (sandbox::claim_port(port)) return fd;
     close(fd);
   }
   throw std::runtime_error("TcpProxy: no unclaimed port on " + host);

@@ -7,7 +7,7 @@
 namespace dlock::test {
 
 bool redis_available() {
-  const bool found = cli::redis_server_available();
+  const bool found = sandbox::redis_server_available();
   if (!found) {
     const char* required = std::getenv("DLOCK_REQUIRE_REDIS");
     if (required != nullptr && std::string(required) == "1") {
@@ -21,7 +21,7 @@ RedisServer::RedisServer(ServerOptions options) : options_(std::move(options)) {
   char tmpl[] = "/tmp/dlock-test-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
-  cli::RedisProcessOptions process;
+  sandbox::RedisProcessOptions process;
   process.persist = options_.persist;
   process.tls = options_.tls;
   if (options_.tls) {
@@ -37,7 +37,7 @@ RedisServer::RedisServer(ServerOptions options) : options_(std::move(options)) {
   // try a few fresh ports.
   for (int attempt = 0;; ++attempt) {
     process.port = 0;
-    process_ = std::make_unique<cli::RedisProcess>(dir_, process);
+    process_ = std::make_unique<sandbox::RedisProcess>(dir_, process);
     auto started = process_->start();
     if (started) break;
     if (attempt == 5) throw std::runtime_error(started.error().message());
@@ -67,7 +67,7 @@ void RedisServer::resume() {
 }
 
 ReplyPtr RedisServer::command(const std::vector<std::string>& args, int db) const {
-  return cli::redis_command(port(), options_.password, args, db, std::chrono::seconds(2));
+  return sandbox::redis_command(port(), options_.password, args, db, std::chrono::seconds(2));
 }
 
 bool RedisServer::exists(const std::string& key) const {

@@ -19,7 +19,7 @@
 
 namespace dlock::test {
 
-using ReplyPtr = cli::RedisReply;
+using ReplyPtr = sandbox::RedisReply;
 
 struct ServerOptions {
   bool persist = false;                 // appendonly yes, appendfsync always
@@ -53,7 +53,7 @@ class RedisServer {
  private:
   ServerOptions options_;
   std::filesystem::path dir_;
-  std::unique_ptr<cli::RedisProcess> process_;
+  std::unique_ptr<sandbox::RedisProcess> process_;
 };
 
 // Several independent servers: the nodes of a Redlock test.

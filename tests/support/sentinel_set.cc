@@ -14,10 +14,10 @@ SentinelSet::SentinelSet(std::size_t replicas, std::string password)
   char tmpl[] = "/tmp/dlock-sentinel-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
-  cli::LocalSentinelOptions options;
+  sandbox::LocalSentinelOptions options;
   options.replicas = replicas;
   options.password = password_;
-  auto set = cli::LocalSentinel::start(dir_, options);
+  auto set = sandbox::LocalSentinel::start(dir_, options);
   if (!set) throw std::runtime_error(set.error().message());
   set_ = std::move(*set);
 }
@@ -37,7 +37,7 @@ bool SentinelSet::replicated(std::size_t i) const {
 
 ReplyPtr SentinelSet::command(std::size_t i, const std::vector<std::string>& args) const {
   if (!set_->server(i).running()) return nullptr;
-  return cli::redis_command(set_->server(i).port(), password_, args);
+  return sandbox::redis_command(set_->server(i).port(), password_, args);
 }
 
 }  // namespace dlock::test

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// SentinelSet: a master, its replicas and three Redis Sentinels for tests (cli::LocalSentinel
+// SentinelSet: a master, its replicas and three Redis Sentinels for tests (sandbox::LocalSentinel
 // in a temporary folder of its own, removed afterwards), with what tests do to one: run a
 // command on a server, find the master, fail it over.
 #pragma once
@@ -16,7 +16,7 @@ namespace dlock::test {
 
 class SentinelSet {
  public:
-  static constexpr std::size_t npos = cli::LocalSentinel::npos;
+  static constexpr std::size_t npos = sandbox::LocalSentinel::npos;
 
   // Throws std::runtime_error if the set does not settle.
   explicit SentinelSet(std::size_t replicas = 1, std::string password = {});
@@ -25,8 +25,8 @@ class SentinelSet {
   SentinelSet& operator=(const SentinelSet&) = delete;
 
   std::string url() const { return set_->url(); }
-  cli::LocalSentinel& set() { return *set_; }
-  cli::RedisProcess& server(std::size_t i) { return set_->server(i); }
+  sandbox::LocalSentinel& set() { return *set_; }
+  sandbox::RedisProcess& server(std::size_t i) { return set_->server(i); }
   std::size_t master() const { return set_->master(); }
 
   // Waits until server i's replicas have everything it wrote so far (false after 10 s).
@@ -37,7 +37,7 @@ class SentinelSet {
  private:
   std::filesystem::path dir_;
   std::string password_;
-  std::unique_ptr<cli::LocalSentinel> set_;
+  std::unique_ptr<sandbox::LocalSentinel> set_;
 };
 
 }  // namespace dlock::test

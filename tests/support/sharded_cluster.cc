@@ -17,14 +17,14 @@ ShardedCluster::ShardedCluster(std::size_t masters, std::size_t replicas, std::s
   char tmpl[] = "/tmp/dlock-cluster-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
-  cli::LocalClusterOptions options;
+  sandbox::LocalClusterOptions options;
   options.masters = masters;
   options.replicas = replicas;
   if (!password_.empty()) {
     options.extra_args = {"--requirepass", password_};
     options.password = password_;
   }
-  auto cluster = cli::LocalCluster::start(dir_, options);
+  auto cluster = sandbox::LocalCluster::start(dir_, options);
   if (!cluster) throw std::runtime_error(cluster.error().message());
   cluster_ = std::move(*cluster);
 }
@@ -37,8 +37,8 @@ ShardedCluster::~ShardedCluster() {
 
 ReplyPtr ShardedCluster::command(std::size_t i, const std::vector<std::string>& args) const {
   if (!cluster_->server(i).running()) return nullptr;
-  return cli::redis_command(cluster_->server(i).port(), password_, args, 0,
-                            std::chrono::seconds(2));
+  return sandbox::redis_command(cluster_->server(i).port(), password_, args, 0,
+                                std::chrono::seconds(2));
 }
 
 std::string ShardedCluster::id(std::size_t i) const {

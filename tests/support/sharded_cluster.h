@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// ShardedCluster: a real Redis Cluster for tests (cli::LocalCluster: redis-server processes in
+// ShardedCluster: a real Redis Cluster for tests (sandbox::LocalCluster: redis-server processes in
 // cluster mode joined by `redis-cli --cluster create`), with what tests do to one: find the
 // master of a key, move a slot step by step (MOVED and ASK), kill a master and wait for its
 // replica to take over.
@@ -30,7 +30,7 @@ class ShardedCluster {
 
   std::string url() const { return cluster_->url(); }  // redis-cluster://127.0.0.1:PORT
   std::size_t size() const { return cluster_->size(); }
-  cli::RedisProcess& server(std::size_t i) { return cluster_->server(i); }
+  sandbox::RedisProcess& server(std::size_t i) { return cluster_->server(i); }
 
   // A command on server i (a fresh hiredis connection), or null if it does not answer.
   ReplyPtr command(std::size_t i, const std::vector<std::string>& args) const;
@@ -78,7 +78,7 @@ class ShardedCluster {
  private:
   std::filesystem::path dir_;
   std::string password_;
-  std::unique_ptr<cli::LocalCluster> cluster_;
+  std::unique_ptr<sandbox::LocalCluster> cluster_;
 };
 
 }  // namespace dlock::test

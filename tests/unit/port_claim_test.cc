@@ -11,7 +11,7 @@
 
 #include "redis_process.h"
 
-namespace dlock::cli {
+namespace dlock::sandbox {
 namespace {
 
 // What `check` returns in a child process (fork): no claim of ours is inherited.
@@ -66,4 +66,4 @@ TEST(PortClaimTest, AClaimEndsWithItsProcess) {
 }
 
 }  // namespace
-}  // namespace dlock::cli
+}  // namespace dlock::sandbox

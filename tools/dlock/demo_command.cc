@@ -237,8 +237,8 @@ std::vector<Worker> start_workers(const DemoFlags& flags, const std::string& res
 
 class Faults {
  public:
-  Faults(Sandbox& nodes, Client& client, History& history, const std::vector<Worker>& workers,
-         milliseconds ttl)
+  Faults(sandbox::Sandbox& nodes, Client& client, History& history,
+         const std::vector<Worker>& workers, milliseconds ttl)
       : nodes_(nodes), client_(client), history_(history), workers_(workers), ttl_(ttl) {}
 
   // Injects the next fault once its share of the run (`t` of `total_s` seconds) has come.
@@ -312,7 +312,7 @@ class Faults {
     return q;
   }
 
-  Sandbox& nodes_;
+  sandbox::Sandbox& nodes_;
   Client& client_;
   History& history_;
   const std::vector<Worker>& workers_;
@@ -323,7 +323,7 @@ class Faults {
 };
 
 // Runs the workers for `total_s` seconds with the faults, and a progress line every second.
-void run_schedule(Sandbox& nodes, History& history, Faults& faults, double total_s,
+void run_schedule(sandbox::Sandbox& nodes, History& history, Faults& faults, double total_s,
                   Clock::time_point start) {
   auto seconds_since_start = [&] {
     return std::chrono::duration<double>(Clock::now() - start).count();
@@ -526,12 +526,12 @@ int demo_command(const DemoFlags& flags) {
   signal(SIGPIPE, SIG_IGN);
   std::cout << "dlock demo: 5 lock nodes, " << flags.workers << " worker processes, ttl "
             << flags.ttl << ", " << flags.duration << "\n";
-  auto sandbox = Sandbox::start(6, 0, false);  // nodes 1-5 lock, node 6 holds the counter
+  auto sandbox = sandbox::Sandbox::start(6, 0, false);  // nodes 1-5 lock, node 6 holds the counter
   if (!sandbox) {
     std::cerr << "dlock: " << sandbox.error().message() << "\n";
     return kExitUnavailable;
   }
-  Sandbox& nodes = **sandbox;
+  sandbox::Sandbox& nodes = **sandbox;
   const std::string resource = nodes.node(5).url();
   ClientOptions options;
   for (std::size_t i = 0; i < 5; ++i) options.nodes.push_back(nodes.node(i).url());

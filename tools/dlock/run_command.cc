@@ -18,9 +18,9 @@
 #include <thread>
 
 #include "duration.h"
-#include "engine/background_thread.h"
 #include "exit_codes.h"
 #include "exit_status.h"
+#include "stop_signals.h"
 
 extern char** environ;
 
@@ -69,7 +69,7 @@ void install_forwarding() {
   sa.sa_handler = forward_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  for (int sig : kStopSignals) sigaction(sig, &sa, nullptr);
 }
 
 // What the main thread waits for: the command's exit (seen by a thread blocked in waitpid) or
@@ -112,21 +112,31 @@ class Events {
   std::optional<Error> lost_;  // guarded by mu_
 };
 
-// Reaps the child on its own thread and reports to Events.
+// Reaps the child on its own thread and reports to Events. The stop signals are the main
+// thread's alone: the reaper is born with them blocked (a new thread inherits the mask of the
+// thread that creates it, here a StopSignals scope's), so there is no moment at which one lands
+// on it. One that did would wait in waitpid() for the command it was meant for: under
+// ThreadSanitizer, whose handlers run at the thread's next libc call, it was never forwarded.
+// The stop signals are the only ones `dlock run` handles (any other keeps its default action,
+// the same on every thread); the library's own threads block every asynchronous signal.
 class ChildWatch {
  public:
-  ChildWatch(pid_t pid, std::shared_ptr<Events> events)
-      : thread_(engine::background_thread([pid, events] {
-          int status = 0;
-          while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-          }
-          events->child_exited(status);
-        })) {}
+  ChildWatch(pid_t pid, std::shared_ptr<Events> events) : thread_(start(pid, std::move(events))) {}
   ~ChildWatch() { thread_.join(); }
   ChildWatch(const ChildWatch&) = delete;
   ChildWatch& operator=(const ChildWatch&) = delete;
 
  private:
+  static std::thread start(pid_t pid, std::shared_ptr<Events> events) {
+    const StopSignals blocked_until_started;  // a stop signal meanwhile is taken after, by main
+    return std::thread([pid, events = std::move(events)] {
+      int status = 0;
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      events->child_exited(status);
+    });
+  }
+
   std::thread thread_;
 };
 

@@ -62,8 +62,9 @@ namespace {
 
 // --service: a `dlock serve` in front of the sandbox's nodes until a stop signal, stopped
 // before them. Returns 0, or the exit status when the service could not start or died.
-int serve_until_stopped(Sandbox& sandbox, const SandboxFlags& flags, StopSignals& stop) {
-  auto service = ServiceProcess::start(sandbox.urls(), flags.grpc_listen, flags.http_listen);
+int serve_until_stopped(sandbox::Sandbox& sandbox, const SandboxFlags& flags, StopSignals& stop) {
+  auto service =
+      sandbox::ServiceProcess::start(sandbox.urls(), flags.grpc_listen, flags.http_listen);
   if (!service) {
     std::cerr << "dlock: " << service.error().message() << "\n";
     return kExitUnavailable;
@@ -106,9 +107,10 @@ int sandbox_command(SandboxFlags flags) {
     return kExitUsage;
   }
   StopSignals stop;
-  auto sandbox = flags.cluster ? Sandbox::start_clusters(flags.nodes, flags.masters, flags.replicas)
-                 : flags.sentinel ? Sandbox::start_sentinels(flags.nodes, flags.replicas)
-                                  : Sandbox::start(flags.nodes, flags.port, flags.persist);
+  auto sandbox = flags.cluster
+                     ? sandbox::Sandbox::start_clusters(flags.nodes, flags.masters, flags.replicas)
+                 : flags.sentinel ? sandbox::Sandbox::start_sentinels(flags.nodes, flags.replicas)
+                                  : sandbox::Sandbox::start(flags.nodes, flags.port, flags.persist);
   if (!sandbox) {
     std::cerr << "dlock: " << sandbox.error().message() << "\n";
     return kExitUnavailable;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // StopSignals: SIGINT/SIGTERM (and SIGHUP) turned into something a loop can wait for. Create it
 // before any thread starts: threads inherit the blocked mask, so the signals reach only the
-// thread that waits.
+// thread that waits. For as long as it lives, the threads its thread starts are born with the
+// stop signals blocked: `dlock run` starts its reaper thread in one's scope (run_command.cc).
 #pragma once
 
 #include <signal.h>
@@ -11,13 +12,15 @@
 
 namespace dlock::cli {
 
+// The signals that ask the tool to stop: those StopSignals blocks and waits for, and those
+// `dlock run` forwards to its command.
+inline constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
 class StopSignals {
  public:
   StopSignals() {
     sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    sigaddset(&set_, SIGHUP);
+    for (int sig : kStopSignals) sigaddset(&set_, sig);
     pthread_sigmask(SIG_BLOCK, &set_, &old_);
   }
   ~StopSignals() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }

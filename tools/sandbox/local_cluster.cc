@@ -13,7 +13,7 @@
 
 #include "redis_command.h"
 
-namespace dlock::cli {
+namespace dlock::sandbox {
 namespace {
 
 std::string redis_cli_binary() {
@@ -168,4 +168,4 @@ bool LocalCluster::wait_until_stable(std::chrono::milliseconds limit) const {
   }
 }
 
-}  // namespace dlock::cli
+}  // namespace dlock::sandbox

@@ -14,7 +14,7 @@
 
 #include "redis_process.h"
 
-namespace dlock::cli {
+namespace dlock::sandbox {
 
 struct LocalClusterOptions {
   std::size_t masters = 3;
@@ -56,4 +56,4 @@ class LocalCluster {
   std::vector<std::unique_ptr<RedisProcess>> servers_;
 };
 
-}  // namespace dlock::cli
+}  // namespace dlock::sandbox

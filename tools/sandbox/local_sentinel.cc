@@ -7,7 +7,7 @@
 
 #include "redis_command.h"
 
-namespace dlock::cli {
+namespace dlock::sandbox {
 namespace {
 
 // Starts a process in dir/NAME, trying a few free ports.
@@ -154,4 +154,4 @@ bool LocalSentinel::wait_for_new_master(std::size_t old, std::chrono::millisecon
   return false;
 }
 
-}  // namespace dlock::cli
+}  // namespace dlock::sandbox

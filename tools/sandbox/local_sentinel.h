@@ -15,7 +15,7 @@
 
 #include "redis_process.h"
 
-namespace dlock::cli {
+namespace dlock::sandbox {
 
 struct LocalSentinelOptions {
   std::size_t replicas = 1;
@@ -66,4 +66,4 @@ class LocalSentinel {
   std::vector<std::unique_ptr<RedisProcess>> sentinels_;
 };
 
-}  // namespace dlock::cli
+}  // namespace dlock::sandbox

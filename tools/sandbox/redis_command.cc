@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "redis_command.h"
 
-namespace dlock::cli {
+namespace dlock::sandbox {
 namespace {
 
 struct ContextDeleter {
@@ -32,4 +32,4 @@ RedisReply redis_command(std::uint16_t port, const std::string& password,
       redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lengths.data())));
 }
 
-}  // namespace dlock::cli
+}  // namespace dlock::sandbox

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace dlock::cli {
+namespace dlock::sandbox {
 
 struct RedisReplyDeleter {
   void operator()(redisReply* r) const { freeReplyObject(r); }
@@ -25,4 +25,4 @@ RedisReply redis_command(std::uint16_t port, const std::string& password,
                          const std::vector<std::string>& args, int db = 0,
                          std::chrono::milliseconds timeout = std::chrono::seconds(1));
 
-}  // namespace dlock::cli
+}  // namespace dlock::sandbox

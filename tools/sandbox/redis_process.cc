@@ -19,7 +19,7 @@
 #include <set>
 #include <thread>
 
-namespace dlock::cli {
+namespace dlock::sandbox {
 namespace {
 
 constexpr const char* kInstallHint =
@@ -267,4 +267,4 @@ void RedisProcess::resume() {
   if (pid_ > 0) ::kill(pid_, SIGCONT);
 }
 
-}  // namespace dlock::cli
+}  // namespace dlock::sandbox

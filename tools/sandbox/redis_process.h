@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-namespace dlock::cli {
+namespace dlock::sandbox {
 
 struct RedisProcessOptions {
   std::uint16_t port = 0;               // 0: a free port chosen at start
@@ -82,4 +82,4 @@ std::uint16_t free_loopback_port();
 // ago (both claimed as above); 0 if none was found.
 std::uint16_t free_cluster_port();
 
-}  // namespace dlock::cli
+}  // namespace dlock::sandbox

@@ -3,7 +3,7 @@
 
 #include <cstdlib>
 
-namespace dlock::cli {
+namespace dlock::sandbox {
 
 Result<std::unique_ptr<Sandbox>> Sandbox::start(std::size_t nodes, std::uint16_t first_port,
                                                 bool persist, bool fsync_always) {
@@ -96,4 +96,4 @@ std::string Sandbox::url_list() const {
   return out;
 }
 
-}  // namespace dlock::cli
+}  // namespace dlock::sandbox

@@ -17,7 +17,7 @@
 #include "local_sentinel.h"
 #include "redis_process.h"
 
-namespace dlock::cli {
+namespace dlock::sandbox {
 
 class Sandbox {
  public:
@@ -49,4 +49,4 @@ class Sandbox {
   std::vector<std::unique_ptr<LocalSentinel>> sentinels_;
 };
 
-}  // namespace dlock::cli
+}  // namespace dlock::sandbox

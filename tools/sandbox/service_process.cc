@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <thread>
 
-namespace dlock::cli {
+namespace dlock::sandbox {
 
 Result<std::unique_ptr<ServiceProcess>> ServiceProcess::start(
     const std::vector<std::string>& redis_urls, const std::string& grpc_listen,
@@ -105,4 +105,4 @@ ServiceProcess::~ServiceProcess() {
   close(out_);
 }
 
-}  // namespace dlock::cli
+}  // namespace dlock::sandbox

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-namespace dlock::cli {
+namespace dlock::sandbox {
 
 class ServiceProcess {
  public:
@@ -46,4 +46,4 @@ class ServiceProcess {
   std::string http_;
 };
 
-}  // namespace dlock::cli
+}  // namespace dlock::sandbox
