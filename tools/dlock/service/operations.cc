@@ -148,10 +148,10 @@ std::string lock_name(const HoldRef& hold) {
 thread_local bool t_starting = false;
 
 // The executor of every operation's completion: runs it at once on the thread that completes
-// it, the client's io thread, saving the hand-off to another thread. The
-// library posts a completion only once the operation is over, from its io thread, so running it
-// there is safe for handlers that never block (operations.h). It satisfies asio::post's
-// blocking.never only in that the caller of post, the library, has nothing left to do.
+// it, the client's io thread, saving the hand-off to another thread. The library posts a
+// completion only once the operation is over, from its io thread, so running it there is safe
+// for handlers that never block (operations.h). It honours asio::post's blocking.never only in
+// that the caller of post, the library, has nothing left to do in that call.
 class AtOnce {
  public:
   explicit AtOnce(asio::thread_pool& pool) noexcept : pool_(&pool) {}
