@@ -12,8 +12,9 @@
 //
 // Every function takes any asio completion token: a callback, asio::use_awaitable,
 // asio::use_future, asio::experimental::deferred (asio 1.22, Debian 12), ... The completion
-// signatures are void(Result<Lease>) and void(Result<void>): errors are values, as in the blocking
-// API, never exceptions.
+// signatures are void(Result<Lease>), void(Result<void>), void(Result<Millis>) (an extension by
+// owner), void(Result<OwnerToken>) (a detach) and void(Result<LockStatus>): errors are values, as
+// in the blocking API, never exceptions.
 //
 // Threads: the operation runs on the client's io thread (it never blocks there); the
 // completion handler runs on the handler's associated executor (a coroutine's own executor
@@ -38,6 +39,7 @@
 #include <dlock/lease.h>
 #include <dlock/options.h>
 #include <dlock/result.h>
+#include <dlock/status.h>
 
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
@@ -111,8 +113,19 @@ void start_acquire_permit(const Client& client, std::string name, std::size_t pe
                           std::function<void(Result<Lease>)> done);
 void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel,
                   std::function<void(Result<void>)> done);
+// Client::unlock / unlock_shared, Client::extend / extend_shared and Client::status.
+void start_unlock_owned(const Client& client, std::string name, OwnerToken owner, bool shared,
+                        std::shared_ptr<AsyncCancel> cancel,
+                        std::function<void(Result<void>)> done);
+void start_extend_owned(const Client& client, std::string name, OwnerToken owner,
+                        std::chrono::milliseconds ttl, bool shared,
+                        std::shared_ptr<AsyncCancel> cancel,
+                        std::function<void(Result<Millis>)> done);
+void start_status(const Client& client, std::string name, std::shared_ptr<AsyncCancel> cancel,
+                  std::function<void(Result<LockStatus>)> done);
 void start_extend(Lease& lease, std::chrono::milliseconds ttl, std::shared_ptr<AsyncCancel> cancel,
                   std::function<void(Result<void>)> done);
+void start_detach(Lease& lease, std::function<void(Result<OwnerToken>)> done);
 std::chrono::milliseconds lease_ttl(const Lease& lease);
 
 // Adapts a completion handler: hooks its cancellation slot to an AsyncCancel, keeps its
@@ -255,10 +268,98 @@ auto async_extend(Lease& lease, Millis ttl, Token&& token) {
       token);
 }
 
+// Lease::detach: hands the hold over to whoever gets the owner (it is released or extended by
+// name and owner from then on: async_unlock / async_extend above, through any client). The
+// lease is empty from the call on; the operation completes with Result<OwnerToken> once this
+// client has forgotten the hold. Errors as Lease::detach (not_owner for a released lease,
+// lock_lost for a lost or expired one). Not cancellable: the owner is all that is left of the
+// hold.
+template <typename Token>
+auto async_detach(Lease& lease, Token&& token) {
+  return asio::async_initiate<Token, void(Result<OwnerToken>)>(
+      [&lease](auto handler) {
+        detail::initiate<OwnerToken>(std::move(handler), [&](auto /*cancel*/, auto done) {
+          detail::start_detach(lease, std::move(done));
+        });
+      },
+      token);
+}
+
 // Lease::extend() with the lease's own ttl.
 template <typename Token>
 auto async_extend(Lease& lease, Token&& token) {
   return async_extend(lease, detail::lease_ttl(lease), std::forward<Token>(token));
+}
+
+// Client::unlock(name, owner): one write hold of `name` by `owner`, released by the owner's name
+// (a lock handed over across threads or processes: Lease::detach). Completes with
+// Result<void>; errors as Client::unlock. Cancelling does not stop the release.
+template <typename Token>
+auto async_unlock(Client& client, std::string_view name, const OwnerToken& owner, Token&& token) {
+  return asio::async_initiate<Token, void(Result<void>)>(
+      [client](auto handler, std::string n, OwnerToken o) {
+        detail::initiate<void>(std::move(handler), [&](auto cancel, auto done) {
+          detail::start_unlock_owned(client, std::move(n), std::move(o), /*shared=*/false,
+                                     std::move(cancel), std::move(done));
+        });
+      },
+      token, std::string(name), owner);
+}
+
+// Client::unlock_shared(name, owner): the same for `owner`'s read hold.
+template <typename Token>
+auto async_unlock_shared(Client& client, std::string_view name, const OwnerToken& owner,
+                         Token&& token) {
+  return asio::async_initiate<Token, void(Result<void>)>(
+      [client](auto handler, std::string n, OwnerToken o) {
+        detail::initiate<void>(std::move(handler), [&](auto cancel, auto done) {
+          detail::start_unlock_owned(client, std::move(n), std::move(o), /*shared=*/true,
+                                     std::move(cancel), std::move(done));
+        });
+      },
+      token, std::string(name), owner);
+}
+
+// Client::extend(name, owner, ttl): re-arms `owner`'s write hold of `name`. Completes with
+// Result<Millis>, the validity it now has; errors as Client::extend. Cancelling does not undo a
+// renewal the nodes already applied.
+template <typename Token>
+auto async_extend(Client& client, std::string_view name, const OwnerToken& owner, Millis ttl,
+                  Token&& token) {
+  return asio::async_initiate<Token, void(Result<Millis>)>(
+      [client, ttl](auto handler, std::string n, OwnerToken o) {
+        detail::initiate<Millis>(std::move(handler), [&](auto cancel, auto done) {
+          detail::start_extend_owned(client, std::move(n), std::move(o), ttl, /*shared=*/false,
+                                     std::move(cancel), std::move(done));
+        });
+      },
+      token, std::string(name), owner);
+}
+
+// Client::extend_shared(name, owner, ttl): the same for `owner`'s read hold.
+template <typename Token>
+auto async_extend_shared(Client& client, std::string_view name, const OwnerToken& owner, Millis ttl,
+                         Token&& token) {
+  return asio::async_initiate<Token, void(Result<Millis>)>(
+      [client, ttl](auto handler, std::string n, OwnerToken o) {
+        detail::initiate<Millis>(std::move(handler), [&](auto cancel, auto done) {
+          detail::start_extend_owned(client, std::move(n), std::move(o), ttl, /*shared=*/true,
+                                     std::move(cancel), std::move(done));
+        });
+      },
+      token, std::string(name), owner);
+}
+
+// Client::status(name): what each node knows about `name`. Completes with Result<LockStatus>.
+template <typename Token>
+auto async_status(Client& client, std::string_view name, Token&& token) {
+  return asio::async_initiate<Token, void(Result<LockStatus>)>(
+      [client](auto handler, std::string n) {
+        detail::initiate<LockStatus>(std::move(handler), [&](auto cancel, auto done) {
+          detail::start_status(client, std::move(n), std::move(cancel), std::move(done));
+        });
+      },
+      token, std::string(name));
 }
 
 }  // namespace dlock

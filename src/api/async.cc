@@ -213,6 +213,81 @@ void start_extend(Lease& lease, std::chrono::milliseconds ttl, std::shared_ptr<A
   });
 }
 
+namespace {
+
+// Starts `task` on the io thread; `once` completes with what it returns. Cancelling completes
+// at once (once_cancellable) but does not stop what was sent.
+template <typename T, typename MakeTask>
+void start_owned(const std::shared_ptr<ClientCore>& core, std::shared_ptr<AsyncCancel> cancel,
+                 std::function<void(Result<T>)> done, MakeTask make_task) {
+  auto once = once_cancellable<T>(cancel, std::move(done));
+  core->nodes().post([core = core, cancel, once, make_task = std::move(make_task),
+                      token = core->started()]() mutable {
+    if (cancel->requested()) {
+      core.reset();  // before the token goes, whatever the order of the captures
+      return (void)once->complete(cancelled());
+    }
+    engine::start(make_task(std::move(core)),
+                  engine::counted(token, [once](Result<T> r) { once->complete(std::move(r)); }));
+  });
+}
+
+}  // namespace
+
+void start_unlock_owned(const Client& client, std::string name, OwnerToken owner, bool shared,
+                        std::shared_ptr<AsyncCancel> cancel,
+                        std::function<void(Result<void>)> done) {
+  const auto& core = Access::core(client);
+  if (auto bad = check_owned(*core, name, owner)) return done(std::move(*bad));
+  const auto kind = shared ? lock::HoldKind::read : lock::HoldKind::write;
+  start_owned<void>(core, std::move(cancel), std::move(done),
+                    [name = std::move(name), owner = std::move(owner), kind](auto c) mutable {
+                      return unlock_owned_task(std::move(c), std::move(name), std::move(owner),
+                                               kind);
+                    });
+}
+
+void start_extend_owned(const Client& client, std::string name, OwnerToken owner,
+                        std::chrono::milliseconds ttl, bool shared,
+                        std::shared_ptr<AsyncCancel> cancel,
+                        std::function<void(Result<Millis>)> done) {
+  const auto& core = Access::core(client);
+  if (auto bad = check_owned(*core, name, owner, ttl)) return done(std::move(*bad));
+  const auto kind = shared ? lock::HoldKind::read : lock::HoldKind::write;
+  start_owned<Millis>(
+      core, std::move(cancel), std::move(done),
+      [name = std::move(name), owner = std::move(owner), ttl, kind](auto c) mutable {
+        return extend_owned_task(std::move(c), std::move(name), std::move(owner), ttl, kind);
+      });
+}
+
+void start_status(const Client& client, std::string name, std::shared_ptr<AsyncCancel> cancel,
+                  std::function<void(Result<LockStatus>)> done) {
+  const auto& core = Access::core(client);
+  if (name.empty()) return done(Error(errc::invalid_argument, "lock name must not be empty"));
+  start_owned<LockStatus>(core, std::move(cancel), std::move(done),
+                          [name = std::move(name)](auto c) mutable {
+                            return status_task(std::move(c), std::move(name));
+                          });
+}
+
+void start_detach(Lease& lease, std::function<void(Result<OwnerToken>)> done) {
+  const auto core = Access::core(lease);
+  const auto state = Access::state(lease);
+  if (!state) return done(Error(errc::invalid_argument, "lease is empty (moved from)"));
+  if (auto bad = begin_detach(*state)) return done(std::move(*bad));
+  Access::empty(lease);  // the caller's Lease is empty from here on: the hold is handed over
+  // Not cancellable: the owner is all that is left of the hold, and dropping it would leave the
+  // lock on the nodes for its ttl with nobody able to release it.
+  core->nodes().post([core = core, state, owner = state->owner(), done = std::move(done),
+                      token = core->started()]() mutable {
+    engine::start(detach_task(std::move(core), std::move(state)),
+                  engine::counted(token, [owner, done = std::move(done)](bool) mutable {
+                    done(std::move(owner));
+                  }));
+  });
+}
+
 void cancel_pending_waits(ClientCore& core) {
   for (const auto& cancel : core.pending_waits()) cancel->request();
 }

@@ -153,58 +153,41 @@ Result<Lease> Client::lock_shared(std::string_view name, Millis wait, const Lock
 namespace {
 
 // Client::unlock and unlock_shared: the hold of `kind`, by owner.
-Result<void> unlock_by_owner(detail::ClientCore& core, std::string_view name,
+Result<void> unlock_by_owner(const std::shared_ptr<detail::ClientCore>& core, std::string_view name,
                              const OwnerToken& owner, lock::HoldKind kind) {
-  if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
-  if (owner.empty()) return Error(errc::invalid_argument, "owner must not be empty");
-  auto r = core.algorithm().release(lock::HoldId{std::string(name), owner, "", kind});
-  // This client's own leases of that hold, if any, are over: they must not report held.
-  core.holds().forget(std::string(name), owner, kind);
-  return r;
+  if (auto bad = detail::check_owned(*core, name, owner)) return std::move(*bad);
+  return engine::run_sync(detail::unlock_owned_task(core, std::string(name), owner, kind));
 }
 
 // Client::extend and extend_shared: the hold of `kind`, by owner.
-Result<Millis> extend_by_owner(detail::ClientCore& core, std::string_view name,
-                               const OwnerToken& owner, Millis ttl, lock::HoldKind kind) {
-  if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
-  if (owner.empty()) return Error(errc::invalid_argument, "owner must not be empty");
-  if (auto bad = core.check(name, ttl)) return std::move(*bad);
-  // No lease here says how long the hold was valid, so the round may last up to the new ttl:
-  // what the nodes re-arm lives ttl from when they answer, all after `start`, and the judge
-  // counts the validity from `start`.
-  const auto start = lock::Clock::now();
-  auto until = core.algorithm().extend(lock::HoldId{std::string(name), owner, "", kind}, ttl,
-                                       start + std::chrono::milliseconds(ttl));
-  if (!until) return std::move(until).error();
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(*until - lock::Clock::now());
-  if (left.count() <= 0) {
-    return Error(errc::timeout, "lock '" + std::string(name) + "': extended too late to be valid");
-  }
-  return Millis(left);
+Result<Millis> extend_by_owner(const std::shared_ptr<detail::ClientCore>& core,
+                               std::string_view name, const OwnerToken& owner, Millis ttl,
+                               lock::HoldKind kind) {
+  if (auto bad = detail::check_owned(*core, name, owner, ttl)) return std::move(*bad);
+  return engine::run_sync(detail::extend_owned_task(core, std::string(name), owner, ttl, kind));
 }
 
 }  // namespace
 
 Result<void> Client::unlock(std::string_view name, const OwnerToken& owner) {
-  return unlock_by_owner(*core_, name, owner, lock::HoldKind::write);
+  return unlock_by_owner(core_, name, owner, lock::HoldKind::write);
 }
 
 Result<void> Client::unlock_shared(std::string_view name, const OwnerToken& owner) {
-  return unlock_by_owner(*core_, name, owner, lock::HoldKind::read);
+  return unlock_by_owner(core_, name, owner, lock::HoldKind::read);
 }
 
 Result<Millis> Client::extend(std::string_view name, const OwnerToken& owner, Millis ttl) {
-  return extend_by_owner(*core_, name, owner, ttl, lock::HoldKind::write);
+  return extend_by_owner(core_, name, owner, ttl, lock::HoldKind::write);
 }
 
 Result<Millis> Client::extend_shared(std::string_view name, const OwnerToken& owner, Millis ttl) {
-  return extend_by_owner(*core_, name, owner, ttl, lock::HoldKind::read);
+  return extend_by_owner(core_, name, owner, ttl, lock::HoldKind::read);
 }
 
 Result<LockStatus> Client::status(std::string_view name) {
   if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
-  return core_->algorithm().inspect(std::string(name));
+  return engine::run_sync(detail::status_task(core_, std::string(name)));
 }
 
 Result<std::vector<ForcedRelease>> Client::force_release(std::string_view name,

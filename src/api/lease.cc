@@ -114,20 +114,9 @@ Result<OwnerToken> detach(Lease& lease) {
   const auto core = Access::core(lease);
   const auto state = Access::state(lease);
   if (!state) return Error(errc::invalid_argument, "lease is empty (moved from)");
-  {
-    std::lock_guard lock(state->mu);
-    if (state->status == Status::released) {
-      return Error(errc::not_owner, "lock '" + state->name() + "' was released");
-    }
-    if (state->status == Status::lost || state->hold->lost.load() ||
-        LeaseState::Clock::now() >= state->valid_until) {
-      return Error(errc::lock_lost, "lock '" + state->name() + "' was lost or has expired");
-    }
-    // The watchdog renews only held leases: from here on nothing renews it.
-    state->status = Status::released;
-  }
+  if (auto bad = begin_detach(*state)) return std::move(*bad);
   OwnerToken owner = state->owner();
-  (void)engine::run_sync(core->holds().end_task(state, /*release=*/false));
+  (void)engine::run_sync(detach_task(core, state));
   Access::empty(lease);
   return owner;
 }

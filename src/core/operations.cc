@@ -176,6 +176,70 @@ lock::WaitContext wait_context(ClientCore& core, lock::WaitOn on) {
   return lock::WaitContext{on, core.waiters(), core.algorithm(), core.nodes().io()};
 }
 
+std::optional<Error> check_owned(const ClientCore& core, std::string_view name,
+                                 const OwnerToken& owner,
+                                 std::optional<std::chrono::milliseconds> ttl) {
+  if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
+  if (owner.empty()) return Error(errc::invalid_argument, "owner must not be empty");
+  if (ttl) return core.check(name, *ttl);
+  return std::nullopt;
+}
+
+engine::Task<Result<void>> unlock_owned_task(std::shared_ptr<ClientCore> core, std::string name,
+                                             OwnerToken owner, lock::HoldKind kind) {
+  auto releasing = core->algorithm().release_task(lock::HoldId{name, owner, "", kind});
+  auto r = co_await std::move(releasing);
+  // This client's own leases of that hold, if any, are over: they must not report held.
+  auto forgetting = core->holds().forget_task(std::move(name), std::move(owner), kind);
+  (void)co_await std::move(forgetting);
+  co_return r;
+}
+
+engine::Task<Result<Millis>> extend_owned_task(std::shared_ptr<ClientCore> core, std::string name,
+                                               OwnerToken owner, std::chrono::milliseconds ttl,
+                                               lock::HoldKind kind) {
+  // No lease here says how long the hold was valid, so the round may last up to the new ttl:
+  // what the nodes re-arm lives ttl from when they answer, all after `start`, and the judge
+  // counts the validity from `start`.
+  const auto start = lock::Clock::now();
+  auto extending = core->algorithm().extend_task(lock::HoldId{name, std::move(owner), "", kind},
+                                                 ttl, start + ttl);
+  auto until = co_await std::move(extending);
+  if (!until) co_return std::move(until).error();
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(*until - lock::Clock::now());
+  if (left.count() <= 0) {
+    co_return Error(errc::timeout, "lock '" + name + "': extended too late to be valid");
+  }
+  co_return Millis(left);
+}
+
+engine::Task<Result<LockStatus>> status_task(std::shared_ptr<ClientCore> core, std::string name) {
+  auto inspecting = core->algorithm().inspect_task(std::move(name));
+  co_return co_await std::move(inspecting);
+}
+
+std::optional<Error> begin_detach(LeaseState& state) {
+  std::lock_guard lock(state.mu);
+  if (state.status == Status::released) {
+    return Error(errc::not_owner, "lock '" + state.name() + "' was released");
+  }
+  if (state.status == Status::lost || state.hold->lost.load() ||
+      LeaseState::Clock::now() >= state.valid_until) {
+    return Error(errc::lock_lost, "lock '" + state.name() + "' was lost or has expired");
+  }
+  // The watchdog renews only held leases: from here on nothing renews it.
+  state.status = Status::released;
+  return std::nullopt;
+}
+
+engine::Task<bool> detach_task(std::shared_ptr<ClientCore> core,
+                               std::shared_ptr<LeaseState> state) {
+  auto ending = core->holds().end_task(std::move(state), /*release=*/false);
+  (void)co_await std::move(ending);
+  co_return true;
+}
+
 engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,
                                        std::shared_ptr<LeaseState> state) {
   bool expired = false;

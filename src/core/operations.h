@@ -7,6 +7,7 @@
 #include <dlock/lease.h>
 #include <dlock/options.h>
 #include <dlock/result.h>
+#include <dlock/status.h>
 
 #include <atomic>
 #include <memory>
@@ -109,6 +110,25 @@ engine::Task<Result<Lease>> permit_task(std::shared_ptr<ClientCore> core, std::s
 std::optional<Error> check_permit(const ClientCore& core, const std::string& name,
                                   std::size_t permits, const LockOptions& options,
                                   std::chrono::milliseconds wait);
+
+// Client::unlock / unlock_shared and Client::extend / extend_shared: a hold by its owner's name
+// (a lock handed over across threads or processes). Check first with check_owned.
+std::optional<Error> check_owned(const ClientCore& core, std::string_view name,
+                                 const OwnerToken& owner,
+                                 std::optional<std::chrono::milliseconds> ttl = std::nullopt);
+engine::Task<Result<void>> unlock_owned_task(std::shared_ptr<ClientCore> core, std::string name,
+                                             OwnerToken owner, lock::HoldKind kind);
+engine::Task<Result<Millis>> extend_owned_task(std::shared_ptr<ClientCore> core, std::string name,
+                                               OwnerToken owner, std::chrono::milliseconds ttl,
+                                               lock::HoldKind kind);
+// Client::status.
+engine::Task<Result<LockStatus>> status_task(std::shared_ptr<ClientCore> core, std::string name);
+
+// Lease::detach: marks the lease released (nothing renews it from here on), or says why it
+// cannot be handed over; then detach_task makes the client forget the hold without touching
+// the nodes.
+std::optional<Error> begin_detach(LeaseState& state);
+engine::Task<bool> detach_task(std::shared_ptr<ClientCore> core, std::shared_ptr<LeaseState> state);
 
 // Lease::unlock and Lease::extend.
 engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,

@@ -554,9 +554,18 @@ Result<std::size_t> QuorumLock::resize_permits(const std::string& name, std::siz
 }
 
 LockStatus QuorumLock::inspect(const std::string& name) {
-  const std::vector<std::chrono::milliseconds> quarantine = membership_.quarantine();
-  const node::Outcomes infos = nodes_.run_command({"INFO"});
-  node::Outcomes outcomes = nodes_.run(std::vector<node::Call>{inspect_call(name)}).front();
+  return engine::run_sync(inspect_task(name));
+}
+
+engine::Task<LockStatus> QuorumLock::inspect_task(std::string name) {
+  auto refreshing = membership_.quarantine_task();
+  const std::vector<std::chrono::milliseconds> quarantine = co_await std::move(refreshing);
+  std::vector<std::string> info;  // not a braced list: GCC 12 miscompiles those in a coroutine
+  info.emplace_back("INFO");
+  node::ScriptRound info_round(nodes_, std::move(info));
+  const node::Outcomes infos = co_await info_round;
+  node::ScriptRound inspect_round(nodes_, inspect_call(name));
+  node::Outcomes outcomes = co_await inspect_round;
   LockStatus status;
   status.name = name;
   status.quorum = nodes_.quorum();
@@ -584,7 +593,7 @@ LockStatus QuorumLock::inspect(const std::string& name) {
     status.nodes.push_back(std::move(n));
   }
   status.held = present >= nodes_.quorum();
-  return status;
+  co_return status;
 }
 
 std::vector<ForcedRelease> QuorumLock::force_release(const std::string& name,

@@ -118,6 +118,7 @@ class QuorumLock {
   node::Fanout& fanout() noexcept { return nodes_; }
 
   LockStatus inspect(const std::string& name);
+  engine::Task<LockStatus> inspect_task(std::string name);
   // Changes the permit count recorded for the semaphore `name` (dlock::Semaphore's name) on
   // every node (semaphore_resize.lua); `max_permits` bounds the slots a shrink checks. Returns the
   // count the nodes had (0: no node had a record, no permit is held). Errors: lock_held (shrinking

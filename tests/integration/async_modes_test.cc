@@ -7,7 +7,9 @@
 #include <dlock/semaphore.h>
 
 #include <asio/bind_cancellation_slot.hpp>
+#include <asio/bind_executor.hpp>
 #include <asio/cancellation_signal.hpp>
+#include <asio/io_context.hpp>
 #include <asio/use_future.hpp>
 #include <future>
 #include <set>
@@ -153,6 +155,115 @@ TEST_P(AsyncModesTest, APermitIsExtendedAndReleasedByItsSlotFromAnotherClient) {
   ASSERT_TRUE(other.unlock(slot, *owner));
   // The last permit took the count's record with it: another count is allowed now.
   EXPECT_TRUE(async_acquire_permit(other, "pool", 2, 0ms, lease_for(10s), asio::use_future).get());
+}
+
+// The by-owner operations of the asio API (async_unlock / async_extend by name and owner, and
+// their _shared forms), as the lock service runs Release and Extend, and async_status.
+TEST_P(AsyncModesTest, AWriteHoldIsExtendedAndReleasedByOwnerWithoutABlockingCall) {
+  Client taker = make_client();
+  Client other = make_client();
+  auto lease = taker.try_lock("job", fixed(400ms, "taker"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  ASSERT_TRUE(lease->detach());
+  auto lost = async_extend(other, "job", OwnerToken("nobody"), 10s, asio::use_future).get();
+  EXPECT_TRUE(!lost && lost.error().is(errc::lock_lost));
+  auto validity = async_extend(other, "job", OwnerToken("taker"), 10s, asio::use_future).get();
+  ASSERT_TRUE(validity) << validity.error().message();
+  EXPECT_GT(*validity, 5s);
+  EXPECT_LE(*validity, 10s);
+  std::this_thread::sleep_for(800ms);  // twice the first ttl: still held
+  auto status = async_status(other, "job", asio::use_future).get();
+  ASSERT_TRUE(status) << status.error().message();
+  EXPECT_TRUE(status->held);
+  EXPECT_EQ(status->nodes.size(), size());
+  auto wrong = async_unlock(other, "job", OwnerToken("nobody"), asio::use_future).get();
+  EXPECT_TRUE(!wrong && wrong.error().is(errc::not_owner));
+  ASSERT_TRUE(async_unlock(other, "job", OwnerToken("taker"), asio::use_future).get());
+  expect_released_everywhere("job");
+  status = async_status(other, "job", asio::use_future).get();
+  ASSERT_TRUE(status) << status.error().message();
+  EXPECT_FALSE(status->held);
+  // Bad input is refused before anything is sent, as by the blocking calls.
+  EXPECT_TRUE(async_unlock(other, "", OwnerToken("taker"), asio::use_future)
+                  .get()
+                  .error()
+                  .is(errc::invalid_argument));
+  EXPECT_TRUE(async_extend(other, "job", OwnerToken(""), 10s, asio::use_future)
+                  .get()
+                  .error()
+                  .is(errc::invalid_argument));
+  EXPECT_TRUE(async_status(other, "", asio::use_future).get().error().is(errc::invalid_argument));
+}
+
+TEST_P(AsyncModesTest, AReadHoldIsExtendedAndReleasedByOwnerWithoutABlockingCall) {
+  Client taker = make_client();
+  Client other = make_client();
+  auto reader = taker.try_lock_shared("doc", fixed(400ms, "reader"));
+  ASSERT_TRUE(reader) << reader.error().message();
+  ASSERT_TRUE(reader->detach());
+  auto validity =
+      async_extend_shared(other, "doc", OwnerToken("reader"), 10s, asio::use_future).get();
+  ASSERT_TRUE(validity) << validity.error().message();
+  EXPECT_GT(*validity, 5s);
+  std::this_thread::sleep_for(800ms);
+  EXPECT_TRUE(other.try_lock("doc", fixed(10s, "writer")).error().is(errc::lock_held));
+  // The write side of the name is not the reader's.
+  EXPECT_TRUE(async_unlock(other, "doc", OwnerToken("reader"), asio::use_future)
+                  .get()
+                  .error()
+                  .is(errc::not_owner));
+  ASSERT_TRUE(async_unlock_shared(other, "doc", OwnerToken("reader"), asio::use_future).get());
+  EXPECT_TRUE(other.try_lock("doc", fixed(10s, "writer")));
+}
+
+TEST_P(AsyncModesTest, ByOwnerCompletionsRunOnTheBoundExecutor) {
+  Client client = make_client();
+  auto lease = client.try_lock("job", fixed(10s, "owner"));
+  ASSERT_TRUE(lease && lease->detach());
+  asio::io_context io;
+  int done = 0;
+  const auto on_io = [&] { return io.get_executor().running_in_this_thread(); };
+  async_extend(client, "job", OwnerToken("owner"), 10s,
+               asio::bind_executor(io, [&](Result<Millis> r) {
+                 EXPECT_TRUE(r && on_io());
+                 ++done;
+                 async_status(client, "job", asio::bind_executor(io, [&](Result<LockStatus> s) {
+                                EXPECT_TRUE(s && s->held && on_io());
+                                ++done;
+                                async_unlock(client, "job", OwnerToken("owner"),
+                                             asio::bind_executor(io, [&](Result<void> u) {
+                                               EXPECT_TRUE(u && on_io());
+                                               ++done;
+                                             }));
+                              }));
+               }));
+  io.run_for(20s);
+  EXPECT_EQ(done, 3);
+  expect_released_everywhere("job");
+}
+
+TEST_P(AsyncModesTest, AsyncDetachHandsTheHoldOverByItsOwner) {
+  Client taker = make_client();
+  Client other = make_client();
+  auto lease = async_try_lock(taker, "job", lease_for(10s), asio::use_future).get();
+  ASSERT_TRUE(lease) << lease.error().message();
+  auto owner = async_detach(*lease, asio::use_future);
+  EXPECT_FALSE(lease->is_held()) << "the lease is empty from the call on";
+  auto handed = owner.get();
+  ASSERT_TRUE(handed) << handed.error().message();
+  EXPECT_TRUE(async_detach(*lease, asio::use_future).get().error().is(errc::invalid_argument));
+  expect_held_everywhere("job");  // detaching touched no node
+  EXPECT_TRUE(async_extend(other, "job", *handed, 10s, asio::use_future).get());
+  ASSERT_TRUE(async_unlock(other, "job", *handed, asio::use_future).get());
+  expect_released_everywhere("job");
+  // A released lease is not handed over; an expired one is lost.
+  auto released = taker.try_lock("job", lease_for(10s));
+  ASSERT_TRUE(released && released->unlock());
+  EXPECT_TRUE(async_detach(*released, asio::use_future).get().error().is(errc::not_owner));
+  auto expiring = taker.try_lock("job", lease_for(100ms));
+  ASSERT_TRUE(expiring) << expiring.error().message();
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(async_detach(*expiring, asio::use_future).get().error().is(errc::lock_lost));
 }
 
 INSTANTIATE_TEST_SUITE_P(Nodes, AsyncModesTest, ::testing::Values(1, 3), test::node_count_name);

@@ -2,6 +2,8 @@
 #include "service/grpc_service.h"
 
 #include <chrono>
+#include <mutex>
+#include <optional>
 #include <utility>
 
 #include "service/grpc_keepalive.h"
@@ -75,7 +77,8 @@ class AcquireReactor final : public grpc::ServerUnaryReactor {
   // `slot`: the caller's place among its concurrent waits, given back before the answer.
   void start(AcquireInput in, v1::AcquireResponse* response, WaitCounter::Slot slot) {
     // Finish is the last use of `this`: OnDone may delete it right after, on another thread.
-    std::function<void(Outcome<Grant>)> done = [this, response](Outcome<Grant> outcome) {
+    std::function<void(Outcome<Grant>)> done = [this, response, name = in.name,
+                                                mode = in.mode](Outcome<Grant> outcome) {
       if (auto* f = std::get_if<Failure>(&outcome)) {
         // HTTP's 409 body has it as holder_ttl_ms; gRPC's ABORTED, in the trailers.
         if (f->holder_ttl_ms) {
@@ -88,17 +91,34 @@ class AcquireReactor final : public grpc::ServerUnaryReactor {
       response->set_fencing_token(grant.fencing_token);
       response->set_validity_ms(grant.validity_ms);
       if (grant.permit) response->set_permit(*grant.permit);
+      {
+        std::lock_guard lock(mu_);
+        granted_ = HoldRef{name, grant.owner, mode, grant.permit.value_or(0)};
+      }
       Finish(grpc::Status::OK);
     };
     ops_.acquire(std::move(in), pending_, holding(std::move(slot), std::move(done)));
   }
   void OnCancel() override { pending_->cancel(); }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    // A grant whose call failed before its answer reached the caller (it hung up, or its
+    // deadline passed, while the grant was on its way): the caller treats it as not granted,
+    // so nobody will hear of it. Given back rather than left to block the name for a ttl.
+    std::optional<HoldRef> granted;
+    {
+      std::lock_guard lock(mu_);  // gRPC orders Finish before OnDone, unseen by ThreadSanitizer
+      granted = std::move(granted_);
+    }
+    if (granted && context_.IsCancelled()) ops_.release(std::move(*granted), [](Outcome<bool>) {});
+    delete this;
+  }
 
  private:
   Operations& ops_;
   std::shared_ptr<PendingAcquire> pending_;
   grpc::CallbackServerContext& context_;  // gRPC's, valid until OnDone
+  std::mutex mu_;
+  std::optional<HoldRef> granted_;  // guarded by mu_: set before Finish(OK), read in OnDone
 };
 
 // A call that the guard refused: answered at once, nothing sent to the nodes.

@@ -9,9 +9,13 @@
 #include <array>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/bind_executor.hpp>
+#include <asio/execution/blocking.hpp>
+#include <asio/execution/context.hpp>
+#include <asio/execution_context.hpp>
 #include <asio/post.hpp>
 #include <cerrno>
 #include <functional>
+#include <utility>
 #include <vector>
 
 namespace dlock::service {
@@ -138,11 +142,74 @@ std::string lock_name(const HoldRef& hold) {
   return hold.mode == Mode::permit ? Semaphore::slot_name(hold.name, hold.permit) : hold.name;
 }
 
+// Set while an operation calls into the library: a completion that comes inside that call (a
+// refusal of the library's before anything was sent) goes to the pool instead of running
+// inside the caller's call.
+thread_local bool t_starting = false;
+
+// The executor of every operation's completion: runs it at once on the thread that completes
+// it, the client's io thread, saving the hand-off to another thread. The library posts a
+// completion only once the operation is over, from its io thread, so running it there is safe
+// for handlers that never block (operations.h). It honours asio::post's blocking.never only in
+// that the caller of post, the library, has nothing left to do in that call.
+class AtOnce {
+ public:
+  explicit AtOnce(asio::thread_pool& pool) noexcept : pool_(&pool) {}
+  template <typename F>
+  void execute(F&& f) const {
+    if (t_starting) return asio::post(*pool_, std::forward<F>(f));
+    std::forward<F>(f)();
+  }
+  AtOnce require(asio::execution::blocking_t::never_t) const noexcept { return *this; }
+  asio::execution_context& query(asio::execution::context_t) const noexcept { return *pool_; }
+  friend bool operator==(const AtOnce& a, const AtOnce& b) noexcept { return a.pool_ == b.pool_; }
+  friend bool operator!=(const AtOnce& a, const AtOnce& b) noexcept { return !(a == b); }
+
+ private:
+  asio::thread_pool* pool_;
+};
+
+// Marks the calling thread as inside a call into the library (t_starting), for its scope.
+class Starting {
+ public:
+  Starting() noexcept : was_(std::exchange(t_starting, true)) {}
+  ~Starting() { t_starting = was_; }
+  Starting(const Starting&) = delete;
+  Starting& operator=(const Starting&) = delete;
+
+ private:
+  const bool was_;
+};
+
 }  // namespace
 
+template <typename T>
+std::function<void(T)> Operations::counted(std::function<void(T)> done) {
+  {
+    std::lock_guard lock(running_mu_);
+    ++running_;
+  }
+  return [this, done = std::move(done)](T outcome) mutable {
+    {
+      auto call = std::move(done);  // what it holds goes before the destructor may go on
+      call(std::move(outcome));
+    }
+    std::lock_guard lock(running_mu_);
+    if (--running_ == 0) idle_.notify_all();
+  };
+}
+
+template <typename T>
+void Operations::refuse(std::function<void(T)> done, Failure why) {
+  asio::post(pool_, [done = std::move(done), why = std::move(why)] { done(why); });
+}
+
+// The acquisition's completion may come inside emit(), on this thread, which holds mu_: Starting
+// sends it to the pool (granted() takes mu_).
 void PendingAcquire::cancel() {
   std::lock_guard lock(mu_);
   cancelled_ = true;
+  const Starting starting;
   if (!finished_) signal_.emit(asio::cancellation_type::terminal);
 }
 
@@ -150,6 +217,7 @@ void PendingAcquire::stop() {
   std::lock_guard lock(mu_);
   stopping_ = true;
   cancelled_ = true;
+  const Starting starting;
   if (!finished_) signal_.emit(asio::cancellation_type::terminal);
 }
 
@@ -179,14 +247,17 @@ Operations::Operations(Client client, std::size_t threads)
     : client_(std::move(client)), pool_(threads) {}
 
 Operations::~Operations() {
+  {
+    std::unique_lock lock(running_mu_);
+    idle_.wait(lock, [this] { return running_ == 0; });
+  }
   pool_.join();
 }
 
 void Operations::acquire(AcquireInput in, std::shared_ptr<PendingAcquire> pending,
                          std::function<void(Outcome<Grant>)> done) {
-  if (auto bad = check_acquire(in)) {
-    return asio::post(pool_, [done, bad = *bad] { done(bad); });
-  }
+  done = counted(std::move(done));
+  if (auto bad = check_acquire(in)) return refuse(std::move(done), std::move(*bad));
   LockOptions options;
   options.ttl = in.ttl_ms ? Millis(*in.ttl_ms) : Millis(kDefaultTtl);
   options.auto_renew = false;  // stateless: the caller extends (or keeps alive) itself
@@ -208,13 +279,14 @@ void Operations::acquire(AcquireInput in, std::shared_ptr<PendingAcquire> pendin
   // Under the mutex: a cancellation must not emit while the operation hooks its slot.
   std::lock_guard lock(pending->mu_);
   auto bound = asio::bind_cancellation_slot(pending->signal_.slot(),
-                                            asio::bind_executor(pool_, std::move(handler)));
+                                            asio::bind_executor(AtOnce(pool_), std::move(handler)));
   if (pending->cancelled_) {
     pending->finished_ = true;
     Failure why = pending->stopping_ ? Failure{Code::unavailable, kStopping}
                                      : Failure{Code::cancelled, "call cancelled"};
-    return asio::post(pool_, [done, why] { done(why); });
+    return refuse(std::move(done), std::move(why));
   }
+  const Starting starting;
   start_acquire(client_, in, wait, std::move(options), std::move(bound));
 }
 
@@ -230,6 +302,7 @@ void Operations::granted(Result<Lease> lease, const AcquireInput& in,
     stopping = pending->stopping_;
   }
   // A wait the stopping service ended: the caller is told why, and to go elsewhere.
+  // (Lease::unlock below does not wait on the io thread, and may on the pool.)
   if (stopping && (lease || lease.error().is(errc::cancelled))) {
     if (lease) (void)lease->unlock();  // granted meanwhile: nobody will hear of it
     return done(Failure{Code::unavailable, kStopping});
@@ -244,10 +317,15 @@ void Operations::granted(Result<Lease> lease, const AcquireInput& in,
   grant.fencing_token = lease->fencing_token().value();
   grant.validity_ms = lease->validity().count();
   if (in.mode == Mode::permit) grant.permit = permit_of(in.name, in.permits, *lease);
-  auto owner = lease->detach();  // from here on the lock outlives this call and this process
-  if (!owner) return done(Failure{Code::unavailable, owner.error().message()});
-  grant.owner = owner->str();
-  done(std::move(grant));
+  // From here on the lock outlives this call and this process. Asynchronous: the client's
+  // bookkeeping of the hold may wait for another call of the same owner, which the io thread,
+  // where this may run, must not block on.
+  async_detach(*lease, asio::bind_executor(AtOnce(pool_), [grant = std::move(grant),
+                                                           done](Result<OwnerToken> owner) mutable {
+    if (!owner) return done(Failure{Code::unavailable, owner.error().message()});
+    grant.owner = owner->str();
+    done(std::move(grant));
+  }));
 }
 
 Failure Operations::refusal(const Error& error, const AcquireInput& in) {
@@ -263,36 +341,45 @@ Failure Operations::refusal(const Error& error, const AcquireInput& in) {
 
 void Operations::extend(HoldRef hold, std::optional<std::int64_t> ttl_ms,
                         std::function<void(Outcome<std::int64_t>)> done) {
-  asio::post(pool_, [this, hold = std::move(hold), ttl_ms, done] {
-    if (auto bad = check_owned(hold)) return done(*bad);
-    if (auto bad = check_ttl(ttl_ms)) return done(*bad);
-    const Millis ttl = ttl_ms ? Millis(*ttl_ms) : Millis(kDefaultTtl);
-    const OwnerToken owner(hold.owner);
-    auto validity = hold.mode == Mode::shared ? client_.extend_shared(hold.name, owner, ttl)
-                                              : client_.extend(lock_name(hold), owner, ttl);
-    if (!validity) return done(Failure{code_for(validity.error()), validity.error().message()});
-    done(validity->count());
-  });
+  if (auto bad = check_owned(hold)) return refuse(std::move(done), std::move(*bad));
+  if (auto bad = check_ttl(ttl_ms)) return refuse(std::move(done), std::move(*bad));
+  const Millis ttl = ttl_ms ? Millis(*ttl_ms) : Millis(kDefaultTtl);
+  const OwnerToken owner(hold.owner);
+  auto handler = asio::bind_executor(
+      AtOnce(pool_), [done = counted(std::move(done))](Result<Millis> validity) {
+        if (!validity) return done(Failure{code_for(validity.error()), validity.error().message()});
+        done(validity->count());
+      });
+  const Starting starting;
+  if (hold.mode == Mode::shared)
+    return async_extend_shared(client_, hold.name, owner, ttl, handler);
+  async_extend(client_, lock_name(hold), owner, ttl, std::move(handler));
 }
 
 void Operations::release(HoldRef hold, std::function<void(Outcome<bool>)> done) {
-  asio::post(pool_, [this, hold = std::move(hold), done] {
-    if (auto bad = check_owned(hold)) return done(*bad);
-    const OwnerToken owner(hold.owner);
-    auto released = hold.mode == Mode::shared ? client_.unlock_shared(hold.name, owner)
-                                              : client_.unlock(lock_name(hold), owner);
-    if (!released) return done(Failure{code_for(released.error()), released.error().message()});
-    done(true);
-  });
+  if (auto bad = check_owned(hold)) return refuse(std::move(done), std::move(*bad));
+  const OwnerToken owner(hold.owner);
+  auto handler =
+      asio::bind_executor(AtOnce(pool_), [done = counted(std::move(done))](Result<void> released) {
+        if (!released) return done(Failure{code_for(released.error()), released.error().message()});
+        done(true);
+      });
+  const Starting starting;
+  if (hold.mode == Mode::shared) return async_unlock_shared(client_, hold.name, owner, handler);
+  async_unlock(client_, lock_name(hold), owner, std::move(handler));
 }
 
 void Operations::status(std::string name, std::function<void(Outcome<LockStatus>)> done) {
-  asio::post(pool_, [this, name = std::move(name), done] {
-    if (name.empty()) return done(Failure{Code::invalid_argument, "name must not be empty"});
-    auto status = client_.status(name);
-    if (!status) return done(Failure{code_for(status.error()), status.error().message()});
-    done(std::move(*status));
-  });
+  if (name.empty()) {
+    return refuse(std::move(done), Failure{Code::invalid_argument, "name must not be empty"});
+  }
+  auto handler = asio::bind_executor(
+      AtOnce(pool_), [done = counted(std::move(done))](Result<LockStatus> status) {
+        if (!status) return done(Failure{code_for(status.error()), status.error().message()});
+        done(std::move(*status));
+      });
+  const Starting starting;
+  async_status(client_, name, std::move(handler));
 }
 
 }  // namespace dlock::service

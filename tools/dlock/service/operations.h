@@ -6,9 +6,16 @@
 //
 // Stateless: the owner token in a grant is all a later call needs, through any instance.
 //
-// Threads: an acquisition that waits holds no thread (dlock's asio API); extend, release and
-// status block a thread of the operations' pool for one round trip (at most the node timeout).
-// Every callback runs on that pool, never on the client's io thread.
+// Threads: no operation holds a thread while it waits for the nodes (dlock's asio API), and
+// each completes on the thread that finishes it, the client's io thread, at once: no hand-off
+// to another thread between the nodes' answer and the transport's. So `done` must never block
+// (docs/service.md, "Threads": gRPC's Finish and StartWrite queue the answer; HTTP posts it to
+// its own io thread; the keep-alive and watch streams take their mutex for a few fields). A
+// grant is handed over with async_detach, as Lease::detach would wait on the io thread.
+// The pool stays for what must not run where it is asked for: a refusal before anything is
+// sent (`done` never runs inside the call), a completion that comes inside a cancellation (on
+// the cancelling thread, which holds the PendingAcquire's mutex), and the keep-alive and watch
+// timers (executor()).
 #pragma once
 
 #include <dlock/client.h>
@@ -17,6 +24,7 @@
 #include <asio/cancellation_signal.hpp>
 #include <asio/thread_pool.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -127,7 +135,7 @@ inline constexpr char kStopping[] =
 class Operations {
  public:
   Operations(Client client, std::size_t threads);
-  ~Operations();  // waits for the pool's callbacks
+  ~Operations();  // waits for every operation's `done` to return, then for the pool
   Operations(const Operations&) = delete;
   Operations& operator=(const Operations&) = delete;
 
@@ -152,8 +160,19 @@ class Operations {
   // The Failure for a refused acquisition; a held name's with its holder's ttl.
   Failure refusal(const Error& error, const AcquireInput& in);
 
+  // Counts the operation from now until `done` has returned (and is destroyed): the destructor
+  // waits for that, as `done` may run on the client's io thread, not the pool.
+  template <typename T>
+  std::function<void(T)> counted(std::function<void(T)> done);
+  // A refusal made before anything was sent: `done` runs on the pool.
+  template <typename T>
+  void refuse(std::function<void(T)> done, Failure why);
+
   Client client_;
   asio::thread_pool pool_;
+  std::mutex running_mu_;
+  std::condition_variable idle_;
+  std::size_t running_ = 0;  // guarded by running_mu_: operations whose `done` has not returned
   std::mutex mu_;
   bool stopping_ = false;                                // guarded by mu_
   std::vector<std::weak_ptr<PendingAcquire>> pendings_;  // guarded by mu_
