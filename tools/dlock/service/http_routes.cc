@@ -263,7 +263,8 @@ void acquire_route(const HttpHandlers& handlers, const Routed& r, const HttpRequ
     if (auto* refused = std::get_if<Failure>(&admitted)) return done(failed(*refused));
     slot = std::move(std::get<WaitCounter::Slot>(admitted));
   }
-  std::function<void(Outcome<Grant>)> answer = [done](Outcome<Grant> o) {
+  std::function<void(Outcome<Grant>)> answer = [done, ops = handlers.ops, name = input.name,
+                                                mode = input.mode](Outcome<Grant> o) {
     if (auto* f = std::get_if<Failure>(&o)) return done(failed(*f));
     const Grant& g = std::get<Grant>(o);
     // The token as a decimal string: it can pass 2^53.
@@ -271,7 +272,11 @@ void acquire_route(const HttpHandlers& handlers, const Routed& r, const HttpRequ
                      {"fencing_token", std::to_string(g.fencing_token)},
                      {"validity_ms", g.validity_ms}};
     if (g.permit) j["permit"] = *g.permit;
-    done(ok(j));
+    HttpResponse response = ok(j);
+    response.undelivered = [ops, hold = HoldRef{name, g.owner, mode, g.permit.value_or(0)}] {
+      ops->release(hold, [](const Outcome<bool>&) {});
+    };
+    done(std::move(response));
   };
   handlers.ops->acquire(std::move(input), std::move(pending),
                         holding(std::move(slot), std::move(answer)));

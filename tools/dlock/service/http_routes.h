@@ -30,6 +30,9 @@ struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  // A grant's: run instead when the answer cannot be sent (the client hung up while the grant
+  // was on its way). It gives the lock back rather than leave it blocked for a ttl.
+  std::function<void()> undelivered = {};
 };
 
 enum class Route { acquire, extend, release, status, renew, healthz, readyz, metrics, not_found };

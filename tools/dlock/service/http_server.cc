@@ -216,22 +216,29 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   void respond(HttpResponse response, bool keep_alive) {
     busy_ = true;
     pending_.reset();
-    if (gone_) return;
+    if (gone_) {
+      if (response.undelivered) response.undelivered();
+      return;
+    }
     keep_alive = keep_alive && !closing_;
     out_ = "HTTP/1.1 " + std::to_string(response.status) + " " + reason(response.status) +
            "\r\nContent-Type: " + response.content_type +
            "\r\nContent-Length: " + std::to_string(response.body.size()) +
            (response.status == 401 ? "\r\nWWW-Authenticate: Bearer realm=\"dlock\"" : "") +
            (keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n") + response.body;
-    stream_.async_write(
-        asio::buffer(out_), [s = shared_from_this(), keep_alive](std::error_code ec, std::size_t) {
-          if (ec || !keep_alive) {
-            std::error_code ignored;
-            s->stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-            return s->close();
-          }
-          s->next();
-        });
+    stream_.async_write(asio::buffer(out_), [s = shared_from_this(), keep_alive,
+                                             undelivered = std::move(response.undelivered)](
+                                                std::error_code ec, std::size_t) {
+      // A write that failed reached nobody; one that succeeded may still be lost with the
+      // connection, which the caller cannot tell from a refusal either way (docs/service.md).
+      if (ec && undelivered) undelivered();
+      if (ec || !keep_alive) {
+        std::error_code ignored;
+        s->stream_.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+        return s->close();
+      }
+      s->next();
+    });
   }
 
   // The next request on a kept-alive connection, from the bytes that came meanwhile.
