@@ -47,7 +47,15 @@ std::string process_id() {
 }
 
 OwnerToken thread_owner() {
-  return OwnerToken(process_id() + ":" + std::to_string(gettid()));
+  // Built once per thread (and again in a forked child, whose pid and tid are new): every
+  // acquisition without an explicit owner asks for it.
+  thread_local pid_t pid = 0;
+  thread_local std::string owner;
+  if (pid != getpid()) {
+    pid = getpid();
+    owner = process_id() + ":" + std::to_string(gettid());
+  }
+  return OwnerToken(owner);
 }
 
 OwnerToken task_owner() {
