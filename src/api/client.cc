@@ -47,11 +47,11 @@ namespace {
 // One attempt on this thread.
 std::variant<Lease, lock::Refused> attempt(const std::shared_ptr<detail::ClientCore>& core,
                                            std::string_view name, const LockOptions& options,
-                                           const OwnerToken& owner,
+                                           OwnerToken owner,
                                            const std::optional<lock::FairTicket>& fair,
                                            lock::HoldKind kind) {
-  return engine::run_sync(
-      detail::attempt_task(core, std::string(name), options, owner, fair, !options.owner, kind));
+  return engine::run_sync(detail::attempt_task(core, std::string(name), options, std::move(owner),
+                                               fair, !options.owner, kind));
 }
 
 // Client::lock's wait (lock/wait.h), on this thread: attempts until acquired, refused for good,

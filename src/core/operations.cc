@@ -106,8 +106,8 @@ engine::Task<std::variant<Lease, lock::Refused>> attempt_task(
   if (thread_bound) state->thread_alive = this_thread_alive();
 
   const lock::ReplicaGuard guard{options.min_replicas, options.replica_timeout};
-  auto acquiring = core->holds().acquire_task(state, std::move(name), owner, options.ttl, fair,
-                                              kind, writer, guard, permits);
+  auto acquiring = core->holds().acquire_task(state, std::move(name), std::move(owner), options.ttl,
+                                              fair, kind, writer, guard, permits);
   if (auto refused = co_await std::move(acquiring)) co_return std::move(*refused);
   {
     std::lock_guard lock(state->mu);

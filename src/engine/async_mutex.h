@@ -9,8 +9,8 @@
 #pragma once
 
 #include <coroutine>
-#include <deque>
 #include <functional>
+#include <list>
 #include <mutex>
 #include <utility>
 
@@ -81,8 +81,10 @@ class AsyncMutex {
 
   Post post_;
   std::mutex mu_;
-  bool locked_ = false;                          // guarded by mu_
-  std::deque<std::coroutine_handle<>> waiters_;  // guarded by mu_
+  bool locked_ = false;  // guarded by mu_
+  // guarded by mu_. A list, not a deque: an empty deque allocates (its map and a first block),
+  // and a mutex is made for every lock cycle (lock/holds.h) that nearly never waits.
+  std::list<std::coroutine_handle<>> waiters_;
 };
 
 }  // namespace dlock::engine

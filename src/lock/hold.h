@@ -44,6 +44,9 @@ inline const char* kind_arg(HoldKind kind) {
 // ("a\0r\0b", w, "c") and ("a", r, "b\0w\0c") did, and the second joined the first's hold
 // unasked). HoldsTest.EntryKeysOfDifferentTriplesDiffer tries every short triple.
 std::string hold_entry_key(std::string_view name, const OwnerToken& owner, HoldKind kind);
+// The same, written into `key` (Holds reuses one buffer's capacity).
+void write_hold_entry_key(std::string& key, std::string_view name, const OwnerToken& owner,
+                          HoldKind kind);
 
 struct Hold {
   Hold(HoldId hold_id, FencingToken token) : id(std::move(hold_id)), fence(token) {}

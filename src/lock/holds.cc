@@ -2,29 +2,33 @@
 #include "lock/holds.h"
 
 #include <algorithm>
+#include <charconv>
 
 #include "engine/run.h"
 #include "lock/owner.h"
 
 namespace dlock::lock {
 
-std::string hold_entry_key(std::string_view name, const OwnerToken& owner, HoldKind hold_kind) {
+// Written into `key` (its capacity reused: Holds keeps one such buffer, and a lock cycle looks
+// entries up five times).
+void write_hold_entry_key(std::string& key, std::string_view name, const OwnerToken& owner,
+                          HoldKind hold_kind) {
   const std::string_view kind = kind_arg(hold_kind);
-  const std::string length = std::to_string(name.size());
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits, name.size()).ptr;
+  key.clear();
+  key.append(digits, end).append(1, ':').append(name).append(kind).append(owner.str());
+}
+
+std::string hold_entry_key(std::string_view name, const OwnerToken& owner, HoldKind kind) {
   std::string key;
-  // One allocation: every acquisition and release builds this key three times.
-  key.reserve(length.size() + 1 + name.size() + kind.size() + owner.str().size());
-  key.append(length).append(1, ':').append(name).append(kind).append(owner.str());
+  write_hold_entry_key(key, name, owner, kind);
   return key;
 }
 
 namespace {
 
 using Status = detail::LeaseState::Status;
-
-std::string entry_key(const HoldId& k) {
-  return hold_entry_key(k.name, k.owner, k.kind);
-}
 
 }  // namespace
 
@@ -34,15 +38,21 @@ std::string Holds::next_hold_id() {
   return id_prefix_ + std::to_string(next_id_.fetch_add(1, std::memory_order_relaxed) + 1);
 }
 
-std::shared_ptr<Holds::Entry> Holds::enter(const HoldId& key) {
+std::shared_ptr<Holds::Entry> Holds::enter(std::string_view name, const OwnerToken& owner,
+                                           HoldKind kind) {
   std::lock_guard lock(mu_);
-  auto& entry = entries_[entry_key(key)];
-  if (!entry) {
-    entry = std::make_shared<Entry>(
-        [this](std::function<void()> f) { lock_.fanout().post(std::move(f)); });
+  write_hold_entry_key(key_, name, owner, kind);
+  auto it = entries_.find(key_);
+  if (it == entries_.end()) {
+    it = entries_
+             .emplace(key_, std::make_shared<Entry>([this](std::function<void()> f) {
+                        lock_.fanout().post(std::move(f));
+                      }))
+             .first;
+    it->second->key = &it->first;  // a node's key stays where it is until it is erased
   }
-  ++entry->users;
-  return entry;
+  ++it->second->users;
+  return it->second;
 }
 
 void Holds::settle(Entry& e) {
@@ -51,16 +61,17 @@ void Holds::settle(Entry& e) {
   e.keep = keep;
 }
 
-void Holds::leave(const HoldId& key, const std::shared_ptr<Entry>& e) {
+void Holds::leave(const std::shared_ptr<Entry>& e) {
   // A hold with leases keeps its entry: reentrancy looks it up there. Calls on one entry are
   // serialized, so the last one to settle left the entry's latest state.
   std::lock_guard lock(mu_);
-  if (--e->users == 0 && !e->keep) entries_.erase(entry_key(key));
+  if (--e->users == 0 && !e->keep) entries_.erase(entries_.find(*e->key));
 }
 
 bool Holds::has(const std::string& name, const OwnerToken& owner, HoldKind kind) {
   std::lock_guard lock(mu_);
-  const auto it = entries_.find(hold_entry_key(name, owner, kind));
+  write_hold_entry_key(key_, name, owner, kind);
+  const auto it = entries_.find(key_);
   // `keep` is set while the entry's current hold has leases (a hold being released right now
   // may still count: then the caller is refused and may try again).
   return it != entries_.end() && it->second->keep;
@@ -107,8 +118,7 @@ engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail:
       !has(name, owner, HoldKind::write)) {
     co_return upgrade();
   }
-  const HoldId key{name, owner, "", kind};
-  const auto entry = enter(key);
+  const auto entry = enter(name, owner, kind);
   std::optional<Refused> refused;
   {
     auto lock = co_await entry->mu.lock();
@@ -141,7 +151,7 @@ engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail:
     }
     settle(*entry);
   }
-  leave(key, entry);
+  leave(entry);
   co_return refused;
 }
 
@@ -190,7 +200,7 @@ Holds::Ended Holds::end(const std::shared_ptr<detail::LeaseState>& lease, bool r
 engine::Task<Holds::Ended> Holds::end_task(std::shared_ptr<detail::LeaseState> lease,
                                            bool release) {
   const Hold& hold = *lease->hold;
-  const auto entry = enter(hold.id);
+  const auto entry = enter(hold.id.name, hold.id.owner, hold.id.kind);
   Ended ended;
   {
     auto lock = co_await entry->mu.lock();
@@ -213,7 +223,7 @@ engine::Task<Holds::Ended> Holds::end_task(std::shared_ptr<detail::LeaseState> l
     }
     settle(*entry);
   }
-  leave(hold.id, entry);
+  leave(entry);
   co_return ended;
 }
 
@@ -222,14 +232,13 @@ void Holds::forget(const std::string& name, const OwnerToken& owner, HoldKind ki
 }
 
 engine::Task<bool> Holds::forget_task(std::string name, OwnerToken owner, HoldKind kind) {
-  const HoldId key{std::move(name), std::move(owner), "", kind};
-  const auto entry = enter(key);
+  const auto entry = enter(name, owner, kind);
   {
     auto lock = co_await entry->mu.lock();
     if (entry->current) entry->current->lost.store(true);
     settle(*entry);
   }
-  leave(key, entry);
+  leave(entry);
   co_return true;
 }
 

@@ -82,6 +82,7 @@ class Holds {
     std::shared_ptr<Hold> current;  // guarded by mu
     std::size_t users = 0;          // guarded by Holds::mu_: calls inside or waiting
     bool keep = false;  // guarded by Holds::mu_: the current hold has leases (set under mu)
+    const std::string* key = nullptr;  // its key in entries_ (set once, under Holds::mu_)
   };
   // A reentrant acquisition: `lease` joins `hold` (live until `until`) once the key outlives
   // its ttl too, on a quorum. nullopt with lease->hold unset: the hold is gone or over, and a
@@ -90,11 +91,11 @@ class Holds {
                                                  std::shared_ptr<Hold> hold, std::string name,
                                                  std::chrono::milliseconds ttl,
                                                  Clock::time_point until);
-  std::shared_ptr<Entry> enter(const HoldId& key);
+  std::shared_ptr<Entry> enter(std::string_view name, const OwnerToken& owner, HoldKind kind);
   // At the end of a call, still under e->mu: whether the entry must be kept when unused.
   void settle(Entry& e);
   // After a call, without e->mu: drops the entry when nobody uses it and it holds nothing.
-  void leave(const HoldId& key, const std::shared_ptr<Entry>& e);
+  void leave(const std::shared_ptr<Entry>& e);
   // Whether `owner` has a hold of `kind` on `name` here with leases.
   bool has(const std::string& name, const OwnerToken& owner, HoldKind kind);
   // The latest end of validity among the live leases of `hold`; nullopt if none is live.
@@ -106,6 +107,7 @@ class Holds {
   std::atomic<std::uint64_t> next_id_{0};
   std::mutex mu_;
   std::unordered_map<std::string, std::shared_ptr<Entry>> entries_;  // guarded by mu_
+  std::string key_;  // guarded by mu_: the key being looked up (its capacity reused)
 };
 
 }  // namespace dlock::lock

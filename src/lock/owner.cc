@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <mutex>
 #include <system_error>
 #include <vector>
@@ -47,13 +48,35 @@ std::string process_id() {
 }
 
 OwnerToken thread_owner() {
-  return OwnerToken(process_id() + ":" + std::to_string(gettid()));
+  // Built once per thread (and again in a forked child, whose pid and tid are new): every
+  // acquisition without an explicit owner asks for it.
+  thread_local pid_t pid = 0;
+  thread_local std::string owner;
+  if (pid != getpid()) {
+    pid = getpid();
+    owner = process_id() + ":" + std::to_string(gettid());
+  }
+  return OwnerToken(owner);
 }
 
 OwnerToken task_owner() {
   static std::atomic<std::uint64_t> next{0};
-  return OwnerToken(process_id() + ":task-" +
-                    std::to_string(next.fetch_add(1, std::memory_order_relaxed) + 1));
+  // The prefix kept per thread (and made again in a forked child): one allocation per owner,
+  // the token's own (every asio acquisition without an explicit owner asks for one).
+  thread_local pid_t pid = 0;
+  thread_local std::string prefix;
+  if (pid != getpid()) {
+    pid = getpid();
+    prefix = process_id() + ":task-";
+  }
+  char digits[24];
+  const auto end = std::to_chars(digits, digits + sizeof digits,
+                                 next.fetch_add(1, std::memory_order_relaxed) + 1)
+                       .ptr;
+  std::string owner;
+  owner.reserve(prefix.size() + static_cast<std::size_t>(end - digits));
+  owner.append(prefix).append(digits, end);
+  return OwnerToken(std::move(owner));
 }
 
 }  // namespace dlock::lock

@@ -144,8 +144,8 @@ std::variant<Acquired, Refused> QuorumLock::acquire(const HoldId& hold,
 }
 
 engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
-    HoldId hold, std::chrono::milliseconds ttl, std::optional<FairTicket> fair, WriterWait writer,
-    ReplicaGuard guard, std::size_t permits) {
+    const HoldId& hold, std::chrono::milliseconds ttl, std::optional<FairTicket> fair,
+    WriterWait writer, ReplicaGuard guard, std::size_t permits) {
   auto refreshing = membership_.refresh_task(ttl, /*attempt=*/true);
   const Membership::View view = co_await std::move(refreshing);
   const auto start = Clock::now();
@@ -334,7 +334,7 @@ Result<void> QuorumLock::release(const HoldId& hold, std::size_t* listeners) {
   return engine::run_sync(release_task(hold, listeners));
 }
 
-engine::Task<Result<void>> QuorumLock::release_task(HoldId hold, std::size_t* listeners) {
+engine::Task<Result<void>> QuorumLock::release_task(const HoldId& hold, std::size_t* listeners) {
   // Return once a quorum confirmed; the other nodes get the release all the same.
   node::Enough confirmed_by{nodes_.quorum(), [](std::size_t, const resp::Reply& r) {
                               return parse_release(r).kind == ReleaseReply::Kind::freed;

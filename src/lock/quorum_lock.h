@@ -100,12 +100,13 @@ class QuorumLock {
   std::vector<Result<Clock::time_point>> renew(const std::vector<Renewal>& renewals);
 
   // The same operations as Tasks (engine/task.h): the blocking ones above run these and wait.
+  // `hold` is read by reference (no copy of its strings per call): it must outlive the Task.
   engine::Task<std::variant<Acquired, Refused>> acquire_task(
-      HoldId hold, std::chrono::milliseconds ttl, std::optional<FairTicket> fair,
+      const HoldId& hold, std::chrono::milliseconds ttl, std::optional<FairTicket> fair,
       WriterWait writer = {}, ReplicaGuard guard = {}, std::size_t permits = 0);
   engine::Task<bool> leave_queue_task(std::string name, OwnerToken owner);
-  // `listeners`, if given, must outlive the Task.
-  engine::Task<Result<void>> release_task(HoldId hold, std::size_t* listeners = nullptr);
+  // `hold` and `listeners` (if given) must outlive the Task.
+  engine::Task<Result<void>> release_task(const HoldId& hold, std::size_t* listeners = nullptr);
   engine::Task<Result<Clock::time_point>> extend_task(HoldId hold, std::chrono::milliseconds ttl,
                                                       Clock::time_point valid_until);
   engine::Task<std::vector<Result<Clock::time_point>>> renew_task(std::vector<Renewal> renewals);

@@ -8,70 +8,68 @@
 namespace dlock::resp {
 namespace {
 
-Reply convert(const redisReply* r) {
-  Reply out;
-  switch (r->type) {
-    case REDIS_REPLY_STATUS:
-      out.type = Reply::Type::status;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_ERROR:
-      out.type = Reply::Type::error;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_STRING:
-      out.type = Reply::Type::string;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_INTEGER:
-      out.type = Reply::Type::integer;
-      out.integer = r->integer;
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = Reply::Type::array;
-      out.elements.reserve(r->elements);
-      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
-      break;
-    default:  // REDIS_REPLY_NIL
-      out.type = Reply::Type::nil;
-      break;
+// The Reply a read task fills: the reply being built for the outermost one, else its element
+// in the parent array (sized when the array was created, so it never moves meanwhile).
+Reply* target(const redisReadTask* task) {
+  if (task->parent == nullptr) {
+    auto* root = &static_cast<Reader::Building*>(task->privdata)->root;
+    *root = Reply{};
+    return root;
   }
-  return out;
+  return &static_cast<Reply*>(task->parent->obj)->elements[static_cast<std::size_t>(task->idx)];
+}
+
+void* create_string(const redisReadTask* task, char* str, std::size_t len) {
+  Reply* r = target(task);
+  r->type = task->type == REDIS_REPLY_ERROR    ? Reply::Type::error
+            : task->type == REDIS_REPLY_STATUS ? Reply::Type::status
+                                               : Reply::Type::string;
+  r->str.assign(str, len);
+  return r;
 }
 
 // hiredis 0.14 trusts the element count of an array header and allocates for it at once, so
 // a broken or hostile server could make us allocate gigabytes with a dozen bytes
-// ("*444444445\r\n", found by reply_fuzz). hiredis 1.x caps this (maxelements); here a wrapper
-// around hiredis' own createArray does: at most kMaxElementsPerReply elements in one reply,
-// all its arrays together. Our largest real reply has a few hundred.
-struct BoundedFunctions {
-  BoundedFunctions() {
-    redisReader* probe = redisReaderCreate();
-    if (probe == nullptr) throw std::bad_alloc();
-    functions = *probe->fn;  // hiredis' defaults, which build redisReply objects
-    redisReaderFree(probe);
-    create_array = functions.createArray;
-    functions.createArray = [](const redisReadTask* task, int elements) -> void* {
-      auto* budget = static_cast<long long*>(task->privdata);
-      if (elements < 0 || budget == nullptr || *budget < elements) return nullptr;
-      *budget -= elements;
-      return instance().create_array(task, elements);
-    };
-  }
-  static BoundedFunctions& instance() {
-    static BoundedFunctions f;
-    return f;
-  }
-  redisReplyObjectFunctions functions{};
-  void* (*create_array)(const redisReadTask*, int) = nullptr;
-};
+// ("*444444445\r\n", found by reply_fuzz). hiredis 1.x caps this (maxelements); here the
+// budget does: at most kMaxElementsPerReply elements in one reply, all its arrays together.
+// Our largest real reply has a few hundred.
+void* create_array(const redisReadTask* task, int elements) {
+  auto* building = static_cast<Reader::Building*>(task->privdata);
+  if (elements < 0 || building == nullptr || building->element_budget < elements) return nullptr;
+  building->element_budget -= elements;
+  Reply* r = target(task);
+  r->type = Reply::Type::array;
+  r->elements.resize(static_cast<std::size_t>(elements));
+  return r;
+}
+
+void* create_integer(const redisReadTask* task, long long value) {
+  Reply* r = target(task);
+  r->type = Reply::Type::integer;
+  r->integer = value;
+  return r;
+}
+
+void* create_nil(const redisReadTask* task) {
+  Reply* r = target(task);
+  r->type = Reply::Type::nil;
+  return r;
+}
+
+// hiredis frees only the outermost object (a reply abandoned by an error, or left at the end):
+// it is the Reader's own, and its elements go with it.
+void free_object(void* reply) {
+  *static_cast<Reply*>(reply) = Reply{};
+}
+
+redisReplyObjectFunctions functions{create_string, create_array, create_integer, create_nil,
+                                    free_object};
 
 }  // namespace
 
-Reader::Reader()
-    : reader_(redisReaderCreateWithFunctions(&BoundedFunctions::instance().functions)) {
+Reader::Reader() : reader_(redisReaderCreateWithFunctions(&functions)) {
   if (reader_ == nullptr) throw std::bad_alloc();
-  reader_->privdata = &element_budget_;
+  reader_->privdata = &building_;
 }
 
 Reader::~Reader() {
@@ -91,17 +89,15 @@ std::optional<Reply> Reader::next() {
   if (!error_.empty()) return std::nullopt;
   void* raw = nullptr;
   if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
-    error_ = element_budget_ < 0 || reader_->err == REDIS_ERR_OOM
+    error_ = building_.element_budget < 0 || reader_->err == REDIS_ERR_OOM
                  ? "reply too large (over " + std::to_string(kMaxElementsPerReply) + " elements)"
                  : (reader_->errstr[0] != '\0' ? reader_->errstr : "protocol error");
     return std::nullopt;
   }
   if (raw == nullptr) return std::nullopt;
-  element_budget_ = kMaxElementsPerReply;  // the next reply starts with a full budget
-  auto* reply = static_cast<redisReply*>(raw);
-  Reply out = convert(reply);
-  freeReplyObject(reply);
-  return out;
+  building_.element_budget = kMaxElementsPerReply;  // the next reply starts with a full budget
+  // raw is building_.root: hiredis is done with it until the next reply starts.
+  return std::move(*static_cast<Reply*>(raw));
 }
 
 }  // namespace dlock::resp

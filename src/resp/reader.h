@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Reader: turns bytes fed in any split into whole Replies. Wraps hiredis' reader (no I/O here).
+// Reader: turns bytes fed in any split into whole Replies. Wraps hiredis' reader (no I/O here):
+// hiredis parses, and builds our Reply tree directly through its object functions (no
+// redisReply in between, nothing copied twice).
 #pragma once
 
 #include <optional>
@@ -29,8 +31,15 @@ class Reader {
   std::optional<Reply> next();
   const std::string& error() const noexcept { return error_; }
 
+  // What hiredis' object functions build into (through privdata): the reply being read, and
+  // how many more array elements it may have.
+  struct Building {
+    long long element_budget = kMaxElementsPerReply;
+    Reply root;
+  };
+
  private:
-  long long element_budget_ = kMaxElementsPerReply;  // read by hiredis via privdata
+  Building building_;
   redisReader* reader_;
   std::string error_;
 };
