@@ -187,7 +187,10 @@ std::optional<Error> check_owned(const ClientCore& core, std::string_view name,
 
 engine::Task<Result<void>> unlock_owned_task(std::shared_ptr<ClientCore> core, std::string name,
                                              OwnerToken owner, lock::HoldKind kind) {
-  auto releasing = core->algorithm().release_task(lock::HoldId{name, owner, "", kind});
+  // A named local: release_task reads the hold by reference, and a temporary would die before
+  // the Task runs (every by-owner release then read freed memory).
+  const lock::HoldId hold{name, owner, "", kind};
+  auto releasing = core->algorithm().release_task(hold);
   auto r = co_await std::move(releasing);
   // This client's own leases of that hold, if any, are over: they must not report held.
   auto forgetting = core->holds().forget_task(std::move(name), std::move(owner), kind);
