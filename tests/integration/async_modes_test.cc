@@ -3,6 +3,8 @@
 // async_acquire_permit), and read holds and permits handed over across clients
 // (Client::extend_shared / unlock_shared by owner, a permit by Semaphore::slot_name), on 1 and 3
 // real servers: what the lock service's SHARED and PERMIT modes stand on.
+// Names and owners are longer than a std::string's inline buffer: a hold read by reference
+// after its temporary died (ecff6e5's merge) read freed heap memory then, not a stale copy.
 #include <dlock/async.h>
 #include <dlock/semaphore.h>
 
@@ -35,26 +37,35 @@ class AsyncModesTest : public test::ClusterTest {
 
 TEST_P(AsyncModesTest, ReadersShareAndAWriterIsRefused) {
   Client client = make_client();
-  auto a = async_try_lock_shared(client, "doc", lease_for(10s), asio::use_future).get();
-  auto b = async_try_lock_shared(client, "doc", lease_for(10s), asio::use_future).get();
+  auto a = async_try_lock_shared(client, "doc-past-the-short-string-buffer", lease_for(10s),
+                                 asio::use_future)
+               .get();
+  auto b = async_try_lock_shared(client, "doc-past-the-short-string-buffer", lease_for(10s),
+                                 asio::use_future)
+               .get();
   ASSERT_TRUE(a) << a.error().message();
   ASSERT_TRUE(b) << b.error().message();
   EXPECT_TRUE(a->shared());
   EXPECT_NE(a->owner(), b->owner());
-  auto writer = async_try_lock(client, "doc", lease_for(10s), asio::use_future).get();
+  auto writer =
+      async_try_lock(client, "doc-past-the-short-string-buffer", lease_for(10s), asio::use_future)
+          .get();
   ASSERT_FALSE(writer);
   EXPECT_TRUE(writer.error().is(errc::lock_held)) << writer.error().message();
   ASSERT_TRUE(async_unlock(*a, asio::use_future).get());
   ASSERT_TRUE(async_unlock(*b, asio::use_future).get());
-  EXPECT_TRUE(async_try_lock(client, "doc", lease_for(10s), asio::use_future).get());
+  EXPECT_TRUE(
+      async_try_lock(client, "doc-past-the-short-string-buffer", lease_for(10s), asio::use_future)
+          .get());
 }
 
 TEST_P(AsyncModesTest, AReaderWaitsForTheWriterAndFairIsRefused) {
   Client client = make_client();
   Client other = make_client();
-  auto writer = other.try_lock("doc", fixed(30s, "writer"));
+  auto writer = other.try_lock("doc-past-the-short-string-buffer", fixed(30s, "writer"));
   ASSERT_TRUE(writer) << writer.error().message();
-  auto waiting = async_lock_shared(client, "doc", 20s, lease_for(10s), asio::use_future);
+  auto waiting = async_lock_shared(client, "doc-past-the-short-string-buffer", 20s, lease_for(10s),
+                                   asio::use_future);
   EXPECT_EQ(waiting.wait_for(300ms), std::future_status::timeout) << "did not wait";
   ASSERT_TRUE(writer->unlock());
   auto reader = waiting.get();
@@ -62,7 +73,9 @@ TEST_P(AsyncModesTest, AReaderWaitsForTheWriterAndFairIsRefused) {
   EXPECT_GT(reader->fencing_token(), writer->fencing_token());
   LockOptions fair = lease_for(10s);
   fair.fair = true;
-  auto refused = async_lock_shared(client, "doc", 1s, fair, asio::use_future).get();
+  auto refused =
+      async_lock_shared(client, "doc-past-the-short-string-buffer", 1s, fair, asio::use_future)
+          .get();
   EXPECT_TRUE(!refused && refused.error().is(errc::invalid_argument));
 }
 
@@ -119,21 +132,30 @@ TEST_P(AsyncModesTest, APermitWaitIsGrantedOnReleaseAndACancelledOneTakesNothing
 TEST_P(AsyncModesTest, AReadHoldIsExtendedAndReleasedByOwnerFromAnotherClient) {
   Client taker = make_client();
   Client other = make_client();
-  auto reader = taker.try_lock_shared("doc", fixed(400ms, "reader"));
-  auto second = taker.try_lock_shared("doc", fixed(10s, "second"));
+  auto reader = taker.try_lock_shared("doc-past-the-short-string-buffer",
+                                      fixed(400ms, "reader-past-the-short-string-buffer"));
+  auto second = taker.try_lock_shared("doc-past-the-short-string-buffer", fixed(10s, "second"));
   ASSERT_TRUE(reader && second);
   ASSERT_TRUE(reader->detach());
   ASSERT_TRUE(second->detach());
-  EXPECT_TRUE(other.extend_shared("doc", OwnerToken("nobody"), 10s).error().is(errc::lock_lost));
-  auto validity = other.extend_shared("doc", OwnerToken("reader"), 10s);
+  EXPECT_TRUE(other.extend_shared("doc-past-the-short-string-buffer", OwnerToken("nobody"), 10s)
+                  .error()
+                  .is(errc::lock_lost));
+  auto validity = other.extend_shared("doc-past-the-short-string-buffer",
+                                      OwnerToken("reader-past-the-short-string-buffer"), 10s);
   ASSERT_TRUE(validity) << validity.error().message();
   EXPECT_GT(*validity, 5s);
   std::this_thread::sleep_for(800ms);  // twice the first ttl: still a reader of its own
-  ASSERT_TRUE(other.unlock_shared("doc", OwnerToken("second")));
-  EXPECT_TRUE(other.try_lock("doc", fixed(10s, "writer")).error().is(errc::lock_held));
-  EXPECT_TRUE(other.unlock_shared("doc", OwnerToken("second")).error().is(errc::not_owner));
-  ASSERT_TRUE(other.unlock_shared("doc", OwnerToken("reader")));
-  EXPECT_TRUE(other.try_lock("doc", fixed(10s, "writer")));
+  ASSERT_TRUE(other.unlock_shared("doc-past-the-short-string-buffer", OwnerToken("second")));
+  EXPECT_TRUE(other.try_lock("doc-past-the-short-string-buffer", fixed(10s, "writer"))
+                  .error()
+                  .is(errc::lock_held));
+  EXPECT_TRUE(other.unlock_shared("doc-past-the-short-string-buffer", OwnerToken("second"))
+                  .error()
+                  .is(errc::not_owner));
+  ASSERT_TRUE(other.unlock_shared("doc-past-the-short-string-buffer",
+                                  OwnerToken("reader-past-the-short-string-buffer")));
+  EXPECT_TRUE(other.try_lock("doc-past-the-short-string-buffer", fixed(10s, "writer")));
 }
 
 TEST_P(AsyncModesTest, APermitIsExtendedAndReleasedByItsSlotFromAnotherClient) {
@@ -162,75 +184,98 @@ TEST_P(AsyncModesTest, APermitIsExtendedAndReleasedByItsSlotFromAnotherClient) {
 TEST_P(AsyncModesTest, AWriteHoldIsExtendedAndReleasedByOwnerWithoutABlockingCall) {
   Client taker = make_client();
   Client other = make_client();
-  auto lease = taker.try_lock("job", fixed(400ms, "taker"));
+  auto lease = taker.try_lock("job-past-the-short-string-buffer",
+                              fixed(400ms, "taker-past-the-short-string-buffer"));
   ASSERT_TRUE(lease) << lease.error().message();
   ASSERT_TRUE(lease->detach());
-  auto lost = async_extend(other, "job", OwnerToken("nobody"), 10s, asio::use_future).get();
+  auto lost = async_extend(other, "job-past-the-short-string-buffer", OwnerToken("nobody"), 10s,
+                           asio::use_future)
+                  .get();
   EXPECT_TRUE(!lost && lost.error().is(errc::lock_lost));
-  auto validity = async_extend(other, "job", OwnerToken("taker"), 10s, asio::use_future).get();
+  auto validity =
+      async_extend(other, "job-past-the-short-string-buffer",
+                   OwnerToken("taker-past-the-short-string-buffer"), 10s, asio::use_future)
+          .get();
   ASSERT_TRUE(validity) << validity.error().message();
   EXPECT_GT(*validity, 5s);
   EXPECT_LE(*validity, 10s);
   std::this_thread::sleep_for(800ms);  // twice the first ttl: still held
-  auto status = async_status(other, "job", asio::use_future).get();
+  auto status = async_status(other, "job-past-the-short-string-buffer", asio::use_future).get();
   ASSERT_TRUE(status) << status.error().message();
   EXPECT_TRUE(status->held);
   EXPECT_EQ(status->nodes.size(), size());
-  auto wrong = async_unlock(other, "job", OwnerToken("nobody"), asio::use_future).get();
+  auto wrong = async_unlock(other, "job-past-the-short-string-buffer", OwnerToken("nobody"),
+                            asio::use_future)
+                   .get();
   EXPECT_TRUE(!wrong && wrong.error().is(errc::not_owner));
-  ASSERT_TRUE(async_unlock(other, "job", OwnerToken("taker"), asio::use_future).get());
-  expect_released_everywhere("job");
-  status = async_status(other, "job", asio::use_future).get();
+  ASSERT_TRUE(async_unlock(other, "job-past-the-short-string-buffer",
+                           OwnerToken("taker-past-the-short-string-buffer"), asio::use_future)
+                  .get());
+  expect_released_everywhere("job-past-the-short-string-buffer");
+  status = async_status(other, "job-past-the-short-string-buffer", asio::use_future).get();
   ASSERT_TRUE(status) << status.error().message();
   EXPECT_FALSE(status->held);
   // Bad input is refused before anything is sent, as by the blocking calls.
-  EXPECT_TRUE(async_unlock(other, "", OwnerToken("taker"), asio::use_future)
-                  .get()
-                  .error()
-                  .is(errc::invalid_argument));
-  EXPECT_TRUE(async_extend(other, "job", OwnerToken(""), 10s, asio::use_future)
-                  .get()
-                  .error()
-                  .is(errc::invalid_argument));
+  EXPECT_TRUE(
+      async_unlock(other, "", OwnerToken("taker-past-the-short-string-buffer"), asio::use_future)
+          .get()
+          .error()
+          .is(errc::invalid_argument));
+  EXPECT_TRUE(
+      async_extend(other, "job-past-the-short-string-buffer", OwnerToken(""), 10s, asio::use_future)
+          .get()
+          .error()
+          .is(errc::invalid_argument));
   EXPECT_TRUE(async_status(other, "", asio::use_future).get().error().is(errc::invalid_argument));
 }
 
 TEST_P(AsyncModesTest, AReadHoldIsExtendedAndReleasedByOwnerWithoutABlockingCall) {
   Client taker = make_client();
   Client other = make_client();
-  auto reader = taker.try_lock_shared("doc", fixed(400ms, "reader"));
+  auto reader = taker.try_lock_shared("doc-past-the-short-string-buffer",
+                                      fixed(400ms, "reader-past-the-short-string-buffer"));
   ASSERT_TRUE(reader) << reader.error().message();
   ASSERT_TRUE(reader->detach());
   auto validity =
-      async_extend_shared(other, "doc", OwnerToken("reader"), 10s, asio::use_future).get();
+      async_extend_shared(other, "doc-past-the-short-string-buffer",
+                          OwnerToken("reader-past-the-short-string-buffer"), 10s, asio::use_future)
+          .get();
   ASSERT_TRUE(validity) << validity.error().message();
   EXPECT_GT(*validity, 5s);
   std::this_thread::sleep_for(800ms);
-  EXPECT_TRUE(other.try_lock("doc", fixed(10s, "writer")).error().is(errc::lock_held));
+  EXPECT_TRUE(other.try_lock("doc-past-the-short-string-buffer", fixed(10s, "writer"))
+                  .error()
+                  .is(errc::lock_held));
   // The write side of the name is not the reader's.
-  EXPECT_TRUE(async_unlock(other, "doc", OwnerToken("reader"), asio::use_future)
+  EXPECT_TRUE(async_unlock(other, "doc-past-the-short-string-buffer",
+                           OwnerToken("reader-past-the-short-string-buffer"), asio::use_future)
                   .get()
                   .error()
                   .is(errc::not_owner));
-  ASSERT_TRUE(async_unlock_shared(other, "doc", OwnerToken("reader"), asio::use_future).get());
-  EXPECT_TRUE(other.try_lock("doc", fixed(10s, "writer")));
+  ASSERT_TRUE(async_unlock_shared(other, "doc-past-the-short-string-buffer",
+                                  OwnerToken("reader-past-the-short-string-buffer"),
+                                  asio::use_future)
+                  .get());
+  EXPECT_TRUE(other.try_lock("doc-past-the-short-string-buffer", fixed(10s, "writer")));
 }
 
 TEST_P(AsyncModesTest, ByOwnerCompletionsRunOnTheBoundExecutor) {
   Client client = make_client();
-  auto lease = client.try_lock("job", fixed(10s, "owner"));
+  auto lease = client.try_lock("job-past-the-short-string-buffer", fixed(10s, "owner"));
   ASSERT_TRUE(lease && lease->detach());
   asio::io_context io;
   int done = 0;
   const auto on_io = [&] { return io.get_executor().running_in_this_thread(); };
-  async_extend(client, "job", OwnerToken("owner"), 10s,
+  async_extend(client, "job-past-the-short-string-buffer", OwnerToken("owner"), 10s,
                asio::bind_executor(io, [&](Result<Millis> r) {
                  EXPECT_TRUE(r && on_io());
                  ++done;
-                 async_status(client, "job", asio::bind_executor(io, [&](Result<LockStatus> s) {
+                 async_status(client, "job-past-the-short-string-buffer",
+                              asio::bind_executor(io, [&](Result<LockStatus> s) {
                                 EXPECT_TRUE(s && s->held && on_io());
                                 ++done;
-                                async_unlock(client, "job", OwnerToken("owner"),
+                                async_unlock(client, "job-past-the-short-string-buffer",
+                                             OwnerToken("owner"),
                                              asio::bind_executor(io, [&](Result<void> u) {
                                                EXPECT_TRUE(u && on_io());
                                                ++done;
@@ -239,28 +284,33 @@ TEST_P(AsyncModesTest, ByOwnerCompletionsRunOnTheBoundExecutor) {
                }));
   io.run_for(20s);
   EXPECT_EQ(done, 3);
-  expect_released_everywhere("job");
+  expect_released_everywhere("job-past-the-short-string-buffer");
 }
 
 TEST_P(AsyncModesTest, AsyncDetachHandsTheHoldOverByItsOwner) {
   Client taker = make_client();
   Client other = make_client();
-  auto lease = async_try_lock(taker, "job", lease_for(10s), asio::use_future).get();
+  auto lease =
+      async_try_lock(taker, "job-past-the-short-string-buffer", lease_for(10s), asio::use_future)
+          .get();
   ASSERT_TRUE(lease) << lease.error().message();
   auto owner = async_detach(*lease, asio::use_future);
   EXPECT_FALSE(lease->is_held()) << "the lease is empty from the call on";
   auto handed = owner.get();
   ASSERT_TRUE(handed) << handed.error().message();
   EXPECT_TRUE(async_detach(*lease, asio::use_future).get().error().is(errc::invalid_argument));
-  expect_held_everywhere("job");  // detaching touched no node
-  EXPECT_TRUE(async_extend(other, "job", *handed, 10s, asio::use_future).get());
-  ASSERT_TRUE(async_unlock(other, "job", *handed, asio::use_future).get());
-  expect_released_everywhere("job");
+  expect_held_everywhere("job-past-the-short-string-buffer");  // detaching touched no node
+  EXPECT_TRUE(
+      async_extend(other, "job-past-the-short-string-buffer", *handed, 10s, asio::use_future)
+          .get());
+  ASSERT_TRUE(
+      async_unlock(other, "job-past-the-short-string-buffer", *handed, asio::use_future).get());
+  expect_released_everywhere("job-past-the-short-string-buffer");
   // A released lease is not handed over; an expired one is lost.
-  auto released = taker.try_lock("job", lease_for(10s));
+  auto released = taker.try_lock("job-past-the-short-string-buffer", lease_for(10s));
   ASSERT_TRUE(released && released->unlock());
   EXPECT_TRUE(async_detach(*released, asio::use_future).get().error().is(errc::not_owner));
-  auto expiring = taker.try_lock("job", lease_for(100ms));
+  auto expiring = taker.try_lock("job-past-the-short-string-buffer", lease_for(100ms));
   ASSERT_TRUE(expiring) << expiring.error().message();
   std::this_thread::sleep_for(200ms);
   EXPECT_TRUE(async_detach(*expiring, asio::use_future).get().error().is(errc::lock_lost));

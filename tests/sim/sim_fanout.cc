@@ -41,7 +41,7 @@ std::vector<std::size_t> SimFanout::arrival(const std::vector<Fault>& faults) {
   // A slow reply comes after the others; a timeout is known only at the deadline, after every
   // reply that came.
   std::stable_partition(order.begin(), order.end(),
-                        [&](std::size_t i) { return faults[i] == Fault::none; });
+                        [&](std::size_t i) { return faults[i] != Fault::slow_reply; });
   std::stable_partition(order.begin(), order.end(), [&](std::size_t i) {
     return faults[i] != Fault::reply_lost && faults[i] != Fault::late;
   });

@@ -77,8 +77,8 @@ class AcquireReactor final : public grpc::ServerUnaryReactor {
   // `slot`: the caller's place among its concurrent waits, given back before the answer.
   void start(AcquireInput in, v1::AcquireResponse* response, WaitCounter::Slot slot) {
     // Finish is the last use of `this`: OnDone may delete it right after, on another thread.
-    std::function<void(Outcome<Grant>)> done = [this, response, name = in.name,
-                                                mode = in.mode](Outcome<Grant> outcome) {
+    std::function<void(Outcome<Grant>)> done = [this, response, name = in.name, mode = in.mode,
+                                                own = in.owner.empty()](Outcome<Grant> outcome) {
       if (auto* f = std::get_if<Failure>(&outcome)) {
         // HTTP's 409 body has it as holder_ttl_ms; gRPC's ABORTED, in the trailers.
         if (f->holder_ttl_ms) {
@@ -91,7 +91,8 @@ class AcquireReactor final : public grpc::ServerUnaryReactor {
       response->set_fencing_token(grant.fencing_token);
       response->set_validity_ms(grant.validity_ms);
       if (grant.permit) response->set_permit(*grant.permit);
-      {
+      // Only an owner this call made (Operations::release, operations.h, says why).
+      if (own) {
         std::lock_guard lock(mu_);
         granted_ = HoldRef{name, grant.owner, mode, grant.permit.value_or(0)};
       }
@@ -103,7 +104,8 @@ class AcquireReactor final : public grpc::ServerUnaryReactor {
   void OnDone() override {
     // A grant whose call failed before its answer reached the caller (it hung up, or its
     // deadline passed, while the grant was on its way): the caller treats it as not granted,
-    // so nobody will hear of it. Given back rather than left to block the name for a ttl.
+    // so nobody will hear of it. Given back rather than left to block the name for a ttl, when
+    // its owner was made for this call (granted_ is set only then).
     std::optional<HoldRef> granted;
     {
       std::lock_guard lock(mu_);  // gRPC orders Finish before OnDone, unseen by ThreadSanitizer

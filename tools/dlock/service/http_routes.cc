@@ -264,7 +264,8 @@ void acquire_route(const HttpHandlers& handlers, const Routed& r, const HttpRequ
     slot = std::move(std::get<WaitCounter::Slot>(admitted));
   }
   std::function<void(Outcome<Grant>)> answer = [done, ops = handlers.ops, name = input.name,
-                                                mode = input.mode](Outcome<Grant> o) {
+                                                mode = input.mode,
+                                                own = input.owner.empty()](Outcome<Grant> o) {
     if (auto* f = std::get_if<Failure>(&o)) return done(failed(*f));
     const Grant& g = std::get<Grant>(o);
     // The token as a decimal string: it can pass 2^53.
@@ -273,9 +274,12 @@ void acquire_route(const HttpHandlers& handlers, const Routed& r, const HttpRequ
                      {"validity_ms", g.validity_ms}};
     if (g.permit) j["permit"] = *g.permit;
     HttpResponse response = ok(j);
-    response.undelivered = [ops, hold = HoldRef{name, g.owner, mode, g.permit.value_or(0)}] {
-      ops->release(hold, [](const Outcome<bool>&) {});
-    };
+    // Only an owner this call made (Operations::release, operations.h, says why).
+    if (own) {
+      response.undelivered = [ops, hold = HoldRef{name, g.owner, mode, g.permit.value_or(0)}] {
+        ops->release(hold, [](const Outcome<bool>&) {});
+      };
+    }
     done(std::move(response));
   };
   handlers.ops->acquire(std::move(input), std::move(pending),

@@ -148,6 +148,12 @@ class Operations {
                std::function<void(Outcome<Grant>)> done);
   void extend(HoldRef hold, std::optional<std::int64_t> ttl_ms,
               std::function<void(Outcome<std::int64_t>)> done);  // the validity in ms
+  // By owner: whatever hold of the name the owner has. So a transport gives back a grant whose
+  // answer never reached its caller only when the owner was made for that call (nobody else
+  // can hold under it). A caller-named owner may meanwhile hold the name by a retry that took
+  // the lost grant's hold over (acquire.lua: an older hold of the same client); releasing by
+  // that owner would free the retry's live hold under its caller: two holders. Such a grant
+  // lives out its ttl instead.
   void release(HoldRef hold, std::function<void(Outcome<bool>)> done);
   void status(std::string name, std::function<void(Outcome<LockStatus>)> done);
   // The pool's executor, for timers whose handlers call the operations (keep-alive).
