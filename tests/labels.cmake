@@ -39,6 +39,13 @@ function(dlock_label base)
       set_tests_properties("${test}" PROPERTIES PROCESSORS 4)
       set(cost 30)
     endif()
+    # Renewing 100,000 leases every second must keep up: a claim about time, which ctest's
+    # other jobs on 2 cores starved (86 s instead of 20 s; 2% of the leases' validity ended
+    # before their renewal went out, and since 7e1f802 such a renewal is not sent). Alone, it
+    # measures the watchdog, not the neighbours.
+    if(test STREQUAL "OverloadTest.ManyLocksHeldUnderRenewalThenNothingLeft")
+      set_tests_properties("${test}" PROPERTIES RUN_SERIAL TRUE)
+    endif()
     set_tests_properties("${test}" PROPERTIES LABELS "${labels}" COST ${cost})
   endforeach()
 endfunction()
