@@ -142,6 +142,19 @@ def curl(method, url, body=None, max_time=30):
         return int(status or 0), text.strip()
 
 
+def scrape(service):
+    """{series: value} of a service's /metrics, e.g. 'dlock_..._total{a="b"}': 3.0."""
+    status, text = curl("GET", service.http + "/metrics")
+    if status != 200:
+        raise AssertionError("GET /metrics answered %s" % status)
+    series = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            series[key] = float(value)
+    return series
+
+
 def code_of(call, *args, **kwargs):
     try:
         call(*args, **kwargs)
@@ -489,15 +502,7 @@ class ServiceTest(TwoServices):
         self.assertIn("dlock_acquisitions_total", text)
 
     def scrape(self):
-        """{series: value} of the service's /metrics, e.g. 'dlock_..._total{a="b"}': 3.0."""
-        status, text = curl("GET", self.service.http + "/metrics")
-        self.assertEqual(status, 200)
-        series = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                key, _, value = line.rpartition(" ")
-                series[key] = float(value)
-        return series
+        return scrape(self.service)
 
     def test_metrics_count_requests_per_endpoint_with_status_and_latency(self):
         acquire_route = 'transport="http",endpoint="POST /v1/locks/{name}:acquire"'
