@@ -3,25 +3,29 @@
 prototypes of issue 32 (bench/lean/*.lua, docs/protocol-lean.md), one at a time and batched.
 
     taskset -c 1 nice -n 10 /usr/bin/python3 bench/lean_cost.py [ROUNDS] [N] [--one-at-a-time]
+        [--server-cpu=C]
 
-Starts a private redis-server (it inherits the taskset), checks the prototypes' replies once
-(tokens grow, a held lock is refused, the max-ttl record is written once per ttl), then runs
-ROUNDS rounds (default 5) of every row, N lock cycles each (default 20000), the rows in a new
-shuffled order each round. Per row and round two numbers:
+Starts a private redis-server (it inherits the taskset, or runs on CPU C), checks the prototypes' replies once
+(tokens grow, a held lock is refused, an older hold of the client is taken over, a client of
+today's protocol and a lean one on one node, the max-ttl record written once per ttl, batches,
+the raise, the waiter flag, plan B's WRONGTYPE), then runs ROUNDS rounds (default 5) of every
+row, N lock cycles each (default 20000), the rows in a new shuffled order each round. All
+numbers are per lock cycle (acquire + release of one new name). Per row and round:
 
   exec  INFO commandstats `usec` of the top-level commands (EVALSHA, SET), ÷ N: the time the
         commands ran, without parsing and socket work (what bench/script_cost.py reports);
-        wall time inside Redis, so a busy machine inflates it.
+        wall time inside Redis, so a busy machine inflates it (pipelined, the server runs
+        without pause and is preempted inside its commands: unreliable on a shared machine).
   cpu   INFO cpu used_cpu_user + used_cpu_sys of the server (rusage) over the row, ÷ N:
-        everything the server did, reading and writing the pipelined sockets included.
+        everything the server did, reading and writing the sockets included.
 
 By default every command is pipelined (1,000 per flush), so `cpu` is the many-in-flight cost.
 With --one-at-a-time each call waits for its reply before the next is sent (one call in
 flight: a read, a reply and an event-loop wake-up per call, as a lone client pays); a batched
 row then sends one call of K acquisitions at a time, which is group commit with K in flight.
-Reading and replying to one batched call is shared by its K locks either way. Prints, per row, the median over the
-rounds and the median of the per-round ratios to the raw floor (a new name per cycle), and the
-inner commands per cycle. Needs python3-redis (bench/install-peers.sh, or apt-get install
+Prints per row the median and least value over the rounds, the median of the per-round ratios
+to the raw floor and the row's least ÷ the floor's least, the inner commands per cycle, then
+every round's ratios. Needs python3-redis (bench/install-peers.sh, or apt-get install
 python3-redis).
 """
 import os
@@ -60,7 +64,9 @@ def free_port():
 
 
 def start_server(port):
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+    pin = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--server-cpu=")]
+    server = subprocess.Popen((["taskset", "-c", pin[0]] if pin else []) +
+                              ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
                                "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
     client = redis.Redis(port=port)
     for _ in range(100):
@@ -313,7 +319,8 @@ def main():
         mode = "pipelined (many in flight)" if PIPELINED else "one call at a time"
         print(f"{mode}; {N} cycles per row, {ROUNDS} rounds. exec = commandstats usec, "
               "cpu = server rusage, per lock cycle (µs): median and min over the rounds; "
-              "÷floor: the median and min of the per-round ratios to the raw floor.")
+              "÷floor: the median of the per-round ratios to the raw floor, and the row's "
+              "min ÷ the floor's min (the least disturbed runs).")
         print(f"{'row':30s} {'exec med':>8s} {'min':>6s} {'÷floor':>7s} {'min':>6s}  "
               f"{'cpu med':>7s} {'min':>6s} {'÷floor':>7s} {'min':>6s}   inner commands per cycle")
         for row in ROWS:
@@ -322,8 +329,9 @@ def main():
             for k in (0, 1):
                 vals = [x[k] for x in res]
                 ratios = [x[k] / f[k] for x, f in zip(res, floor)]
+                least = min(f[k] for f in floor)
                 cols.append(f"{statistics.median(vals):8.2f} {min(vals):6.2f} "
-                            f"{statistics.median(ratios):6.2f}× {min(ratios):5.2f}×")
+                            f"{statistics.median(ratios):6.2f}× {min(vals) / least:5.2f}×")
             inner = res[-1][2]
             print(f"{row:30s} {cols[0]}  {cols[1]}   " +
                   " ".join(f"{k}={v:.2g}" for k, v in sorted(inner.items())))
