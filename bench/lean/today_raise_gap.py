@@ -5,7 +5,8 @@ from src/lock/tally.cc (tally_acquire: the token is the largest granted counter 
 node's counter + 1; held on a quorum when a quorum of voting granting nodes answered it) and
 src/lock/quorum_lock.cc (raise_fence: a node confirms when it replies a counter >= the token,
 whichever node it is). Not a test of the C++ client: a check that the scripts answer as the
-schedule says, so that a directed simulation is worth writing.
+schedule says, so that a directed simulation is worth writing. It emulates the rule as it
+was before e6d0f07, which now counts only granting voters (docs/simulation.md finding 10).
 
     /usr/bin/python3 bench/lean/today_raise_gap.py
 """
