@@ -268,9 +268,9 @@ engine::Task<bool> QuorumLock::raise_fence(std::string name, std::uint64_t token
   const auto confirms = [token](const resp::Reply& r) {
     return r.is_integer() && r.integer >= static_cast<std::int64_t>(token);
   };
-  // Only where this hold was granted: there no other hold can be granted until this one ends,
-  // so the counter stays at least `token` for every later holder (a quorum of them meets every
-  // later holder's quorum). A node that did not grant may have reached `token` by another
+  // Only where this hold was granted: there no conflicting hold (a writer, or a reader beside
+  // a writer) can be granted until this one ends, and counters never go down, so every later
+  // conflicting holder's quorum meets a node whose counter was at least `token` first. A node that did not grant may have reached `token` by another
   // client's grant made meanwhile, which a later grant of that client then repeats on a node
   // that lagged (SimDirected.AFenceRaiseCountsOnlyTheNodesThatGrantedTheHold). It is raised
   // all the same, so that it does not stay behind.
