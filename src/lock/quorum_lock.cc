@@ -270,10 +270,11 @@ engine::Task<bool> QuorumLock::raise_fence(std::string name, std::uint64_t token
   };
   // Only where this hold was granted: there no conflicting hold (a writer, or a reader beside
   // a writer) can be granted until this one ends, and counters never go down, so every later
-  // conflicting holder's quorum meets a node whose counter was at least `token` first. A node that did not grant may have reached `token` by another
-  // client's grant made meanwhile, which a later grant of that client then repeats on a node
-  // that lagged (SimDirected.AFenceRaiseCountsOnlyTheNodesThatGrantedTheHold). It is raised
-  // all the same, so that it does not stay behind.
+  // conflicting holder's quorum meets a node whose counter was at least `token` first. A node that
+  // did not grant may have reached `token` by another client's grant made meanwhile, which a later
+  // grant of that client then repeats on a node that lagged
+  // (SimDirected.AFenceRaiseCountsOnlyTheNodesThatGrantedTheHold). It is raised all the same, so
+  // that it does not stay behind.
   node::Enough raised{nodes_.quorum(), [confirms, granted](std::size_t i, const resp::Reply& r) {
                         return granted[i] && confirms(r);
                       }};
