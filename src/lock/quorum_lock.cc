@@ -166,7 +166,8 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
             validity(ttl, Clock::now() - start, drift_factor_).count() > 0;
   bool fence_failed = false;
   if (ok && !tally.token_on_quorum) {
-    auto raising = raise_fence(hold.name, tally.token, ttl, failures);
+    auto raising = raise_fence(hold.name, tally.token, ttl,
+                               granting_voters(answers.replies, answers.votes), failures);
     fence_failed = !co_await std::move(raising);
     ok = !fence_failed && validity(ttl, Clock::now() - start, drift_factor_).count() > 0;
   } else if (ok && tally.granted_below) {
@@ -262,20 +263,27 @@ Refused QuorumLock::refusal(const std::string& name, const AcquireTally& tally,
 }
 
 engine::Task<bool> QuorumLock::raise_fence(std::string name, std::uint64_t token,
-                                           std::chrono::milliseconds ttl,
+                                           std::chrono::milliseconds ttl, std::vector<bool> granted,
                                            std::vector<NodeError>& failures) {
   const auto confirms = [token](const resp::Reply& r) {
     return r.is_integer() && r.integer >= static_cast<std::int64_t>(token);
   };
-  node::Enough raised{nodes_.quorum(),
-                      [confirms](std::size_t, const resp::Reply& r) { return confirms(r); }};
+  // Only where this hold was granted: there no other hold can be granted until this one ends,
+  // so the counter stays at least `token` for every later holder (a quorum of them meets every
+  // later holder's quorum). A node that did not grant may have reached `token` by another
+  // client's grant made meanwhile, which a later grant of that client then repeats on a node
+  // that lagged (SimDirected.AFenceRaiseCountsOnlyTheNodesThatGrantedTheHold). It is raised
+  // all the same, so that it does not stay behind.
+  node::Enough raised{nodes_.quorum(), [confirms, granted](std::size_t i, const resp::Reply& r) {
+                        return granted[i] && confirms(r);
+                      }};
   node::ScriptRound round(nodes_, fence_raise_call(name, token, ttl), std::move(raised));
   node::Outcomes outcomes = co_await round;
   std::size_t confirmed = 0;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     const auto& o = outcomes[i];
     if (o && confirms(*o)) {
-      ++confirmed;
+      if (granted[i]) ++confirmed;
     } else if (!o) {
       if (!o.error().is(errc::cancelled)) failures.push_back(node_error(i, o.error()));
     } else {

@@ -169,8 +169,11 @@ class QuorumLock {
   // or came back from an old snapshot): fence_raise on every node, in the background, so that
   // no node stays behind for as long as the name is in use (issue 28).
   void raise_behind(const std::string& name, std::uint64_t token, std::chrono::milliseconds ttl);
+  // The second phase of a token not yet on a quorum: true once a quorum of the nodes in
+  // `granted` (granted this hold and vote) answered with a counter of at least `token`.
   engine::Task<bool> raise_fence(std::string name, std::uint64_t token,
-                                 std::chrono::milliseconds ttl, std::vector<NodeError>& failures);
+                                 std::chrono::milliseconds ttl, std::vector<bool> granted,
+                                 std::vector<NodeError>& failures);
 
   node::Fanout& nodes_;
   const double drift_factor_;

@@ -83,6 +83,15 @@ AcquireTally tally_acquire(const std::vector<AcquireReply>& replies, const std::
   return t;
 }
 
+std::vector<bool> granting_voters(const std::vector<AcquireReply>& replies,
+                                  const std::vector<bool>& votes) {
+  std::vector<bool> granting(replies.size());
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    granting[i] = replies[i].kind == AcquireReply::Kind::granted && votes[i];
+  }
+  return granting;
+}
+
 ReleaseReply parse_release(const Result<resp::Reply>& outcome) {
   ReleaseReply reply;
   const auto status = outcome ? int_at(*outcome, 0) : std::nullopt;

@@ -57,6 +57,10 @@ struct AcquireTally {
 AcquireTally tally_acquire(const std::vector<AcquireReply>& replies, const std::vector<bool>& votes,
                            std::size_t quorum);
 
+// The nodes whose grant counts (granted and voting): only they may confirm a fence raise.
+std::vector<bool> granting_voters(const std::vector<AcquireReply>& replies,
+                                  const std::vector<bool>& votes);
+
 // One node's answer to release.lua: freed (and how many listened), or not ours, or failed.
 struct ReleaseReply {
   enum class Kind { freed, not_held, failed };

@@ -944,5 +944,62 @@ TEST(SimDirected, AValidityThatEndsDuringTheGreetingIsNotRenewed) {
   EXPECT_EQ(renewals_sent.load(), 0) << "a renewal went out after the validity had ended";
 }
 
+// Finding 10 (a review's reading of raise_fence, replayed on real servers by
+// bench/lean/today_raise_gap.py): a fence raise confirmed by a node that did not grant the hold.
+// Node 2's counter lags (it missed two grants). Client 1's acquisition is granted on node 1
+// (counter k+1) and its call to node 2 is slow; meanwhile client 0 is granted on nodes 0 (k+1)
+// and 2 (k-1), never reaching node 1: token k+1, on one node only, so it raises. Nodes 0 and 1
+// answer the raise with k+1 (node 1's from client 1's grant), the raise on node 2 fails, and
+// client 0 counted a quorum: it held with k+1 and released. Client 1's slow call then ran on
+// node 2 (k), and its raise found k+1 on nodes 0 and 1: it held with k+1 too, a fencing token
+// that did not grow. Now only nodes where the hold was granted (and that vote) confirm a raise.
+TEST(SimDirected, AFenceRaiseCountsOnlyTheNodesThatGrantedTheHold) {
+  bool lagging = false;  // node 2 misses client 1's calls: its counter falls behind
+  bool armed = false;
+  World* world = nullptr;
+  std::shared_ptr<detail::LeaseState> first;
+  std::uint64_t first_token = 0;
+  World w(
+      3,
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        const auto busy = std::optional(Fault::error_reply);  // not executed, connection kept
+        if (lagging && client == 1 && node == 2) return busy;
+        if (armed && client == 1 && node == 0 && is(call, "acquire")) return busy;
+        if (armed && client == 0 && node == 1 && is(call, "acquire")) return busy;
+        if (armed && client == 0 && node == 2 && is(call, "fence_raise")) return busy;
+        return std::optional<Fault>();
+      },
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        // Client 1's acquisition reaches node 2 only after client 0 held and released.
+        if (!armed || client != 1 || node != 2 || !is(call, "acquire") || first) return;
+        world->trace().step(10, "client 1's call to node 2 is slow: client 0 takes and releases");
+        first = world->take(0, "a", 500ms);
+        if (first) {
+          first_token = first->hold->fence.value();
+          world->end(0, first);
+        }
+      });
+  world = &w;
+  for (std::size_t c = 0; c < 2; ++c) {  // both clients greet every node; counters level
+    const auto warm = w.take(c, "warm", 500ms);
+    ASSERT_NE(warm, nullptr);
+    w.end(c, warm);
+  }
+  lagging = true;
+  for (int i = 0; i < 2; ++i) {
+    const auto behind = w.take(1, "warm", 500ms);  // granted on nodes 0 and 1 only
+    ASSERT_NE(behind, nullptr);
+    w.end(1, behind);
+  }
+  lagging = false;
+  armed = true;
+  const auto second = w.take(1, "b", 500ms);
+  ASSERT_NE(second, nullptr) << "granted on nodes 1 and 2";
+  if (first) {
+    EXPECT_GT(second->hold->fence.value(), first_token)
+        << "a later holder's fencing token did not grow";
+  }
+}
+
 }  // namespace
 }  // namespace dlock::sim

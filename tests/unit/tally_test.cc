@@ -99,6 +99,14 @@ TEST(TallyTest, EqualCountersOnAQuorumNeedNoRaise) {
   EXPECT_EQ(t.holder_ttl, 100ms);
 }
 
+// Only a voting node that granted may confirm a raise of the token (simulation finding 10).
+TEST(TallyTest, OnlyVotingGrantingNodesMayConfirmARaise) {
+  EXPECT_EQ(
+      granting_voters({granted(5), parse_acquire(lost()), granted(3), held(4, 100), granted(9)},
+                      {true, true, true, true, false}),
+      (std::vector<bool>{true, false, true, false, false}));
+}
+
 // A refusing node whose key never expires (another library's) makes the holder's time left
 // unknown: the name may never free, whatever the other nodes' ttls say.
 TEST(TallyTest, AHolderKeyWithoutTtlOnAnyRefusingNodeIsMarked) {

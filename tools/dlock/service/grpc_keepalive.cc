@@ -2,7 +2,6 @@
 #include "service/grpc_keepalive.h"
 
 #include <asio/steady_timer.hpp>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -10,6 +9,7 @@
 
 #include "service/grpc_service.h"
 #include "service/keepalive.h"
+#include "service/stream_writes.h"
 
 namespace dlock::service {
 
@@ -69,11 +69,7 @@ class KeepAliveReactor final : public Base,
 
   void OnWriteDone(bool ok) override {
     std::lock_guard lock(mu_);
-    writing_ = false;
-    if (!ok) return finish(grpc::Status::CANCELLED);  // the stream broke
-    answers_.pop_front();
-    if (finish_status_) return finish(*finish_status_);  // it waited for this write
-    write_next();
+    if (!answers_.written(ok)) finish(grpc::Status::CANCELLED);  // the stream broke
   }
 
   void stop() override {
@@ -147,12 +143,10 @@ class KeepAliveReactor final : public Base,
         v->set_validity_ms(r.validity_ms);
         v->set_error(r.error);
       }
-      if (answers_.size() >= kMaxQueuedAnswers) {
+      if (!answers_.push(std::move(answer))) {
         return finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                    "the client does not read the keep-alive's answers"));
       }
-      answers_.push_back(std::move(answer));
-      write_next();
       again = std::exchange(again_, false);
       if (!again && !leases_.empty()) schedule();
     }
@@ -183,21 +177,11 @@ class KeepAliveReactor final : public Base,
     });
   }
 
-  // Under mu_: one write at a time, in order.
-  void write_next() {
-    if (writing_ || answers_.empty() || finish_status_) return;
-    writing_ = true;
-    StartWrite(&answers_.front());
-  }
-
   // Under mu_: stop renewing, and finish once no write is in flight.
   void finish(grpc::Status status) {
     stopped_ = true;
     timer_.cancel();
-    if (!finish_status_) finish_status_ = std::move(status);
-    if (writing_ || finished_) return;
-    finished_ = true;
-    Finish(*finish_status_);
+    answers_.end(std::move(status));
   }
 
   Operations& ops_;
@@ -208,15 +192,14 @@ class KeepAliveReactor final : public Base,
   v1::KeepAliveRequest request_;      // gRPC reads into it; one read at a time
   std::vector<LeaseRenewal> leases_;  // guarded by mu_
   std::vector<std::optional<Clock::time_point>> valid_until_;  // guarded by mu_, as leases_
-  std::uint64_t generation_ = 0;               // guarded by mu_; a new set, a new generation
-  bool renewing_ = false;                      // guarded by mu_: a round in flight
-  bool again_ = false;                         // guarded by mu_
-  bool stopped_ = false;                       // guarded by mu_: renew no more
-  std::deque<v1::KeepAliveResponse> answers_;  // guarded by mu_; the front is being written
-  bool writing_ = false;                       // guarded by mu_
-  std::optional<grpc::Status> finish_status_;  // guarded by mu_
-  bool finished_ = false;                      // guarded by mu_: Finish called
-  std::shared_ptr<KeepAliveReactor> self_;     // guarded by mu_: gRPC's reference
+  std::uint64_t generation_ = 0;  // guarded by mu_; a new set, a new generation
+  bool renewing_ = false;         // guarded by mu_: a round in flight
+  bool again_ = false;            // guarded by mu_
+  bool stopped_ = false;          // guarded by mu_: renew no more
+  StreamWrites<v1::KeepAliveResponse> answers_{
+      [this](const v1::KeepAliveResponse* a) { StartWrite(a); },
+      [this](const grpc::Status& s) { Finish(s); }, kMaxQueuedAnswers};  // guarded by mu_
+  std::shared_ptr<KeepAliveReactor> self_;  // guarded by mu_: gRPC's reference
 };
 
 }  // namespace

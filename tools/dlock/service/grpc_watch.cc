@@ -2,11 +2,11 @@
 #include "service/grpc_watch.h"
 
 #include <asio/steady_timer.hpp>
-#include <deque>
 #include <optional>
 #include <utility>
 
 #include "service/grpc_service.h"
+#include "service/stream_writes.h"
 #include "service/watch.h"
 
 namespace dlock::service {
@@ -59,11 +59,7 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchEvent>,
 
   void OnWriteDone(bool ok) override {
     std::lock_guard lock(mu_);
-    writing_ = false;
-    if (!ok) return finish(grpc::Status::CANCELLED);  // the stream broke
-    events_.pop_front();
-    if (finish_status_) return finish(*finish_status_);  // it waited for this write
-    write_next();
+    if (!events_.written(ok)) finish(grpc::Status::CANCELLED);  // the stream broke
   }
 
   void OnCancel() override {
@@ -95,13 +91,11 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchEvent>,
     std::optional<WatchState> state;
     if (status != nullptr) state = watch_state(*status);
     if (state && (!last_ || !state->same_holder(*last_))) {
-      if (events_.size() >= kMaxQueuedEvents) {
+      if (!events_.push(event_of(name_, *state))) {
         return finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                                    "the client does not read the watch's events"));
       }
-      events_.push_back(event_of(name_, *state));
       last_ = std::move(state);
-      write_next();
     }
     timer_.expires_after(kWatchPeriod);
     timer_.async_wait([self = shared_from_this()](const std::error_code& ec) {
@@ -109,34 +103,23 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchEvent>,
     });
   }
 
-  // Under mu_: one write at a time, in order.
-  void write_next() {
-    if (writing_ || events_.empty() || finish_status_) return;
-    writing_ = true;
-    StartWrite(&events_.front());
-  }
-
   // Under mu_: read no more, and finish once no write is in flight.
   void finish(grpc::Status status) {
     stopped_ = true;
     timer_.cancel();
-    if (!finish_status_) finish_status_ = std::move(status);
-    if (writing_ || finished_) return;
-    finished_ = true;
-    Finish(*finish_status_);
+    events_.end(std::move(status));
   }
 
   Operations& ops_;
   const std::string name_;
   std::mutex mu_;
-  asio::steady_timer timer_;                   // guarded by mu_ (a timer is not thread-safe)
-  std::optional<WatchState> last_;             // guarded by mu_: the state last sent
-  std::deque<v1::WatchEvent> events_;          // guarded by mu_; the front is being written
-  bool writing_ = false;                       // guarded by mu_
-  bool stopped_ = false;                       // guarded by mu_: read no more
-  std::optional<grpc::Status> finish_status_;  // guarded by mu_
-  bool finished_ = false;                      // guarded by mu_: Finish called
-  std::shared_ptr<WatchReactor> self_;         // guarded by mu_: gRPC's reference
+  asio::steady_timer timer_;        // guarded by mu_ (a timer is not thread-safe)
+  std::optional<WatchState> last_;  // guarded by mu_: the state last sent
+  StreamWrites<v1::WatchEvent> events_{[this](const v1::WatchEvent* e) { StartWrite(e); },
+                                       [this](const grpc::Status& s) { Finish(s); },
+                                       kMaxQueuedEvents};  // guarded by mu_
+  bool stopped_ = false;                                   // guarded by mu_: read no more
+  std::shared_ptr<WatchReactor> self_;                     // guarded by mu_: gRPC's reference
 };
 
 grpc::ServerWriteReactor<v1::WatchEvent>* Watches::start(Operations& ops, const Guard& guard,

@@ -1,0 +1,124 @@
+#!/usr/bin/python3
+"""Replays, on three real redis-servers with today's scripts (src/scripts), the schedule of
+docs/protocol-lean.md "A suspected gap in today's raise". The client side is emulated by hand
+from src/lock/tally.cc (tally_acquire: the token is the largest granted counter or a refusing
+node's counter + 1; held on a quorum when a quorum of voting granting nodes answered it) and
+src/lock/quorum_lock.cc (raise_fence: a node confirms when it replies a counter >= the token,
+whichever node it is). Not a test of the C++ client: a check that the scripts answer as the
+schedule says, so that a directed simulation is worth writing. It emulates the rule as it
+was before e6d0f07, which now counts only granting voters (docs/simulation.md finding 10).
+
+    /usr/bin/python3 bench/lean/today_raise_gap.py
+"""
+import os
+import socket
+import subprocess
+import time
+
+import redis
+
+SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "scripts")
+QUORUM = 2
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def start():
+    port = free_port()
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                               "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            return server, client
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    raise RuntimeError("redis-server did not start")
+
+
+def script(name, clocked):
+    body = open(os.path.join(SRC, name + ".lua")).read()
+    return (open(os.path.join(SRC, "key_clock.lua")).read() + body) if clocked else body
+
+
+ACQUIRE = script("acquire", True)
+RELEASE = script("release", True)
+RAISE = script("fence_raise", False)
+
+
+def acquire(r, owner, hold):
+    return r.eval(ACQUIRE, 6, "X", "dlock:fence:{X}", "dlock:fence-floor", "dlock:max-ttl",
+                  "dlock:readers:{X}", "dlock:writers-waiting:{X}", owner, hold, "30000", "w",
+                  "0", "0")
+
+
+def release(r, owner, hold):
+    return r.eval(RELEASE, 4, "X", "dlock:queue:{X}", "dlock:queue-alive:{X}",
+                  "dlock:readers:{X}", owner, "dlock:release:{X}", hold, "w", "publish")
+
+
+def fence_raise(r, token):
+    return r.eval(RAISE, 2, "dlock:fence:{X}", "dlock:fence-floor", token, "30000")
+
+
+def tally(replies):
+    """tally_acquire for the nodes that answered (all voting)."""
+    token = 0
+    for status, counter, _ in replies.values():
+        token = max(token, counter if status == 1 else counter + 1)
+    granted = [n for n, (status, _, _) in replies.items() if status == 1]
+    holding = [n for n, (status, counter, _) in replies.items() if status == 1 and counter == token]
+    return token, granted, len(holding) >= QUORUM
+
+
+def main():
+    servers = {n: start() for n in "ABC"}
+    nodes = {n: c for n, (_, c) in servers.items()}
+    try:
+        # 1. Counters of X: A 4, B 2 (it missed two grants), C 4.
+        for n, v in (("A", 4), ("B", 2), ("C", 4)):
+            nodes[n].set("dlock:fence:{X}", v, px=30000)
+            nodes[n].set("dlock:fence-floor", v)
+        # 2. H1: A and B grant; C never runs the call.
+        h1 = {n: acquire(nodes[n], "o1", "c1.1") for n in "AB"}
+        t1, granted1, on_quorum = tally(h1)
+        print(f"H1 replies {h1}: token {t1}, granted by {granted1}, on a quorum: {on_quorum}")
+        assert t1 == 5 and not on_quorum
+        # 3. H2 (another client) runs on C before H1's raise gets there.
+        h2 = {"C": acquire(nodes["C"], "o2", "c2.1")}
+        print(f"H2 on C: {h2['C']}")
+        # 4. H1's raise: A and C answer, B's call is not sent.
+        raised = {n: fence_raise(nodes[n], t1) for n in "AC"}
+        confirmed_today = [n for n, v in raised.items() if v >= t1]
+        confirmed_lean = [n for n in confirmed_today if n in granted1]
+        print(f"H1 raise replies {raised}: today's rule confirms {confirmed_today}, "
+              f"the lean rule (granting nodes only) {confirmed_lean}")
+        assert len(confirmed_today) >= QUORUM and len(confirmed_lean) < QUORUM
+        # H1 holds with token t1 (today's rule), then releases.
+        for n in "ABC":
+            release(nodes[n], "o1", "c1.1")
+        # 5. H2's delayed call runs on B now; its call to A gets no answer.
+        h2["B"] = acquire(nodes["B"], "o2", "c2.1")
+        t2, granted2, on_quorum = tally(h2)
+        print(f"H2 replies {h2}: token {t2}, granted by {granted2}, on a quorum: {on_quorum}")
+        raised = {n: fence_raise(nodes[n], t2) for n in "AB"}
+        confirmed = [n for n, v in raised.items() if v >= t2]
+        print(f"H2 raise replies {raised}: confirmed by {confirmed}")
+        assert len(granted2) >= QUORUM and len(confirmed) >= QUORUM
+        print(f"H1 held token {t1}, then H2 got token {t2}: "
+              + ("NOT strictly larger" if t2 <= t1 else "larger"))
+    finally:
+        for server, _ in servers.values():
+            server.terminate()
+            server.wait()
+
+
+if __name__ == "__main__":
+    main()

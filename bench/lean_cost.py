@@ -1,0 +1,349 @@
+#!/usr/bin/python3
+"""Redis CPU per uncontended lock cycle: the raw floor, dlock's scripts, and the lean
+prototypes of issue 32 (bench/lean/*.lua, docs/protocol-lean.md), one at a time and batched.
+
+    taskset -c 1 nice -n 10 /usr/bin/python3 bench/lean_cost.py [ROUNDS] [N] [--one-at-a-time]
+        [--server-cpu=C]
+
+Starts a private redis-server (it inherits the taskset, or runs on CPU C), checks the prototypes' replies once
+(tokens grow, a held lock is refused, an older hold of the client is taken over, a client of
+today's protocol and a lean one on one node, the max-ttl record written once per ttl, batches,
+the raise, the waiter flag, plan B's WRONGTYPE), then runs ROUNDS rounds (default 5) of every
+row, N lock cycles each (default 20000), the rows in a new shuffled order each round. All
+numbers are per lock cycle (acquire + release of one new name). Per row and round:
+
+  exec  INFO commandstats `usec` of the top-level commands (EVALSHA, SET), ÷ N: the time the
+        commands ran, without parsing and socket work (what bench/script_cost.py reports);
+        wall time inside Redis, so a busy machine inflates it (pipelined, the server runs
+        without pause and is preempted inside its commands: unreliable on a shared machine).
+  cpu   INFO cpu used_cpu_user + used_cpu_sys of the server (rusage) over the row, ÷ N:
+        everything the server did, reading and writing the sockets included.
+
+By default every command is pipelined (1,000 per flush), so `cpu` is the many-in-flight cost.
+With --one-at-a-time each call waits for its reply before the next is sent (one call in
+flight: a read, a reply and an event-loop wake-up per call, as a lone client pays); a batched
+row then sends one call of K acquisitions at a time, which is group commit with K in flight.
+Prints per row the median and least value over the rounds, the median of the per-round ratios
+to the raw floor and the row's least ÷ the floor's least, the inner commands per cycle, then
+every round's ratios. Needs python3-redis (bench/install-peers.sh, or apt-get install
+python3-redis).
+"""
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+import redis
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.join(HERE, "..", "src", "scripts")
+LEAN = os.path.join(HERE, "lean")
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--")]
+PIPELINED = "--one-at-a-time" not in sys.argv
+ROUNDS = int(ARGS[0]) if len(ARGS) > 0 else 5
+N = int(ARGS[1]) if len(ARGS) > 1 else 20000
+TTL = "30000"
+COMPARE_AND_DELETE = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
+                      "return redis.call('del', KEYS[1]) else return 0 end")
+# src/scripts/script.cc: these run with key_clock.lua before their text.
+CLOCKED = ("acquire", "fair_acquire", "release", "renew", "inspect", "fair_leave")
+FLOOR = "dlock:fence-floor"
+MAX_TTL = "dlock:max-ttl"
+MAX_TTL_OK = "dlock:max-ttl-ok:" + TTL
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def start_server(port):
+    pin = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--server-cpu=")]
+    server = subprocess.Popen((["taskset", "-c", pin[0]] if pin else []) +
+                              ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                               "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    client = redis.Redis(port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            return server, client
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    raise RuntimeError("redis-server did not start")
+
+
+def load(r):
+    clock = open(os.path.join(SRC, "key_clock.lua")).read()
+    sha = {}
+    for name in ("acquire", "release"):
+        body = open(os.path.join(SRC, name + ".lua")).read()
+        sha[name] = r.script_load(clock + body if name in CLOCKED else body)
+    for name in os.listdir(LEAN):
+        if name.endswith(".lua"):
+            sha[name[:-4]] = r.script_load(open(os.path.join(LEAN, name)).read())
+    sha["cad"] = r.script_load(COMPARE_AND_DELETE)
+    return sha
+
+
+class Calls:
+    """The commands of each row, for the names of one row and round."""
+
+    def __init__(self, sha):
+        self.sha = sha
+
+    def raw(self, name):
+        return [["SET", name, "v", "NX", "PX", TTL], ["EVALSHA", self.sha["cad"], 1, name, "v"]]
+
+    def current(self, name, hold="c.1"):
+        return [["EVALSHA", self.sha["acquire"], 6, name, "dlock:fence:{%s}" % name, FLOOR,
+                 MAX_TTL, "dlock:readers:{%s}" % name, "dlock:writers-waiting:{%s}" % name,
+                 "owner", hold, TTL, "w", "0", "0"],
+                ["EVALSHA", self.sha["release"], 4, name, "dlock:queue:{%s}" % name,
+                 "dlock:queue-alive:{%s}" % name, "dlock:readers:{%s}" % name, "owner",
+                 "dlock:release:{%s}" % name, hold, "w", "publish"]]
+
+    def lean(self, name, plan_a, hold="c.1"):
+        return [["EVALSHA", self.sha["acquire_lean"], 6, name, "dlock:readers:{%s}" % name,
+                 "dlock:fence:{%s}" % name, FLOOR, MAX_TTL, MAX_TTL_OK, "owner", hold, TTL,
+                 "1" if plan_a else ""],
+                self.lean_release(name, hold)]
+
+    def lean_release(self, name, hold="c.1"):
+        return ["EVALSHA", self.sha["release_lean"], 3, name, "dlock:queue:{%s}" % name,
+                "dlock:queue-alive:{%s}" % name, "owner", "dlock:release:{%s}" % name, hold,
+                "publish"]
+
+    def string_key(self, name, hold="c.1"):
+        return [["EVALSHA", self.sha["acquire_str"], 5, name, "dlock:readers:{%s}" % name, FLOOR,
+                 MAX_TTL, MAX_TTL_OK, "owner", hold, TTL],
+                ["EVALSHA", self.sha["release_str"], 2, name, "dlock:queue:{%s}" % name, "owner",
+                 "dlock:release:{%s}" % name, hold, "publish"]]
+
+    def batch(self, names, plan_a, hold="c.1", flag=False):
+        keys, args = [FLOOR, MAX_TTL, MAX_TTL_OK], [TTL, "1" if plan_a else ""]
+        for n in names:
+            keys += [n, "dlock:readers:{%s}" % n, "dlock:fence:{%s}" % n]
+            args += ["owner", hold, TTL]
+        acquire = ["EVALSHA", self.sha["acquire_batch"], len(keys)] + keys + args
+        keys, args = [], ["publish", "flag" if flag else ""]
+        for n in names:
+            keys += [n, "dlock:queue:{%s}" % n]
+            args += ["owner", hold, "dlock:release:{%s}" % n]
+        release = ["EVALSHA", self.sha["release_batch"], len(keys)] + keys + args
+        return [acquire, release]
+
+    def bound(self, names, hold="c.1"):
+        keys = ["dlock:bound-counter"] + list(names)
+        values = [hold + " owner"] * len(names)
+        return [["EVALSHA", self.sha["bound_batch"], len(keys)] + keys + ["a", TTL] + values,
+                ["EVALSHA", self.sha["bound_batch"], len(keys)] + keys + ["r", TTL] + values]
+
+    def raise_node(self, token, names=()):
+        keys, args = [FLOOR] + list(names), [token]
+        for _ in names:
+            args += ["owner", "c.1"]
+        return [["EVALSHA", self.sha["fence_raise_node"], len(keys)] + keys + args]
+
+
+def row_commands(calls, row, tag):
+    """The commands of `row` for N cycles (new names, unique per round: `tag`)."""
+    names = [f"{tag}:{i}" for i in range(N)]
+    if row == "raw floor":
+        return [c for n in names for c in calls.raw(n)]
+    if row == "dlock today":
+        return [c for n in names for c in calls.current(n)]
+    if row == "lean A (compatible keys)":
+        return [c for n in names for c in calls.lean(n, True)]
+    if row == "lean B (node marker)":
+        return [c for n in names for c in calls.lean(n, False)]
+    if row == "string key (comparison)":
+        return [c for n in names for c in calls.string_key(n)]
+    if row == "lean A + raise every cycle":
+        # The worst case of the eager token: every grant followed by its raise round (the
+        # token on the node already, as on the node that answered the largest).
+        return [c for n in names for c in (calls.lean(n, True)[0], calls.raise_node(1, [n])[0],
+                                           calls.lean_release(n))]
+    if row.startswith("lean A batched 16 + raise"):
+        k = 16
+        out = []
+        for j in range(0, N, k):
+            acquire, release = calls.batch(names[j:j + k], True)
+            out += [acquire, calls.raise_node(1, names[j:j + k])[0], release]
+        return out
+    if row.startswith("bound batched"):
+        k = int(row.split()[-1])
+        return [c for j in range(0, N, k) for c in calls.bound(names[j:j + k])]
+    if row.startswith("lean B+flag batched"):
+        k = int(row.split()[-1])
+        return [c for j in range(0, N, k) for c in calls.batch(names[j:j + k], False, flag=True)]
+    if row.startswith("lean A batched"):
+        k = int(row.split()[-1])
+        return [c for j in range(0, N, k) for c in calls.batch(names[j:j + k], True)]
+    if row.startswith("lean B batched"):
+        k = int(row.split()[-1])
+        return [c for j in range(0, N, k) for c in calls.batch(names[j:j + k], False)]
+    raise ValueError(row)
+
+
+ROWS = ["raw floor", "dlock today", "lean A (compatible keys)", "lean B (node marker)",
+        "string key (comparison)", "lean A batched 4", "lean A batched 16", "lean A batched 64",
+        "lean B batched 16", "lean B+flag batched 16", "lean B+flag batched 64",
+        "lean A + raise every cycle", "lean A batched 16 + raise", "bound batched 16",
+        "bound batched 64"]
+
+
+def cpu_seconds(r):
+    info = r.info("cpu")
+    return info["used_cpu_user"] + info["used_cpu_sys"]
+
+
+def run_row(r, commands):
+    r.config_resetstat()
+    before = cpu_seconds(r)
+    if PIPELINED:
+        pipe = r.pipeline(transaction=False)
+        for i, c in enumerate(commands):
+            pipe.execute_command(*c)
+            if i % 1000 == 999:
+                for reply in pipe.execute(raise_on_error=True):
+                    check_reply(reply)
+        for reply in pipe.execute(raise_on_error=True):
+            check_reply(reply)
+    else:
+        for c in commands:
+            check_reply(r.execute_command(*c))
+    cpu = cpu_seconds(r) - before
+    stats = r.info("commandstats")
+    top = ("cmdstat_evalsha", "cmdstat_set")
+    usec = sum(v["usec"] for k, v in stats.items() if k in top)
+    inner = {k[len("cmdstat_"):]: v["calls"] / N for k, v in stats.items()
+             if k not in ("cmdstat_evalsha", "cmdstat_config|resetstat", "cmdstat_info")}
+    r.flushall()
+    return usec / N, cpu * 1e6 / N, inner
+
+
+def check_reply(reply):
+    """Every cycle of the rows is uncontended: a refusal or a fallback is a broken prototype."""
+    if isinstance(reply, list):
+        if reply and reply[0] in (0, -2) and len(reply) <= 3:
+            raise RuntimeError(f"unexpected reply {reply}")
+        if any(isinstance(x, int) and x < 0 for x in reply):
+            raise RuntimeError(f"a batched name was not granted or released: {reply}")
+    elif isinstance(reply, int) and reply < 0:
+        raise RuntimeError(f"unexpected reply {reply}")
+
+
+def functional_checks(r, calls):
+    """The prototypes do what docs/protocol-lean.md says (once, before measuring)."""
+    r.flushall()
+    a = calls.lean("f", True)[0]
+    t1 = r.execute_command(*a)
+    assert t1 > 10 ** 15, t1  # no counter: seeded from the clock in microseconds
+    assert r.get(FLOOR) == str(t1).encode(), (r.get(FLOOR), t1)  # no '1.7e+15' string
+    assert r.zscore(MAX_TTL, TTL) is not None and r.pttl(MAX_TTL_OK) > 0
+    held = r.execute_command(*calls.lean("f", True, hold="d.1")[0])
+    assert held[0] == 0 and held[1] == t1 and held[2] > 0, held
+    stale = r.execute_command(*calls.lean("f", True, hold="c.2")[0])  # an older hold of c
+    assert stale == t1 + 1, stale
+    assert r.execute_command(*calls.lean_release("f", "c.1")) == -1  # taken over
+    assert r.execute_command(*calls.lean_release("f", "c.2")) == 0
+    # The old protocol's per-name counter is dropped on a lean grant (plan A): a client of the
+    # current protocol counts from the floor, above every lean token.
+    r.set("dlock:fence:{g}", 5)
+    t2 = r.execute_command(*calls.lean("g", True)[0])
+    assert r.get("dlock:fence:{g}") is None and t2 == t1 + 2
+    old = r.execute_command(*calls.current("g", hold="e.1")[0])
+    assert old[0] == 0 and old[1] == t2, old  # held; the old client reads the floor
+    r.execute_command(*calls.lean_release("g"))
+    old = r.execute_command(*calls.current("g", hold="e.1")[0])
+    assert old[0] == 1 and old[1] == t2 + 1, old  # an old grant after the lean one: larger
+    t3 = r.execute_command(*calls.lean("h", True)[0])
+    assert t3 == t2 + 2, t3  # and a lean grant after it, larger again
+    # The max-ttl record is written once per ttl while its marker lives.
+    r.config_resetstat()
+    for i in range(50):
+        r.execute_command(*calls.lean(f"m{i}", True)[0])
+    assert "cmdstat_zadd" not in r.info("commandstats")
+    # Batches: one INCR, one outcome per name.
+    r.set("b:held", "x")
+    out = r.execute_command(*calls.batch(["b:1", "b:held", "b:2"], True)[0])
+    assert out[0] == t3 + 51 and out[1] == 1 and out[3] == 1 and out[2] == -1, out
+    rel = r.execute_command(*calls.batch(["b:1", "b:held", "b:2"], True)[1])
+    assert rel == [0, -1, 0], rel
+    # The waiter flag: a release publishes only when the field '' says someone waits.
+    r.execute_command(*calls.batch(["w:1", "w:2"], True)[0])
+    r.hset("w:2", "", "1")
+    p = r.pubsub()
+    p.subscribe("dlock:release:{w:1}", "dlock:release:{w:2}")
+    rel = r.execute_command(*calls.batch(["w:1", "w:2", "b:held"], True, flag=True)[1])
+    assert rel == [0, 1, -1], rel
+    p.close()
+    r.execute_command(*calls.batch(["b:3"], True)[0])
+    assert r.execute_command(*calls.raise_node(out[0] + 100, ["b:3", "b:1"])[0]) == \
+        [out[0] + 100, 1, 0]
+    assert r.execute_command(*calls.raise_node(5)[0]) == [out[0] + 100]
+    # Plan B: the counter is a hash field (an old client's GET of it fails: the marker).
+    r.flushall()
+    b1 = r.execute_command(*calls.lean("p", False)[0])
+    assert r.type(FLOOR) == b"hash" and b1 > 10 ** 15, b1
+    held = r.execute_command(*calls.lean("p", False, hold="d.1")[0])
+    assert held == [0, b1, held[2]], held
+    out = r.execute_command(*calls.batch(["p", "q"], False)[0])
+    assert out[0] == b1 + 1 and out[2] == 1, out
+    try:
+        r.execute_command(*calls.current("z", hold="e.1")[0])
+        raise AssertionError("an old acquire ran on a plan-B node")
+    except redis.ResponseError as e:
+        assert "WRONGTYPE" in str(e), e
+    r.flushall()
+
+
+def main():
+    server, r = start_server(free_port())
+    try:
+        calls = Calls(load(r))
+        functional_checks(r, calls)
+        results = {row: [] for row in ROWS}
+        for rnd in range(ROUNDS):
+            order = ROWS[:]
+            random.shuffle(order)
+            for row in order:
+                results[row].append(run_row(r, row_commands(calls, row, f"r{rnd}")))
+        floor = results["raw floor"]
+        mode = "pipelined (many in flight)" if PIPELINED else "one call at a time"
+        print(f"{mode}; {N} cycles per row, {ROUNDS} rounds. exec = commandstats usec, "
+              "cpu = server rusage, per lock cycle (µs): median and min over the rounds; "
+              "÷floor: the median of the per-round ratios to the raw floor, and the row's "
+              "min ÷ the floor's min (the least disturbed runs).")
+        print(f"{'row':30s} {'exec med':>8s} {'min':>6s} {'÷floor':>7s} {'min':>6s}  "
+              f"{'cpu med':>7s} {'min':>6s} {'÷floor':>7s} {'min':>6s}   inner commands per cycle")
+        for row in ROWS:
+            res = results[row]
+            cols = []
+            for k in (0, 1):
+                vals = [x[k] for x in res]
+                ratios = [x[k] / f[k] for x, f in zip(res, floor)]
+                least = min(f[k] for f in floor)
+                cols.append(f"{statistics.median(vals):8.2f} {min(vals):6.2f} "
+                            f"{statistics.median(ratios):6.2f}× {min(vals) / least:5.2f}×")
+            inner = res[-1][2]
+            print(f"{row:30s} {cols[0]}  {cols[1]}   " +
+                  " ".join(f"{k}={v:.2g}" for k, v in sorted(inner.items())))
+        for k, what in ((0, "exec"), (1, "cpu")):
+            print(f"per-round {what} ratios to the floor:")
+            for row in ROWS:
+                print(f"  {row:30s} " + " ".join(f"{x[k] / f[k]:.2f}"
+                                                 for x, f in zip(results[row], floor)))
+    finally:
+        server.terminate()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
