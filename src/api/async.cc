@@ -55,11 +55,11 @@ engine::Task<bool> try_lock_task(std::shared_ptr<ClientCore> core, std::string n
                                  std::shared_ptr<Rounds> rounds /* may be null */,
                                  lock::HoldKind kind) {
   if (cancel->requested()) co_return once->complete(cancelled());  // before anything was sent
-  const OwnerToken owner = options.owner ? *options.owner : lock::task_owner();
+  OwnerToken owner = options.owner ? *options.owner : lock::task_owner();
   auto fair = fair_ticket(options, false);
   if (rounds) ++rounds->sent;
-  auto attempt =
-      attempt_task(core, std::move(name), std::move(options), owner, std::move(fair), false, kind);
+  auto attempt = attempt_task(core, std::move(name), std::move(options), std::move(owner),
+                              std::move(fair), false, kind);
   auto result = co_await std::move(attempt);
   if (auto* lease = std::get_if<Lease>(&result)) co_return once->complete(std::move(*lease));
   if (rounds) rounds->refused(std::get<lock::Refused>(result).error);

@@ -26,6 +26,8 @@
 #include <optional>
 #include <utility>
 
+#include "engine/frame_pool.h"
+
 namespace dlock::engine {
 
 template <typename T>
@@ -37,6 +39,12 @@ class Task {
     // Set by whichever comes second of "the awaiter suspended" and "the task finished": the
     // second one resumes the awaiter (the task's end by transfer, the awaiter by not suspending).
     std::atomic<bool> one_side_done{false};
+
+    // Frames from the thread's pool (engine/frame_pool.h), not one malloc and free each.
+    static void* operator new(std::size_t size) { return detail::allocate_frame(size); }
+    static void operator delete(void* frame, std::size_t size) noexcept {
+      detail::free_frame(frame, size);
+    }
 
     Task get_return_object() noexcept {
       return Task(std::coroutine_handle<promise_type>::from_promise(*this));
@@ -97,6 +105,8 @@ namespace detail {
 // The frame of a started task: begins at once and frees itself at the end.
 struct Detached {
   struct promise_type {
+    static void* operator new(std::size_t size) { return allocate_frame(size); }
+    static void operator delete(void* frame, std::size_t size) noexcept { free_frame(frame, size); }
     Detached get_return_object() noexcept { return {}; }
     std::suspend_never initial_suspend() noexcept { return {}; }
     std::suspend_never final_suspend() noexcept { return {}; }

@@ -44,15 +44,28 @@ std::shared_ptr<Holds::Entry> Holds::enter(std::string_view name, const OwnerTok
   write_hold_entry_key(key_, name, owner, kind);
   auto it = entries_.find(key_);
   if (it == entries_.end()) {
-    it = entries_
-             .emplace(key_, std::make_shared<Entry>([this](std::function<void()> f) {
-                        lock_.fanout().post(std::move(f));
-                      }))
-             .first;
+    it = add_locked();
     it->second->key = &it->first;  // a node's key stays where it is until it is erased
   }
   ++it->second->users;
   return it->second;
+}
+
+Holds::Entries::iterator Holds::add_locked() {
+  // Reused only when the spare is nobody else's: a Task that left the entry may still hold its
+  // pointer until its frame ends. It was erased unused (no users, no hold with leases, its
+  // mutex free), so it is a new entry once its hold is dropped.
+  if (spare_ && spare_->mapped().use_count() == 1) {
+    Entries::node_type node = std::move(*spare_);
+    spare_.reset();
+    node.key() = key_;
+    node.mapped()->current = nullptr;
+    return entries_.insert(std::move(node)).position;
+  }
+  return entries_
+      .emplace(key_, std::make_shared<Entry>(
+                         [this](std::function<void()> f) { lock_.fanout().post(std::move(f)); }))
+      .first;
 }
 
 void Holds::settle(Entry& e) {
@@ -65,7 +78,7 @@ void Holds::leave(const std::shared_ptr<Entry>& e) {
   // A hold with leases keeps its entry: reentrancy looks it up there. Calls on one entry are
   // serialized, so the last one to settle left the entry's latest state.
   std::lock_guard lock(mu_);
-  if (--e->users == 0 && !e->keep) entries_.erase(entries_.find(*e->key));
+  if (--e->users == 0 && !e->keep) spare_ = entries_.extract(entries_.find(*e->key));
 }
 
 bool Holds::has(const std::string& name, const OwnerToken& owner, HoldKind kind) {
@@ -136,7 +149,8 @@ engine::Task<std::optional<Refused>> Holds::acquire_task(std::shared_ptr<detail:
       refused = upgrade();
     }
     if (!lease->hold && !refused) {
-      HoldId id{name, owner, next_hold_id(), kind};
+      // Moved: nothing below reads them (the entry has its own key).
+      HoldId id{std::move(name), std::move(owner), next_hold_id(), kind};
       auto acquiring = lock_.acquire_task(id, ttl, fair, writer, guard, permits);
       auto result = co_await std::move(acquiring);
       if (auto* acquired = std::get_if<Acquired>(&result)) {

@@ -92,6 +92,9 @@ class Holds {
                                                  std::chrono::milliseconds ttl,
                                                  Clock::time_point until);
   std::shared_ptr<Entry> enter(std::string_view name, const OwnerToken& owner, HoldKind kind);
+  using Entries = std::unordered_map<std::string, std::shared_ptr<Entry>>;
+  // A new entry for key_, made from spare_ when nothing else holds it. Under mu_.
+  Entries::iterator add_locked();
   // At the end of a call, still under e->mu: whether the entry must be kept when unused.
   void settle(Entry& e);
   // After a call, without e->mu: drops the entry when nobody uses it and it holds nothing.
@@ -106,8 +109,12 @@ class Holds {
   const std::string id_prefix_;  // random per client: hold ids differ across clients
   std::atomic<std::uint64_t> next_id_{0};
   std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<Entry>> entries_;  // guarded by mu_
+  Entries entries_;  // guarded by mu_
   std::string key_;  // guarded by mu_: the key being looked up (its capacity reused)
+  // Guarded by mu_: the last entry erased, kept whole (its map node, its key's capacity, its
+  // Entry) for the next new one: an uncontended lock cycle makes one entry and erases it, three
+  // allocations each time otherwise (issue 32).
+  std::optional<Entries::node_type> spare_;
 };
 
 }  // namespace dlock::lock

@@ -264,23 +264,33 @@ std::string Membership::announcement_member(std::chrono::milliseconds ttl, const
 }
 
 Membership::View Membership::view_locked(std::chrono::milliseconds ttl) const {
-  View view{std::vector<bool>(nodes_.size()), duplicate_, checked_epoch_, excluded_, unsettled_};
-  view.announcement = announced_id_;
+  View view;
+  view.basis = basis_locked();
   // A ttl not yet announced to a quorum: a node that restarts while such a lock lives would
   // be quarantined for a shorter ttl than the lock's. Nobody votes until it is announced.
   view.ttl_unannounced = ttl > announced_ttl_;
   if (view.ttl_unannounced) return view;
-  const auto now = Clock::now();
+  view.judged_at = Clock::now();
   // A lease granted now must end while this client's last trusted announcement lives on the
   // nodes that vote (a grant that runs late there is read by others meanwhile); a greeting
   // that could not be trusted renewed nothing, so nobody votes once it would lapse.
-  const bool announced = now + ttl + drift(ttl, drift_factor_) <= announced_until_;
-  view.announcement_lapsed = !announced;
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    view.votes[i] =
-        announced && now >= quarantine_until_[i] && !duplicate_[i] && excluded_[i].empty();
-  }
+  view.announcement_lapsed = view.judged_at + ttl + drift(ttl, drift_factor_) > announced_until_;
   return view;
+}
+
+std::shared_ptr<const Membership::Basis> Membership::basis_locked() const {
+  // Compared rather than marked stale where the state changes: nothing that changes it can
+  // forget to, and comparing a few entries per node costs far less than the copies did.
+  const auto same = [this](const Basis& b) {
+    return b.duplicate == duplicate_ && b.epochs == checked_epoch_ && b.excluded == excluded_ &&
+           b.unsettled == unsettled_ && b.announcement == announced_id_ &&
+           b.quarantine_until == quarantine_until_;
+  };
+  if (!basis_ || !same(*basis_)) {
+    basis_ = std::make_shared<const Basis>(
+        Basis{duplicate_, checked_epoch_, excluded_, unsettled_, announced_id_, quarantine_until_});
+  }
+  return basis_;
 }
 
 engine::Task<Membership::Identities> Membership::identify() {

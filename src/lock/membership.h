@@ -28,6 +28,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -64,10 +65,10 @@ class Membership {
   // How soon a greeting whose answers could not be trusted is tried again.
   static constexpr std::chrono::milliseconds kUnsettledRetry{100};
 
-  // Which nodes may vote now. Valid for the connection epochs it names: a vote from a node
-  // whose connection changed since is not counted (it may be a new process).
-  struct View {
-    std::vector<bool> votes;
+  // What the greetings decided, as a view reads it: changed only by a greeting (or a
+  // retraction), so every view shares one until then instead of copying its vectors and
+  // strings per attempt (issue 32).
+  struct Basis {
     std::vector<bool> duplicate;  // the same server (run_id) as an earlier node: never votes
     std::vector<std::uint64_t> epochs;
     // Non-empty: node i never votes (a replica, a server that may evict keys), and why.
@@ -75,18 +76,39 @@ class Membership {
     // Non-empty: the last greeting's answers could not be trusted (why); nodes not greeted
     // since do not vote.
     std::string unsettled;
+    // The digits of the announcement these votes rely on (dlock:max-ttl members
+    // "<ttl>.<digits>"): a cluster node records an acquisition's ttl in its greeting's record
+    // under them, so that a retraction takes that back too (node::Call::announcement).
+    std::string announcement;
+    std::vector<Clock::time_point> quarantine_until;  // per node: out of quorums until then
+
+    bool operator==(const Basis&) const = default;
+  };
+
+  // Which nodes may vote now. Valid for the connection epochs it names: a vote from a node
+  // whose connection changed since is not counted (it may be a new process).
+  struct View {
+    std::shared_ptr<const Basis> basis;
+    Clock::time_point judged_at;  // when the votes were judged (quarantines end by then)
     // The ttl asked for was not announced to a quorum yet (their greetings failed): no votes.
     bool ttl_unannounced = false;
     // The last trusted announcement would lapse before a lease of the ttl asked for ends: no
     // votes until a greeting renews it.
     bool announcement_lapsed = false;
-    // The digits of the announcement these votes rely on (dlock:max-ttl members
-    // "<ttl>.<digits>"): a cluster node records an acquisition's ttl in its greeting's record
-    // under them, so that a retraction takes that back too (node::Call::announcement).
-    std::string announcement{};
+
+    bool duplicate(std::size_t i) const { return basis->duplicate[i]; }
+    std::uint64_t epoch(std::size_t i) const { return basis->epochs[i]; }
+    const std::string& excluded(std::size_t i) const { return basis->excluded[i]; }
+    const std::string& unsettled() const { return basis->unsettled; }
+    const std::string& announcement() const { return basis->announcement; }
+    // Whether node i votes, its connection epoch aside.
+    bool votes(std::size_t i) const {
+      return !ttl_unannounced && !announcement_lapsed && judged_at >= basis->quarantine_until[i] &&
+             !duplicate(i) && excluded(i).empty();
+    }
     // True if node i may count for a quorum, given its connection epoch now.
     bool may_vote(const node::Fanout& nodes, std::size_t i) const {
-      return votes[i] && nodes.epoch(i) == epochs[i];
+      return votes(i) && nodes.epoch(i) == epoch(i);
     }
     // True if node i's confirmation of an extension counts. A quarantined node's does: its
     // "renewed" says the key with this very hold is there (renew.lua checks the hold id), so
@@ -94,8 +116,7 @@ class Membership {
     // against grants on a node that may have forgotten keys, not against keys it still has; a
     // failed-over node whose replica had the key lets its holder keep the lock.
     bool may_extend(const node::Fanout& nodes, std::size_t i) const {
-      return !ttl_unannounced && !duplicate[i] && excluded[i].empty() &&
-             nodes.epoch(i) == epochs[i];
+      return !ttl_unannounced && !duplicate(i) && excluded(i).empty() && nodes.epoch(i) == epoch(i);
     }
   };
 
@@ -164,6 +185,8 @@ class Membership {
   void quarantine(std::size_t i, Clock::time_point from, std::chrono::milliseconds wait);
   // The view for `ttl` from the current state. Under mu_.
   View view_locked(std::chrono::milliseconds ttl) const;
+  // basis_, made again first if the state it copies changed since. Under mu_.
+  std::shared_ptr<const Basis> basis_locked() const;
 
   node::Fanout& nodes_;
   const double drift_factor_;
@@ -221,7 +244,8 @@ class Membership {
   // Guarded by mu_: the identity each node had when it was last checked (a proxy that keeps a
   // client's connection can put another server behind the same epoch).
   std::vector<std::string> checked_id_;
-  Clock::time_point recheck_at_{};  // guarded by mu_: the next periodic greeting
+  Clock::time_point recheck_at_{};              // guarded by mu_: the next periodic greeting
+  mutable std::shared_ptr<const Basis> basis_;  // guarded by mu_: the last views' basis
 };
 
 }  // namespace dlock::lock

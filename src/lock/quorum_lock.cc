@@ -35,14 +35,14 @@ const char* kNewEpoch =
     "slot that moved): not counted until it is greeted again";
 
 std::string why_not_voting(const Membership::View& view, const node::Fanout& nodes, std::size_t i) {
-  if (!view.excluded[i].empty()) return "never votes: " + view.excluded[i];
-  if (!view.unsettled.empty() && nodes.epoch(i) != view.epochs[i]) {
-    return "not greeted: " + view.unsettled;
+  if (!view.excluded(i).empty()) return "never votes: " + view.excluded(i);
+  if (!view.unsettled().empty() && nodes.epoch(i) != view.epoch(i)) {
+    return "not greeted: " + view.unsettled();
   }
   if (view.ttl_unannounced) return kUnannounced;
-  if (view.duplicate[i]) return kDuplicate;
-  if (view.epochs[i] == Membership::kUnchecked) return kNotGreeted;
-  return view.votes[i] && nodes.epoch(i) != view.epochs[i] ? kNewEpoch : kQuarantined;
+  if (view.duplicate(i)) return kDuplicate;
+  if (view.epoch(i) == Membership::kUnchecked) return kNotGreeted;
+  return view.votes(i) && nodes.epoch(i) != view.epoch(i) ? kNewEpoch : kQuarantined;
 }
 
 std::string why_held(std::int64_t holder_ttl) {
@@ -153,7 +153,7 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
   // token is the largest counter among the answers, and only reading every live node keeps it
   // growing while a minority of nodes restarts empty (docs/fencing.md).
   node::ScriptRound round =
-      send_acquire(hold, ttl, fair, writer, guard, permits, view.announcement);
+      send_acquire(hold, ttl, fair, writer, guard, permits, view.announcement());
   const node::Outcomes outcomes = co_await round;
 
   AcquireAnswers answers = read_acquire(outcomes, view, permits);
@@ -345,9 +345,8 @@ Result<void> QuorumLock::release(const HoldId& hold, std::size_t* listeners) {
 
 engine::Task<Result<void>> QuorumLock::release_task(const HoldId& hold, std::size_t* listeners) {
   // Return once a quorum confirmed; the other nodes get the release all the same.
-  node::Enough confirmed_by{nodes_.quorum(), [](std::size_t, const resp::Reply& r) {
-                              return parse_release(r).kind == ReleaseReply::Kind::freed;
-                            }};
+  node::Enough confirmed_by{nodes_.quorum(),
+                            [](std::size_t, const resp::Reply& r) { return release_freed(r); }};
   const std::string& name = hold.name;
   node::ScriptRound round(nodes_, release_call(hold), std::move(confirmed_by));
   node::Outcomes outcomes = co_await round;

@@ -105,6 +105,10 @@ ReleaseReply parse_release(const Result<resp::Reply>& outcome) {
   return reply;
 }
 
+bool release_freed(const resp::Reply& reply) {
+  return int_at(reply, 0) == std::optional<std::int64_t>(1) && int_at(reply, 1).has_value();
+}
+
 RenewReply parse_renew(const Result<resp::Reply>& outcome, std::size_t slot) {
   const auto answer = outcome ? int_at(*outcome, slot) : std::nullopt;
   if (!answer) return RenewReply::failed;

@@ -69,6 +69,9 @@ struct ReleaseReply {
   Error error;
 };
 ReleaseReply parse_release(const Result<resp::Reply>& outcome);
+// Whether a release reply says freed, as parse_release's kind would, read in place: the round's
+// return-at-quorum test gets a bare reply, and making it a Result copied the reply.
+bool release_freed(const resp::Reply& reply);
 
 // One node's answer for the slot-th hold of a renew.lua batch.
 enum class RenewReply { renewed, not_held, failed };

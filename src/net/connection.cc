@@ -77,7 +77,7 @@ void Connection::post_error(Callback done, errc code, std::string reason) {
   asio::post(io_, [done = std::move(done), e = error(code, reason)]() { done(e); });
 }
 
-void Connection::send(std::string command, Clock::time_point deadline, Callback done) {
+void Connection::send(std::string_view command, Clock::time_point deadline, Callback done) {
   auto now = Clock::now();
   {
     std::lock_guard lock(lend_mu_);
@@ -94,16 +94,20 @@ void Connection::send(std::string command, Clock::time_point deadline, Callback 
       deferred_ = true;
       std::string sunsubscribe = sunsubscribed_channel(command);
       waiting_.push_back(
-          Pending{std::move(command), deadline, now, std::move(done), std::move(sunsubscribe)});
+          Pending{std::string(command), deadline, now, std::move(done), std::move(sunsubscribe)});
       arm_timer(deadline);
       return;
     }
   }
+  std::string kept;
   if (state_ == State::ready && !reading_ && !reads_always() && in_flight_.empty() &&
       peer_closed()) {
     // Idle plain connections do not read (see connection.h), so a server that went away is
     // noticed here (with nothing owed, the socket has nothing to read otherwise); fail() lets
-    // the first reconnect happen at once.
+    // the first reconnect happen at once. Its callbacks may send again and reuse the buffer
+    // `command` is in (a ServerNode encodes into one per thread): the bytes are kept first.
+    kept.assign(command);
+    command = kept;
     fail(errc::io_error, "connection closed by the server");
     now = Clock::now();
   }
@@ -115,15 +119,14 @@ void Connection::send(std::string command, Clock::time_point deadline, Callback 
     }
     start_connect();
   }
-  std::string sunsubscribe = sunsubscribed_channel(command);
-  Pending p{std::move(command), deadline, now, std::move(done), std::move(sunsubscribe)};
+  Pending p{{}, deadline, now, std::move(done), sunsubscribed_channel(command)};
   if (state_ == State::ready) {
-    out_ += p.command;
-    p.command.clear();
+    out_ += command;
     in_flight_.push_back(std::move(p));
     flush();
     ensure_reading();
   } else {
+    p.command = command;
     waiting_.push_back(std::move(p));
   }
   arm_timer(deadline);
@@ -341,13 +344,13 @@ void Connection::on_read(std::size_t n) {
   start_read();
 }
 
-std::string Connection::sunsubscribed_channel(const std::string& command) {
+std::string Connection::sunsubscribed_channel(std::string_view command) {
   // As resp::encode_command writes it: *2\r\n$12\r\nSUNSUBSCRIBE\r\n$<n>\r\n<channel>\r\n
   constexpr std::string_view kHead = "*2\r\n$12\r\nSUNSUBSCRIBE\r\n$";
   if (command.compare(0, kHead.size(), kHead) != 0) return {};
   const auto length_end = command.find("\r\n", kHead.size());
-  if (length_end == std::string::npos) return {};
-  std::string channel = command.substr(length_end + 2);
+  if (length_end == std::string_view::npos) return {};
+  std::string channel(command.substr(length_end + 2));
   if (channel.size() < 2) return {};
   channel.resize(channel.size() - 2);  // the closing \r\n
   return channel;

@@ -70,8 +70,9 @@ class Connection {
   // Sends one RESP-encoded command and calls `done` exactly once: with the reply (which may be
   // an error reply), or with an Error (io_error, timeout, auth_error, protocol_error, or the
   // borrower's `abandoned`). `done` never runs inside send() itself. On the io thread, or on
-  // the thread that holds the loan (then it is written by the next borrowed_flush()).
-  void send(std::string command, Clock::time_point deadline, Callback done);
+  // the thread that holds the loan (then it is written by the next borrowed_flush()). The
+  // command is copied (into the bytes to write, or the queue): a caller may reuse its buffer.
+  void send(std::string_view command, Clock::time_point deadline, Callback done);
 
   // For a subscriber connection: `on_message` gets every pub/sub message pushed by the server
   // (["message" or "smessage", channel, payload], or ["sunsubscribe", channel, count] when a
@@ -152,7 +153,7 @@ class Connection {
   // (malformed reply, reply to no request) is returned, not acted on: each driver has its way.
   std::optional<Failure> dispatch();
   bool is_push(const resp::Reply& reply) const;
-  static std::string sunsubscribed_channel(const std::string& command);
+  static std::string sunsubscribed_channel(std::string_view command);
   // While borrowed: writes out_ (reading meanwhile, so neither side can block the other).
   bool borrowed_write(Clock::time_point deadline);
   bool borrowed_receive();  // reads into the reader; false sets loan_failure_

@@ -6,6 +6,7 @@
 
 #include <dlock/result.h>
 
+#include <array>
 #include <optional>
 #include <vector>
 
@@ -17,19 +18,20 @@ namespace dlock::node {
 class RoundOutcomes {
  public:
   RoundOutcomes(std::size_t calls, std::size_t nodes, Enough enough)
-      : outcomes_(calls * nodes),
-        calls_(calls),
+      : calls_(calls),
         nodes_(nodes),
         expected_(calls * nodes),
         single_(calls == 1),
-        enough_(std::move(enough)) {}
+        enough_(std::move(enough)) {
+    if (expected_ > kInline) heap_.resize(expected_);
+  }
 
   // Ignored once taken: a reply that comes after a return at quorum is dropped (and `enough`
   // may refer to the frame of a Task that has moved on).
   void add(std::size_t call, std::size_t node, Result<resp::Reply> r) {
     if (taken_) return;
     if (single_ && r && enough_.needed > 0 && enough_.counts(node, *r)) ++yes_;
-    outcomes_[call * nodes_ + node] = std::move(r);
+    slot(call * nodes_ + node) = std::move(r);
     ++answered_;
   }
   bool complete() const { return answered_ == expected_ || quorum_reached(); }
@@ -43,7 +45,7 @@ class RoundOutcomes {
     for (std::size_t c = 0; c < out.size(); ++c) {
       out[c].reserve(nodes_);
       for (std::size_t i = 0; i < nodes_; ++i) {
-        auto& o = outcomes_[c * nodes_ + i];
+        auto& o = slot(c * nodes_ + i);
         if (o) {
           out[c].push_back(std::move(*o));
         } else if (quorum_return) {
@@ -60,8 +62,15 @@ class RoundOutcomes {
  private:
   bool quorum_reached() const { return single_ && enough_.reached(yes_); }
 
-  // [call * nodes + node]: one allocation for the round, not one per call.
-  std::vector<std::optional<Result<resp::Reply>>> outcomes_;
+  using Slot = std::optional<Result<resp::Reply>>;
+  // [call * nodes + node]: in place for a round of up to kInline outcomes (one call to up to
+  // five nodes), so that the round's bookkeeping is the one allocation of whoever holds it
+  // (issue 32); else one allocation for the round, not one per call. Not more: NodeSet's
+  // Gathering holds this, and past about 1 KiB it would leave malloc's per-thread cache.
+  static constexpr std::size_t kInline = 5;
+  Slot& slot(std::size_t k) { return expected_ > kInline ? heap_[k] : inline_[k]; }
+  std::array<Slot, kInline> inline_{};
+  std::vector<Slot> heap_;
   const std::size_t calls_;
   const std::size_t nodes_;
   std::size_t answered_ = 0;

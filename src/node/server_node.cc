@@ -33,11 +33,14 @@ char* put(char* p, std::string_view s) {
   return p;
 }
 
-// Written straight into the one string sent, through a pointer into room sized beforehand (no
-// vector of views, no growing, no per-piece capacity checks): every lock cycle encodes two of
-// these.
-std::string encode_eval(std::string_view verb, std::string_view body, const Call& call,
-                        std::string_view publish_verb) {
+// Written straight into one buffer, through a pointer into room sized beforehand (no vector of
+// views, no growing, no per-piece capacity checks): every lock cycle encodes two of these. The
+// buffer is the thread's, reused (Connection::send copies the bytes out): no allocation per
+// request. It keeps the size of the largest command encoded (a full renewal batch, tens of
+// KiB). Valid until the thread's next encode_eval.
+std::string_view encode_eval(std::string_view verb, std::string_view body, const Call& call,
+                             std::string_view publish_verb) {
+  thread_local std::string out;
   char digits[24];
   const auto end = std::to_chars(digits, digits + sizeof digits, call.keys.size()).ptr;
   const std::string_view nkeys(digits, static_cast<std::size_t>(end - digits));
@@ -46,15 +49,14 @@ std::string encode_eval(std::string_view verb, std::string_view body, const Call
                      (publishes ? put_size(publish_verb) : 0);
   for (const auto& k : call.keys) size += put_size(k);
   for (const auto& a : call.args) size += put_size(a);
-  std::string out(size, '\0');
+  if (out.size() < size) out.resize(size);
   char* p =
       put_header(out.data(), '*', 3 + call.keys.size() + call.args.size() + (publishes ? 1 : 0));
   for (const std::string_view s : {verb, body, nkeys}) p = put(p, s);
   for (const auto& k : call.keys) p = put(p, k);
   for (const auto& a : call.args) p = put(p, a);
   if (publishes) p = put(p, publish_verb);
-  out.resize(static_cast<std::size_t>(p - out.data()));
-  return out;
+  return std::string_view(out.data(), static_cast<std::size_t>(p - out.data()));
 }
 
 }  // namespace
