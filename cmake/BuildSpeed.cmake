@@ -23,3 +23,12 @@ function(dlock_unity)
     set_target_properties(${ARGN} PROPERTIES UNITY_BUILD ON)
   endif()
 endfunction()
+
+# A unity build of at most `size` files per batch: for the test programs, whose files are
+# compiled at -Og with gtest's headers and templates in each (a batch of four parses and
+# generates those once, not four times; four keeps enough batches for both cores).
+function(dlock_unity_batches target size)
+  if(DLOCK_UNITY)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${size})
+  endif()
+endfunction()
