@@ -12,6 +12,8 @@
 #                                          tests (no failover, chaos or overload suites), then
 #                                          clang-tidy over the .cc files changed since
 #                                          origin/main: the loop to run before every commit
+#                                          (its build: about 390 s of CPU on a fresh clone
+#                                          without ccache, cmake/BuildSpeed.cmake)
 #        bash scripts/test.sh dev|tidy|asan|tsan|fuzz ...   those steps only (tidy is in
 #                                          neither the default nor quick: minutes on 2 cores)
 # DLOCK_FUZZ_SECONDS sets the time per fuzz target (default 20); DLOCK_TEST_JOBS the ctest

@@ -52,14 +52,8 @@ endfunction()
 
 dlock_label(unit ${unit_tests_TESTS})
 dlock_label("unit;sim" ${sim_test_TESTS})
-foreach(target lock_test redlock_test tls_auth_test cli_test watchdog_test fencing_test
-               restart_test reentrancy_test waiting_test fair_test lockable_test
-               fenced_store_test ops_test fake_server_test async_test observer_test
-               shared_lock_test semaphore_test cluster_test sentinel_test node_set_test
-               handover_test
-               overload_test examples_test tcp_proxy_test)
+foreach(target integration_tests cluster_test sentinel_test node_set_test overload_test
+               examples_test tcp_proxy_test)
   dlock_label(integration ${${target}_TESTS})
 endforeach()
-foreach(target issue_12_test issue_12_review_test issue_28_test issue_28_reshard_test)
-  dlock_label("integration;regression" ${${target}_TESTS})
-endforeach()
+dlock_label("integration;regression" ${regression_tests_TESTS})
