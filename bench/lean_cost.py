@@ -30,13 +30,13 @@ python3-redis).
 """
 import os
 import random
-import socket
 import statistics
-import subprocess
 import sys
-import time
 
 import redis
+
+import redis_process
+from redis_process import free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "..", "src", "scripts")
@@ -55,27 +55,9 @@ MAX_TTL = "dlock:max-ttl"
 MAX_TTL_OK = "dlock:max-ttl-ok:" + TTL
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def start_server(port):
     pin = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--server-cpu=")]
-    server = subprocess.Popen((["taskset", "-c", pin[0]] if pin else []) +
-                              ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                               "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            return server, client
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    raise RuntimeError("redis-server did not start")
+    return redis_process.start_server(port, pin[0] if pin else None)
 
 
 def load(r):

@@ -11,38 +11,15 @@ it), so this isolates what the scripts cost; the inner calls per cycle show wher
 Needs python3-redis (bench/run.sh installs it). Compare rows of one run only.
 """
 import os
-import socket
-import subprocess
 import sys
-import time
 
-import redis
+
+from redis_process import free_port, start_server
 
 SRC = sys.argv[1] if len(sys.argv) > 1 else "src/scripts"
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
 COMPARE_AND_DELETE = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
                       "return redis.call('del', KEYS[1]) else return 0 end")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def start_server(port):
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                               "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            return server, client
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    raise RuntimeError("redis-server did not start")
 
 
 # The scripts that keep deadlines inside keys run with key_clock.lua's functions before their

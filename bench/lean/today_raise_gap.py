@@ -11,36 +11,18 @@ was before e6d0f07, which now counts only granting voters (docs/simulation.md fi
     /usr/bin/python3 bench/lean/today_raise_gap.py
 """
 import os
-import socket
-import subprocess
-import time
+import sys
 
-import redis
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from redis_process import free_port, start_server  # noqa: E402
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "scripts")
 QUORUM = 2
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def start():
-    port = free_port()
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                               "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            return server, client
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    raise RuntimeError("redis-server did not start")
+    return start_server(free_port())
 
 
 def script(name, clocked):
