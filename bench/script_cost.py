@@ -64,9 +64,10 @@ def main():
         cad = r.script_load(COMPARE_AND_DELETE)
 
         def acquire(name, hold="c.1"):
-            return ["EVALSHA", sha["acquire"], 6, name, "dlock:fence:{%s}" % name,
+            return ["EVALSHA", sha["acquire"], 7, name, "dlock:fence:{%s}" % name,
                     "dlock:fence-floor", "dlock:max-ttl", "dlock:readers:{%s}" % name,
-                    "dlock:writers-waiting:{%s}" % name, "owner", hold, "30000", "w", "0", "0"]
+                    "dlock:writers-waiting:{%s}" % name, "dlock:max-ttl-fresh", "owner", hold,
+                    "30000", "w", "0", "0"]
 
         def release(name, hold="c.1"):
             return ["EVALSHA", sha["release"], 4, name, "dlock:queue:{%s}" % name,

@@ -73,10 +73,10 @@ node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
     call = node::Call{
         &scripts::acquire(),
         strings(name, fence_key(name), kFenceFloorKey, kMaxTtlKey, readers_key(name),
-                writers_waiting_key(name)),
+                writers_waiting_key(name), kMaxTtlFreshKey),
         strings(hold.owner.str(), hold.id, std::to_string(ttl.count()), kind_arg(hold.kind),
                 std::to_string(writer.register_for.count()), writer.registered ? "1" : "0")};
-    call.node_keys = key_bit(2) | key_bit(3);
+    call.node_keys = key_bit(2) | key_bit(3) | key_bit(6);
   } else {
     // Fair mode is for write holds only (the client refuses fair read holds).
     call = node::Call{

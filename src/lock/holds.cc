@@ -2,6 +2,7 @@
 #include "lock/holds.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 
 #include "engine/run.h"
@@ -56,6 +57,13 @@ Holds::Entries::iterator Holds::add_locked() {
   // pointer until its frame ends. It was erased unused (no users, no hold with leases, its
   // mutex free), so it is a new entry once its hold is dropped.
   if (spare_ && spare_->mapped().use_count() == 1) {
+    // use_count() is a relaxed load: the acquire fence orders this thread's writes below after
+    // whatever the last other owner did with the entry before it dropped its pointer (that
+    // drop is a release). TSan does not model fences (GCC refuses them under -Wtsan) and
+    // reports the race on its own if the order is ever missing.
+#if !defined(__SANITIZE_THREAD__)
+    std::atomic_thread_fence(std::memory_order_acquire);
+#endif
     Entries::node_type node = std::move(*spare_);
     spare_.reset();
     node.key() = key_;

@@ -31,6 +31,17 @@ std::chrono::milliseconds node_duration(std::int64_t ms) {
 
 AcquireReply parse_acquire(const Result<resp::Reply>& outcome) {
   AcquireReply reply;
+  // acquire.lua answers a grant with the bare token (fair_acquire.lua with {1, token, 0}).
+  if (outcome && outcome->is_integer()) {
+    if (outcome->integer <= 0) {
+      reply.error = failure(outcome, "acquire");
+      return reply;
+    }
+    reply.kind = AcquireReply::Kind::granted;
+    reply.counter = static_cast<std::uint64_t>(outcome->integer);
+    reply.holder_ttl = 0;
+    return reply;
+  }
   const auto status = outcome ? int_at(*outcome, 0) : std::nullopt;
   const auto fence = outcome ? int_at(*outcome, 1) : std::nullopt;
   const auto detail = outcome ? int_at(*outcome, 2) : std::nullopt;
@@ -92,21 +103,20 @@ std::vector<bool> granting_voters(const std::vector<AcquireReply>& replies,
   return granting;
 }
 
+// release.lua: n >= 0 freed (n listened), -1 not held.
 ReleaseReply parse_release(const Result<resp::Reply>& outcome) {
   ReleaseReply reply;
-  const auto status = outcome ? int_at(*outcome, 0) : std::nullopt;
-  const auto listeners = outcome ? int_at(*outcome, 1) : std::nullopt;
-  if (!status || !listeners || (*status != 0 && *status != 1)) {
+  if (!outcome || !outcome->is_integer() || outcome->integer < -1) {
     reply.error = failure(outcome, "release");
     return reply;
   }
-  reply.kind = *status == 1 ? ReleaseReply::Kind::freed : ReleaseReply::Kind::not_held;
-  reply.listeners = *listeners;
+  reply.kind = outcome->integer >= 0 ? ReleaseReply::Kind::freed : ReleaseReply::Kind::not_held;
+  reply.listeners = std::max<std::int64_t>(outcome->integer, 0);
   return reply;
 }
 
 bool release_freed(const resp::Reply& reply) {
-  return int_at(reply, 0) == std::optional<std::int64_t>(1) && int_at(reply, 1).has_value();
+  return reply.is_integer() && reply.integer >= 0;
 }
 
 RenewReply parse_renew(const Result<resp::Reply>& outcome, std::size_t slot) {

@@ -32,12 +32,15 @@
 -- ARGV[5]  writes: how long (ms) a writer refused because of readers is registered as waiting,
 --          so new readers stay out meanwhile; '0' not to register (try_lock)
 -- ARGV[6]  writes: '1' if this owner may have registered as waiting before (drop it on a grant)
--- KEYS[7]  only for a slot of a semaphore: the semaphore's permit record, a hash
+-- KEYS[7]  dlock:max-ttl-fresh: a string "TTL UNTIL" with a ttl of TTL ms, written with a record
+--          of TTL in KEYS[4] until UNTIL (= now + 2 TTL): while it lives and KEYS[4] still gives
+--          TTL at least UNTIL, a grant of TTL skips the record (record_ttl below)
+-- KEYS[8]  only for a slot of a semaphore: the semaphore's permit record, a hash
 --          n -> the permit count, held -> permits granted on this node and not released yet;
 --          it lives at least as long as every permit of the semaphore on this node (a grant
 --          raises its ttl to the slot's, renew.lua re-arms it beside the permits, the release
 --          of the last permit deletes it)
--- ARGV[7]  only with KEYS[7]: the permit count this client uses; a record of another count
+-- ARGV[7]  only with KEYS[8]: the permit count this client uses; a record of another count
 --          refuses the grant, a grant records it
 --
 -- A write hold needs the lock key absent (or stale, below) and no live reader. A read hold
@@ -45,10 +48,12 @@
 -- and, when no writer holds, no live waiting writer. Both kinds draw from one fencing counter,
 -- so a writer's token is larger than the token of every reader and writer before it.
 --
--- Replies {status, fence, detail}:
---   {1, fence, 0}     acquired (the key was absent, or held by an older hold of this client):
---                     fence is the counter after the increment; the key expires in ARGV[3] ms,
---                     or later if a stale hold had more left (a ttl is never shortened)
+-- Replies (a grant, the common case, is a bare integer: a table reply costs Redis about as much
+-- as two inner commands):
+--   fence             acquired (the key was absent, or held by an older hold of this client):
+--                     fence (> 0) is the counter after the increment; the key expires in
+--                     ARGV[3] ms, or later if a stale hold had more left (a ttl is never
+--                     shortened)
 --   {0, fence, pttl}  held: by another owner, by another hold of this owner (above), or by a
 --                     key that is not a dlock hash (e.g. another
 --                     library's SET NX PX string), which is never touched; fence is the counter
@@ -64,8 +69,9 @@
 -- the server's clock in microseconds: tokens grow by one per grant, far slower than that clock,
 -- so a node that restarted empty still counts from above every token handed out before, even
 -- when every node lost its memory (a quiet rolling restart). Exact in a Lua number below 2^53.
-local function counter()
-  local known = redis.call('get', KEYS[2]) or redis.call('get', KEYS[3])
+-- `floor`: KEYS[3] if the caller read it already.
+local function counter(floor)
+  local known = redis.call('get', KEYS[2]) or floor or redis.call('get', KEYS[3])
   if known then return tonumber(known) end
   local t = redis.call('time')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -74,23 +80,39 @@ end
 local function outlive(key, ms)
   if redis.call('pttl', key) < ms then redis.call('pexpire', key, ms) end
 end
--- KEYS[4]: a lease of ARGV[3] ms may live until ARGV[3] ms from now. A string there is the
--- never-shrinking record of dlock before 0.2: replaced.
+-- KEYS[4]: a lease of ARGV[3] ms granted now ends within ARGV[3] ms. The record is written until
+-- two ttls from now (UNTIL) and KEYS[7] ("TTL UNTIL", living one ttl) remembers it: a grant
+-- while KEYS[7] lives ends before UNTIL, so it skips the record if KEYS[4] still gives TTL at
+-- least UNTIL (checked, not assumed: a policy that evicts keys with a ttl may take KEYS[4] and
+-- leave KEYS[7]; ZADD GT never moves an entry's end back). Most grants skip TIME, ZADD and PTTL:
+-- about one record per ttl's time, node and ttl. A string in KEYS[4] is the never-shrinking
+-- record of dlock before 0.2: replaced.
 local function record_ttl()
+  local fresh = redis.call('get', KEYS[7])
+  if fresh then
+    local ttl, until_ms = string.match(fresh, '^(%d+) (%d+)$')
+    -- pcall: an older dlock's string record is no zset (then recorded below).
+    local score = redis.pcall('zscore', KEYS[4], ARGV[3])
+    if ttl == ARGV[3] and type(score) == 'string' and tonumber(score) >= tonumber(until_ms) then
+      return
+    end
+  end
   local ttl = tonumber(ARGV[3])
-  local until_ms = server_ms() + ttl
-  local added = redis.pcall('zadd', KEYS[4], 'gt', until_ms, ttl)
+  local until_ms = server_ms() + 2 * ttl
+  local added = redis.pcall('zadd', KEYS[4], 'gt', until_ms, ARGV[3])
   if type(added) ~= 'number' then
     if redis.call('type', KEYS[4]).ok ~= 'string' then error(added.err) end  -- e.g. OOM
     redis.call('del', KEYS[4])
-    redis.call('zadd', KEYS[4], until_ms, ttl)
+    redis.call('zadd', KEYS[4], until_ms, ARGV[3])
   end
-  outlive(KEYS[4], ttl)
+  outlive(KEYS[4], 2 * ttl)
+  redis.call('set', KEYS[7], ARGV[3] .. ' ' .. string.format('%d', until_ms), 'px', ttl)
 end
 local function next_token()
-  local token = counter() + 1
+  local floor = redis.call('get', KEYS[3])
+  local token = counter(floor) + 1
   redis.call('set', KEYS[2], token, 'px', ARGV[3])
-  if token > tonumber(redis.call('get', KEYS[3]) or '0') then redis.call('set', KEYS[3], token) end
+  if token > tonumber(floor or '0') then redis.call('set', KEYS[3], token) end
   record_ttl()
   return token
 end
@@ -103,7 +125,7 @@ local function live_readers_left(clock)
   return expiry - now
 end
 -- A semaphore's slot: only the count recorded on this node may be granted here.
-local record = KEYS[7]
+local record = KEYS[8]
 if record then
   local n = redis.call('hget', record, 'n')
   if n and n ~= ARGV[7] then return {-1, counter(), tonumber(n)} end
@@ -122,7 +144,7 @@ local function grant_write(fresh)
     outlive(record, redis.call('pttl', KEYS[1]))
   end
   if ARGV[6] == '1' then redis.call('zrem', KEYS[6], ARGV[1]) end
-  return {1, next_token(), 0}
+  return next_token()
 end
 
 if ARGV[4] == 'r' then
@@ -147,7 +169,7 @@ if ARGV[4] == 'r' then
   redis.call('zadd', KEYS[5], now + ttl, ARGV[2] .. ' ' .. ARGV[1])
   outlive(KEYS[5], ttl)
   clock.mark(KEYS[5], false, now)
-  return {1, next_token(), 0}
+  return next_token()
 end
 
 -- EXISTS first: the common case (a free lock, no readers) needs nothing more.

@@ -23,12 +23,12 @@
 -- (only that waiter wakes: no thundering herd), or, when nobody queues, '~' and the releasing
 -- owner (plain waiters wake and retry; the releasing client knows its own release by it).
 --
--- Replies {status, listeners}:
---   {1, n}  freed: the key was deleted and the release published; n is how many connections
+-- Replies an integer (a table reply costs Redis about as much as two inner commands):
+--   n >= 0  freed: the key was deleted and the release published; n is how many connections
 --           were subscribed to the release channel (PUBLISH's count), which tells the
 --           releasing client whether anyone else waits (see lock/hand_off.h)
---   {1, 0}  a read hold released; other readers (or the reader's own write hold) remain
---   {0, 0}  this hold is not here (expired, taken by another, or never ours): unchanged
+--   0       also: a read hold released; other readers (or the reader's own write hold) remain
+--   -1      this hold is not here (expired, taken by another, or never ours): unchanged
 -- One HGET tells the cases apart: redis.pcall returns an error table, not a failure, when the
 -- key is not a hash (another library's string: not ours, never touched).
 -- server_ms, key_clock: key_clock.lua, put before this.
@@ -48,14 +48,14 @@ if ARGV[4] == 'r' then
   end
   local now = clock.now(KEYS[4])
   local expiry = member and tonumber(redis.call('zscore', KEYS[4], member) or '0')
-  if not expiry or expiry <= now then return {0, 0} end
+  if not expiry or expiry <= now then return -1 end
   redis.call('zrem', KEYS[4], member)
   clock.prune(KEYS[4], now)
-  if redis.call('exists', KEYS[1], KEYS[4]) > 0 then return {1, 0} end
+  if redis.call('exists', KEYS[1], KEYS[4]) > 0 then return 0 end
 else
   local id = redis.pcall('hget', KEYS[1], ARGV[1])
   if type(id) ~= 'string' or (ARGV[3] ~= '' and id ~= ARGV[3]) then
-    return {0, 0}
+    return -1
   end
   redis.call('del', KEYS[1])
   if KEYS[5] and redis.call('hincrby', KEYS[5], 'held', -1) <= 0 then
@@ -77,4 +77,4 @@ while true do
   redis.call('zrem', KEYS[2], head)
   redis.call('hdel', KEYS[3], head)
 end
-return {1, redis.call(ARGV[5], ARGV[2], next_waiter)}
+return redis.call(ARGV[5], ARGV[2], next_waiter)

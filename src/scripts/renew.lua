@@ -9,7 +9,7 @@
 --               Client::extend_shared by owner, for a lock handed over across processes)
 -- ARGV[4i - 1]  the i-th ttl in milliseconds
 -- ARGV[4i]      'w' a write hold, 'r' a read hold, 'p' a semaphore's permit record
---               (acquire.lua KEYS[7]; owner and hold id empty): re-armed beside its permits
+--               (acquire.lua KEYS[8]; owner and hold id empty): re-armed beside its permits
 --               so that it lives as long as they do
 --
 -- A ttl is never shortened: reentrant leases of one hold share the key, and each was promised

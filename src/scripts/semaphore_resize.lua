@@ -1,5 +1,5 @@
 -- semaphore_resize: changes a semaphore's permit count on this node (Client::resize_semaphore,
--- dlock semaphore resize). The count is recorded by the first acquisition (acquire.lua KEYS[7]);
+-- dlock semaphore resize). The count is recorded by the first acquisition (acquire.lua KEYS[8]);
 -- a client that names another count is refused, so changing it is this explicit step.
 --
 -- KEYS[1]      the semaphore's permit record: a hash n -> the permit count, held -> permits

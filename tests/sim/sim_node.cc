@@ -187,16 +187,36 @@ std::int64_t SimNode::counter(const std::string& fence, const std::string& floor
   return now * 1000;  // acquire.lua: the server's clock in microseconds
 }
 
-std::int64_t SimNode::next_token(const std::string& fence, const std::string& floor,
-                                 std::int64_t ttl, std::int64_t now) {
+std::int64_t SimNode::next_token(const node::Call& call, std::int64_t ttl, std::int64_t now) {
+  const std::string& fence = at(call.keys, 1);
+  const std::string& floor = at(call.keys, 2);
+  const std::string& max_ttl = at(call.keys, 3);
+  const std::string& fresh = at(call.keys, 6);
   const std::int64_t token =
       counter(fence, floor, now) + (mutation_ == Mutation::no_fence_increment ? 0 : 1);
   store_.set(fence, std::to_string(token), ttl, now);
   const auto f = store_.get(floor, now);
   if (token > (f ? number(*f) : 0)) store_.set(floor, std::to_string(token), std::nullopt, now);
-  // acquire.lua records in dlock:max-ttl (KEYS[4]) that a lease of `ttl` may live `ttl` more.
-  record_ttl("dlock:max-ttl", std::to_string(ttl), ttl, now);
+  record_granted_ttl(max_ttl, fresh, ttl, now);
   return token;
+}
+
+// acquire.lua's record_ttl(): dlock:max-ttl (KEYS[4]) holds `ttl` until now + 2 ttl, and
+// dlock:max-ttl-fresh (KEYS[7]) says "TTL UNTIL" for one ttl; a grant of that ttl meanwhile
+// records nothing while the record still reaches UNTIL.
+void SimNode::record_granted_ttl(const std::string& max_ttl, const std::string& fresh,
+                                 std::int64_t ttl, std::int64_t now) {
+  const std::string member = std::to_string(ttl);
+  if (const auto said = store_.get(fresh, now)) {
+    const auto space = said->find(' ');
+    const HGet entry = store_.hget(max_ttl, member, now);
+    if (space != std::string::npos && said->substr(0, space) == member &&
+        entry.kind == HGet::Kind::value && number(entry.value) >= number(said->substr(space + 1))) {
+      return;
+    }
+  }
+  record_ttl(max_ttl, member, 2 * ttl, now);
+  store_.set(fresh, member + " " + std::to_string(now + 2 * ttl), ttl, now);
 }
 
 // The zset member -> until of the scripts, as a hash here: ZADD GT keeps the later until. A
@@ -239,9 +259,9 @@ resp::Reply SimNode::acquire(const node::Call& call, std::int64_t now) {
   const std::string& owner = at(call.args, 0);
   const std::string& hold = at(call.args, 1);
   const std::int64_t ttl = ttl_of(at(call.args, 2));
-  // KEYS[7], ARGV[7]: a semaphore slot's permit record and the count this client uses. Another
+  // KEYS[8], ARGV[7]: a semaphore slot's permit record and the count this client uses. Another
   // count recorded here refuses, and nothing changes.
-  const std::string* record = call.keys.size() > 6 ? &call.keys[6] : nullptr;
+  const std::string* record = call.keys.size() > 7 ? &call.keys[7] : nullptr;
   if (record && mutation_ != Mutation::ignore_permit_count) {
     const HGet n = store_.hget(*record, "n", now);
     if (n.kind == HGet::Kind::value && n.value != at(call.args, 6)) {
@@ -253,7 +273,7 @@ resp::Reply SimNode::acquire(const node::Call& call, std::int64_t now) {
     store_.hset(key, owner, hold, now);
     store_.pexpire(key, ttl, now);
     if (record) count_permit(*record, at(call.args, 6), key, 1, now);
-    return array({1, next_token(fence, floor, ttl, now), 0});
+    return integer(next_token(call, ttl, now));
   }
   // An older hold of the same client is stale and taken over; any other hold of the owner is
   // held. A ttl is never shortened.
@@ -262,7 +282,7 @@ resp::Reply SimNode::acquire(const node::Call& call, std::int64_t now) {
     store_.hset(key, owner, hold, now);
     if (store_.pttl(key, now) < ttl) store_.pexpire(key, ttl, now);
     if (record) count_permit(*record, at(call.args, 6), key, 0, now);
-    return array({1, next_token(fence, floor, ttl, now), 0});
+    return integer(next_token(call, ttl, now));
   }
   return array({0, counter(fence, floor, now), store_.pttl(key, now)});
 }
@@ -285,7 +305,7 @@ resp::Reply SimNode::release(const node::Call& call, std::int64_t now) {
   const std::string& owner = at(call.args, 0);
   const std::string& hold = at(call.args, 2);
   const HGet id = store_.hget(key, owner, now);
-  if (id.kind != HGet::Kind::value || (!hold.empty() && id.value != hold)) return array({0, 0});
+  if (id.kind != HGet::Kind::value || (!hold.empty() && id.value != hold)) return integer(-1);
   store_.del(key);
   // KEYS[5]: a semaphore slot's permit record, deleted with its last permit.
   if (call.keys.size() > 4) {
@@ -300,7 +320,7 @@ resp::Reply SimNode::release(const node::Call& call, std::int64_t now) {
   // The fair queue is never created here (fair mode is not simulated), so the loop over it
   // ends at once; the release is published to nobody (no subscriber in the simulation).
   if (store_.exists(queue, now)) throw std::logic_error("sim: a fair queue exists");
-  return array({1, 0});
+  return integer(0);
 }
 
 resp::Reply SimNode::renew(const node::Call& call, std::int64_t now) {

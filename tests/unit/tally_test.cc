@@ -37,8 +37,9 @@ Result<resp::Reply> lost() {
   return Error(errc::timeout, "no answer");
 }
 
+// acquire.lua's grant: the bare token.
 AcquireReply granted(std::uint64_t counter) {
-  return parse_acquire(array({1, static_cast<std::int64_t>(counter), 0}));
+  return parse_acquire(integer(static_cast<std::int64_t>(counter)));
 }
 
 AcquireReply held(std::uint64_t counter, std::int64_t pttl) {
@@ -48,6 +49,9 @@ AcquireReply held(std::uint64_t counter, std::int64_t pttl) {
 TEST(TallyTest, ParsesEachAcquireReply) {
   EXPECT_EQ(granted(7).kind, Kind::granted);
   EXPECT_EQ(granted(7).counter, 7u);
+  // fair_acquire.lua's grant is a table.
+  EXPECT_EQ(parse_acquire(array({1, 9, 0})).kind, Kind::granted);
+  EXPECT_EQ(parse_acquire(array({1, 9, 0})).counter, 9u);
   const auto h = held(3, 1500);
   EXPECT_EQ(h.kind, Kind::held);
   EXPECT_EQ(h.holder_ttl, 1500);
@@ -61,7 +65,8 @@ TEST(TallyTest, ParsesEachAcquireReply) {
   EXPECT_EQ(parse_acquire(array({1, 5})).kind, Kind::failed);
   EXPECT_EQ(parse_acquire(array({1, -1, 0})).kind, Kind::failed);
   EXPECT_EQ(parse_acquire(array({2, 5, 2})).kind, Kind::failed);
-  EXPECT_EQ(parse_acquire(integer(1)).kind, Kind::failed);
+  EXPECT_EQ(parse_acquire(integer(0)).kind, Kind::failed) << "tokens start at 1";
+  EXPECT_EQ(parse_acquire(integer(-1)).kind, Kind::failed);
 }
 
 // Issue 28: a node that recorded another permit count for the semaphore refuses; one such node
@@ -158,10 +163,14 @@ TEST(TallyTest, LostAndNeverSentRepliesAreNotVotes) {
 }
 
 TEST(TallyTest, ReleaseRepliesAreFreedNotHeldOrFailed) {
-  EXPECT_EQ(parse_release(array({1, 3})).kind, ReleaseReply::Kind::freed);
-  EXPECT_EQ(parse_release(array({1, 3})).listeners, 3);
-  EXPECT_EQ(parse_release(array({0, 0})).kind, ReleaseReply::Kind::not_held);
-  EXPECT_EQ(parse_release(array({2, 0})).kind, ReleaseReply::Kind::failed);
+  EXPECT_EQ(parse_release(integer(3)).kind, ReleaseReply::Kind::freed);
+  EXPECT_EQ(parse_release(integer(3)).listeners, 3);
+  EXPECT_EQ(parse_release(integer(0)).kind, ReleaseReply::Kind::freed);
+  EXPECT_EQ(parse_release(integer(-1)).kind, ReleaseReply::Kind::not_held);
+  EXPECT_EQ(parse_release(integer(-2)).kind, ReleaseReply::Kind::failed);
+  EXPECT_EQ(parse_release(array({1, 3})).kind, ReleaseReply::Kind::failed) << "not release.lua's";
+  EXPECT_TRUE(release_freed(integer(0)));
+  EXPECT_FALSE(release_freed(integer(-1)));
   EXPECT_EQ(parse_release(lost()).kind, ReleaseReply::Kind::failed);
   EXPECT_EQ(parse_release(Error(errc::cancelled, "not waited for")).kind,
             ReleaseReply::Kind::failed);
