@@ -83,9 +83,9 @@ class Calls:
         return [["SET", name, "v", "NX", "PX", TTL], ["EVALSHA", self.sha["cad"], 1, name, "v"]]
 
     def current(self, name, hold="c.1"):
-        return [["EVALSHA", self.sha["acquire"], 7, name, "dlock:fence:{%s}" % name, FLOOR,
+        return [["EVALSHA", self.sha["acquire"], 6, name, "dlock:fence:{%s}" % name, FLOOR,
                  MAX_TTL, "dlock:readers:{%s}" % name, "dlock:writers-waiting:{%s}" % name,
-                 "dlock:max-ttl-fresh", "owner", hold, TTL, "w", "0", "0"],
+                 "owner", hold, TTL, "w", "0", "0", ""],
                 ["EVALSHA", self.sha["release"], 4, name, "dlock:queue:{%s}" % name,
                  "dlock:queue-alive:{%s}" % name, "dlock:readers:{%s}" % name, "owner",
                  "dlock:release:{%s}" % name, hold, "w", "publish"]]

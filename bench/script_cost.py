@@ -6,7 +6,10 @@ compare-and-delete script), on a private redis-server, and reads INFO commandsta
 batch. `usec` there counts a command's execution only (not the socket reads and writes around
 it), so this isolates what the scripts cost; the inner calls per cycle show where it goes.
 
-    taskset -c 0 /usr/bin/python3 bench/script_cost.py [src/scripts] [N]
+    taskset -c 0 /usr/bin/python3 bench/script_cost.py [src/scripts] [N] [node|name]
+
+node (the default): acquire.lua counts tokens with the node's counter, as a client of a lock set
+of one node asks it to; name: with the name's counter, as a client of several nodes does.
 
 Needs python3-redis (bench/run.sh installs it). Compare rows of one run only.
 """
@@ -18,6 +21,7 @@ from redis_process import free_port, start_server
 
 SRC = sys.argv[1] if len(sys.argv) > 1 else "src/scripts"
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
+COUNTER = "" if len(sys.argv) > 3 and sys.argv[3] == "name" else "n"
 COMPARE_AND_DELETE = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
                       "return redis.call('del', KEYS[1]) else return 0 end")
 
@@ -64,10 +68,10 @@ def main():
         cad = r.script_load(COMPARE_AND_DELETE)
 
         def acquire(name, hold="c.1"):
-            return ["EVALSHA", sha["acquire"], 7, name, "dlock:fence:{%s}" % name,
+            return ["EVALSHA", sha["acquire"], 6, name, "dlock:fence:{%s}" % name,
                     "dlock:fence-floor", "dlock:max-ttl", "dlock:readers:{%s}" % name,
-                    "dlock:writers-waiting:{%s}" % name, "dlock:max-ttl-fresh", "owner", hold,
-                    "30000", "w", "0", "0"]
+                    "dlock:writers-waiting:{%s}" % name, "owner", hold, "30000", "w", "0", "0",
+                    COUNTER]
 
         def release(name, hold="c.1"):
             return ["EVALSHA", sha["release"], 4, name, "dlock:queue:{%s}" % name,

@@ -37,9 +37,9 @@ RAISE = script("fence_raise", False)
 
 def acquire(r, owner, hold):
     """acquire.lua's reply as [status, counter, detail] (a grant is the bare token)."""
-    reply = r.eval(ACQUIRE, 7, "X", "dlock:fence:{X}", "dlock:fence-floor", "dlock:max-ttl",
-                   "dlock:readers:{X}", "dlock:writers-waiting:{X}", "dlock:max-ttl-fresh", owner,
-                   hold, "30000", "w", "0", "0")
+    reply = r.eval(ACQUIRE, 6, "X", "dlock:fence:{X}", "dlock:fence-floor", "dlock:max-ttl",
+                   "dlock:readers:{X}", "dlock:writers-waiting:{X}", owner, hold, "30000", "w",
+                   "0", "0", "")
     return [1, reply, 0] if isinstance(reply, int) else reply
 
 

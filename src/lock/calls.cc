@@ -66,17 +66,18 @@ std::vector<node::Call> renew_calls(const std::vector<Renewal>& renewals,
 
 node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
                         const std::optional<FairTicket>& fair, WriterWait writer,
-                        std::size_t permits, std::string announcement) {
+                        std::size_t permits, std::string announcement, TokenCounter counter) {
   const std::string& name = hold.name;
   node::Call call;
   if (!fair) {
     call = node::Call{
         &scripts::acquire(),
         strings(name, fence_key(name), kFenceFloorKey, kMaxTtlKey, readers_key(name),
-                writers_waiting_key(name), kMaxTtlFreshKey),
+                writers_waiting_key(name)),
         strings(hold.owner.str(), hold.id, std::to_string(ttl.count()), kind_arg(hold.kind),
-                std::to_string(writer.register_for.count()), writer.registered ? "1" : "0")};
-    call.node_keys = key_bit(2) | key_bit(3) | key_bit(6);
+                std::to_string(writer.register_for.count()), writer.registered ? "1" : "0",
+                counter == TokenCounter::node ? "n" : "")};
+    call.node_keys = key_bit(2) | key_bit(3);
   } else {
     // Fair mode is for write holds only (the client refuses fair read holds).
     call = node::Call{

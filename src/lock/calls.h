@@ -56,12 +56,17 @@ std::vector<node::Call> renew_calls(const std::vector<Renewal>& renewals,
                                     const std::vector<std::size_t>& live,
                                     std::vector<RenewPlace>& places);
 
-// acquire.lua (or fair_acquire.lua with `fair`) for a new hold of `ttl`; `permits` > 0 for a
-// slot of a semaphore (its permit record and count). `announcement`: the digits of the greeting
-// it is made under (lock::Membership).
+// How acquire.lua counts fencing tokens: with the name's counter, or with the node's (one INCR,
+// cheaper; for a lock set of one node, where a token needs no raise on other nodes).
+enum class TokenCounter { name, node };
+
+// acquire.lua (or fair_acquire.lua with `fair`, which always counts by name) for a new hold of
+// `ttl`; `permits` > 0 for a slot of a semaphore (its permit record and count). `announcement`:
+// the digits of the greeting it is made under (lock::Membership).
 node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
                         const std::optional<FairTicket>& fair, WriterWait writer,
-                        std::size_t permits, std::string announcement);
+                        std::size_t permits, std::string announcement,
+                        TokenCounter counter = TokenCounter::name);
 
 // What a cluster node runs in its home slot before an acquisition of `ttl` made under
 // `announcement` (Call::record_call): the greeting's record of that ttl, max_ttl_raise.lua with

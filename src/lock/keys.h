@@ -65,10 +65,6 @@ inline constexpr std::string_view kFenceFloorKey = "dlock:fence-floor";
 // The lock ttls (ms) this node knows of (hello.lua, acquire.lua).
 inline const std::string kMaxTtlKey("dlock:max-ttl");
 
-// Says which ttl dlock:max-ttl holds until when ("TTL UNTIL"), for one ttl: acquire.lua's grants
-// of that ttl skip the record meanwhile.
-inline const std::string kMaxTtlFreshKey("dlock:max-ttl-fresh");
-
 // The boot identities this node was told of (hello.lua, lock/membership.h).
 inline const std::string kBootsKey("dlock:boots");
 

@@ -129,7 +129,12 @@ node::ScriptRound QuorumLock::send_acquire(const HoldId& hold, std::chrono::mill
                                            const std::optional<FairTicket>& fair, WriterWait writer,
                                            ReplicaGuard guard, std::size_t permits,
                                            std::string announcement) {
-  node::Call call = acquire_call(hold, ttl, fair, writer, permits, std::move(announcement));
+  // One node: its counter alone makes the token (no other node to raise it on), so the cheaper
+  // node counter serves. Several: the names' counters move together across the nodes for a name
+  // taken again and again, so the raise round is rarely needed (docs/protocol-lean.md).
+  const TokenCounter counter = nodes_.size() == 1 ? TokenCounter::node : TokenCounter::name;
+  node::Call call =
+      acquire_call(hold, ttl, fair, writer, permits, std::move(announcement), counter);
   call.min_replicas = guard.replicas;
   call.replica_timeout = guard.timeout;
   return node::ScriptRound(nodes_, std::move(call));

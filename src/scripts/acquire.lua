@@ -32,15 +32,16 @@
 -- ARGV[5]  writes: how long (ms) a writer refused because of readers is registered as waiting,
 --          so new readers stay out meanwhile; '0' not to register (try_lock)
 -- ARGV[6]  writes: '1' if this owner may have registered as waiting before (drop it on a grant)
--- KEYS[7]  dlock:max-ttl-fresh: a string "TTL UNTIL" with a ttl of TTL ms, written with a record
---          of TTL in KEYS[4] until UNTIL (= now + 2 TTL): while it lives and KEYS[4] still gives
---          TTL at least UNTIL, a grant of TTL skips the record (record_ttl below)
--- KEYS[8]  only for a slot of a semaphore: the semaphore's permit record, a hash
+-- KEYS[7]  only for a slot of a semaphore: the semaphore's permit record, a hash
 --          n -> the permit count, held -> permits granted on this node and not released yet;
 --          it lives at least as long as every permit of the semaphore on this node (a grant
 --          raises its ttl to the slot's, renew.lua re-arms it beside the permits, the release
 --          of the last permit deletes it)
--- ARGV[7]  only with KEYS[8]: the permit count this client uses; a record of another count
+-- ARGV[7]  'n': count with the node's counter (KEYS[3], one INCR per grant of any name; the
+--          client of a lock set of one node), else with the name's (KEYS[2], then KEYS[3]).
+--          Either way a token is larger than every token this node handed out or was raised to
+--          for the name: the node counter is never below the name's (next_token)
+-- ARGV[8]  only with KEYS[7]: the permit count this client uses; a record of another count
 --          refuses the grant, a grant records it
 --
 -- A write hold needs the lock key absent (or stale, below) and no live reader. A read hold
@@ -63,7 +64,7 @@
 --                     registered). Refused by a waiting writer: when its registration ends.
 --   {0, fence, pttl, 1}  refused by readers, and the writer registered as waiting: it must
 --                     leave (fair_leave.lua) if it gives up
---   {-1, fence, n}    a semaphore slot whose record says n permits, not ARGV[7]: nothing changed
+--   {-1, fence, n}    a semaphore slot whose record says n permits, not ARGV[8]: nothing changed
 -- server_ms, key_clock: key_clock.lua, put before this.
 -- The name's counter, else the node's floor, else (a node that lost its memory, or a new one)
 -- the server's clock in microseconds: tokens grow by one per grant, far slower than that clock,
@@ -80,25 +81,17 @@ end
 local function outlive(key, ms)
   if redis.call('pttl', key) < ms then redis.call('pexpire', key, ms) end
 end
--- KEYS[4]: a lease of ARGV[3] ms granted now ends within ARGV[3] ms. The record is written until
--- two ttls from now (UNTIL) and KEYS[7] ("TTL UNTIL", living one ttl) remembers it: a grant
--- while KEYS[7] lives ends before UNTIL, so it skips the record if KEYS[4] still gives TTL at
--- least UNTIL (checked, not assumed: a policy that evicts keys with a ttl may take KEYS[4] and
--- leave KEYS[7]; ZADD GT never moves an entry's end back). Most grants skip TIME, ZADD and PTTL:
--- about one record per ttl's time, node and ttl. A string in KEYS[4] is the never-shrinking
--- record of dlock before 0.2: replaced.
+-- KEYS[4]: a lease of ARGV[3] ms granted now ends within ARGV[3] ms. When the record of that ttl
+-- already reaches that far, nothing is written; else it is written until two ttls from now, so
+-- that the grants of the next ttl skip it: TIME and ZSCORE instead of TIME, ZADD and PTTL on
+-- most grants. A string in KEYS[4] is the never-shrinking record of dlock before 0.2: replaced.
 local function record_ttl()
-  local fresh = redis.call('get', KEYS[7])
-  if fresh then
-    local ttl, until_ms = string.match(fresh, '^(%d+) (%d+)$')
-    -- pcall: an older dlock's string record is no zset (then recorded below).
-    local score = redis.pcall('zscore', KEYS[4], ARGV[3])
-    if ttl == ARGV[3] and type(score) == 'string' and tonumber(score) >= tonumber(until_ms) then
-      return
-    end
-  end
+  local now = server_ms()
   local ttl = tonumber(ARGV[3])
-  local until_ms = server_ms() + 2 * ttl
+  -- pcall: an older dlock's string record is no zset (then recorded below).
+  local score = redis.pcall('zscore', KEYS[4], ARGV[3])
+  if type(score) == 'string' and tonumber(score) >= now + ttl then return end
+  local until_ms = now + 2 * ttl
   local added = redis.pcall('zadd', KEYS[4], 'gt', until_ms, ARGV[3])
   if type(added) ~= 'number' then
     if redis.call('type', KEYS[4]).ok ~= 'string' then error(added.err) end  -- e.g. OOM
@@ -106,13 +99,32 @@ local function record_ttl()
     redis.call('zadd', KEYS[4], until_ms, ARGV[3])
   end
   outlive(KEYS[4], 2 * ttl)
-  redis.call('set', KEYS[7], ARGV[3] .. ' ' .. string.format('%d', until_ms), 'px', ttl)
 end
+-- The name's counter: a new one counts from the floor, and the floor follows every token. The
+-- node's: the floor itself, one INCR (no per-name key to create and expire; on one node a token
+-- needs nothing else). The name's counter is taken away (GETDEL), so that it is never behind
+-- the node's: a client of the name's counter (fair_acquire.lua, a lock set of several nodes,
+-- an older dlock) counts this name from the floor again, above this token. Every script that
+-- writes a name's counter raises the floor to it, so the INCR passes it; should the floor be
+-- behind all the same (lost to an allkeys eviction, written by hand), the token still does.
 local function next_token()
-  local floor = redis.call('get', KEYS[3])
-  local token = counter(floor) + 1
-  redis.call('set', KEYS[2], token, 'px', ARGV[3])
-  if token > tonumber(floor or '0') then redis.call('set', KEYS[3], token) end
+  local token
+  if ARGV[7] == 'n' then
+    local named = tonumber(redis.call('getdel', KEYS[2]) or '0')
+    local counted = redis.call('incr', KEYS[3])
+    token = counted
+    if token == 1 then  -- there was no floor: count from the clock, as counter() does
+      local t = redis.call('time')
+      token = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 1
+    end
+    if token <= named then token = named + 1 end
+    if token ~= counted then redis.call('set', KEYS[3], token) end
+  else
+    local floor = redis.call('get', KEYS[3])
+    token = counter(floor) + 1
+    redis.call('set', KEYS[2], token, 'px', ARGV[3])
+    if token > tonumber(floor or '0') then redis.call('set', KEYS[3], token) end
+  end
   record_ttl()
   return token
 end
@@ -125,10 +137,10 @@ local function live_readers_left(clock)
   return expiry - now
 end
 -- A semaphore's slot: only the count recorded on this node may be granted here.
-local record = KEYS[8]
+local record = KEYS[7]
 if record then
   local n = redis.call('hget', record, 'n')
-  if n and n ~= ARGV[7] then return {-1, counter(), tonumber(n)} end
+  if n and n ~= ARGV[8] then return {-1, counter(), tonumber(n)} end
 end
 -- `fresh`: the lock key was absent (then no ttl to compare with).
 local function grant_write(fresh)
@@ -140,7 +152,7 @@ local function grant_write(fresh)
   end
   if record then
     if fresh then redis.call('hincrby', record, 'held', 1) end
-    redis.call('hset', record, 'n', ARGV[7])
+    redis.call('hset', record, 'n', ARGV[8])
     outlive(record, redis.call('pttl', KEYS[1]))
   end
   if ARGV[6] == '1' then redis.call('zrem', KEYS[6], ARGV[1]) end

@@ -162,7 +162,8 @@ TEST_F(CliTest, ShellCommandWithC) {
   EXPECT_EQ(dlock_tool(args({"run", "job", "-c", "true", "--", "true"})).status, 64);
   EXPECT_EQ(dlock_tool(args({"run", "job", "-c", ""})).status, 64);
   EXPECT_EQ(dlock_tool(args({"run", "job", "-c", "", "--", "true"})).status, 64);
-  EXPECT_EQ(server_->command({"GET", "dlock:fence:{job}"})->str, std::to_string(token));
+  // One node: the token is its counter (acquire.lua's node counter).
+  EXPECT_EQ(server_->command({"GET", "dlock:fence-floor"})->str, std::to_string(token));
 }
 
 // --fair: waiters queue in arrival order (docs/features.md); from the shell it must take the
@@ -286,7 +287,7 @@ TEST(CliRedisFileTest, KeepsThePasswordOutOfTheCommandLine) {
   Ran open_file = dlock_tool({"run", "--redis-file", readable.path(), "job", "--", "true"});
   EXPECT_EQ(open_file.status, 0) << open_file.output;
   EXPECT_NE(open_file.output.find("chmod 600"), std::string::npos) << open_file.output;
-  EXPECT_EQ(server.command({"GET", "dlock:fence:{job}"})->str, std::to_string(first + 3));
+  EXPECT_EQ(server.command({"GET", "dlock:fence-floor"})->str, std::to_string(first + 3));
 }
 
 // '#' starts a comment at the start of a line or after a blank (a URL may hold one); a
@@ -327,7 +328,7 @@ TEST_F(CliTest, MissingCommandExits127) {
 TEST_F(CliTest, NodesComeFromDlockRedisWhenNoFlagIsGiven) {
   Ran ran = dlock_tool({"run", "job", "--", "true"}, "DLOCK_REDIS=" + quote(server_->url()));
   EXPECT_EQ(ran.status, 0) << ran.output;
-  EXPECT_EQ(server_->command({"EXISTS", "dlock:fence:{job}"})->integer, 1) << "taken there";
+  EXPECT_EQ(server_->command({"EXISTS", "dlock:fence-floor"})->integer, 1) << "taken there";
 }
 
 TEST_F(CliTest, KeepsTheLockForACommandThreeTimesLongerThanTheTtl) {

@@ -62,7 +62,7 @@ class OverloadTest : public ::testing::Test {
       for (size_t i = 0; i < r->element[1]->elements; ++i) {
         const std::string k = r->element[1]->element[i]->str;
         if (k.rfind("dlock:fence:", 0) != 0 && k != "dlock:boots" && k != "dlock:max-ttl" &&
-            k != "dlock:max-ttl-fresh" && k != "dlock:fence-floor") {
+            k != "dlock:fence-floor") {
           keys.push_back(k);
         }
       }

@@ -202,8 +202,8 @@ TEST_P(Issue12ReviewMaxTtlTest, RestartedNodeIsQuarantinedForATtlItsGreetingMiss
   // X announces 20 s: A (0) and B (1) record it, C (2) answers the greeting with an error; B
   // then answers X's acquisition with an error, so only A and C could grant it.
   allow_keys(1, {"dlock:boots", "dlock:max-ttl", "dlock:fence-floor"});
-  allow_keys(2, {"job", "dlock:fence:*", "dlock:fence-floor", "dlock:max-ttl",
-                 "dlock:max-ttl-fresh", "dlock:readers:*", "dlock:writers-waiting:*"});
+  allow_keys(2, {"job", "dlock:fence:*", "dlock:fence-floor", "dlock:max-ttl", "dlock:readers:*",
+                 "dlock:writers-waiting:*"});
   auto held = x.try_lock("job", fixed(20s, "x"));
   allow_keys(1, {"*"});
   allow_keys(2, {"*"});

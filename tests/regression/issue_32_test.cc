@@ -1,12 +1,18 @@
 // SPDX-License-Identifier: MIT
 // Issue 32 (a lean protocol): what the cheaper scripts changed, on a real redis-server. A grant
-// records its ttl in dlock:max-ttl for two ttls and dlock:max-ttl-fresh says so for one, so the
-// grants meanwhile skip the record; the record must still be there for every lease that may
-// live, also when something took it away under the marker (an eviction, an operator's DEL).
+// whose ttl dlock:max-ttl already records long enough writes nothing there, and a grant that
+// records it does so for two ttls, so the grants meanwhile skip it; the record must still reach
+// past every lease that may live, also when something took it away (an eviction, an operator's
+// DEL) or made it again without this ttl.
+// On a lock set of one node, acquire.lua counts tokens with the node's counter (one INCR): a
+// token must still be larger than every token of the name before it, whichever client, mode or
+// dlock version handed it out.
 #include <dlock/dlock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "support/redis_server.h"
@@ -78,22 +84,20 @@ TEST(Issue32RecordTest, GrantsOfOneTtlRecordItOncePerTtl) {
   EXPECT_GE(record_end(server, "60000"), server_ms(server) + 60000 - 5000);
 }
 
-// The marker alone is not trusted: a policy that evicts keys with a ttl may take dlock:max-ttl
-// and leave dlock:max-ttl-fresh. A grant then records again (a node that restarts later must
-// know the lease's ttl to quarantine itself long enough).
-TEST(Issue32RecordTest, ARecordTakenAwayUnderItsMarkerIsWrittenAgain) {
+// A policy that evicts keys with a ttl may take dlock:max-ttl. A grant then records again (a node
+// that restarts later must know the lease's ttl to quarantine itself long enough).
+TEST(Issue32RecordTest, ARecordTakenAwayIsWrittenAgain) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   RedisServer server;
   Client client = client_on(server);
   lock_and_unlock(client, "first", 60s);
   ASSERT_GE(record_end(server, "60000"), 0);
-  ASSERT_EQ(server.command({"EXISTS", "dlock:max-ttl-fresh"})->integer, 1);
-  // What an eviction does: the record goes, its marker stays.
+  // What an eviction does.
   ASSERT_TRUE(server.command({"DEL", "dlock:max-ttl"}));
   auto held = client.try_lock("second", ttl_of(60s));
   ASSERT_TRUE(held) << held.error().message();
   EXPECT_GE(record_end(server, "60000"), server_ms(server) + 60000 - 1000)
-      << "a grant under a marker whose record was gone recorded nothing";
+      << "a grant whose record was gone recorded nothing";
   ASSERT_TRUE(held->unlock());
   // The record evicted and made again by something else (a renewal round's record of another
   // ttl): the key exists, the entry of this ttl does not.
@@ -102,7 +106,78 @@ TEST(Issue32RecordTest, ARecordTakenAwayUnderItsMarkerIsWrittenAgain) {
       {"ZADD", "dlock:max-ttl", std::to_string(server_ms(server) + 30000), "15000"}));
   lock_and_unlock(client, "third", 60s);
   EXPECT_GE(record_end(server, "60000"), server_ms(server) + 60000 - 1000)
-      << "a grant trusted the marker over a record without its ttl";
+      << "a grant recorded nothing in a record without its ttl";
+  // The entry there, but ending too soon for a new lease (a record written by a renewal round's
+  // shorter reach, or one whose end has come close): recorded again.
+  ASSERT_TRUE(server.command(
+      {"ZADD", "dlock:max-ttl", std::to_string(server_ms(server) + 20000), "60000"}));
+  lock_and_unlock(client, "fourth", 60s);
+  EXPECT_GE(record_end(server, "60000"), server_ms(server) + 60000 - 1000)
+      << "a grant trusted an entry that ends before its lease";
+}
+
+// The older dlock's acquire.lua on `server` for NAME: its reply {status, counter, pttl}.
+test::ReplyPtr older_acquire(const RedisServer& server, const std::string& name,
+                             const std::string& owner, const std::string& hold) {
+  std::ifstream in(std::string(DLOCK_PRE_LEAN_DIR) + "/acquire.lua");
+  std::stringstream text;
+  text << in.rdbuf();
+  return server.command({"EVAL", text.str(), "6", name, "dlock:fence:{" + name + "}",
+                         "dlock:fence-floor", "dlock:max-ttl", "dlock:readers:{" + name + "}",
+                         "dlock:writers-waiting:{" + name + "}", owner, hold, "10000", "w", "0",
+                         "0"});
+}
+
+std::uint64_t token_of(Result<Lease>& lease) {
+  EXPECT_TRUE(lease) << lease.error().message();
+  return lease ? lease->fencing_token().value() : 0;
+}
+
+// One name taken in turn by this client's node counter, its fair mode (the name's counter), an
+// older dlock (the name's counter, and a name counter of its own left behind) and this client
+// again: every token larger than the one before, and each refused while another holds.
+TEST(Issue32NodeCounterTest, TokensGrowAcrossCountersModesAndVersions) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client client = client_on(server);
+  auto first = client.try_lock("job", ttl_of(10s));
+  const std::uint64_t t1 = token_of(first);
+  EXPECT_EQ(server.command({"EXISTS", "dlock:fence:{job}"})->integer, 0)
+      << "one node counts with the node's counter";
+  auto refused = older_acquire(server, "job", "old", "old-client.1");
+  ASSERT_TRUE(refused && refused->type == REDIS_REPLY_ARRAY) << (refused ? refused->str : "");
+  EXPECT_EQ(refused->element[0]->integer, 0) << "an older client was granted a held lock";
+  ASSERT_TRUE(first->unlock());
+
+  auto older = older_acquire(server, "job", "old", "old-client.2");
+  ASSERT_TRUE(older && older->type == REDIS_REPLY_ARRAY) << (older ? older->str : "");
+  ASSERT_EQ(older->element[0]->integer, 1);
+  const auto t2 = static_cast<std::uint64_t>(older->element[1]->integer);
+  EXPECT_GT(t2, t1) << "the older client's token after this client's";
+  auto while_older = client.try_lock("job", ttl_of(10s));
+  EXPECT_FALSE(while_older) << "granted beside the older client's hold";
+  ASSERT_TRUE(client.unlock("job", OwnerToken("old")));
+
+  auto second = client.try_lock("job", ttl_of(10s));
+  const std::uint64_t t3 = token_of(second);
+  EXPECT_GT(t3, t2) << "the node counter after the older client's name counter";
+  ASSERT_TRUE(second->unlock());
+
+  LockOptions fair = ttl_of(10s);
+  fair.fair = true;
+  auto third = client.try_lock("job", fair);
+  const std::uint64_t t4 = token_of(third);
+  EXPECT_GT(t4, t3) << "the fair mode's name counter after the node counter";
+  ASSERT_TRUE(third->unlock());
+
+  // The older client leaves a name counter on another name; this client's next token is above
+  // it too (one counter per node).
+  auto other = older_acquire(server, "other", "old", "old-client.3");
+  ASSERT_TRUE(other && other->type == REDIS_REPLY_ARRAY && other->element[0]->integer == 1);
+  auto fourth = client.try_lock("job", ttl_of(10s));
+  const std::uint64_t t5 = token_of(fourth);
+  EXPECT_GT(t5, t4);
+  EXPECT_GT(t5, static_cast<std::uint64_t>(other->element[1]->integer));
 }
 
 }  // namespace

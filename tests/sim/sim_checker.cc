@@ -225,10 +225,7 @@ void Checker::check_node(std::size_t i, SimCluster& cluster, const std::vector<L
   SimNode& node = cluster.node(i);
   const std::string where = "node " + std::to_string(i);
   for (const auto& [key, entry] : node.live_keys()) {
-    if (key == lock::kFenceFloorKey || key == lock::kBootsKey || key == lock::kMaxTtlKey ||
-        key == lock::kMaxTtlFreshKey) {
-      continue;  // node keys: one per node, not kept per name
-    }
+    if (key == lock::kFenceFloorKey || key == lock::kBootsKey || key == lock::kMaxTtlKey) continue;
     const std::string fenced = fenced_name(key);
     const std::string name = fenced.empty() ? key : fenced;
     const auto ref = name_ref_.find(name);

@@ -208,9 +208,9 @@ std::vector<std::string> names_of(const node::Call& call) {
   if (!call.script || call.keys.empty()) return {};
   const std::string_view script = call.script->name;
   if (script == "renew") return call.keys;
-  // A semaphore slot's permit record rides along: acquire's KEYS[8], release's KEYS[5].
+  // A semaphore slot's permit record rides along: acquire's KEYS[7], release's KEYS[5].
   if (script == "acquire" || script == "release") {
-    const std::size_t record = script == "acquire" ? 7 : 4;
+    const std::size_t record = script == "acquire" ? 6 : 4;
     if (call.keys.size() > record) return {call.keys[0], call.keys[record]};
     return {call.keys[0]};
   }

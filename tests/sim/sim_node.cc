@@ -191,32 +191,34 @@ std::int64_t SimNode::next_token(const node::Call& call, std::int64_t ttl, std::
   const std::string& fence = at(call.keys, 1);
   const std::string& floor = at(call.keys, 2);
   const std::string& max_ttl = at(call.keys, 3);
-  const std::string& fresh = at(call.keys, 6);
-  const std::int64_t token =
-      counter(fence, floor, now) + (mutation_ == Mutation::no_fence_increment ? 0 : 1);
-  store_.set(fence, std::to_string(token), ttl, now);
-  const auto f = store_.get(floor, now);
-  if (token > (f ? number(*f) : 0)) store_.set(floor, std::to_string(token), std::nullopt, now);
-  record_granted_ttl(max_ttl, fresh, ttl, now);
+  const std::int64_t step = mutation_ == Mutation::no_fence_increment ? 0 : 1;
+  std::int64_t token = 0;
+  if (at(call.args, 6) == "n") {
+    // ARGV[7] 'n': the node's counter (INCR, or with no floor the clock in microseconds); the
+    // name's is taken away (GETDEL) and passed if ahead.
+    const auto named = store_.get(fence, now);
+    store_.del(fence);
+    const auto f = store_.get(floor, now);
+    token = (f && number(*f) != 0 ? number(*f) : now * 1000) + step;
+    if (named && token <= number(*named)) token = number(*named) + step;
+    store_.set(floor, std::to_string(token), std::nullopt, now);
+  } else {
+    token = counter(fence, floor, now) + step;
+    store_.set(fence, std::to_string(token), ttl, now);
+    const auto f = store_.get(floor, now);
+    if (token > (f ? number(*f) : 0)) store_.set(floor, std::to_string(token), std::nullopt, now);
+  }
+  record_granted_ttl(max_ttl, ttl, now);
   return token;
 }
 
-// acquire.lua's record_ttl(): dlock:max-ttl (KEYS[4]) holds `ttl` until now + 2 ttl, and
-// dlock:max-ttl-fresh (KEYS[7]) says "TTL UNTIL" for one ttl; a grant of that ttl meanwhile
-// records nothing while the record still reaches UNTIL.
-void SimNode::record_granted_ttl(const std::string& max_ttl, const std::string& fresh,
-                                 std::int64_t ttl, std::int64_t now) {
+// acquire.lua's record_ttl(): nothing when dlock:max-ttl (KEYS[4]) already holds `ttl` until
+// at least now + ttl, else until now + 2 ttl.
+void SimNode::record_granted_ttl(const std::string& max_ttl, std::int64_t ttl, std::int64_t now) {
   const std::string member = std::to_string(ttl);
-  if (const auto said = store_.get(fresh, now)) {
-    const auto space = said->find(' ');
-    const HGet entry = store_.hget(max_ttl, member, now);
-    if (space != std::string::npos && said->substr(0, space) == member &&
-        entry.kind == HGet::Kind::value && number(entry.value) >= number(said->substr(space + 1))) {
-      return;
-    }
-  }
+  const HGet entry = store_.hget(max_ttl, member, now);
+  if (entry.kind == HGet::Kind::value && number(entry.value) >= now + ttl) return;
   record_ttl(max_ttl, member, 2 * ttl, now);
-  store_.set(fresh, member + " " + std::to_string(now + 2 * ttl), ttl, now);
 }
 
 // The zset member -> until of the scripts, as a hash here: ZADD GT keeps the later until. A
@@ -259,12 +261,12 @@ resp::Reply SimNode::acquire(const node::Call& call, std::int64_t now) {
   const std::string& owner = at(call.args, 0);
   const std::string& hold = at(call.args, 1);
   const std::int64_t ttl = ttl_of(at(call.args, 2));
-  // KEYS[8], ARGV[7]: a semaphore slot's permit record and the count this client uses. Another
+  // KEYS[7], ARGV[8]: a semaphore slot's permit record and the count this client uses. Another
   // count recorded here refuses, and nothing changes.
-  const std::string* record = call.keys.size() > 7 ? &call.keys[7] : nullptr;
+  const std::string* record = call.keys.size() > 6 ? &call.keys[6] : nullptr;
   if (record && mutation_ != Mutation::ignore_permit_count) {
     const HGet n = store_.hget(*record, "n", now);
-    if (n.kind == HGet::Kind::value && n.value != at(call.args, 6)) {
+    if (n.kind == HGet::Kind::value && n.value != at(call.args, 7)) {
       return array({-1, counter(fence, floor, now), number(n.value)});
     }
   }
@@ -272,7 +274,7 @@ resp::Reply SimNode::acquire(const node::Call& call, std::int64_t now) {
   if (!store_.exists(key, now)) {
     store_.hset(key, owner, hold, now);
     store_.pexpire(key, ttl, now);
-    if (record) count_permit(*record, at(call.args, 6), key, 1, now);
+    if (record) count_permit(*record, at(call.args, 7), key, 1, now);
     return integer(next_token(call, ttl, now));
   }
   // An older hold of the same client is stale and taken over; any other hold of the owner is
@@ -281,7 +283,7 @@ resp::Reply SimNode::acquire(const node::Call& call, std::int64_t now) {
   if (mine.kind == HGet::Kind::value && older_hold_of_same_client(mine.value, hold)) {
     store_.hset(key, owner, hold, now);
     if (store_.pttl(key, now) < ttl) store_.pexpire(key, ttl, now);
-    if (record) count_permit(*record, at(call.args, 6), key, 0, now);
+    if (record) count_permit(*record, at(call.args, 7), key, 0, now);
     return integer(next_token(call, ttl, now));
   }
   return array({0, counter(fence, floor, now), store_.pttl(key, now)});

@@ -97,8 +97,7 @@ class SimNode {
   // acquire.lua's counter() and next_token(): the name's counter, or the node's floor.
   std::int64_t counter(const std::string& fence, const std::string& floor, std::int64_t now);
   std::int64_t next_token(const node::Call& call, std::int64_t ttl, std::int64_t now);
-  void record_granted_ttl(const std::string& max_ttl, const std::string& fresh, std::int64_t ttl,
-                          std::int64_t now);
+  void record_granted_ttl(const std::string& max_ttl, std::int64_t ttl, std::int64_t now);
 
   std::int64_t ttl_of(const std::string& arg) const;
 

@@ -14,7 +14,7 @@ namespace dlock::lock {
 namespace {
 
 bool named_as_node_key(const std::string& key) {
-  return key == kFenceFloorKey || key == kMaxTtlKey || key == kMaxTtlFreshKey || key == kBootsKey;
+  return key == kFenceFloorKey || key == kMaxTtlKey || key == kBootsKey;
 }
 
 // Bit i of node_keys is set exactly for the keys named as node keys.
