@@ -6,7 +6,9 @@ node's counter + 1; held on a quorum when a quorum of voting granting nodes answ
 src/lock/quorum_lock.cc (raise_fence: a node confirms when it replies a counter >= the token,
 whichever node it is). Not a test of the C++ client: a check that the scripts answer as the
 schedule says, so that a directed simulation is worth writing. It emulates the rule as it
-was before e6d0f07, which now counts only granting voters (docs/simulation.md finding 10).
+was before e6d0f07, which now counts only granting voters (docs/simulation.md finding 10),
+and the raise script as it was before finding 11 (RAISE below: it did not name the hold; today's
+fence_raise.lua replies -1 where the hold is gone, so C's answer in step 4 would not count).
 
     /usr/bin/python3 bench/lean/today_raise_gap.py
 """
@@ -32,7 +34,17 @@ def script(name, clocked):
 
 ACQUIRE = script("acquire", True)
 RELEASE = script("release", True)
-RAISE = script("fence_raise", False)
+# fence_raise.lua before finding 11 (KEYS counter, floor; ARGV token, ttl; replies the counter).
+RAISE = """
+local current = tonumber(redis.call('get', KEYS[1]) or redis.call('get', KEYS[2]) or '0')
+local token = tonumber(ARGV[1])
+if current >= token then
+  return current
+end
+redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
+if token > tonumber(redis.call('get', KEYS[2]) or '0') then redis.call('set', KEYS[2], ARGV[1]) end
+return token
+"""
 
 
 def acquire(r, owner, hold):

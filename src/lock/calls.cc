@@ -128,11 +128,14 @@ node::Call fair_leave_call(const std::string& name, const OwnerToken& owner) {
                     {owner.str(), release_channel(name)}};
 }
 
-node::Call fence_raise_call(const std::string& name, std::uint64_t token,
+node::Call fence_raise_call(const HoldId& hold, std::uint64_t token,
                             std::chrono::milliseconds ttl) {
+  const std::string& name = hold.name;
   node::Call call{&scripts::fence_raise(),
-                  {fence_key(name), std::string(kFenceFloorKey)},
-                  {std::to_string(token), std::to_string(ttl.count())}};
+                  strings(fence_key(name), kFenceFloorKey,
+                          hold.kind == HoldKind::read ? readers_key(name) : name),
+                  strings(std::to_string(token), std::to_string(ttl.count()), hold.owner.str(),
+                          hold.id, kind_arg(hold.kind))};
   call.node_keys = key_bit(1);
   return call;
 }

@@ -79,9 +79,10 @@ node::Call release_call(const HoldId& hold);
 // fair_leave.lua: `owner` leaves the name's queue and its writers' waiting list.
 node::Call fair_leave_call(const std::string& name, const OwnerToken& owner);
 
-// fence_raise.lua: the name's counter and the node's floor raised to at least `token`.
-node::Call fence_raise_call(const std::string& name, std::uint64_t token,
-                            std::chrono::milliseconds ttl);
+// fence_raise.lua: the counter of `hold`'s name and the node's floor raised to at least
+// `token`; the reply says whether `hold` is still on the node (the lock key for a write hold or
+// a semaphore's slot, the name's readers for a read hold).
+node::Call fence_raise_call(const HoldId& hold, std::uint64_t token, std::chrono::milliseconds ttl);
 
 // max_ttl_raise.lua: the node's record of lease ttls holds `ttl` for `ttl` more ms.
 node::Call max_ttl_raise_call(std::chrono::milliseconds ttl);

@@ -111,6 +111,18 @@ void count_only_raised(std::vector<node::Outcomes>& outcomes, std::chrono::milli
   }
 }
 
+// Why a granting node's answer to fence_raise.lua did not confirm the token; `new_epoch`: its
+// connection changed since it voted.
+std::string why_not_raised(const resp::Reply& r, bool new_epoch) {
+  if (new_epoch) return kNewEpoch;
+  if (r.is_integer() && r.integer == -1) {
+    return "fence_raise: the hold is no longer on this node (released by force, expired early, "
+           "or another server behind the address)";
+  }
+  if (r.is_integer()) return "fence_raise: the counter is " + std::to_string(r.integer);
+  return "fence_raise: unexpected reply";
+}
+
 }  // namespace
 
 std::chrono::milliseconds QuorumLock::drift(std::chrono::milliseconds ttl) const {
@@ -171,12 +183,13 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
             validity(ttl, Clock::now() - start, drift_factor_).count() > 0;
   bool fence_failed = false;
   if (ok && !tally.token_on_quorum) {
-    auto raising = raise_fence(hold.name, tally.token, ttl,
-                               granting_voters(answers.replies, answers.votes), failures);
+    auto raising =
+        raise_fence(hold, tally.token, ttl, granting_voters(answers.replies, answers.votes),
+                    view.basis->epochs, failures);
     fence_failed = !co_await std::move(raising);
     ok = !fence_failed && validity(ttl, Clock::now() - start, drift_factor_).count() > 0;
   } else if (ok && tally.granted_below) {
-    raise_behind(hold.name, tally.token, ttl);
+    raise_behind(hold, tally.token, ttl);
   }
   if (ok) {
     // In line (or registered as a waiting writer) on nodes that did not grant: leave there, or
@@ -267,42 +280,50 @@ Refused QuorumLock::refusal(const std::string& name, const AcquireTally& tally,
                  std::nullopt};
 }
 
-engine::Task<bool> QuorumLock::raise_fence(std::string name, std::uint64_t token,
+engine::Task<bool> QuorumLock::raise_fence(HoldId hold, std::uint64_t token,
                                            std::chrono::milliseconds ttl, std::vector<bool> granted,
+                                           std::vector<std::uint64_t> epochs,
                                            std::vector<NodeError>& failures) {
-  const auto confirms = [token](const resp::Reply& r) {
-    return r.is_integer() && r.integer >= static_cast<std::int64_t>(token);
+  // Only where this hold was granted, and only where the raise found it still there (the reply
+  // is -1 if not): from the grant to the raise no conflicting hold (a writer, or a reader beside
+  // a writer) can be granted there, and counters never go down, so every later conflicting
+  // holder's quorum meets a node whose counter was at least `token` first. A node that did not
+  // grant may have reached `token` by another client's grant made meanwhile, which a later grant
+  // of that client then repeats on a node that lagged
+  // (SimDirected.AFenceRaiseCountsOnlyTheNodesThatGrantedTheHold); so may a granting node whose
+  // hold was removed before the raise (an operator's force_release, a clock step that expired
+  // it early: SimDirected.AFenceRaiseCountsOnlyWhereTheHoldIsStillThere). And only on the
+  // connection the grant came on: membership counts nothing from a connection it has not
+  // judged (may_vote, may_extend). Every node is raised all the same, so that none stays behind.
+  node::Fanout& nodes = nodes_;
+  const auto counts = [&nodes, token, granted, epochs](std::size_t i, const resp::Reply& r) {
+    return granted[i] && nodes.epoch(i) == epochs[i] && r.is_integer() &&
+           r.integer >= static_cast<std::int64_t>(token);
   };
-  // Only where this hold was granted: there no conflicting hold (a writer, or a reader beside
-  // a writer) can be granted until this one ends, and counters never go down, so every later
-  // conflicting holder's quorum meets a node whose counter was at least `token` first. A node that
-  // did not grant may have reached `token` by another client's grant made meanwhile, which a later
-  // grant of that client then repeats on a node that lagged
-  // (SimDirected.AFenceRaiseCountsOnlyTheNodesThatGrantedTheHold). It is raised all the same, so
-  // that it does not stay behind.
-  node::Enough raised{nodes_.quorum(), [confirms, granted](std::size_t i, const resp::Reply& r) {
-                        return granted[i] && confirms(r);
-                      }};
-  node::ScriptRound round(nodes_, fence_raise_call(name, token, ttl), std::move(raised));
+  node::ScriptRound round(nodes_, fence_raise_call(hold, token, ttl),
+                          node::Enough{nodes_.quorum(), counts});
   node::Outcomes outcomes = co_await round;
   std::size_t confirmed = 0;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     const auto& o = outcomes[i];
-    if (o && confirms(*o)) {
-      if (granted[i]) ++confirmed;
+    if (o && counts(i, *o)) {
+      ++confirmed;
     } else if (!o) {
       if (!o.error().is(errc::cancelled)) failures.push_back(node_error(i, o.error()));
-    } else {
+    } else if (o->is_error()) {
       failures.push_back(node_error(i, errc::script_error, "fence_raise: " + o->str));
+    } else if (granted[i]) {
+      failures.push_back(node_error(i, errc::quorum_not_reached,
+                                    why_not_raised(*o, nodes_.epoch(i) != epochs[i])));
     }
   }
   co_return confirmed >= nodes_.quorum();
 }
 
-void QuorumLock::raise_behind(const std::string& name, std::uint64_t token,
+void QuorumLock::raise_behind(const HoldId& hold, std::uint64_t token,
                               std::chrono::milliseconds ttl) {
   std::vector<node::Call> calls;
-  calls.push_back(fence_raise_call(name, token, ttl));
+  calls.push_back(fence_raise_call(hold, token, ttl));
   // Started on the io thread and not awaited: the lease does not wait for it. NodeSet runs
   // posted work only while it lives, and the round's callbacks keep nothing of this object.
   node::Fanout& nodes = nodes_;

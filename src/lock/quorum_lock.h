@@ -18,7 +18,8 @@
 // counter seen on any node that answered (plus one for nodes that refused). Taking that
 // maximum is not enough: the next quorum may miss the node it came from. So unless a quorum of
 // nodes already holds the token, it is written to all nodes (fence_raise) and handed out only
-// once a quorum confirmed. Any later quorum then meets a node that holds it.
+// once a quorum of the voting nodes that granted the hold confirmed it, each with the hold still
+// there. Any later quorum then meets a node that held it before the next grant there.
 #pragma once
 
 #include <dlock/result.h>
@@ -168,11 +169,12 @@ class QuorumLock {
   // The token is on a quorum, but some granting node's counter is below it (it missed grants,
   // or came back from an old snapshot): fence_raise on every node, in the background, so that
   // no node stays behind for as long as the name is in use (issue 28).
-  void raise_behind(const std::string& name, std::uint64_t token, std::chrono::milliseconds ttl);
+  void raise_behind(const HoldId& hold, std::uint64_t token, std::chrono::milliseconds ttl);
   // The second phase of a token not yet on a quorum: true once a quorum of the nodes in
-  // `granted` (granted this hold and vote) answered with a counter of at least `token`.
-  engine::Task<bool> raise_fence(std::string name, std::uint64_t token,
-                                 std::chrono::milliseconds ttl, std::vector<bool> granted,
+  // `granted` (granted this hold and vote) answered with a counter of at least `token` and
+  // with `hold` still there, each on the connection epoch it voted on (`epochs`).
+  engine::Task<bool> raise_fence(HoldId hold, std::uint64_t token, std::chrono::milliseconds ttl,
+                                 std::vector<bool> granted, std::vector<std::uint64_t> epochs,
                                  std::vector<NodeError>& failures);
 
   node::Fanout& nodes_;

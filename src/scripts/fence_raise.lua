@@ -1,17 +1,47 @@
 -- fence_raise: second phase of a fencing token on N nodes; raises the name's counter to the
--- token handed out, so that a majority holds it and every later acquisition sees it.
+-- token handed out, so that a majority holds it and every later acquisition sees it, and says
+-- whether the hold the token is for is still on this node. Only then may the client count the
+-- answer: a hold gone since its grant (an operator's force_release, a server clock step that
+-- expired the key early, another server behind the address) may have let another holder in
+-- here with a counter below the token, which the raise would then seem to confirm.
 --
 -- KEYS[1]  the fencing counter of the name: dlock:fence:{NAME} (expires, see acquire.lua)
 -- KEYS[2]  this node's fence floor: dlock:fence-floor
+-- KEYS[3]  where the hold is: a write hold's lock key (the name; a semaphore's slot is one),
+--          a hash owner -> hold id; for a read hold dlock:readers:{NAME}, a zset whose member
+--          is "HOLD_ID OWNER". In the name's Redis Cluster slot, as KEYS[1]
 -- ARGV[1]  the token (a positive integer)
 -- ARGV[2]  the lock's ttl in milliseconds: how long the counter is kept at least
+-- ARGV[3]  owner token
+-- ARGV[4]  hold id
+-- ARGV[5]  'w' a write hold, 'r' a read hold
 --
--- Replies the counter after the call (never lower than ARGV[1]).
-local current = tonumber(redis.call('get', KEYS[1]) or redis.call('get', KEYS[2]) or '0')
-local token = tonumber(ARGV[1])
-if current >= token then
-  return current
+-- The counter (and the floor) is raised to ARGV[1] whether the hold is here or not: counters
+-- only grow, so a raise never lowers a token handed out later, and a node left behind would
+-- answer below the name's tokens for as long as it is in use (issue 28). A node with neither
+-- counter nor floor (it lost its memory) counts from its clock in microseconds, as
+-- acquire.lua's counter() does: it is not lowered to the token.
+--
+-- Replies the counter after the call (never lower than ARGV[1]) if the hold is here, else -1.
+local function counter()
+  local known = redis.call('get', KEYS[1]) or redis.call('get', KEYS[2])
+  if known then return tonumber(known) end
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
-if token > tonumber(redis.call('get', KEYS[2]) or '0') then redis.call('set', KEYS[2], ARGV[1]) end
-return token
+-- pcall: a key of another type (not dlock's) holds no hold of ours.
+local here
+if ARGV[5] == 'r' then
+  here = type(redis.pcall('zscore', KEYS[3], ARGV[4] .. ' ' .. ARGV[3])) == 'string'
+else
+  here = redis.pcall('hget', KEYS[3], ARGV[3]) == ARGV[4]
+end
+local current = counter()
+local token = tonumber(ARGV[1])
+if current < token then
+  redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
+  if token > tonumber(redis.call('get', KEYS[2]) or '0') then redis.call('set', KEYS[2], ARGV[1]) end
+  current = token
+end
+if not here then return -1 end
+return current

@@ -5,6 +5,8 @@
 #include <random>
 #include <thread>
 
+#include "lock/calls.h"
+#include "lock/keys.h"
 #include "support/cluster_fixture.h"
 
 namespace dlock {
@@ -93,6 +95,92 @@ TEST_P(FencingRedlockTest, DlockRunHandsOutGrowingTokensWhileNodesRestart) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Nodes, FencingRedlockTest, ::testing::Values(5), test::node_count_name);
+
+// fence_raise.lua on a real server, called as the client calls it (lock/calls.h): it confirms
+// a token only while the hold it is for is still on the node (docs/simulation.md, finding 11).
+class FenceRaiseScriptTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DLOCK_REQUIRE_REDIS_OR_SKIP();
+    server_ = std::make_unique<test::RedisServer>();
+  }
+  // Runs `call`'s script with EVAL, as a node does (a script that publishes gets "publish"
+  // last: node/server_node.cc).
+  test::ReplyPtr eval(const node::Call& call) const {
+    std::vector<std::string> args{"EVAL", std::string(call.script->source),
+                                  std::to_string(call.keys.size())};
+    args.insert(args.end(), call.keys.begin(), call.keys.end());
+    args.insert(args.end(), call.args.begin(), call.args.end());
+    if (call.script->publishes) args.emplace_back("publish");
+    auto r = server_->command(args);
+    EXPECT_TRUE(r && r->type != REDIS_REPLY_ERROR) << (r && r->str ? r->str : "no reply");
+    return r;
+  }
+  // The counter a granting acquire.lua replied (0 if it did not grant).
+  long long grant(const lock::HoldId& hold, std::size_t permits = 0) const {
+    const auto r =
+        eval(lock::acquire_call(hold, 10s, std::nullopt, lock::WriterWait{}, permits, ""));
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->element[0]->integer != 1) return 0;
+    return r->element[1]->integer;
+  }
+  long long raise(const lock::HoldId& hold, long long token) const {
+    const auto r = eval(lock::fence_raise_call(hold, static_cast<std::uint64_t>(token), 10s));
+    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -2;
+  }
+  std::string get(const std::string& key) const {
+    const auto r = server_->command({"GET", key});
+    return r && r->type == REDIS_REPLY_STRING ? r->str : "";
+  }
+  std::unique_ptr<test::RedisServer> server_;
+};
+
+TEST_F(FenceRaiseScriptTest, ConfirmsOnlyWhileTheHoldIsThere) {
+  const lock::HoldId first{"job", OwnerToken("a"), "c1.1", lock::HoldKind::write};
+  const lock::HoldId second{"job", OwnerToken("b"), "c2.1", lock::HoldKind::write};
+  const long long granted = grant(first);
+  ASSERT_GT(granted, 0);
+  const long long token = granted + 5;  // another node's counter was larger
+  EXPECT_EQ(raise(first, token), token);
+  // An operator's force_release between the grant and the raise; another owner is granted.
+  const auto forced = eval(lock::force_release_call("job", false));
+  ASSERT_TRUE(forced && forced->str);
+  EXPECT_STREQ(forced->str, "deleted");
+  ASSERT_EQ(grant(second), token + 1);
+  EXPECT_EQ(raise(first, token + 10), -1) << "the raise confirmed a hold that is gone";
+  EXPECT_EQ(get(lock::fence_key("job")), std::to_string(token + 10)) << "raised all the same";
+  EXPECT_EQ(raise(second, token + 10), token + 10);
+  // The same owner's other hold (another hold id) is not this hold.
+  const lock::HoldId later{"job", OwnerToken("b"), "c2.2", lock::HoldKind::write};
+  EXPECT_EQ(raise(later, token + 10), -1);
+}
+
+TEST_F(FenceRaiseScriptTest, ReadHoldsAndSemaphoreSlotsAreCheckedWhereTheyLive) {
+  const lock::HoldId reader{"doc", OwnerToken("r"), "c1.1", lock::HoldKind::read};
+  const long long granted = grant(reader);
+  ASSERT_GT(granted, 0);
+  EXPECT_EQ(raise(reader, granted), granted);
+  const lock::HoldId writer{"doc", OwnerToken("r"), "c1.1", lock::HoldKind::write};
+  EXPECT_EQ(raise(writer, granted), -1) << "a read hold is not a write hold";
+  (void)eval(lock::force_release_call("doc", false));
+  EXPECT_EQ(raise(reader, granted), -1);
+
+  const lock::HoldId permit{lock::semaphore_slot("pool", 0), OwnerToken("p"), "c1.1",
+                            lock::HoldKind::write};
+  const long long slot = grant(permit, 2);
+  ASSERT_GT(slot, 0);
+  EXPECT_EQ(raise(permit, slot + 1), slot + 1);
+  (void)eval(lock::release_call(permit));
+  EXPECT_EQ(raise(permit, slot + 2), -1);
+}
+
+// A node that lost its memory counts from its clock in microseconds (acquire.lua's counter()):
+// a raise to a small token leaves it so, and writes no floor below that clock.
+TEST_F(FenceRaiseScriptTest, AnEmptyNodeIsNotLoweredToTheToken) {
+  const lock::HoldId hold{"job", OwnerToken("a"), "c1.1", lock::HoldKind::write};
+  EXPECT_EQ(raise(hold, 5), -1);
+  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), "");
+  EXPECT_GT(grant(hold), 1'000'000'000'000'000LL);
+}
 
 }  // namespace
 }  // namespace dlock

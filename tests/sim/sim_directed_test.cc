@@ -8,6 +8,7 @@
 #include <iostream>
 #include <thread>
 
+#include "lock/calls.h"
 #include "lock/holds.h"
 #include "lock/quorum_lock.h"
 #include "sim/sim_checker.h"
@@ -799,7 +800,8 @@ TEST(SimDirected, ARefusalDoesNotRetractWhileAnotherAttemptOfTheClientIsInFlight
         // Greets: must learn 1.5 s from nodes 1 and 2.
         const auto y = world->take(1, "b", 1000ms, "y");
         if (y) world->end(1, y);
-      });
+      },
+      3);
   world = &w;
   // The ttls of the first version (300 and 200 ms) times 5: on a busy machine the holder's
   // 300 ms had run out before the check.
@@ -807,6 +809,13 @@ TEST(SimDirected, ARefusalDoesNotRetractWhileAnotherAttemptOfTheClientIsInFlight
   ASSERT_NE(warm, nullptr);
   w.end(0, warm);
   std::this_thread::sleep_for(1600ms);  // the grant records of 1.5 s lapse
+  // Client 2 takes 'x' for 1 s (y's ttl: no larger one recorded) and gives it back: the name's
+  // counter then lives on every node with one value, so A's grants on nodes 0 and 2 answer one
+  // token, on a quorum, with no raise. A raise could not count node 0: it restarts before the
+  // raise and loses A's hold (finding 11).
+  const auto level = w.take(2, "l", 1000ms);
+  ASSERT_NE(level, nullptr);
+  w.end(2, level);
   armed = true;
   const auto held = w.take(0, "a", 1500ms);  // greets again (its announcement would lapse)
   ASSERT_EQ(concurrent, nullptr) << "B was to be refused";
@@ -999,6 +1008,101 @@ TEST(SimDirected, AFenceRaiseCountsOnlyTheNodesThatGrantedTheHold) {
     EXPECT_GT(second->hold->fence.value(), first_token)
         << "a later holder's fencing token did not grow";
   }
+}
+
+// Finding 11 (a review of finding 10's fix): a fence raise confirmed by a node that granted the
+// hold, but no longer had it. Node 1's counter lags by one. Client 0's acquisition is granted
+// on nodes 0 (token k+2) and 1 (k+1), node 2 is busy: on one node only, so it raises. Before
+// the raise an operator's force_release reaches node 1 only (as a server clock step expiring
+// the key early would): client 0's hold is gone there. Client 1 is granted on nodes 1 and 2
+// (both k+2; node 0 is busy for it) and holds with k+2. Client 0's raise then finds k+2 on
+// node 1 (client 1's grant) and counted it: it held with k+2 too, after client 1, a fencing
+// token that did not grow. Now a raise counts only where it found this hold still there.
+TEST(SimDirected, AFenceRaiseCountsOnlyWhereTheHoldIsStillThere) {
+  bool lagging = false;  // node 1 misses client 1's calls: its counter falls behind
+  bool armed = false;
+  bool fired = false;
+  World* world = nullptr;
+  std::shared_ptr<detail::LeaseState> second;
+  World w(
+      3,
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        const auto busy = std::optional(Fault::error_reply);  // not executed, connection kept
+        if (lagging && client == 1 && node == 1) return busy;
+        if (armed && client == 0 && node == 2 && is(call, "acquire")) return busy;
+        if (armed && client == 1 && node == 0 && is(call, "acquire")) return busy;
+        return std::optional<Fault>();
+      },
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        // Between client 0's grant and its raise: the hold leaves node 1, client 1 takes 'x'.
+        if (!armed || fired || client != 0 || node != 0 || !is(call, "fence_raise")) return;
+        fired = true;
+        world->trace().step(10, "an operator's force_release reaches node 1 only");
+        const resp::Reply r =
+            world->cluster().node(1).execute(lock::force_release_call("x", false));
+        world->trace().line("=> " + r.str);
+        second = world->take(1, "b", 500ms);
+      });
+  world = &w;
+  for (std::size_t c = 0; c < 2; ++c) {  // both clients greet every node; counters level
+    const auto warm = w.take(c, "warm", 500ms);
+    ASSERT_NE(warm, nullptr);
+    w.end(c, warm);
+  }
+  lagging = true;
+  const auto behind = w.take(1, "warm", 500ms);  // granted on nodes 0 and 2 only
+  ASSERT_NE(behind, nullptr);
+  w.end(1, behind);
+  lagging = false;
+  armed = true;
+  const auto first = w.take(0, "a", 500ms);
+  ASSERT_TRUE(fired) << "client 0's token was on a quorum: no raise";
+  ASSERT_NE(second, nullptr) << "granted on nodes 1 and 2";
+  if (first) {
+    EXPECT_GT(first->hold->fence.value(), second->hold->fence.value())
+        << "a later holder's fencing token did not grow";
+  }
+}
+
+// Finding 11's second rule: a raise answered on a connection other than the one the grant came
+// on does not count, though the hold is still there (membership counts nothing from a
+// connection it has not judged). Client 0 is granted on nodes 0 (token k+2) and 1 (k+1), node 2
+// is busy; before the raise its connection to node 1 is replaced: only node 0 confirms, and the
+// attempt is refused (and released) rather than held.
+TEST(SimDirected, AFenceRaiseCountsOnlyOnTheConnectionOfTheGrant) {
+  bool lagging = false;
+  bool armed = false;
+  bool fired = false;
+  World* world = nullptr;
+  World w(
+      3,
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        const auto busy = std::optional(Fault::error_reply);
+        if (lagging && client == 1 && node == 1) return busy;
+        if (armed && client == 0 && node == 2 && is(call, "acquire")) return busy;
+        return std::optional<Fault>();
+      },
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        if (!armed || fired || client != 0 || node != 0 || !is(call, "fence_raise")) return;
+        fired = true;
+        world->trace().step(10, "client 0's connection to node 1 is replaced");
+        world->fanout(0).drop(1, true);
+      });
+  world = &w;
+  for (std::size_t c = 0; c < 2; ++c) {
+    const auto warm = w.take(c, "warm", 500ms);
+    ASSERT_NE(warm, nullptr);
+    w.end(c, warm);
+  }
+  lagging = true;
+  const auto behind = w.take(1, "warm", 500ms);  // granted on nodes 0 and 2 only
+  ASSERT_NE(behind, nullptr);
+  w.end(1, behind);
+  lagging = false;
+  armed = true;
+  EXPECT_EQ(w.take(0, "a", 500ms), nullptr) << "a raise counted a node on a new connection";
+  ASSERT_TRUE(fired) << "client 0's token was on a quorum: no raise";
+  EXPECT_EQ(w.cluster().node(0).live_keys().count("x"), 0U) << "the refused attempt released";
 }
 
 }  // namespace

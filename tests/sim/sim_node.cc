@@ -144,6 +144,7 @@ resp::Reply SimNode::run_script(const node::Call& call, std::int64_t now) {
   if (name == "fence_raise") return fence_raise(call, now);
   if (name == "hello") return hello(call, now);
   if (name == "floor_raise") return floor_raise(call, now);
+  if (name == "force_release") return force_release(call, now);
   if (name == "max_ttl_raise") {
     const std::int64_t ttl = ttl_part(at(call.args, 0));
     record_ttl(at(call.keys, 0), at(call.args, 0), number(at(call.args, 1)), now);
@@ -348,16 +349,24 @@ resp::Reply SimNode::renew(const node::Call& call, std::int64_t now) {
   return array(result);
 }
 
+// fence_raise.lua: the counter (and the floor) raised to the token whether the hold is here or
+// not; the reply is the counter if KEYS[3] holds this hold (owner -> hold id), else -1. Read
+// holds are not simulated.
 resp::Reply SimNode::fence_raise(const node::Call& call, std::int64_t now) {
   const std::string& fence = at(call.keys, 0);
   const std::string& floor = at(call.keys, 1);
-  const std::int64_t current = counter(fence, floor, now);
+  if (at(call.args, 4) != "w") return error("ERR sim: read holds not modelled");
+  const HGet id = store_.hget(at(call.keys, 2), at(call.args, 2), now);
+  const bool here = id.kind == HGet::Kind::value && id.value == at(call.args, 3);
+  std::int64_t current = counter(fence, floor, now);
   const std::int64_t token = number(at(call.args, 0));
-  if (current >= token) return integer(current);
-  store_.set(fence, at(call.args, 0), number(at(call.args, 1)), now);
-  const auto f = store_.get(floor, now);
-  if (token > (f ? number(*f) : 0)) store_.set(floor, at(call.args, 0), std::nullopt, now);
-  return integer(token);
+  if (current < token) {
+    store_.set(fence, at(call.args, 0), number(at(call.args, 1)), now);
+    const auto f = store_.get(floor, now);
+    if (token > (f ? number(*f) : 0)) store_.set(floor, at(call.args, 0), std::nullopt, now);
+    current = token;
+  }
+  return integer(here ? current : -1);
 }
 
 resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
@@ -433,6 +442,32 @@ resp::Reply SimNode::floor_raise(const node::Call& call, std::int64_t now) {
   if (number(*f) >= target) return integer(number(*f));
   store_.set(key, at(call.args, 0), std::nullopt, now);
   return integer(target);
+}
+
+// force_release.lua: the writer, the readers and the waiting writers of a name deleted, whoever
+// holds it; a foreign key only with ARGV[2] '1'. Nobody listens to the release channel here, and
+// no fair queue exists (fair mode is not simulated).
+resp::Reply SimNode::force_release(const node::Call& call, std::int64_t now) {
+  const std::string kind = store_.type(at(call.keys, 0), now);
+  bool readers = false;
+  for (const std::size_t k : {std::size_t{2}, std::size_t{3}}) {
+    readers = store_.exists(at(call.keys, k), now) || readers;
+    store_.del(call.keys[k]);
+  }
+  resp::Reply r;
+  r.type = resp::Reply::Type::string;
+  if (kind == "none" && !readers) {
+    r.str = "free";
+    return r;
+  }
+  const bool foreign = kind != "none" && kind != "hash";
+  if (foreign && at(call.args, 1) != "1") {
+    r.str = "kept-foreign";
+    return r;
+  }
+  if (kind != "none") store_.del(call.keys[0]);
+  r.str = foreign ? "deleted-foreign" : "deleted";
+  return r;
 }
 
 }  // namespace dlock::sim

@@ -39,7 +39,8 @@ class SimNode {
   SimNode(NodeClock clock, std::string run_id, Mutation mutation = Mutation::none);
 
   // Runs one script or command at the node's current time and returns its reply. Scripts the
-  // simulation does not model (fair mode, inspect, force_release) answer an error reply.
+  // simulation does not model (fair mode, inspect) answer an error reply. force_release is
+  // modelled for directed schedules (an operator's call to one node); no client sends it.
   resp::Reply execute(const node::Call& call);
 
   // The process dies and comes back empty, with a new identity and uptime 0 (its replica
@@ -84,6 +85,7 @@ class SimNode {
   resp::Reply fence_raise(const node::Call& call, std::int64_t now);
   resp::Reply hello(const node::Call& call, std::int64_t now);
   resp::Reply floor_raise(const node::Call& call, std::int64_t now);
+  resp::Reply force_release(const node::Call& call, std::int64_t now);
   void count_permit(const std::string& record, const std::string& permits, const std::string& key,
                     std::int64_t added, std::int64_t now);
   // dlock:max-ttl as a hash member -> until (the scripts' zset; a member is a ttl or an

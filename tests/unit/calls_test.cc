@@ -44,7 +44,8 @@ TEST(CallsTest, EveryBuilderMarksExactlyItsNodeKeys) {
       release_call(hold_of("job")),
       release_call(hold_of(semaphore_slot("pool", 2))),
       fair_leave_call("job", OwnerToken("owner-1")),
-      fence_raise_call("job", 42, std::chrono::milliseconds(5000)),
+      fence_raise_call(hold_of("job"), 42, std::chrono::milliseconds(5000)),
+      fence_raise_call(hold_of("{tag}x", HoldKind::read), 42, std::chrono::milliseconds(5000)),
       max_ttl_raise_call(std::chrono::milliseconds(5000)),
       max_ttl_retract_call({"5000.12"}),
       hello_call({"0", "3", "greet"}),
@@ -70,9 +71,26 @@ TEST(CallsTest, AnAcquisitionSaysWhichTtlToRecordAndHow) {
   EXPECT_TRUE(record.is_node_key(0));
 }
 
+// fence_raise.lua names the hold where it lives: the lock key of a write hold (a semaphore's
+// slot is one), the readers of a read hold; in the name's slot either way.
+TEST(CallsTest, AFenceRaiseNamesTheHoldWhereItLives) {
+  const node::Call write = fence_raise_call(hold_of("job"), 42, std::chrono::milliseconds(5000));
+  EXPECT_EQ(write.keys,
+            (std::vector<std::string>{fence_key("job"), std::string(kFenceFloorKey), "job"}));
+  EXPECT_EQ(write.args, (std::vector<std::string>{"42", "5000", "owner-1", "client.7", "w"}));
+  const node::Call read =
+      fence_raise_call(hold_of("{tag}x", HoldKind::read), 42, std::chrono::milliseconds(5000));
+  EXPECT_EQ(read.keys[2], readers_key("{tag}x"));
+  EXPECT_EQ(read.args[4], "r");
+  EXPECT_EQ(node::key_slot(read.keys[2]), node::key_slot(read.keys[0]));
+  const std::string slot = semaphore_slot("pool", 2);
+  EXPECT_EQ(fence_raise_call(hold_of(slot), 42, std::chrono::milliseconds(5000)).keys[2], slot);
+}
+
 TEST(CallsTest, OnlyAcquisitionsRecordATtl) {
   EXPECT_FALSE(release_call(hold_of("job")).record_ttl.has_value());
-  EXPECT_FALSE(fence_raise_call("job", 1, std::chrono::milliseconds(10)).record_ttl.has_value());
+  EXPECT_FALSE(
+      fence_raise_call(hold_of("job"), 1, std::chrono::milliseconds(10)).record_ttl.has_value());
   EXPECT_FALSE(hello_call({}).record_ttl.has_value());
 }
 
