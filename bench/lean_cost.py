@@ -3,7 +3,12 @@
 prototypes of issue 32 (bench/lean/*.lua, docs/protocol-lean.md), one at a time and batched.
 
     taskset -c 1 nice -n 10 /usr/bin/python3 bench/lean_cost.py [ROUNDS] [N] [--one-at-a-time]
-        [--server-cpu=C]
+        [--server-cpu=C] [--before=DIR]
+
+`dlock today` is src/scripts as a client of several nodes runs them (the name's counter),
+`dlock today, one node` as a client of one node (the node's counter); --before=DIR adds the row
+`dlock before` with the acquire.lua and release.lua of DIR (e.g. an older checkout's
+src/scripts: `git worktree add /tmp/old 8b836e2`), called as that version did.
 
 Starts a private redis-server (it inherits the taskset, or runs on CPU C), checks the prototypes' replies once
 (tokens grow, a held lock is refused, an older hold of the client is taken over, a client of
@@ -60,12 +65,16 @@ def start_server(port):
     return redis_process.start_server(port, pin[0] if pin else None)
 
 
+BEFORE = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--before=")]
+
+
 def load(r):
-    clock = open(os.path.join(SRC, "key_clock.lua")).read()
     sha = {}
-    for name in ("acquire", "release"):
-        body = open(os.path.join(SRC, name + ".lua")).read()
-        sha[name] = r.script_load(clock + body if name in CLOCKED else body)
+    for prefix, src in [("", SRC)] + [("before_", d) for d in BEFORE]:
+        clock = open(os.path.join(src, "key_clock.lua")).read()
+        for name in ("acquire", "release"):
+            body = open(os.path.join(src, name + ".lua")).read()
+            sha[prefix + name] = r.script_load(clock + body if name in CLOCKED else body)
     for name in os.listdir(LEAN):
         if name.endswith(".lua"):
             sha[name[:-4]] = r.script_load(open(os.path.join(LEAN, name)).read())
@@ -82,11 +91,11 @@ class Calls:
     def raw(self, name):
         return [["SET", name, "v", "NX", "PX", TTL], ["EVALSHA", self.sha["cad"], 1, name, "v"]]
 
-    def current(self, name, hold="c.1"):
-        return [["EVALSHA", self.sha["acquire"], 6, name, "dlock:fence:{%s}" % name, FLOOR,
-                 MAX_TTL, "dlock:readers:{%s}" % name, "dlock:writers-waiting:{%s}" % name,
-                 "owner", hold, TTL, "w", "0", "0", ""],
-                ["EVALSHA", self.sha["release"], 4, name, "dlock:queue:{%s}" % name,
+    def current(self, name, hold="c.1", counter="", prefix=""):
+        return [["EVALSHA", self.sha[prefix + "acquire"], 6, name, "dlock:fence:{%s}" % name,
+                 FLOOR, MAX_TTL, "dlock:readers:{%s}" % name, "dlock:writers-waiting:{%s}" % name,
+                 "owner", hold, TTL, "w", "0", "0", counter],
+                ["EVALSHA", self.sha[prefix + "release"], 4, name, "dlock:queue:{%s}" % name,
                  "dlock:queue-alive:{%s}" % name, "dlock:readers:{%s}" % name, "owner",
                  "dlock:release:{%s}" % name, hold, "w", "publish"]]
 
@@ -140,6 +149,10 @@ def row_commands(calls, row, tag):
         return [c for n in names for c in calls.raw(n)]
     if row == "dlock today":
         return [c for n in names for c in calls.current(n)]
+    if row == "dlock today, one node":
+        return [c for n in names for c in calls.current(n, counter="n")]
+    if row == "dlock before":
+        return [c for n in names for c in calls.current(n, prefix="before_")]
     if row == "lean A (compatible keys)":
         return [c for n in names for c in calls.lean(n, True)]
     if row == "lean B (node marker)":
@@ -173,7 +186,8 @@ def row_commands(calls, row, tag):
     raise ValueError(row)
 
 
-ROWS = ["raw floor", "dlock today", "lean A (compatible keys)", "lean B (node marker)",
+ROWS = ["raw floor"] + (["dlock before"] if BEFORE else []) + [
+        "dlock today", "dlock today, one node", "lean A (compatible keys)", "lean B (node marker)",
         "string key (comparison)", "lean A batched 4", "lean A batched 16", "lean A batched 64",
         "lean B batched 16", "lean B+flag batched 16", "lean B+flag batched 64",
         "lean A + raise every cycle", "lean A batched 16 + raise", "bound batched 16",

@@ -110,13 +110,19 @@ end
 local function next_token()
   local token
   if ARGV[7] == 'n' then
-    local named = tonumber(redis.call('getdel', KEYS[2]) or '0')
-    local counted = redis.call('incr', KEYS[3])
-    token = counted
-    if token == 1 then  -- there was no floor: count from the clock, as counter() does
+    -- pcall: a floor INCR cannot count (no dlock writes one; "1.7e+15" by hand) is read as
+    -- counter() reads it, and written back as an integer.
+    local counted = redis.pcall('incr', KEYS[3])
+    if type(counted) == 'number' then
+      token = counted
+    else
+      token = math.floor(tonumber(redis.call('get', KEYS[3])) or 0) + 1
+    end
+    if token <= 1 then  -- there was no floor: count from the clock, as counter() does
       local t = redis.call('time')
       token = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 1
     end
+    local named = tonumber(redis.call('getdel', KEYS[2]) or '0')
     if token <= named then token = named + 1 end
     if token ~= counted then redis.call('set', KEYS[3], token) end
   else

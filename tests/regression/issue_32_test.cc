@@ -180,5 +180,17 @@ TEST(Issue32NodeCounterTest, TokensGrowAcrossCountersModesAndVersions) {
   EXPECT_GT(t5, static_cast<std::uint64_t>(other->element[1]->integer));
 }
 
+// No dlock writes a floor INCR cannot count, but one written by hand ("1.9e+15") must not make
+// every grant on the node fail: it is read as the name's counter path reads it.
+TEST(Issue32NodeCounterTest, AFloorThatIsNoIntegerIsReadNotAnError) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client client = client_on(server);
+  ASSERT_TRUE(server.command({"SET", "dlock:fence-floor", "1.9e+15"}));
+  auto lease = client.try_lock("job", ttl_of(10s));
+  EXPECT_EQ(token_of(lease), 1900000000000001u);
+  EXPECT_EQ(server.command({"GET", "dlock:fence-floor"})->str, std::string("1900000000000001"));
+}
+
 }  // namespace
 }  // namespace dlock

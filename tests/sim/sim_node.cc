@@ -200,7 +200,8 @@ std::int64_t SimNode::next_token(const node::Call& call, std::int64_t ttl, std::
     const auto named = store_.get(fence, now);
     store_.del(fence);
     const auto f = store_.get(floor, now);
-    token = (f && number(*f) != 0 ? number(*f) : now * 1000) + step;
+    const std::int64_t base = f ? number(*f) : 0;
+    token = (base <= 0 ? now * 1000 : base) + step;  // INCR answered 1 or less: the clock
     if (named && token <= number(*named)) token = number(*named) + step;
     store_.set(floor, std::to_string(token), std::nullopt, now);
   } else {

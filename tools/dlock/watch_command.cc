@@ -17,25 +17,42 @@
 namespace dlock::cli {
 namespace {
 
-// One line that changes exactly when the holder changes.
-std::string holder_line(const LockStatus& s) {
+// The holder as a line to print, and what changes exactly when the holder changes: its owner
+// and hold ids, not the fence (on a lock set of one node the name's counter is the node's, which
+// every grant of any name there moves).
+struct HolderLine {
+  std::string text;
+  std::string identity;
+};
+
+HolderLine holder_line(const LockStatus& s) {
   std::size_t answered = 0;
   std::map<std::string, std::size_t> votes;  // holder -> nodes that say so
+  std::map<std::string, std::string> holds;  // holder -> its hold ids, as the nodes name them
   FencingToken fence;
   for (const auto& n : s.nodes) {
     if (n.error) continue;
     ++answered;
     fence = std::max(fence, n.fence);
     if (n.kind == KeyKind::foreign) ++votes["(another library's key)"];
-    for (const auto& holder : n.owners) ++votes[holder.owner.str()];
+    for (const auto& holder : n.owners) {
+      ++votes[holder.owner.str()];
+      holds[holder.owner.str()] += " " + holder.hold;
+    }
     for (const auto& reader : n.readers) ++votes["reader " + reader.owner.str()];
   }
-  if (answered < s.quorum) return "unknown: fewer than a quorum of nodes answer";
-  for (const auto& [holder, count] : votes) {
-    if (count >= s.quorum)
-      return "held by " + holder + " (fence " + std::to_string(fence.value()) + ")";
+  if (answered < s.quorum) {
+    const std::string unknown = "unknown: fewer than a quorum of nodes answer";
+    return {unknown, unknown};
   }
-  return votes.empty() ? "free" : "free (stale keys on a minority of nodes)";
+  for (const auto& [holder, count] : votes) {
+    if (count >= s.quorum) {
+      return {"held by " + holder + " (fence " + std::to_string(fence.value()) + ")",
+              "held by " + holder + holds[holder]};
+    }
+  }
+  const std::string free = votes.empty() ? "free" : "free (stale keys on a minority of nodes)";
+  return {free, free};
 }
 
 std::string wall_time() {
@@ -111,10 +128,10 @@ int watch_command(const WatchFlags& flags) {
       return kExitUsage;
     }
     if (stats) stats->poll(*status);
-    const std::string line = holder_line(*status);
-    if (line != last) {
-      std::cout << wall_time() << "  " << flags.name << ": " << line << std::endl;
-      last = line;
+    const HolderLine line = holder_line(*status);
+    if (line.identity != last) {
+      std::cout << wall_time() << "  " << flags.name << ": " << line.text << std::endl;
+      last = line.identity;
       if (++changes == flags.changes && flags.changes > 0) return finish();
     }
     if (stats && Clock::now() - period_start >= *stats_every) {
