@@ -192,7 +192,8 @@ Result<LockStatus> Client::status(std::string_view name) {
 
 Result<std::vector<ForcedRelease>> Client::force_release(std::string_view name,
                                                          bool include_foreign) {
-  if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
+  // Not a node key: --foreign would delete dlock's own bookkeeping.
+  if (auto bad = detail::ClientCore::check_name(name)) return std::move(*bad);
   return core_->algorithm().force_release(std::string(name), include_foreign);
 }
 

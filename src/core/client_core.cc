@@ -8,6 +8,7 @@
 
 #include "engine/background_thread.h"
 #include "engine/thread_role.h"
+#include "lock/keys.h"
 #include "net/node_address.h"
 
 namespace dlock::detail {
@@ -115,8 +116,18 @@ ClientCore::ClientCore(const ClientOptions& options, std::unique_ptr<asio::ssl::
       holds_(lock_),
       watchdog_(lock_, options.observer.get()) {}
 
-std::optional<Error> ClientCore::check(std::string_view name, std::chrono::milliseconds ttl) const {
+std::optional<Error> ClientCore::check_name(std::string_view name) {
   if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
+  if (lock::names_a_node_key(name)) {
+    return Error(
+        errc::invalid_argument,
+        "lock name '" + std::string(name) + "' is a key dlock keeps on every node: choose another");
+  }
+  return std::nullopt;
+}
+
+std::optional<Error> ClientCore::check(std::string_view name, std::chrono::milliseconds ttl) const {
+  if (auto bad = check_name(name)) return bad;
   if (ttl.count() <= 0) {
     return Error(errc::invalid_argument, "ttl must be positive, got " + ms(ttl));
   }

@@ -40,6 +40,8 @@ class ClientCore {
 
   // Checks a name and ttl; an Error of errc::invalid_argument says what is wrong.
   std::optional<Error> check(std::string_view name, std::chrono::milliseconds ttl) const;
+  // A name a lock may have: not empty, and not one of dlock's own keys on the nodes.
+  static std::optional<Error> check_name(std::string_view name);
 
   const ClientOptions& options() const noexcept { return options_; }
   // ClientOptions::observer, or null: every event checks it first.

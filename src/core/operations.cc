@@ -179,7 +179,7 @@ lock::WaitContext wait_context(ClientCore& core, lock::WaitOn on) {
 std::optional<Error> check_owned(const ClientCore& core, std::string_view name,
                                  const OwnerToken& owner,
                                  std::optional<std::chrono::milliseconds> ttl) {
-  if (name.empty()) return Error(errc::invalid_argument, "lock name must not be empty");
+  if (auto bad = ClientCore::check_name(name)) return bad;
   if (owner.empty()) return Error(errc::invalid_argument, "owner must not be empty");
   if (ttl) return core.check(name, *ttl);
   return std::nullopt;

@@ -68,6 +68,18 @@ inline const std::string kMaxTtlKey("dlock:max-ttl");
 // The boot identities this node was told of (hello.lua, lock/membership.h).
 inline const std::string kBootsKey("dlock:boots");
 
+// Whether `name` is one of the node keys above, or a Redis Cluster slot's copy of one
+// (KEY:{TAG}, node/node_keys.h): a lock by that name would be written over dlock's own
+// bookkeeping on a node, and every script that reads it there would fail from then on.
+inline bool names_a_node_key(std::string_view name) {
+  for (const std::string_view key :
+       {kFenceFloorKey, std::string_view(kMaxTtlKey), std::string_view(kBootsKey)}) {
+    if (name.substr(0, key.size()) != key) continue;
+    if (name.size() == key.size() || name[key.size()] == ':') return true;
+  }
+  return false;
+}
+
 inline std::string accepted_token_key(std::string_view key) {
   return auxiliary_key("dlock:accepted:", key);
 }

@@ -340,6 +340,15 @@ TEST_F(LockTest, RejectsBadNamesAndTtls) {
   ASSERT_FALSE(empty);
   EXPECT_TRUE(empty.error().is(errc::invalid_argument));
   EXPECT_NE(empty.error().message().find("name"), std::string::npos);
+  // dlock's own keys on the nodes (issue 32's review: a lock there made every grant on the node
+  // fail), and a cluster slot's copies of them.
+  for (const char* own : {"dlock:max-ttl", "dlock:fence-floor", "dlock:boots", "dlock:boots:{a}"}) {
+    auto r = client.try_lock(own, ttl(10s));
+    ASSERT_FALSE(r) << own;
+    EXPECT_TRUE(r.error().is(errc::invalid_argument)) << r.error().message();
+    auto forced = client.force_release(own, /*include_foreign=*/true);
+    EXPECT_TRUE(!forced && forced.error().is(errc::invalid_argument)) << own;
+  }
   for (auto bad : {0ms, -5ms, 1ms, 2ms}) {
     auto r = client.try_lock("job", ttl(bad));
     ASSERT_FALSE(r) << bad.count();

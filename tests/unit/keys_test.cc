@@ -11,6 +11,18 @@
 namespace dlock::lock {
 namespace {
 
+// Lock names that would be written over the nodes' own keys (or a cluster slot's copies of them).
+TEST(KeysTest, NodeKeysAreNoLockNames) {
+  for (const char* own : {"dlock:fence-floor", "dlock:max-ttl", "dlock:boots", "dlock:max-ttl:{a}",
+                          "dlock:fence-floor:{0}"}) {
+    EXPECT_TRUE(names_a_node_key(own)) << own;
+  }
+  for (const char* name :
+       {"dlock:max-ttls", "dlock:fence:{job}", "job", "dlock:sem:{p}:0", "dlock:boot", ""}) {
+    EXPECT_FALSE(names_a_node_key(name)) << name;
+  }
+}
+
 TEST(KeysTest, SemaphoreSlotsShareTheSemaphoresChannel) {
   EXPECT_EQ(semaphore_slot("downloads", 3), "dlock:sem:{downloads}:3");
   EXPECT_EQ(release_channel(semaphore_slot("downloads", 0)),
