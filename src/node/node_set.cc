@@ -62,12 +62,14 @@ NodeSet::~NodeSet() {
 }
 
 void NodeSet::start(std::vector<Call> calls, Enough enough, Done done) {
-  auto shared = std::make_shared<const std::vector<Call>>(std::move(calls));
   if (!engine::on_io_thread()) {
-    if (auto out = run_borrowed(nodes_, shared, net::Clock::now() + node_timeout_, enough)) {
+    if (auto out = run_borrowed(nodes_, calls, net::Clock::now() + node_timeout_, enough)) {
       return done(std::move(*out));
     }
   }
+  // Shared: a retry (NOSCRIPT, a redirect) may be sent after the round, and a reply it stops
+  // waiting for reaches it later, from whoever reads it.
+  auto shared = std::make_shared<const std::vector<Call>>(std::move(calls));
   gather(
       shared->size(),
       [shared](Node& node, std::size_t c, net::Clock::time_point deadline,
