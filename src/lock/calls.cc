@@ -14,15 +14,26 @@ constexpr std::uint32_t key_bit(std::size_t i) {
   return std::uint32_t{1} << i;
 }
 
-// The strings of a call's keys or arguments, each moved in (or built in place from a view or a
-// literal). Not std::vector<std::string>{...}: an initializer_list is copied from, every string
-// once more.
-template <typename... S>
-std::vector<std::string> strings(S&&... s) {
-  std::vector<std::string> out;
-  out.reserve(sizeof...(s));
-  (out.emplace_back(std::forward<S>(s)), ...);
-  return out;
+// The auxiliary key PREFIX{NAME} of `name` (lock/keys.h) as the next of `strings`, written in
+// place: as a std::string of its own first, most keys would cost an allocation (issue 32).
+void push_key(node::Strings& strings, std::string_view prefix, std::string_view name) {
+  strings.push_back_written([&](std::string& out) { append_auxiliary_key(out, prefix, name); });
+}
+
+// The keys of a lock cycle's call on `name`, room made for all of them: one allocation.
+node::Strings keys_for(const std::string& name) {
+  node::Strings keys;
+  // Up to 8 keys: each the name (or its tag and the name), a prefix of at most 22 and 4 more.
+  keys.reserve(8 * (2 * name.size() + 26));
+  return keys;
+}
+
+// The arguments of a lock cycle's call for `hold`: one allocation for the owner, the hold id,
+// a channel (a prefix and the name, twice with a tag) and short numbers.
+node::Strings args_for(const HoldId& hold) {
+  node::Strings args;
+  args.reserve(hold.owner.str().size() + hold.id.size() + 2 * hold.name.size() + 128);
+  return args;
 }
 
 // Holds per renew script call: bounds the time one call blocks a node.
@@ -34,7 +45,11 @@ std::vector<node::Call> renew_calls(const std::vector<Renewal>& renewals,
                                     const std::vector<std::size_t>& live,
                                     std::vector<RenewPlace>& places) {
   std::vector<node::Call> calls;
-  std::map<std::string, std::size_t> records;  // record key -> its entry in the last call
+  struct Record {
+    std::size_t entry = 0;  // its entry in the last call
+    std::chrono::milliseconds ttl{0};
+  };
+  std::map<std::string, Record> records;  // record key -> where it is, the ttl it has
   std::size_t holds_in_call = 0;
   for (std::size_t j = 0; j < live.size(); ++j) {
     if (calls.empty() || holds_in_call == kRenewChunk) {
@@ -47,18 +62,28 @@ std::vector<node::Call> renew_calls(const std::vector<Renewal>& renewals,
     const Renewal& r = renewals[live[j]];
     places[j] = RenewPlace{calls.size() - 1, call.keys.size()};
     ++holds_in_call;
-    call.keys.push_back(r.hold.kind == HoldKind::read ? readers_key(r.hold.name) : r.hold.name);
-    call.args.insert(call.args.end(), {r.hold.owner.str(), r.hold.id, std::to_string(r.ttl.count()),
-                                       kind_arg(r.hold.kind)});
+    const std::string ttl = std::to_string(r.ttl.count());
+    if (r.hold.kind == HoldKind::read) {
+      push_key(call.keys, kReadersPrefix, r.hold.name);
+    } else {
+      call.keys.push_back(r.hold.name);
+    }
+    call.args.push_back(r.hold.owner.str());
+    call.args.push_back(r.hold.id);
+    call.args.push_back(ttl);
+    call.args.push_back(kind_arg(r.hold.kind));
     std::string record = permit_record_key(r.hold.name);
     if (record.empty()) continue;
-    const auto [at, added] = records.emplace(record, call.keys.size());
+    const auto [at, added] = records.emplace(record, Record{call.keys.size(), r.ttl});
     if (added) {
-      call.keys.push_back(std::move(record));
-      call.args.insert(call.args.end(), {"", "", std::to_string(r.ttl.count()), "p"});
-    } else {
-      std::string& ttl = call.args[4 * at->second + 2];
-      if (std::stoll(ttl) < r.ttl.count()) ttl = std::to_string(r.ttl.count());
+      call.keys.push_back(record);
+      call.args.push_back({});  // owner and hold id: none for a permit record
+      call.args.push_back({});
+      call.args.push_back(ttl);
+      call.args.push_back("p");
+    } else if (at->second.ttl < r.ttl) {
+      at->second.ttl = r.ttl;
+      call.args.replace(4 * at->second.entry + 2, ttl);
     }
   }
   return calls;
@@ -69,30 +94,45 @@ node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
                         std::size_t permits, std::string announcement, TokenCounter counter) {
   const std::string& name = hold.name;
   node::Call call;
+  call.keys = keys_for(name);
+  call.args = args_for(hold);
+  node::Strings& keys = call.keys;
+  node::Strings& args = call.args;
+  keys.push_back(name);
+  push_key(keys, kFencePrefix, name);
   if (!fair) {
-    call = node::Call{
-        &scripts::acquire(),
-        strings(name, fence_key(name), kFenceFloorKey, kMaxTtlKey, readers_key(name),
-                writers_waiting_key(name)),
-        strings(hold.owner.str(), hold.id, std::to_string(ttl.count()), kind_arg(hold.kind),
-                std::to_string(writer.register_for.count()), writer.registered ? "1" : "0",
-                counter == TokenCounter::node ? "n" : "")};
+    call.script = &scripts::acquire();
+    keys.push_back(kFenceFloorKey);
+    keys.push_back(kMaxTtlKey);
     call.node_keys = key_bit(2) | key_bit(3);
   } else {
     // Fair mode is for write holds only (the client refuses fair read holds).
-    call = node::Call{
-        &scripts::fair_acquire(),
-        strings(name, fence_key(name), queue_key(name), queue_alive_key(name), kFenceFloorKey,
-                kMaxTtlKey, readers_key(name), writers_waiting_key(name)),
-        strings(hold.owner.str(), hold.id, std::to_string(ttl.count()),
-                std::to_string(fair->arrival_ms), std::to_string(fair->waiter_timeout.count()),
-                fair->enqueue ? "1" : "0")};
+    call.script = &scripts::fair_acquire();
+    push_key(keys, kQueuePrefix, queued_as(name));
+    push_key(keys, kQueueAlivePrefix, queued_as(name));
+    keys.push_back(kFenceFloorKey);
+    keys.push_back(kMaxTtlKey);
     call.node_keys = key_bit(4) | key_bit(5);
   }
+  push_key(keys, kReadersPrefix, name);
+  push_key(keys, kWritersWaitingPrefix, name);
+  args.push_back(hold.owner.str());
+  args.push_back(hold.id);
+  args.push_back(std::to_string(ttl.count()));
+  if (!fair) {
+    args.push_back(kind_arg(hold.kind));
+    args.push_back(std::to_string(writer.register_for.count()));
+    args.push_back(writer.registered ? "1" : "0");
+    args.push_back(counter == TokenCounter::node ? "n" : "");
+  } else {
+    args.push_back(std::to_string(fair->arrival_ms));
+    args.push_back(std::to_string(fair->waiter_timeout.count()));
+    args.push_back(fair->enqueue ? "1" : "0");
+  }
   // A semaphore's slot: its permit record, and the count this client uses.
-  if (std::string record = permit_record_key(name); permits > 0 && !record.empty()) {
-    call.keys.push_back(std::move(record));
-    call.args.push_back(std::to_string(permits));
+  if (const auto semaphore = semaphore_of_slot(name); permits > 0 && !semaphore.empty()) {
+    push_key(keys, kPermitsPrefix, semaphore);
+    args.push_back(std::to_string(permits));
   }
   call.announcement = std::move(announcement);
   call.record_ttl = ttl;
@@ -112,12 +152,18 @@ node::Call announced_ttl_call(std::chrono::milliseconds ttl, const std::string& 
 
 node::Call release_call(const HoldId& hold) {
   const std::string& name = hold.name;
-  node::Call call{&scripts::release(),
-                  strings(name, queue_key(name), queue_alive_key(name), readers_key(name)),
-                  strings(hold.owner.str(), release_channel(name), hold.id, kind_arg(hold.kind))};
+  node::Call call{&scripts::release(), keys_for(name), args_for(hold)};
+  call.keys.push_back(name);
+  push_key(call.keys, kQueuePrefix, queued_as(name));
+  push_key(call.keys, kQueueAlivePrefix, queued_as(name));
+  push_key(call.keys, kReadersPrefix, name);
+  call.args.push_back(hold.owner.str());
+  push_key(call.args, kReleasePrefix, queued_as(name));
+  call.args.push_back(hold.id);
+  call.args.push_back(kind_arg(hold.kind));
   // A semaphore's slot: its permit is counted off the record (deleted with the last one).
-  if (std::string record = permit_record_key(name); !record.empty()) {
-    call.keys.push_back(std::move(record));
+  if (const auto semaphore = semaphore_of_slot(name); !semaphore.empty()) {
+    push_key(call.keys, kPermitsPrefix, semaphore);
   }
   return call;
 }
@@ -131,11 +177,11 @@ node::Call fair_leave_call(const std::string& name, const OwnerToken& owner) {
 node::Call fence_raise_call(const HoldId& hold, std::uint64_t token,
                             std::chrono::milliseconds ttl) {
   const std::string& name = hold.name;
-  node::Call call{&scripts::fence_raise(),
-                  strings(fence_key(name), kFenceFloorKey,
-                          hold.kind == HoldKind::read ? readers_key(name) : name),
-                  strings(std::to_string(token), std::to_string(ttl.count()), hold.owner.str(),
-                          hold.id, kind_arg(hold.kind))};
+  node::Call call{
+      &scripts::fence_raise(),
+      {fence_key(name), kFenceFloorKey, hold.kind == HoldKind::read ? readers_key(name) : name},
+      {std::to_string(token), std::to_string(ttl.count()), hold.owner.str(), hold.id,
+       kind_arg(hold.kind)}};
   call.node_keys = key_bit(1);
   return call;
 }

@@ -29,29 +29,44 @@ inline std::string cluster_tag(std::string_view name) {
 // PREFIX{NAME} for a name without braces (the form every version of dlock used); for one with
 // braces PREFIX{TAG}:NAME, in the name's slot and still one key per name. The two forms cannot
 // meet: the first has one '}', at the end; the second has one before ':' and NAME after it.
-// Built in one allocation: a lock cycle names several of these (lock/calls.cc).
-inline std::string auxiliary_key(std::string_view prefix, std::string_view name) {
-  std::string key;
+// Appended to `out`: a lock cycle's calls write their keys straight into the call's one buffer
+// (node::Strings, lock/calls.cc).
+inline void append_auxiliary_key(std::string& out, std::string_view prefix, std::string_view name) {
   if (!has_brace(name)) {
-    key.reserve(prefix.size() + name.size() + 2);
-    key.append(prefix);
-    key.push_back('{');
-    key.append(name);
-    key.push_back('}');
-    return key;
+    out.reserve(out.size() + prefix.size() + name.size() + 2);
+    out.append(prefix);
+    out.push_back('{');
+    out.append(name);
+    out.push_back('}');
+    return;
   }
   const std::string tag = cluster_tag(name);
-  key.reserve(prefix.size() + tag.size() + name.size() + 3);
-  key.append(prefix);
-  key.push_back('{');
-  key.append(tag).append("}:").append(name);
+  out.reserve(out.size() + prefix.size() + tag.size() + name.size() + 3);
+  out.append(prefix);
+  out.push_back('{');
+  out.append(tag).append("}:").append(name);
+}
+
+// Built in one allocation.
+inline std::string auxiliary_key(std::string_view prefix, std::string_view name) {
+  std::string key;
+  append_auxiliary_key(key, prefix, name);
   return key;
 }
+
+// The prefixes of the auxiliary keys below, for append_auxiliary_key.
+inline constexpr std::string_view kFencePrefix = "dlock:fence:";
+inline constexpr std::string_view kReadersPrefix = "dlock:readers:";
+inline constexpr std::string_view kWritersWaitingPrefix = "dlock:writers-waiting:";
+inline constexpr std::string_view kPermitsPrefix = "dlock:permits:";
+inline constexpr std::string_view kQueuePrefix = "dlock:queue:";
+inline constexpr std::string_view kQueueAlivePrefix = "dlock:queue-alive:";
+inline constexpr std::string_view kReleasePrefix = "dlock:release:";
 
 // The fencing counter of `name`. It expires with the lock: the floor below carries its value
 // into the next counter, so Redis keeps nothing for a name that is no longer locked.
 inline std::string fence_key(std::string_view name) {
-  return auxiliary_key("dlock:fence:", name);
+  return auxiliary_key(kFencePrefix, name);
 }
 
 // Node keys (node::Call::node_keys): one per node, not one per name. On a Redis Cluster each
@@ -87,13 +102,13 @@ inline std::string accepted_token_key(std::string_view key) {
 // The read holds of `name` (dlock::SharedMutex): a zset "HOLD_ID OWNER" -> expiry (ms, the
 // node's clock). The key itself expires with its longest-lived reader.
 inline std::string readers_key(std::string_view name) {
-  return auxiliary_key("dlock:readers:", name);
+  return auxiliary_key(kReadersPrefix, name);
 }
 
 // Writers waiting for the readers of `name` to leave: a zset owner -> deadline (ms, the node's
 // clock). New readers stay out while it has a live member (no writer starvation).
 inline std::string writers_waiting_key(std::string_view name) {
-  return auxiliary_key("dlock:writers-waiting:", name);
+  return auxiliary_key(kWritersWaitingPrefix, name);
 }
 
 // Slot i of the semaphore `name` (dlock::Semaphore): an ordinary lock of its own, named
@@ -128,7 +143,7 @@ inline std::string_view semaphore_of_slot(std::string_view name) {
 // the semaphore's slot, beside its queue: dlock:permits:{NAME}:dlock:sem:{NAME}.
 inline std::string permit_record_key(std::string_view name) {
   const auto semaphore = semaphore_of_slot(name);
-  return semaphore.empty() ? std::string() : auxiliary_key("dlock:permits:", semaphore);
+  return semaphore.empty() ? std::string() : auxiliary_key(kPermitsPrefix, semaphore);
 }
 
 // What a lock's fair queue and release channel are named after: the lock, or for a slot of a
@@ -142,18 +157,18 @@ inline std::string_view queued_as(std::string_view name) {
 // waiter -> deadline. A fair semaphore's waiters queue once for all its slots: the first in
 // line takes whichever slot is free.
 inline std::string queue_key(std::string_view name) {
-  return auxiliary_key("dlock:queue:", queued_as(name));
+  return auxiliary_key(kQueuePrefix, queued_as(name));
 }
 
 inline std::string queue_alive_key(std::string_view name) {
-  return auxiliary_key("dlock:queue-alive:", queued_as(name));
+  return auxiliary_key(kQueueAlivePrefix, queued_as(name));
 }
 
 // Where a lock's releases are published, and waiters listen. Every slot of a semaphore shares
 // its semaphore's channel: a waiter for a permit hears the release of any slot.
 // On a Redis Cluster the channel is a shard channel (SSUBSCRIBE), in the lock's slot.
 inline std::string release_channel(std::string_view name) {
-  return auxiliary_key("dlock:release:", queued_as(name));
+  return auxiliary_key(kReleasePrefix, queued_as(name));
 }
 
 }  // namespace dlock::lock

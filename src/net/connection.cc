@@ -295,8 +295,13 @@ void Connection::fail(errc code, const std::string& reason) {
 void Connection::flush() {
   if (write_busy_ || !writable_ || out_.empty()) return;
   write_busy_ = true;
-  auto buffer = std::make_shared<std::string>();
-  buffer->swap(out_);
+  // The write's bytes, shared with its handler (a reconnection may replace the stream while it
+  // is in flight). Reused once no write holds it: a new buffer per write cost two allocations
+  // per request, the buffer and out_ growing again from nothing (issue 32).
+  if (!writing_ || writing_.use_count() > 1) writing_ = std::make_shared<std::string>();
+  writing_->clear();
+  writing_->swap(out_);
+  auto buffer = writing_;
   const auto gen = generation_;
   stream_->write(asio::buffer(*buffer),
                  [this, gen, buffer, s = stream_](const asio::error_code& ec, std::size_t) {

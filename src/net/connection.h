@@ -185,7 +185,8 @@ class Connection {
   std::deque<Pending> waiting_;    // not yet written: the connection is not ready
   std::deque<Pending> in_flight_;  // written, reply not yet read (oldest first)
   std::size_t handshake_left_ = 0;
-  std::string out_;  // encoded commands not yet handed to the socket
+  std::string out_;                       // encoded commands not yet handed to the socket
+  std::shared_ptr<std::string> writing_;  // the bytes of the last write, see flush()
   bool write_busy_ = false;
   bool writable_ = false;  // the stream is open (TLS done): handshake commands may be written
   std::unique_ptr<resp::Reader> reader_;

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <cerrno>
+#include <cstdint>
 
 #include "node/round_outcomes.h"
 
@@ -30,32 +32,51 @@ class NodeScratch {
   std::vector<T> heap_;
 };
 
-}  // namespace
+// A request's callback: its outcome into the round, at [call][node]. Two words, trivially
+// copyable: std::function keeps it in place, without an allocation per request.
+struct Answer {
+  RoundOutcomes* round;
+  std::uint32_t call;
+  std::uint32_t node;
+  Answer(RoundOutcomes* r, std::size_t c, std::size_t i)
+      : round(r), call(static_cast<std::uint32_t>(c)), node(static_cast<std::uint32_t>(i)) {}
+  void operator()(Result<resp::Reply> r) const { round->add(call, node, std::move(r)); }
+};
 
-std::optional<std::vector<Outcomes>> run_borrowed(
-    const std::vector<std::unique_ptr<Node>>& nodes,
-    const std::shared_ptr<const std::vector<Call>>& calls, net::Clock::time_point deadline,
-    const Enough& enough) {
-  const std::size_t n = nodes.size();
-  NodeScratch<net::Connection*> connections(n);
-  for (std::size_t i = 0; i < n; ++i) {
+// Borrows every node's command connection into `connections`, or none (false): a cluster's
+// calls need the io thread to route them, and a busy connection the io thread to queue them.
+bool borrow_all(const std::vector<std::unique_ptr<Node>>& nodes,
+                NodeScratch<net::Connection*>& connections) {
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
     connections[i] = nodes[i]->lendable_connection();
-    if (connections[i] == nullptr) return std::nullopt;  // a cluster: the io thread routes
+    if (connections[i] == nullptr) return false;
   }
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (!connections[i]->try_borrow()) {
       for (std::size_t j = 0; j < i; ++j) {
         connections[j]->give_back(Error(errc::cancelled, "not sent"));
       }
-      return std::nullopt;
+      return false;
     }
   }
-  // Shared: a reply this round stops waiting for reaches it later, from whoever reads it.
-  auto round = std::make_shared<RoundOutcomes>(calls->size(), n, enough);
-  for (std::size_t c = 0; c < calls->size(); ++c) {
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::vector<Outcomes>> run_borrowed(const std::vector<std::unique_ptr<Node>>& nodes,
+                                                  const std::vector<Call>& calls,
+                                                  net::Clock::time_point deadline,
+                                                  const Enough& enough) {
+  const std::size_t n = nodes.size();
+  NodeScratch<net::Connection*> connections(n);
+  if (!borrow_all(nodes, connections)) return std::nullopt;
+  // Not shared (see borrowed_run.h): a share with no owner, so the nodes keep nothing alive.
+  const std::shared_ptr<const std::vector<Call>> unowned(std::shared_ptr<void>(), &calls);
+  RoundOutcomes round(calls.size(), n, enough);
+  for (std::size_t c = 0; c < calls.size(); ++c) {
     for (std::size_t i = 0; i < n; ++i) {
-      nodes[i]->run(calls, c, deadline,
-                    [round, c, i](Result<resp::Reply> r) { round->add(c, i, std::move(r)); });
+      nodes[i]->run(unowned, c, deadline, Answer{&round, c, i});
     }
   }
 
@@ -64,13 +85,13 @@ std::optional<std::vector<Outcomes>> run_borrowed(
   for (;;) {
     // Writes what is queued (the round, then EVAL retries after NOSCRIPT).
     for (std::size_t i = 0; i < n; ++i) connections[i]->borrowed_flush(deadline);
-    if (round->complete()) break;
+    if (round.complete()) break;
     const auto now = net::Clock::now();
     auto next = net::Clock::time_point::max();
     for (std::size_t i = 0; i < n; ++i) {
       next = std::min(next, connections[i]->borrowed_expire(now));
     }
-    if (round->complete()) break;
+    if (round.complete()) break;
     bool waiting = false;
     for (std::size_t i = 0; i < n; ++i) {
       const bool w = connections[i]->borrowed_waiting();
@@ -86,10 +107,12 @@ std::optional<std::vector<Outcomes>> run_borrowed(
     }
   }
 
-  std::vector<Outcomes> out = round->take(round->complete());
+  std::vector<Outcomes> out = round.take(round.complete());
   // Built once: most rounds abandon nothing, and the message would be an allocation per node.
   static const Error abandoned(errc::cancelled, "not waited for: a quorum had answered");
   for (std::size_t i = 0; i < n; ++i) connections[i]->give_back(abandoned);
+  // What lets `round` and `calls` live on the caller's stack: no callback is left to run.
+  assert(round.heard() == calls.size() * n);
   return out;
 }
 

@@ -17,9 +17,14 @@
 namespace dlock::node {
 
 // [call][node] outcomes, or nullopt (nothing sent) when some connection was not idle.
-std::optional<std::vector<Outcomes>> run_borrowed(
-    const std::vector<std::unique_ptr<Node>>& nodes,
-    const std::shared_ptr<const std::vector<Call>>& calls, net::Clock::time_point deadline,
-    const Enough& enough);
+//
+// Neither `calls` nor the round's bookkeeping outlives the call: every request's callback has
+// run by the time it returns (with its reply, a timeout, or the abandonment that give_back()
+// hands to requests still waiting), so the nodes are handed `calls` without a share of it and
+// the round lives on the stack (issue 32: no allocation for either).
+std::optional<std::vector<Outcomes>> run_borrowed(const std::vector<std::unique_ptr<Node>>& nodes,
+                                                  const std::vector<Call>& calls,
+                                                  net::Clock::time_point deadline,
+                                                  const Enough& enough);
 
 }  // namespace dlock::node

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "node/strings.h"
 #include "resp/reply.h"
 #include "scripts/script.h"
 
@@ -19,8 +20,8 @@ namespace dlock::node {
 // One request, sent to every node: a script call, or a plain command when script is null.
 struct Call {
   const scripts::Script* script = nullptr;
-  std::vector<std::string> keys;  // script keys, or the command and its arguments
-  std::vector<std::string> args;  // script arguments
+  Strings keys;  // script keys, or the command and its arguments
+  Strings args;  // script arguments
   // The replica guard: after a script that did not fail, WAIT min_replicas replica_timeout on
   // the same connection (so it covers the script's writes); fewer confirmations turn the reply
   // into the error "REPLICAS ...". The node's answer then waits up to replica_timeout longer.
@@ -50,8 +51,9 @@ struct Call {
 
 // True if `call` is the plain command `verb` (upper case), in any case.
 inline bool is_command(const Call& call, std::string_view verb) {
-  return call.script == nullptr && !call.keys.empty() &&
-         std::equal(call.keys[0].begin(), call.keys[0].end(), verb.begin(), verb.end(),
+  if (call.script != nullptr || call.keys.empty()) return false;
+  const std::string_view first = call.keys[0];
+  return std::equal(first.begin(), first.end(), verb.begin(), verb.end(),
                     [](char a, char b) { return (a >= 'a' && a <= 'z' ? a - 32 : a) == b; });
 }
 

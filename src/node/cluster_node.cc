@@ -47,7 +47,7 @@ Call in_slot(const Call& call, std::uint16_t slot) {
   Call out = call;
   if (out.script != nullptr) {
     for (std::size_t i = 0; i < out.keys.size(); ++i) {
-      if (out.is_node_key(i)) out.keys[i] = node_key_in_slot(out.keys[i], slot);
+      if (out.is_node_key(i)) out.keys.replace(i, node_key_in_slot(out.keys[i], slot));
     }
   }
   return out;
@@ -177,8 +177,7 @@ void ClusterNode::run_split_by_key(const Call& call, net::Clock::time_point dead
     const std::size_t n = call.args_per_key;
     for (std::size_t i : indexes) {
       part.keys.push_back(call.keys[i]);
-      part.args.insert(part.args.end(), call.args.begin() + static_cast<std::ptrdiff_t>(n * i),
-                       call.args.begin() + static_cast<std::ptrdiff_t>(n * i + n));
+      for (std::size_t a = n * i; a < n * i + n; ++a) part.args.push_back(call.args[a]);
     }
     route(Request{std::make_shared<const std::vector<Call>>(1, std::move(part)), slot, deadline,
                   [merge, indexes = indexes](Result<resp::Reply> r) {

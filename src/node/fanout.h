@@ -67,13 +67,13 @@ class Fanout {
     shared->cv.wait(lock, [&] { return shared->out.has_value(); });
     return std::move(*shared->out);
   }
-  Outcomes run_script(const scripts::Script& script, std::vector<std::string> keys,
-                      std::vector<std::string> args, Enough enough = {}) {
+  Outcomes run_script(const scripts::Script& script, Strings keys, Strings args,
+                      Enough enough = {}) {
     std::vector<Call> calls;
     calls.push_back(Call{&script, std::move(keys), std::move(args)});
     return std::move(run(std::move(calls), std::move(enough))[0]);
   }
-  Outcomes run_command(std::vector<std::string> args) {
+  Outcomes run_command(Strings args) {
     std::vector<Call> calls;
     calls.push_back(Call{nullptr, std::move(args), {}});
     return std::move(run(std::move(calls))[0]);
@@ -122,19 +122,18 @@ class Round : public RoundAwaiter<Round> {
 // co_await ScriptRound(fanout, script, keys, args, enough) -> one outcome per node.
 class ScriptRound : public Round {
  public:
-  ScriptRound(Fanout& fanout, const scripts::Script& script, std::vector<std::string> keys,
-              std::vector<std::string> args, Enough enough = {})
+  ScriptRound(Fanout& fanout, const scripts::Script& script, Strings keys, Strings args,
+              Enough enough = {})
       : Round(fanout, one(&script, std::move(keys), std::move(args)), std::move(enough)) {}
   ScriptRound(Fanout& fanout, Call call, Enough enough = {})
       : Round(fanout, one(std::move(call)), std::move(enough)) {}
   // A plain command (args[0] is its name).
-  ScriptRound(Fanout& fanout, std::vector<std::string> command)
+  ScriptRound(Fanout& fanout, Strings command)
       : Round(fanout, one(nullptr, std::move(command), {})) {}
   Outcomes await_resume() { return std::move(Round::await_resume()[0]); }
 
  private:
-  static std::vector<Call> one(const scripts::Script* script, std::vector<std::string> keys,
-                               std::vector<std::string> args) {
+  static std::vector<Call> one(const scripts::Script* script, Strings keys, Strings args) {
     return one(Call{script, std::move(keys), std::move(args)});
   }
   // Not std::vector<Call>{call}: an initializer_list is copied from, every string of the call.

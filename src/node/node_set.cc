@@ -15,9 +15,13 @@ namespace {
 
 // One round on the io thread: each outcome as it comes, until all or enough are in.
 struct Gathering {
-  Gathering(asio::io_context& io, std::size_t calls, std::size_t nodes, Enough enough,
-            Fanout::Done finished_with)
-      : guard(io), round(calls, nodes, std::move(enough)), done(std::move(finished_with)) {}
+  Gathering(asio::io_context& io, std::size_t calls, std::vector<Call> kept_calls,
+            std::size_t nodes, Enough enough, Fanout::Done finished_with)
+      : kept(std::move(kept_calls)),
+        guard(io),
+        round(calls, nodes, std::move(enough)),
+        done(std::move(finished_with)) {}
+  const std::vector<Call> kept;  // the calls a round sends (NodeSet::start), else empty
   // Each connection enforces the deadline itself; this timer, a second after it, only keeps a
   // bug there from hanging the round (and every Task waiting behind it) for good.
   asio::steady_timer guard;
@@ -62,24 +66,28 @@ NodeSet::~NodeSet() {
 }
 
 void NodeSet::start(std::vector<Call> calls, Enough enough, Done done) {
-  auto shared = std::make_shared<const std::vector<Call>>(std::move(calls));
   if (!engine::on_io_thread()) {
-    if (auto out = run_borrowed(nodes_, shared, net::Clock::now() + node_timeout_, enough)) {
+    if (auto out = run_borrowed(nodes_, calls, net::Clock::now() + node_timeout_, enough)) {
       return done(std::move(*out));
     }
   }
+  // Shared: a retry (NOSCRIPT, a redirect) may be sent after the round, and a reply it stops
+  // waiting for reaches it later, from whoever reads it.
+  const std::size_t n = calls.size();
   gather(
-      shared->size(),
-      [shared](Node& node, std::size_t c, net::Clock::time_point deadline,
-               net::Connection::Callback sent) { node.run(shared, c, deadline, std::move(sent)); },
+      n, std::move(calls),
+      [](Node& node, std::size_t c, net::Clock::time_point deadline, net::Connection::Callback sent,
+         const std::shared_ptr<const std::vector<Call>>& shared) {
+        node.run(shared, c, deadline, std::move(sent));
+      },
       std::move(enough), std::move(done));
 }
 
 void NodeSet::subscribe(const std::string& channel, Done done) {
   gather(
-      1,
+      1, {},
       [channel](Node& node, std::size_t, net::Clock::time_point deadline,
-                net::Connection::Callback sent) {
+                net::Connection::Callback sent, const std::shared_ptr<const std::vector<Call>>&) {
         node.subscribe(channel, deadline, std::move(sent));
       },
       {}, std::move(done));
@@ -109,10 +117,13 @@ void NodeSet::unsubscribe(const std::string& channel, std::function<bool()> keep
   });
 }
 
-void NodeSet::gather(std::size_t calls, Sender send, Enough enough, Done done) {
-  auto g =
-      std::make_shared<Gathering>(io_, calls, nodes_.size(), std::move(enough), std::move(done));
+template <typename Send>
+void NodeSet::gather(std::size_t calls, std::vector<Call> kept, Send send, Enough enough,
+                     Done done) {
+  auto g = std::make_shared<Gathering>(io_, calls, std::move(kept), nodes_.size(),
+                                       std::move(enough), std::move(done));
   auto go = [this, g, calls, send = std::move(send)] {
+    const std::shared_ptr<const std::vector<Call>> shared(g, &g->kept);
     // Each connection enforces the deadline itself and calls back exactly once.
     const auto deadline = net::Clock::now() + node_timeout_;
     g->guard.expires_at(deadline + std::chrono::seconds(1));
@@ -121,8 +132,9 @@ void NodeSet::gather(std::size_t calls, Sender send, Enough enough, Done done) {
     });
     for (std::size_t c = 0; c < calls; ++c) {
       for (std::size_t i = 0; i < nodes_.size(); ++i) {
-        send(*nodes_[i], c, deadline,
-             [g, c, i](Result<resp::Reply> r) { g->add(c, i, std::move(r)); });
+        send(
+            *nodes_[i], c, deadline,
+            [g, c, i](Result<resp::Reply> r) { g->add(c, i, std::move(r)); }, shared);
       }
     }
   };

@@ -65,11 +65,13 @@ class NodeSet final : public Fanout {
   // Declared first so it is destroyed last: the nodes' sockets and timers belong to it.
   asio::io_context io_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
-  using Sender = std::function<void(Node&, std::size_t call, net::Clock::time_point,
-                                    net::Connection::Callback)>;
-  // Sends `calls` requests to every node on the io thread (now if called there, else posted)
-  // and calls `done` there with [call][node] once all answered or enough did.
-  void gather(std::size_t calls, Sender send, Enough enough, Done done);
+  // Sends `calls` requests to every node on the io thread (now if called there, else posted),
+  // each by `send(node, call, deadline, callback, shared)`, and calls `done` there with
+  // [call][node] once all answered or enough did. `shared` views `kept`, kept with the round's
+  // own state for as long as a node holds it (a retry after the round): one allocation for both.
+  // A template: as a std::function, the sender cost an allocation per round (issue 32).
+  template <typename Send>
+  void gather(std::size_t calls, std::vector<Call> kept, Send send, Enough enough, Done done);
 
   std::vector<std::unique_ptr<Node>> nodes_;
   const std::chrono::milliseconds node_timeout_;

@@ -29,6 +29,7 @@ class RoundOutcomes {
   // Ignored once taken: a reply that comes after a return at quorum is dropped (and `enough`
   // may refer to the frame of a Task that has moved on).
   void add(std::size_t call, std::size_t node, Result<resp::Reply> r) {
+    ++heard_;
     if (taken_) return;
     if (single_ && r && enough_.needed > 0 && enough_.counts(node, *r)) ++yes_;
     slot(call * nodes_ + node) = std::move(r);
@@ -58,6 +59,9 @@ class RoundOutcomes {
     return out;
   }
   bool taken() const { return taken_; }
+  // Outcomes added, those after take() too: every request's callback ran once it is
+  // calls * nodes.
+  std::size_t heard() const { return heard_; }
 
  private:
   bool quorum_reached() const { return single_ && enough_.reached(yes_); }
@@ -75,6 +79,7 @@ class RoundOutcomes {
   const std::size_t nodes_;
   std::size_t answered_ = 0;
   std::size_t yes_ = 0;  // answers that count towards Enough
+  std::size_t heard_ = 0;
   bool taken_ = false;
   const std::size_t expected_;
   const bool single_;

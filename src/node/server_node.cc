@@ -45,16 +45,15 @@ std::string_view encode_eval(std::string_view verb, std::string_view body, const
   const auto end = std::to_chars(digits, digits + sizeof digits, call.keys.size()).ptr;
   const std::string_view nkeys(digits, static_cast<std::size_t>(end - digits));
   const bool publishes = call.script->publishes;
-  std::size_t size = put_size({}) + put_size(verb) + put_size(body) + put_size(nkeys) +
-                     (publishes ? put_size(publish_verb) : 0);
-  for (const auto& k : call.keys) size += put_size(k);
-  for (const auto& a : call.args) size += put_size(a);
+  const std::size_t size = put_size({}) + put_size(verb) + put_size(body) + put_size(nkeys) +
+                           (publishes ? put_size(publish_verb) : 0) + call.keys.bytes() +
+                           call.args.bytes() + put_size({}) * (call.keys.size() + call.args.size());
   if (out.size() < size) out.resize(size);
   char* p =
       put_header(out.data(), '*', 3 + call.keys.size() + call.args.size() + (publishes ? 1 : 0));
   for (const std::string_view s : {verb, body, nkeys}) p = put(p, s);
-  for (const auto& k : call.keys) p = put(p, k);
-  for (const auto& a : call.args) p = put(p, a);
+  for (const std::string_view k : call.keys) p = put(p, k);
+  for (const std::string_view a : call.args) p = put(p, a);
   if (publishes) p = put(p, publish_verb);
   return std::string_view(out.data(), static_cast<std::size_t>(p - out.data()));
 }

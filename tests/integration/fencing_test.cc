@@ -109,8 +109,8 @@ class FenceRaiseScriptTest : public ::testing::Test {
   test::ReplyPtr eval(const node::Call& call) const {
     std::vector<std::string> args{"EVAL", std::string(call.script->source),
                                   std::to_string(call.keys.size())};
-    args.insert(args.end(), call.keys.begin(), call.keys.end());
-    args.insert(args.end(), call.args.begin(), call.args.end());
+    for (const std::string_view key : call.keys) args.emplace_back(key);
+    for (const std::string_view arg : call.args) args.emplace_back(arg);
     if (call.script->publishes) args.emplace_back("publish");
     auto r = server_->command(args);
     EXPECT_TRUE(r && r->type != REDIS_REPLY_ERROR) << (r && r->str ? r->str : "no reply");

@@ -207,16 +207,18 @@ std::vector<std::pair<std::string, std::string>> SimCluster::take_touched() {
 std::vector<std::string> names_of(const node::Call& call) {
   if (!call.script || call.keys.empty()) return {};
   const std::string_view script = call.script->name;
-  if (script == "renew") return call.keys;
+  if (script == "renew") return call.keys.to_vector();
   // A semaphore slot's permit record rides along: acquire's KEYS[7], release's KEYS[5].
   if (script == "acquire" || script == "release") {
     const std::size_t record = script == "acquire" ? 6 : 4;
-    if (call.keys.size() > record) return {call.keys[0], call.keys[record]};
-    return {call.keys[0]};
+    if (call.keys.size() > record) {
+      return {std::string(call.keys[0]), std::string(call.keys[record])};
+    }
+    return {std::string(call.keys[0])};
   }
   if (script == "fence_raise") {
     // dlock:fence:{NAME}, or dlock:fence:{TAG}:NAME for a name with braces (lock/keys.h)
-    const std::string& k = call.keys[0];
+    const std::string k(call.keys[0]);
     const auto open = k.find('{');
     if (open == std::string::npos) return {};
     if (k.back() == '}') return {k.substr(open + 1, k.size() - open - 2)};

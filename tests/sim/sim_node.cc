@@ -63,9 +63,9 @@ std::int64_t ttl_part(const std::string& member) {
   return number(dot == std::string::npos ? member : member.substr(0, dot));
 }
 
-const std::string& at(const std::vector<std::string>& v, std::size_t i) {
+std::string at(const node::Strings& v, std::size_t i) {
   if (i >= v.size()) throw std::logic_error("script called with too few keys or arguments");
-  return v[i];
+  return std::string(v[i]);
 }
 
 }  // namespace
@@ -130,7 +130,7 @@ resp::Reply SimNode::execute(const node::Call& call) {
   // One reading of the clock per call: Redis freezes time while a script runs.
   const std::int64_t now = clock_.now_ms();
   if (call.script) return run_script(call, now);
-  if (call.keys.size() == 1 && call.keys[0] == "INFO") {
+  if (call.keys.size() == 1 && at(call.keys, 0) == "INFO") {
     return info(now);
   }
   return error("ERR sim: command not modelled");
@@ -265,7 +265,8 @@ resp::Reply SimNode::acquire(const node::Call& call, std::int64_t now) {
   const std::int64_t ttl = ttl_of(at(call.args, 2));
   // KEYS[7], ARGV[8]: a semaphore slot's permit record and the count this client uses. Another
   // count recorded here refuses, and nothing changes.
-  const std::string* record = call.keys.size() > 6 ? &call.keys[6] : nullptr;
+  const std::string record_key = call.keys.size() > 6 ? at(call.keys, 6) : std::string();
+  const std::string* record = call.keys.size() > 6 ? &record_key : nullptr;
   if (record && mutation_ != Mutation::ignore_permit_count) {
     const HGet n = store_.hget(*record, "n", now);
     if (n.kind == HGet::Kind::value && n.value != at(call.args, 7)) {
@@ -313,12 +314,13 @@ resp::Reply SimNode::release(const node::Call& call, std::int64_t now) {
   store_.del(key);
   // KEYS[5]: a semaphore slot's permit record, deleted with its last permit.
   if (call.keys.size() > 4) {
-    const HGet held = store_.hget(call.keys[4], "held", now);
+    const std::string record = at(call.keys, 4);
+    const HGet held = store_.hget(record, "held", now);
     const std::int64_t left = (held.kind == HGet::Kind::value ? number(held.value) : 0) - 1;
     if (left <= 0) {
-      store_.del(call.keys[4]);
+      store_.del(record);
     } else {
-      store_.hset(call.keys[4], "held", std::to_string(left), now);
+      store_.hset(record, "held", std::to_string(left), now);
     }
   }
   // The fair queue is never created here (fair mode is not simulated), so the loop over it
@@ -330,7 +332,7 @@ resp::Reply SimNode::release(const node::Call& call, std::int64_t now) {
 resp::Reply SimNode::renew(const node::Call& call, std::int64_t now) {
   std::vector<std::int64_t> result;
   for (std::size_t i = 0; i < call.keys.size(); ++i) {
-    const std::string& key = call.keys[i];
+    const std::string& key = at(call.keys, i);
     if (at(call.args, 4 * i + 3) == "p") {  // a permit record: re-armed if it is here
       const bool here = store_.exists(key, now);
       const std::int64_t ttl = ttl_of(at(call.args, 4 * i + 2));
@@ -394,9 +396,9 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
   const std::int64_t max_ttl = live_max_ttl(max_ttl_key, now);
   if (joining) {
     for (std::size_t i = 3; i + 1 < call.args.size(); i += 2) {
-      const std::int64_t age = number(call.args[i + 1]);
-      if (store_.hget(boots, call.args[i], now).kind != HGet::Kind::value) {
-        store_.hset(boots, call.args[i],
+      const std::int64_t age = number(at(call.args, i + 1));
+      if (store_.hget(boots, at(call.args, i), now).kind != HGet::Kind::value) {
+        store_.hset(boots, at(call.args, i),
                     std::to_string(now) + " " + std::to_string(age >= 0 ? now - age : 0), now);
       }
     }
@@ -411,8 +413,8 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
   std::vector<std::int64_t> result{max_ttl, 1};
   // for i = 4, #ARGV - 1, 2: the pairs (run_id, uptime) after ARGV[1..3].
   for (std::size_t i = 3; i + 1 < call.args.size(); i += 2) {
-    const std::string& run_id = call.args[i];
-    const std::int64_t uptime = number(call.args[i + 1]);
+    const std::string& run_id = at(call.args, i);
+    const std::int64_t uptime = number(at(call.args, i + 1));
     const HGet record = store_.hget(boots, run_id, now);
     std::int64_t boot = 0;
     if (record.kind == HGet::Kind::value) {
@@ -453,7 +455,7 @@ resp::Reply SimNode::force_release(const node::Call& call, std::int64_t now) {
   bool readers = false;
   for (const std::size_t k : {std::size_t{2}, std::size_t{3}}) {
     readers = store_.exists(at(call.keys, k), now) || readers;
-    store_.del(call.keys[k]);
+    store_.del(at(call.keys, k));
   }
   resp::Reply r;
   r.type = resp::Reply::Type::string;
@@ -466,7 +468,7 @@ resp::Reply SimNode::force_release(const node::Call& call, std::int64_t now) {
     r.str = "kept-foreign";
     return r;
   }
-  if (kind != "none") store_.del(call.keys[0]);
+  if (kind != "none") store_.del(at(call.keys, 0));
   r.str = foreign ? "deleted-foreign" : "deleted";
   return r;
 }

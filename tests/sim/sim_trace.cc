@@ -29,16 +29,16 @@ std::string Trace::at(Clock::time_point t) const {
 std::string describe(const node::Call& call) {
   if (!call.script) {
     std::string out;
-    for (const auto& a : call.keys) out += (out.empty() ? "" : " ") + a;
+    for (const std::string_view a : call.keys) (out += (out.empty() ? "" : " ")) += a;
     return out;
   }
   std::string out(call.script->name);
   out += " keys=";
-  for (std::size_t i = 0; i < call.keys.size(); ++i) out += (i ? "," : "") + call.keys[i];
+  for (std::size_t i = 0; i < call.keys.size(); ++i) (out += (i ? "," : "")) += call.keys[i];
   out += " args=";
   for (std::size_t i = 0; i < call.args.size(); ++i) {
     // run_ids are long: their first 8 characters tell them apart in a trace.
-    const std::string& a = call.args[i];
+    const std::string a(call.args[i]);
     out += (i ? "," : "") + (a.size() > 24 ? a.substr(0, 8) + ".." : a);
   }
   return out;

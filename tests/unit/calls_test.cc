@@ -13,7 +13,7 @@
 namespace dlock::lock {
 namespace {
 
-bool named_as_node_key(const std::string& key) {
+bool named_as_node_key(std::string_view key) {
   return key == kFenceFloorKey || key == kMaxTtlKey || key == kBootsKey;
 }
 
@@ -66,8 +66,8 @@ TEST(CallsTest, AnAcquisitionSaysWhichTtlToRecordAndHow) {
   ASSERT_NE(call.record_call, nullptr);
   const node::Call record = call.record_call(*call.record_ttl, call.announcement);
   // The member the greeting's retraction takes back, for twice the ttl.
-  EXPECT_EQ(record.keys, std::vector<std::string>{kMaxTtlKey});
-  EXPECT_EQ(record.args, (std::vector<std::string>{"5000.12", "10000"}));
+  EXPECT_EQ(record.keys.to_vector(), std::vector<std::string>{kMaxTtlKey});
+  EXPECT_EQ(record.args.to_vector(), (std::vector<std::string>{"5000.12", "10000"}));
   EXPECT_TRUE(record.is_node_key(0));
 }
 
