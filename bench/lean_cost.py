@@ -6,7 +6,9 @@ prototypes of issue 32 (bench/lean/*.lua, docs/protocol-lean.md), one at a time 
         [--server-cpu=C] [--before=DIR]
 
 `dlock today` is src/scripts as a client of several nodes runs them (the name's counter),
-`dlock today, one node` as a client of one node (the node's counter); --before=DIR adds the row
+`dlock today, one node` as a client of one node (the node's counter), `... dispatched K` the
+same calls K to an EVALSHA of dispatcher() (group commit of today's scripts as they are), `fast
+paths first` bench/lean/acquire_fastfirst.lua and release_fastfirst.lua; --before=DIR adds the row
 `dlock before` with the acquire.lua and release.lua of DIR (e.g. an older checkout's
 src/scripts: `git worktree add /tmp/old 8b836e2`), called as that version did.
 
@@ -68,8 +70,37 @@ def start_server(port):
 BEFORE = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--before=")]
 
 
+def dispatcher():
+    """Group commit without a batch script of its own: acquire.lua and release.lua as they are,
+    each wrapped in a function of (KEYS, ARGV), behind key_clock.lua once, and a loop that runs
+    the calls of one EVALSHA one after the other. ARGV: the number of calls, then per call the
+    script (1 acquire, 2 release), its key count, its argument count and its arguments; KEYS:
+    every call's keys in order. Replies {'d', reply_1, ...}: each call's own reply (an error
+    caught by pcall in its place), so that one call's failure is only its own."""
+    clock = open(os.path.join(SRC, "key_clock.lua")).read()
+    text = clock
+    for name in ("acquire", "release"):
+        text += (f"local function {name}(KEYS, ARGV)\n" +
+                 open(os.path.join(SRC, name + ".lua")).read() + "\nend\n")
+    return text + """
+local scripts, out, k, a = {acquire, release}, {'d'}, 1, 2
+for i = 1, tonumber(ARGV[1]) do
+  local f, nk, na = scripts[tonumber(ARGV[a])], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local keys, args = {}, {}
+  for j = 1, nk do keys[j] = KEYS[k + j - 1] end
+  for j = 1, na do args[j] = ARGV[a + 2 + j] end
+  k, a = k + nk, a + 3 + na
+  local ok, reply = pcall(f, keys, args)
+  if not ok and type(reply) ~= 'table' then reply = {err = tostring(reply)} end
+  if reply == nil then reply = false end
+  out[i + 1] = reply
+end
+return out
+"""
+
+
 def load(r):
-    sha = {}
+    sha = {"dispatcher": r.script_load(dispatcher())}
     for prefix, src in [("", SRC)] + [("before_", d) for d in BEFORE]:
         clock = open(os.path.join(src, "key_clock.lua")).read()
         for name in ("acquire", "release"):
@@ -135,6 +166,19 @@ class Calls:
         return [["EVALSHA", self.sha["bound_batch"], len(keys)] + keys + ["a", TTL] + values,
                 ["EVALSHA", self.sha["bound_batch"], len(keys)] + keys + ["r", TTL] + values]
 
+    def dispatched(self, names):
+        """today's one-node acquire, then release, of `names`: two EVALSHA of dispatcher()."""
+        out = []
+        for script, part in ((1, 0), (2, 1)):
+            keys, args = [], [len(names)]
+            for n in names:
+                c = self.current(n, counter="n")[part]
+                k = c[2]
+                keys += c[3:3 + k]
+                args += [script, k, len(c) - 3 - k] + c[3 + k:]
+            out.append(["EVALSHA", self.sha["dispatcher"], len(keys)] + keys + args)
+        return out
+
     def raise_node(self, token, names=()):
         keys, args = [FLOOR] + list(names), [token]
         for _ in names:
@@ -171,6 +215,13 @@ def row_commands(calls, row, tag):
             acquire, release = calls.batch(names[j:j + k], True)
             out += [acquire, calls.raise_node(1, names[j:j + k])[0], release]
         return out
+    if row == "fast paths first, one node":
+        return [["EVALSHA", calls.sha[s]] + c[2:] for n in names
+                for s, c in zip(("acquire_fastfirst", "release_fastfirst"),
+                                calls.current(n, counter="n"))]
+    if row.startswith("dlock today, one node, dispatched"):
+        k = int(row.split()[-1])
+        return [c for j in range(0, N, k) for c in calls.dispatched(names[j:j + k])]
     if row.startswith("bound batched"):
         k = int(row.split()[-1])
         return [c for j in range(0, N, k) for c in calls.bound(names[j:j + k])]
@@ -187,7 +238,9 @@ def row_commands(calls, row, tag):
 
 
 ROWS = ["raw floor"] + (["dlock before"] if BEFORE else []) + [
-        "dlock today", "dlock today, one node", "lean A (compatible keys)", "lean B (node marker)",
+        "dlock today", "dlock today, one node", "dlock today, one node, dispatched 1",
+        "dlock today, one node, dispatched 16", "dlock today, one node, dispatched 64",
+        "fast paths first, one node", "lean A (compatible keys)", "lean B (node marker)",
         "string key (comparison)", "lean A batched 4", "lean A batched 16", "lean A batched 64",
         "lean B batched 16", "lean B+flag batched 16", "lean B+flag batched 64",
         "lean A + raise every cycle", "lean A batched 16 + raise", "bound batched 16",
@@ -226,7 +279,10 @@ def run_row(r, commands):
 
 def check_reply(reply):
     """Every cycle of the rows is uncontended: a refusal or a fallback is a broken prototype."""
-    if isinstance(reply, list):
+    if isinstance(reply, list) and reply and reply[0] == b"d":  # dispatcher(): each call's reply
+        if not all(isinstance(x, int) and x >= 0 for x in reply[1:]):
+            raise RuntimeError(f"a dispatched call was refused or failed: {reply}")
+    elif isinstance(reply, list):
         if reply and reply[0] in (0, -2) and len(reply) <= 3:
             raise RuntimeError(f"unexpected reply {reply}")
         if any(isinstance(x, int) and x < 0 for x in reply):
@@ -284,6 +340,21 @@ def functional_checks(r, calls):
     assert r.execute_command(*calls.raise_node(out[0] + 100, ["b:3", "b:1"])[0]) == \
         [out[0] + 100, 1, 0]
     assert r.execute_command(*calls.raise_node(5)[0]) == [out[0] + 100]
+    # The dispatcher: each call's own reply; the fast-paths-first prototypes as today's.
+    d = calls.current("d:1", counter="n")
+    out = r.execute_command(*calls.dispatched(["d:1", "d:2"])[0])
+    assert out[0] == b"d" and out[2] == out[1] + 1, out
+    assert r.execute_command(*calls.dispatched(["d:1", "d:2"])[1]) == [b"d", 0, 0]
+    assert r.execute_command(*d[1]) == -1  # released by the dispatched call
+    r.delete(MAX_TTL)
+    r.hset(MAX_TTL, "x", 1)  # every grant's record fails: an error in its call's place
+    bad = r.execute_command(*calls.dispatched(["d:4"])[0])
+    assert bad[0] == b"d" and isinstance(bad[1], redis.ResponseError), bad
+    r.delete(MAX_TTL)
+    f = ["EVALSHA", calls.sha["acquire_fastfirst"]] + calls.current("d:3", counter="n")[0][2:]
+    assert r.execute_command(*f) == out[2] + 2
+    f = ["EVALSHA", calls.sha["release_fastfirst"]] + calls.current("d:3", counter="n")[1][2:]
+    assert r.execute_command(*f) == 0 and not r.exists("d:3")
     # Plan B: the counter is a hash field (an old client's GET of it fails: the marker).
     r.flushall()
     b1 = r.execute_command(*calls.lean("p", False)[0])
@@ -317,7 +388,7 @@ def main():
               "cpu = server rusage, per lock cycle (µs): median and min over the rounds; "
               "÷floor: the median of the per-round ratios to the raw floor, and the row's "
               "min ÷ the floor's min (the least disturbed runs).")
-        print(f"{'row':30s} {'exec med':>8s} {'min':>6s} {'÷floor':>7s} {'min':>6s}  "
+        print(f"{'row':38s} {'exec med':>8s} {'min':>6s} {'÷floor':>7s} {'min':>6s}  "
               f"{'cpu med':>7s} {'min':>6s} {'÷floor':>7s} {'min':>6s}   inner commands per cycle")
         for row in ROWS:
             res = results[row]
@@ -329,12 +400,12 @@ def main():
                 cols.append(f"{statistics.median(vals):8.2f} {min(vals):6.2f} "
                             f"{statistics.median(ratios):6.2f}× {min(vals) / least:5.2f}×")
             inner = res[-1][2]
-            print(f"{row:30s} {cols[0]}  {cols[1]}   " +
+            print(f"{row:38s} {cols[0]}  {cols[1]}   " +
                   " ".join(f"{k}={v:.2g}" for k, v in sorted(inner.items())))
         for k, what in ((0, "exec"), (1, "cpu")):
             print(f"per-round {what} ratios to the floor:")
             for row in ROWS:
-                print(f"  {row:30s} " + " ".join(f"{x[k] / f[k]:.2f}"
+                print(f"  {row:38s} " + " ".join(f"{x[k] / f[k]:.2f}"
                                                  for x, f in zip(results[row], floor)))
     finally:
         server.terminate()
