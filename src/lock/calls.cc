@@ -137,7 +137,15 @@ node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
   call.announcement = std::move(announcement);
   call.record_ttl = ttl;
   call.record_call = &announced_ttl_call;
+  call.granted = &acquire_granted;
   return call;
+}
+
+bool acquire_granted(const resp::Reply& reply) {
+  // acquire.lua: the bare token; fair_acquire.lua: {1, token, 0} (tally.cc, parse_acquire).
+  if (reply.is_integer()) return reply.integer > 0;
+  return reply.is_array() && !reply.elements.empty() && reply.elements[0].is_integer() &&
+         reply.elements[0].integer == 1;
 }
 
 node::Call announced_ttl_call(std::chrono::milliseconds ttl, const std::string& announcement) {

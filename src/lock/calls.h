@@ -70,8 +70,13 @@ node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
 
 // What a cluster node runs in its home slot before an acquisition of `ttl` made under
 // `announcement` (Call::record_call): the greeting's record of that ttl, max_ttl_raise.lua with
-// the member "<ttl>.<digits>" for twice the ttl, so that a retraction takes it back.
+// the member "<ttl>.<digits>" for twice the ttl, so that a retraction takes it back. With no
+// announcement, the bare member "<ttl>", which no retraction removes: what a cluster node
+// records there after a grant (Call::granted).
 node::Call announced_ttl_call(std::chrono::milliseconds ttl, const std::string& announcement);
+
+// Whether a reply of acquire.lua or fair_acquire.lua is a grant (Call::granted).
+bool acquire_granted(const resp::Reply& reply);
 
 // release.lua for `hold` (its permit record too, for a semaphore's slot).
 node::Call release_call(const HoldId& hold);

@@ -45,6 +45,12 @@ struct Call {
   // With record_ttl: how to build the call that records it (the lock layer's builder), run by a
   // cluster node in its home slot before the acquisition, under the call's announcement.
   Call (*record_call)(std::chrono::milliseconds ttl, const std::string& announcement) = nullptr;
+  // With record_ttl: whether a reply to the acquisition is a grant (the lock layer's reading).
+  // A cluster node then records the bare ttl (record_call with no announcement, which no
+  // retraction takes back) in its home slot before it hands the grant on, as acquire.lua does
+  // in the lock's own slot: the lease is then known where greetings look after the client took
+  // its announcements back (a refused larger ttl), for as long as it may live.
+  bool (*granted)(const resp::Reply& reply) = nullptr;
 
   bool is_node_key(std::size_t i) const { return i < 32 && (node_keys >> i & 1U) != 0; }
 };

@@ -111,6 +111,8 @@ void ClusterNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_
   Request request{std::make_shared<const std::vector<Call>>(1, in_slot(call, *slot)), *slot,
                   deadline, std::move(done)};
   if (call.record_ttl && call.record_call != nullptr) {
+    // A lock outside the home slot: acquire.lua records its ttl in the lock's slot only.
+    if (*slot != kHomeSlot && call.granted != nullptr) record_grant_after(call, request);
     const std::int64_t ttl = call.record_ttl->count();
     // Raised again under a new announcement too: the one raised before may be taken back.
     if (ttl > home_max_ttl_ || home_max_ttl_epoch_ != epoch() ||
@@ -148,6 +150,44 @@ void ClusterNode::raise_max_ttl_then(const Call& call, Request acquisition) {
                   }
                   route(std::move(acquisition));
                 }});
+}
+
+void ClusterNode::record_grant_after(const Call& call, Request& acquisition) {
+  auto record = std::make_shared<const std::vector<Call>>(
+      1, in_slot(call.record_call(*call.record_ttl, std::string()), kHomeSlot));
+  acquisition.done = [this, ttl = call.record_ttl->count(), granted = call.granted,
+                      record = std::move(record), deadline = acquisition.deadline,
+                      done = std::move(acquisition.done)](Result<resp::Reply> r) mutable {
+    if (!r || !granted(*r) || home_grant_covers(ttl)) return done(std::move(r));
+    const std::uint64_t epoch_then = epoch();
+    const auto sent = net::Clock::now();
+    route(Request{std::move(record), kHomeSlot, deadline,
+                  [this, ttl, epoch_then, sent, reply = std::move(*r),
+                   done = std::move(done)](Result<resp::Reply> raised) mutable {
+                    if (!raised || raised->is_error()) {
+                      // Granted, but not recorded where greetings look: the grant must not
+                      // count (a failed attempt releases it; a lease of other nodes does not
+                      // need it).
+                      return done(raised ? Result<resp::Reply>(
+                                               Error(errc::script_error,
+                                                     "recording the granted ttl: " + raised->str))
+                                         : std::move(raised));
+                    }
+                    if (epoch_then == epoch()) {
+                      home_grant_ttl_ = ttl;
+                      home_grant_epoch_ = epoch_then;
+                      home_grant_until_ = sent + std::chrono::milliseconds(2 * ttl);
+                    }
+                    done(std::move(reply));
+                  }});
+  };
+}
+
+bool ClusterNode::home_grant_covers(std::int64_t ttl) const {
+  // The bare entry raised last lives until home_grant_until_ at least (raised for twice its
+  // ttl, from before it was sent); a lease granted by now ends within `ttl` from now.
+  return ttl <= home_grant_ttl_ && home_grant_epoch_ == epoch() &&
+         net::Clock::now() + std::chrono::milliseconds(ttl) <= home_grant_until_;
 }
 
 void ClusterNode::run_split_by_key(const Call& call, net::Clock::time_point deadline,

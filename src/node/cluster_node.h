@@ -94,6 +94,14 @@ class ClusterNode final : public Node {
   // An acquisition whose ttl the greeting's copy of the live ttls (slot 0's) may not hold for a
   // ttl more: raised there first (the call's record_call, for twice its ttl), then sent.
   void raise_max_ttl_then(const Call& call, Request acquisition);
+  // An acquisition of a lock outside the home slot: its reply, if a grant (Call::granted), is
+  // handed on only once slot 0's record holds the bare ttl for the lease's life (record_call
+  // with no announcement, for twice the ttl; skipped while the last one raised covers it). The
+  // announcement raised before may be taken back once the client settles (a refused larger
+  // ttl): the bare entry is what keeps the lease known where greetings look, as acquire.lua's
+  // does on a plain server. A grant that cannot be recorded there fails on this node.
+  void record_grant_after(const Call& call, Request& acquisition);
+  bool home_grant_covers(std::int64_t ttl) const;
   // INFO for the cluster as a whole: asked of every master, answered as one server would, with
   // a run_id that changes whenever any master does (see the header comment).
   void identify(Request request);
@@ -152,6 +160,11 @@ class ClusterNode final : public Node {
   std::uint64_t home_max_ttl_epoch_ = 0;
   net::Clock::time_point home_max_ttl_until_{};
   std::string home_max_ttl_announcement_;  // the announcement it was raised under (Call)
+  // The last bare ttl a grant raised there (record_grant_after), its epoch, and until when
+  // that entry lives at least.
+  std::int64_t home_grant_ttl_ = 0;
+  std::uint64_t home_grant_epoch_ = 0;
+  net::Clock::time_point home_grant_until_{};
 
   std::map<std::string, ServerNode*> channels_;  // subscribed channel -> where (null: moving)
 };

@@ -369,6 +369,50 @@ TEST_F(ClusterFailoverTest, ALockTheReplicaLostIsNeverHeldTwice) {
       test::eventually([&] { return static_cast<bool>(b.try_lock(name, fixed(5s))); }, 60s));
 }
 
+// As above, but the holder of the 20 s lease (not renewed) was then refused a larger ttl (40 s,
+// on a name another library holds) and took its announcements back: the lease's ttl must still
+// be known where the greeting reads it after the failover (slot 0's record, on a master that did
+// not fail), so nobody gets the lock from the promoted replica while the lease is valid.
+// Before: slot 0 knew the 20 s only under the holder's announcement, which the retraction
+// removed; the quarantine lasted the contender's own ttl, and it got the lock beside the holder.
+TEST_F(ClusterFailoverTest, ALeaseWhoseHolderWasRefusedALargerTtlIsNeverHeldTwice) {
+  Client a = client_of({cluster_->url()});
+  Client b = client_of({cluster_->url()});
+  // Outside the master of slot 0: its record survives the failover.
+  const std::size_t home = cluster_->master_of_slot(0);
+  std::string name = "lost-after-retraction";
+  for (int i = 0; cluster_->master_of(name) == home; ++i) {
+    name = "lost-after-retraction-" + std::to_string(i);
+  }
+  const std::string foreign = "held-by-another-library";
+  ASSERT_TRUE(
+      cluster_->command(cluster_->master_of(foreign), {"SET", foreign, "x", "PX", "300000"}));
+  ASSERT_TRUE(a.try_lock("warm-up", fixed(1s)));
+  for (std::size_t m : cluster_->masters()) ASSERT_TRUE(cluster_->replicated(m));
+  const std::size_t master = cluster_->master_of(name);
+  const std::size_t replica = cluster_->replica_of(master);
+  ASSERT_NE(replica, test::ShardedCluster::npos);
+  cluster_->server(replica).pause();
+  auto cut = cluster_->command(master, {"CLIENT", "KILL", "TYPE", "replica"});
+  ASSERT_TRUE(cut && cut->integer == 1);
+  auto lease = a.try_lock(name, fixed(20s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  auto larger = a.try_lock(foreign, fixed(40s));
+  ASSERT_FALSE(larger) << "another library's lock was granted";
+  ASSERT_TRUE(larger.error().is(errc::lock_held)) << larger.error().message();
+
+  fail_over(name, master, replica, b, *lease);
+  EXPECT_FALSE(cluster_->exists(name)) << "the promoted replica never had the key";
+  while (lease->validity() > 0ms) {
+    auto other = b.try_lock(name, fixed(1s));
+    ASSERT_FALSE(other && lease->validity() > 0ms)
+        << "two holders: the second got the lock from the promoted replica";
+    std::this_thread::sleep_for(200ms);
+  }
+  EXPECT_TRUE(
+      test::eventually([&] { return static_cast<bool>(b.try_lock(name, fixed(1s))); }, 60s));
+}
+
 // A cluster that grants a lock knows its ttl where its greeting reads the largest ttl (slot
 // 0's record), whatever slot the lock is in: a node that restarts later is then quarantined for
 // at least that ttl even if the greeting that announced it missed the cluster. Here the

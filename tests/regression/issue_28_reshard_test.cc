@@ -179,6 +179,69 @@ TEST_F(ClusterReshardTest, ASlotGivenAwayWithoutItsKeysIsNotGrantedAgainWhileALe
   EXPECT_TRUE(later->unlock());
 }
 
+// The largest ttl whose entry the record that greetings read (slot 0's dlock:max-ttl) holds,
+// live or not yet dropped (0: none).
+long long home_record_max(const test::ShardedCluster& cluster) {
+  auto record =
+      cluster.command(cluster.master_of_slot(0),
+                      {"ZRANGEBYSCORE", node::node_key_in_slot(lock::kMaxTtlKey, 0),
+                       std::to_string(cluster.time_ms(cluster.master_of_slot(0))), "+inf"});
+  long long largest = 0;
+  if (!record || record->type != REDIS_REPLY_ARRAY) return -1;
+  for (std::size_t i = 0; i < record->elements; ++i) {
+    largest = std::max(largest, static_cast<long long>(std::stod(record->element[i]->str)));
+  }
+  return largest;
+}
+
+// The holder of a 10 s lease (not renewed) in a slot other than 0 is refused a larger ttl (20 s,
+// on a name another library holds), and so takes back its announcements (max_ttl_retract.lua).
+// The lease's slot is then given away without its keys. Its ttl must still be known where a
+// greeting reads it (slot 0's record), and nobody may get the lock while the lease is valid.
+// Before: a grant recorded its bare ttl only in its own slot's record (acquire.lua), and slot
+// 0's knew it only under the client's announcement, which the retraction took back: the
+// quarantine after the change lasted the contenders' own 1 s ttl, and a second client got the
+// lock beside the holder (a plain server keeps the grant's bare ttl in the one record greetings
+// read, so a retraction never shortened its quarantine).
+TEST_F(ClusterReshardTest, ARefusedLargerTtlDoesNotTakeBackTheRecordOfALiveLease) {
+  const std::string name = "ledger";
+  const auto slot = node::key_slot(name);
+  ASSERT_NE(slot, 0) << "the lease must be outside the slot whose record greetings read";
+  const std::size_t to = other_master(slot);
+  const std::string foreign = "held-by-another-library";
+  ASSERT_TRUE(
+      cluster_->command(cluster_->master_of(foreign), {"SET", foreign, "x", "PX", "120000"}));
+  Client a = make_client();
+  Client b = make_client();
+  auto held = a.try_lock(name, fixed(10s));
+  ASSERT_TRUE(held) << held.error().message();
+  const auto granted = Clock::now();
+  auto larger = a.try_lock(foreign, fixed(20s));
+  ASSERT_FALSE(larger) << "another library's lock was granted";
+  ASSERT_TRUE(larger.error().is(errc::lock_held)) << larger.error().message();
+  EXPECT_FALSE(b.try_lock(name, fixed(1s)));
+  EXPECT_GE(home_record_max(*cluster_), 10000)
+      << "slot 0's record, which greetings read, forgot the ttl of a live lease";
+
+  cluster_->reassign_slot_without_keys(slot, to);
+  ASSERT_TRUE(cluster_->wait_until_stable());
+  ASSERT_EQ(cluster_->master_of_slot(slot), to);
+  ASSERT_FALSE(cluster_->exists(name)) << "the new master has the key: nothing was lost";
+
+  Client c = make_client();  // never saw the old slot map
+  while (Clock::now() < granted + 9s) {
+    ASSERT_GT(held->validity(), 0ms);
+    auto second = b.try_lock(name, fixed(1s));
+    ASSERT_FALSE(second) << "a client that knew the old map got the lock beside the holder";
+    auto third = c.try_lock(name, fixed(1s));
+    ASSERT_FALSE(third) << "a new client got the lock beside the holder";
+    std::this_thread::sleep_for(200ms);
+  }
+  auto later = c.lock(name, 30s, fixed(1s));
+  ASSERT_TRUE(later) << later.error().message();
+  EXPECT_TRUE(later->unlock());
+}
+
 // As above, but the slot comes back to the master that served it when the clients first met
 // the cluster: first moved away with its keys (MIGRATE) while nothing was held, then, while a
 // lock is held there, given back without its keys. The slot map is the one the boot records
