@@ -65,7 +65,11 @@ class Base(unittest.TestCase):
         with open(cls.tokens_path, "w") as f:
             f.write(TOKEN_FILE)
         cls.node = Redis()
-        cls.service = SecureService([cls.node.url], cls.flags())
+        try:
+            cls.service = SecureService([cls.node.url], cls.flags())
+        except BaseException:
+            cls.node.close()  # tearDownClass does not run: no redis-server left behind
+            raise
 
     @classmethod
     def tearDownClass(cls):
@@ -218,16 +222,14 @@ class TlsHandshakeTest(Base):
             shutil.rmtree(fresh, ignore_errors=True)
 
 
-def served_certificate(address, client=None):
+def served_certificate(address):
     """The DER certificate the service shows a new TLS connection to `address` (HOST:PORT),
-    trusting anything; `client`: (certificate file, key file) to show for mutual TLS."""
+    to a client that trusts anything."""
     host, port = address.rsplit(":", 1)
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     context.set_alpn_protocols(["h2"])
-    if client:
-        context.load_cert_chain(*client)
     with socket.create_connection((host, int(port)), timeout=10) as raw:
         with context.wrap_socket(raw) as s:
             return s.getpeercert(binary_form=True)
@@ -329,12 +331,14 @@ class GrpcTlsReloadTest(GrpcTlsReloadBase):
             # The new certificate and its key: new connections get it, the open one goes on.
             self.install({"server.crt": os.path.join(self.fresh, "server.crt"),
                           "server.key": os.path.join(self.fresh, "server.key")})
-            self.reload("TLS certificate read again")
-            self.assertIn("HTTPS and gRPC connections opened from now on", self.service.said())
+            self.reload("certificate read again")
             self.assertEqual(served_certificate(self.service.address), new)
             self.assertEqual(self.new_connection_code(self.fresh), ok)
             self.assertEqual(self.new_connection_code(self.certs), refused)
             self.assertEqual(self.grpc_code(held), ok)
+            self.assertIn("TLS certificate read again from %s: it serves the HTTPS and gRPC "
+                          "connections opened from now on" % self.served("server.crt"),
+                          self.service.said())
             # A bad file now keeps the new one.
             with open(self.served("server.key"), "w") as f:
                 f.write("not a key\n")
@@ -381,13 +385,15 @@ class GrpcMutualTlsReloadTest(GrpcTlsReloadBase):
             # The new CA: its clients are served on new connections, the old CA's refused; the
             # open connection goes on.
             self.install({"ca.crt": os.path.join(self.fresh, "ca.crt")})
-            self.reload("TLS certificate read again")
+            self.reload("certificate read again")
             self.assertEqual(self.new_connection_code(fresh_client, "client"), ok)
             self.assertEqual(self.new_connection_code(self.certs, "client"), refused)
             self.assertEqual(self.new_connection_code(self.certs, "stranger"), refused)
             self.assertEqual(self.grpc_code(held), ok)
             self.assertEqual(self.https_status(self.fresh, "client"), 200)
             self.assertEqual(self.https_status(self.certs, "client"), 0)
+            self.assertIn("(client CA from %s): it serves the HTTPS and gRPC" %
+                          self.served("ca.crt"), self.service.said())
         finally:
             held.close()
 

@@ -50,13 +50,15 @@ std::shared_ptr<grpc::ServerCredentials> GrpcTls::credentials() {
 grpc_ssl_certificate_config_reload_status GrpcTls::fetch(
     void* user_data, grpc_ssl_server_certificate_config** config) {
   auto* self = static_cast<GrpcTls*>(user_data);
-  std::shared_ptr<ServerTls> newest = self->source_();
+  // The source asked under the lock: two handshakes that fetch at once, around a reload, cannot
+  // give gRPC the newer configuration and then the older.
   std::lock_guard lock(self->mu_);
+  std::shared_ptr<ServerTls> newest = self->source_();
   if (!newest || newest == self->served_) return GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_UNCHANGED;
   const grpc_ssl_pem_key_cert_pair pair{newest->key_pem().c_str(), newest->cert_pem().c_str()};
-  // gRPC wants client roots even when it requests no client certificate (it asserts that they
-  // are not null, and refuses an empty list): then the service's own chain, never consulted, as
-  // no client certificate is asked for.
+  // gRPC wants client roots even when it requests no client certificate (Debian's 1.51 aborts
+  // on null ones, `assertion failed: config->pem_root_certs != nullptr`, and an empty list is no
+  // PEM): then the service's own chain, never consulted, as no client certificate is asked for.
   const std::string& roots =
       newest->client_ca_pem().empty() ? newest->cert_pem() : newest->client_ca_pem();
   // Copies the text; gRPC destroys the config once it has made its SSL context of it.

@@ -7,10 +7,10 @@
 //
 // gRPC 1.51's C++ API has no credentials whose certificate can be replaced: SslServerCredentials
 // is fixed at start, and TlsServerCredentials' only reloading provider watches the files on a
-// timer (whatever is on disk at that moment, a half-written file included, rather than what was
-// checked on SIGHUP). gRPC's C API has what is needed: SSL server credentials with a certificate
-// config fetcher (grpc_ssl_server_credentials_create_options_using_config_fetcher), called
-// before each handshake; the service answers it with the PEM text the reload has already
+// timer (whatever is on disk at that moment, a file still being written included, rather than
+// what the service checked on SIGHUP). gRPC's C API has what is needed: SSL server credentials with
+// a certificate config fetcher (grpc_ssl_server_credentials_create_options_using_config_fetcher),
+// called before each handshake; the service answers it with the PEM text the reload has already
 // checked with OpenSSL (ServerTls::load), and "unchanged" until the next good reload.
 #pragma once
 
