@@ -65,7 +65,11 @@ class Base(unittest.TestCase):
         with open(cls.tokens_path, "w") as f:
             f.write(TOKEN_FILE)
         cls.node = Redis()
-        cls.service = SecureService([cls.node.url], cls.flags())
+        try:
+            cls.service = SecureService([cls.node.url], cls.flags())
+        except BaseException:
+            cls.node.close()  # tearDownClass does not run: no redis-server left behind
+            raise
 
     @classmethod
     def tearDownClass(cls):
@@ -209,13 +213,189 @@ class TlsHandshakeTest(Base):
             for f in ("server.crt", "server.key"):
                 os.replace(os.path.join(self.certs, f + ".new"), os.path.join(self.certs, f))
             self.service.proc.send_signal(signal.SIGHUP)
-            self.assertTrue(wait_until(lambda: "HTTPS certificate read again" in
+            self.assertTrue(wait_until(lambda: "TLS certificate read again" in
                                        self.service.said()), self.service.said())
             self.assertEqual(curl("GET", self.service.http + "/healthz", extra=new_ca),
                              (200, "ok"))
             self.assertEqual(curl("GET", self.service.http + "/healthz", extra=old_ca)[0], 0)
         finally:
             shutil.rmtree(fresh, ignore_errors=True)
+
+
+def served_certificate(address):
+    """The DER certificate the service shows a new TLS connection to `address` (HOST:PORT),
+    to a client that trusts anything."""
+    host, port = address.rsplit(":", 1)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["h2"])
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        with context.wrap_socket(raw) as s:
+            return s.getpeercert(binary_form=True)
+
+
+def certificate_of(path):
+    """The DER of the first certificate in the PEM file `path`."""
+    with open(path) as f:
+        return ssl.PEM_cert_to_DER_cert(f.read())
+
+
+class GrpcTlsReloadBase(Base):
+    """A service over TLS whose files a test rewrites and reloads (SIGHUP): the certificates
+    of the start in `certs`, those of another CA in `fresh`."""
+    client_ca = False
+
+    @classmethod
+    def setUpClass(cls):
+        cls.certs = tempfile.mkdtemp(prefix="dlock-hardening-certs-")
+        cls.fresh = tempfile.mkdtemp(prefix="dlock-hardening-fresh-")
+        sec.make_certificates(cls.certs, ec=True)
+        sec.make_certificates(cls.fresh, ec=True)
+        # The files the service reads: copies, rewritten by the tests.
+        for f in ("server.crt", "server.key", "ca.crt"):
+            shutil.copy(os.path.join(cls.certs, f), os.path.join(cls.certs, "served-" + f))
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        shutil.rmtree(cls.certs, ignore_errors=True)
+        shutil.rmtree(cls.fresh, ignore_errors=True)
+
+    @classmethod
+    def flags(cls):
+        flags = ["--tls-cert", cls.served("server.crt"), "--tls-key", cls.served("server.key")]
+        return flags + (["--tls-client-ca", cls.served("ca.crt")] if cls.client_ca else [])
+
+    @classmethod
+    def served(cls, name):
+        return os.path.join(cls.certs, "served-" + name)
+
+    def install(self, files):
+        """Replaces served files (name -> source path) at once, as a deployment would."""
+        for name, source in files.items():
+            shutil.copy(source, self.served(name) + ".new")
+        for name in files:
+            os.replace(self.served(name) + ".new", self.served(name))
+
+    def reload(self, says):
+        before = self.service.said().count(says)
+        self.service.proc.send_signal(signal.SIGHUP)
+        self.assertTrue(wait_until(lambda: self.service.said().count(says) > before),
+                        self.service.said())
+
+    def channel(self, ca_dir, client=None):
+        """A new gRPC channel over a connection of its own (no subchannel shared with another
+        channel) that trusts `ca_dir`'s CA only, showing `client`'s certificate of `ca_dir`."""
+        keys = {}
+        if client:
+            keys = {"private_key": sec.read(os.path.join(ca_dir, client + ".key")),
+                    "certificate_chain": sec.read(os.path.join(ca_dir, client + ".crt"))}
+        credentials = grpc.ssl_channel_credentials(
+            root_certificates=sec.read(os.path.join(ca_dir, "ca.crt")), **keys)
+        return grpc.secure_channel(self.service.address, credentials,
+                                   options=[("grpc.use_local_subchannel_pool", 1)])
+
+    def grpc_code(self, channel):
+        return code_of(pb_grpc.LocksStub(channel).Status, pb.StatusRequest(name=self.name),
+                       timeout=10)
+
+    def new_connection_code(self, ca_dir, client=None):
+        """The status of a call on a new connection (UNAVAILABLE: the handshake failed)."""
+        with self.channel(ca_dir, client) as channel:
+            return self.grpc_code(channel)
+
+
+class GrpcTlsReloadTest(GrpcTlsReloadBase):
+    def test_sighup_serves_a_new_certificate_to_new_grpc_connections_and_keeps_open_ones(self):
+        ok, refused = grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE
+        old, new = certificate_of(self.served("server.crt")), certificate_of(
+            os.path.join(self.fresh, "server.crt"))
+        held = self.channel(self.certs)  # a connection open across the reloads
+        try:
+            self.assertEqual(self.grpc_code(held), ok)
+            self.assertEqual(served_certificate(self.service.address), old)
+            self.assertEqual(self.new_connection_code(self.fresh), refused)
+            # A file that is not a certificate, then a certificate with another's key: the
+            # previous certificate stays, and the service says why.
+            with open(self.served("server.crt"), "w") as f:
+                f.write("not a certificate\n")
+            self.reload("the previous certificate stays in force")
+            self.install({"server.crt": os.path.join(self.fresh, "server.crt")})
+            self.reload("the previous certificate stays in force")
+            self.assertIn("key values mismatch", self.service.said())
+            self.assertEqual(served_certificate(self.service.address), old)
+            self.assertEqual(self.new_connection_code(self.certs), ok)
+            self.assertEqual(self.new_connection_code(self.fresh), refused)
+            # The new certificate and its key: new connections get it, the open one goes on.
+            self.install({"server.crt": os.path.join(self.fresh, "server.crt"),
+                          "server.key": os.path.join(self.fresh, "server.key")})
+            self.reload("certificate read again")
+            self.assertEqual(served_certificate(self.service.address), new)
+            self.assertEqual(self.new_connection_code(self.fresh), ok)
+            self.assertEqual(self.new_connection_code(self.certs), refused)
+            self.assertEqual(self.grpc_code(held), ok)
+            self.assertIn("TLS certificate read again from %s: it serves the HTTPS and gRPC "
+                          "connections opened from now on" % self.served("server.crt"),
+                          self.service.said())
+            # A bad file now keeps the new one.
+            with open(self.served("server.key"), "w") as f:
+                f.write("not a key\n")
+            self.reload("the previous certificate stays in force")
+            self.assertEqual(served_certificate(self.service.address), new)
+            self.assertEqual(self.new_connection_code(self.fresh), ok)
+        finally:
+            held.close()
+
+
+class GrpcMutualTlsReloadTest(GrpcTlsReloadBase):
+    client_ca = True
+
+    def https_status(self, ca_dir, client):
+        """curl's HTTP status on /healthz over a new connection with `client`'s certificate of
+        `ca_dir` (trusting the service's certificate of the start): 0 when refused."""
+        extra = ["--cacert", os.path.join(self.certs, "ca.crt"),
+                 "--cert", os.path.join(ca_dir, client + ".crt"),
+                 "--key", os.path.join(ca_dir, client + ".key")]
+        return curl("GET", self.service.http.replace("http://", "https://") + "/healthz",
+                    max_time=10, extra=extra)[0]
+
+    def test_sighup_reads_the_client_ca_again_for_new_grpc_and_https_connections(self):
+        ok, refused = grpc.StatusCode.OK, grpc.StatusCode.UNAVAILABLE
+        # The service's certificate stays that of `certs`; the clients' CA moves to `fresh`'s.
+        # A client of `fresh` trusts the service through `certs`' CA: channels made here.
+        fresh_client = os.path.join(self.certs, "fresh-client")
+        os.makedirs(fresh_client, exist_ok=True)
+        shutil.copy(os.path.join(self.certs, "ca.crt"), os.path.join(fresh_client, "ca.crt"))
+        for f in ("client.crt", "client.key"):
+            shutil.copy(os.path.join(self.fresh, f), os.path.join(fresh_client, f))
+        held = self.channel(self.certs, "client")  # open across the reloads
+        try:
+            self.assertEqual(self.grpc_code(held), ok)
+            self.assertEqual(self.new_connection_code(fresh_client, "client"), refused)
+            self.assertEqual(self.https_status(self.fresh, "client"), 0)
+            # A client CA file that is not PEM keeps the previous one.
+            with open(self.served("ca.crt"), "w") as f:
+                f.write("not a CA\n")
+            self.reload("the previous certificate stays in force")
+            self.assertIn("--tls-client-ca", self.service.said())
+            self.assertEqual(self.new_connection_code(self.certs, "client"), ok)
+            self.assertEqual(self.new_connection_code(fresh_client, "client"), refused)
+            # The new CA: its clients are served on new connections, the old CA's refused; the
+            # open connection goes on.
+            self.install({"ca.crt": os.path.join(self.fresh, "ca.crt")})
+            self.reload("certificate read again")
+            self.assertEqual(self.new_connection_code(fresh_client, "client"), ok)
+            self.assertEqual(self.new_connection_code(self.certs, "client"), refused)
+            self.assertEqual(self.new_connection_code(self.certs, "stranger"), refused)
+            self.assertEqual(self.grpc_code(held), ok)
+            self.assertEqual(self.https_status(self.fresh, "client"), 200)
+            self.assertEqual(self.https_status(self.certs, "client"), 0)
+            self.assertIn("(client CA from %s): it serves the HTTPS and gRPC" %
+                          self.served("ca.crt"), self.service.said())
+        finally:
+            held.close()
 
 
 class ReloadTest(Base):

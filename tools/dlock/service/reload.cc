@@ -17,6 +17,11 @@ service::TlsSource Reloader::http_tls() {
   };
 }
 
+std::shared_ptr<service::ServerTls> Reloader::tls() {
+  std::lock_guard lock(mu_);
+  return tls_;
+}
+
 void Reloader::reload() {
   if (flags_.tokens.empty() && flags_.tls_cert.empty()) {
     std::cerr << "dlock serve: SIGHUP: no --tokens and no TLS files to read again" << std::endl;
@@ -52,8 +57,10 @@ void Reloader::reload_tls() {
     std::lock_guard lock(mu_);
     tls_ = std::move(*tls);
   }
-  std::cerr << "dlock serve: SIGHUP: HTTPS certificate read again from " << flags_.tls_cert
-            << " (gRPC keeps the one it started with)" << std::endl;
+  std::cerr << "dlock serve: SIGHUP: TLS certificate read again from " << flags_.tls_cert
+            << (flags_.tls_client_ca.empty() ? ""
+                                             : " (client CA from " + flags_.tls_client_ca + ")")
+            << ": it serves the HTTPS and gRPC connections opened from now on" << std::endl;
 }
 
 }  // namespace dlock::cli

@@ -1,13 +1,11 @@
 // SPDX-License-Identifier: MIT
 // SIGHUP for `dlock serve` (docs/service.md, "Reloading tokens and certificates"): the token
 // file and the TLS files read again without a restart. New tokens serve the calls that come
-// after; a removed token is refused from then on. New certificates serve the HTTPS connections
-// opened after (open ones keep theirs). A file that cannot be read or is bad keeps the whole
+// after; a removed token is refused from then on. New certificates (and client CA) serve the
+// HTTPS and gRPC connections opened after (open ones keep theirs; gRPC asks for the newest at
+// each handshake, service/grpc_tls.h). A file that cannot be read or is bad keeps the whole
 // previous configuration of its kind and is logged (`FILE:LINE: why`, never a token): a reload
 // never leaves the service open, nor without its certificate.
-//
-// gRPC's TLS (grpc::SslServerCredentials, made once at start) is not reloaded: gRPC 1.51
-// offers no way to swap a server's credentials from C++ but its experimental file watcher.
 #pragma once
 
 #include <memory>
@@ -29,6 +27,8 @@ class Reloader {
 
   // The HTTP listener's source of TLS contexts: the newest good one (null without TLS).
   service::TlsSource http_tls();
+  // The newest good TLS configuration (null without TLS), for the gRPC listener's handshakes.
+  std::shared_ptr<service::ServerTls> tls();
   // Reads the files again; says on stderr what it did, or why it kept the old. Thread-safe.
   void reload();
 

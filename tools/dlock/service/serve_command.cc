@@ -14,6 +14,7 @@
 #include "exit_codes.h"
 #include "service/endpoint_interceptor.h"
 #include "service/grpc_service.h"
+#include "service/grpc_tls.h"
 #include "service/http_server.h"
 #include "service/operations.h"
 #include "service/reload.h"
@@ -87,21 +88,9 @@ std::string host_of(const std::string& address) {
   return address.substr(0, address.rfind(':'));
 }
 
-// TLS with the service's certificate, and a client certificate required when a client CA is
-// given; in the clear without TLS.
-std::shared_ptr<grpc::ServerCredentials> grpc_credentials(const service::ServerTls* tls) {
-  if (tls == nullptr) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions options(
-      tls->client_ca_pem().empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                                   : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  options.pem_root_certs = tls->client_ca_pem();
-  options.pem_key_cert_pairs.push_back({tls->key_pem(), tls->cert_pem()});
-  return grpc::SslServerCredentials(options);
-}
-
 // What the gRPC listener is given besides its service.
 struct GrpcSetup {
-  const service::ServerTls* tls = nullptr;
+  service::GrpcTls* tls = nullptr;  // its credentials: in the clear, or TLS reloaded on SIGHUP
   service::EndpointMetrics* endpoints = nullptr;
   service::AccessLog* access_log = nullptr;
   const service::Guard* guard = nullptr;
@@ -119,7 +108,7 @@ std::unique_ptr<grpc::Server> start_grpc(const std::string& address, service::Gr
   builder.SetMaxReceiveMessageSize(static_cast<int>(service::kMaxBody));
   grpc_limits(builder, setup.limits);
   int port = 0;
-  builder.AddListeningPort(address, grpc_credentials(setup.tls), &port);
+  builder.AddListeningPort(address, setup.tls->credentials(), &port);
   builder.RegisterService(&locks);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counting;
   counting.push_back(
@@ -236,11 +225,13 @@ int serve_command(const ServeFlags& flags) {
     return kExitUsage;
   }
   Reloader reloader(flags.security, *guard, *tls);
+  // Before the gRPC server, which asks it for the newest certificate at each handshake.
+  service::GrpcTls grpc_tls([&reloader] { return reloader.tls(); });
   service::EndpointMetrics endpoints;  // before the servers that record in it
   service::Operations ops(*client, 4);
   service::GrpcLocks locks(ops, *guard);
   std::unique_ptr<grpc::Server> grpc_server;
-  const GrpcSetup grpc_setup{tls->get(), &endpoints, setup->access_log.get(), &*guard,
+  const GrpcSetup grpc_setup{&grpc_tls, &endpoints, setup->access_log.get(), &*guard,
                              setup->limits};
   if (!setup->addresses.grpc.empty() &&
       !(grpc_server = start_grpc(setup->addresses.grpc, locks, grpc_setup))) {

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The lock service's TLS (`--tls-cert`, `--tls-key`, `--tls-client-ca`; docs/service.md): the
-// PEM files read and checked once at start (a bad file is a usage error, not a listener that
-// fails later), for both listeners: gRPC takes the PEM text (grpc::SslServerCredentials),
-// HTTP an OpenSSL context (asio::ssl) and ServerStream, the connection's bytes in the clear or
-// over TLS behind one interface, as src/net/connection.cc's client stream does.
+// PEM files read and checked at start (a bad file is a usage error, not a listener that fails
+// later) and on SIGHUP (service/reload.h), for both listeners: gRPC takes the PEM text
+// (service/grpc_tls.h), HTTP an OpenSSL context (asio::ssl) and ServerStream, the connection's
+// bytes in the clear or over TLS behind one interface, as src/net/connection.cc's client stream
+// does.
 #pragma once
 
 #include <dlock/result.h>
