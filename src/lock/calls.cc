@@ -4,6 +4,7 @@
 #include <map>
 
 #include "lock/keys.h"
+#include "lock/tally.h"
 #include "scripts/script.h"
 
 namespace dlock::lock {
@@ -142,10 +143,8 @@ node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
 }
 
 bool acquire_granted(const resp::Reply& reply) {
-  // acquire.lua: the bare token; fair_acquire.lua: {1, token, 0} (tally.cc, parse_acquire).
-  if (reply.is_integer()) return reply.integer > 0;
-  return reply.is_array() && !reply.elements.empty() && reply.elements[0].is_integer() &&
-         reply.elements[0].integer == 1;
+  // The same reading as the tally's, so that a node records exactly the grants that count.
+  return parse_acquire(Result<resp::Reply>(reply)).kind == AcquireReply::Kind::granted;
 }
 
 node::Call announced_ttl_call(std::chrono::milliseconds ttl, const std::string& announcement) {
