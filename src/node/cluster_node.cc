@@ -12,6 +12,14 @@
 namespace dlock::node {
 namespace {
 
+// Until when (this client's clock) a record raised for twice `ttl` ms by a call sent at `sent`
+// lives at least: max_ttl_raise.lua writes it on the server's clock once the call runs, after
+// `sent`; a server clock that runs up to 1% fast (the drift the lock's validity allows for,
+// lock/validity.h) ends it up to 2% of a ttl, plus 2 ms of expiry granularity, sooner.
+net::Clock::time_point record_lives_until(net::Clock::time_point sent, std::int64_t ttl) {
+  return sent + std::chrono::milliseconds(2 * ttl - (2 * ttl + 99) / 100 - 2);
+}
+
 constexpr std::chrono::milliseconds kTryAgainPause{20};
 
 std::string upper(std::string_view s) {
@@ -145,7 +153,7 @@ void ClusterNode::raise_max_ttl_then(const Call& call, Request acquisition) {
                   if (epoch_then == epoch()) {
                     home_max_ttl_ = ttl;
                     home_max_ttl_epoch_ = epoch_then;
-                    home_max_ttl_until_ = sent + std::chrono::milliseconds(2 * ttl);
+                    home_max_ttl_until_ = record_lives_until(sent, ttl);
                     home_max_ttl_announcement_ = std::move(announcement);
                   }
                   route(std::move(acquisition));
@@ -176,7 +184,7 @@ void ClusterNode::record_grant_after(const Call& call, Request& acquisition) {
                     if (epoch_then == epoch()) {
                       home_grant_ttl_ = ttl;
                       home_grant_epoch_ = epoch_then;
-                      home_grant_until_ = sent + std::chrono::milliseconds(2 * ttl);
+                      home_grant_until_ = record_lives_until(sent, ttl);
                     }
                     done(std::move(reply));
                   }});
@@ -184,8 +192,8 @@ void ClusterNode::record_grant_after(const Call& call, Request& acquisition) {
 }
 
 bool ClusterNode::home_grant_covers(std::int64_t ttl) const {
-  // The bare entry raised last lives until home_grant_until_ at least (raised for twice its
-  // ttl, from before it was sent); a lease granted by now ends within `ttl` from now.
+  // The bare entry raised last lives until home_grant_until_ at least (record_lives_until); a
+  // lease granted by now ends within `ttl` from now.
   return ttl <= home_grant_ttl_ && home_grant_epoch_ == epoch() &&
          net::Clock::now() + std::chrono::milliseconds(ttl) <= home_grant_until_;
 }

@@ -413,6 +413,51 @@ TEST_F(ClusterFailoverTest, ALeaseWhoseHolderWasRefusedALargerTtlIsNeverHeldTwic
       test::eventually([&] { return static_cast<bool>(b.try_lock(name, fixed(1s))); }, 60s));
 }
 
+// A KNOWN LIMIT, disabled (docs/safety.md, "What a failover can still hide"): as
+// ALockTheReplicaLostIsNeverHeldTwice, but the lock's slot is served by slot 0's master and its
+// ttl (20 s) is new to the cluster (larger than any recorded, or recorded more than two ttls
+// ago), without the replica guard: the lossy failover loses the key and every record of that
+// ttl together, the promoted replica's quarantine lasts the contender's 1 s ttl, and the
+// contender gets the lock beside the holder. Replica guard (min_replicas) or Redlock over three
+// nodes cover it. Kept to show the gap and to pass once it is closed (found in review).
+TEST_F(ClusterFailoverTest, DISABLED_ALossyFailoverOfTheHomeMasterLosingANewTtl) {
+  Client a = client_of({cluster_->url()});
+  Client b = client_of({cluster_->url()});
+  const std::size_t home = cluster_->master_of_slot(0);
+  std::string name = "lost-at-home";
+  for (int i = 0; cluster_->master_of(name) != home || node::key_slot(name) == 0; ++i) {
+    name = "lost-at-home-" + std::to_string(i);
+  }
+  ASSERT_TRUE(a.try_lock("warm-up", fixed(1s)));
+  ASSERT_TRUE(b.try_lock("warm-up-b", fixed(1s)));
+  for (std::size_t m : cluster_->masters()) ASSERT_TRUE(cluster_->replicated(m));
+  const std::size_t replica = cluster_->replica_of(home);
+  ASSERT_NE(replica, test::ShardedCluster::npos);
+  cluster_->server(replica).pause();
+  auto cut = cluster_->command(home, {"CLIENT", "KILL", "TYPE", "replica"});
+  ASSERT_TRUE(cut && cut->integer == 1);
+  auto lease = a.try_lock(name, fixed(20s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  const auto granted = std::chrono::steady_clock::now();
+  fail_over(name, home, replica, b, *lease);
+  const auto failed_over = std::chrono::steady_clock::now();
+  EXPECT_FALSE(cluster_->exists(name)) << "the promoted replica never had the key";
+  while (lease->validity() > 0ms) {
+    auto other = b.try_lock(name, fixed(1s));
+    ASSERT_FALSE(other && lease->validity() > 0ms)
+        << "two holders: "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 granted)
+               .count()
+        << " ms after the grant, "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 failed_over)
+               .count()
+        << " ms after the failover; validity left " << lease->validity().count() << " ms";
+    std::this_thread::sleep_for(200ms);
+  }
+}
+
 // A cluster that grants a lock knows its ttl where its greeting reads the largest ttl (slot
 // 0's record), whatever slot the lock is in: a node that restarts later is then quarantined for
 // at least that ttl even if the greeting that announced it missed the cluster. Here the

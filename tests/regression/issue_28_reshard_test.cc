@@ -242,6 +242,96 @@ TEST_F(ClusterReshardTest, ARefusedLargerTtlDoesNotTakeBackTheRecordOfALiveLease
   EXPECT_TRUE(later->unlock());
 }
 
+// Whether slot 0's record holds the bare ttl `ttl` (the entry no retraction takes back).
+bool home_has_bare(const test::ShardedCluster& cluster, const std::string& ttl) {
+  auto r = cluster.command(cluster.master_of_slot(0),
+                           {"ZSCORE", node::node_key_in_slot(lock::kMaxTtlKey, 0), ttl});
+  return r && r->type == REDIS_REPLY_STRING;
+}
+
+// The test above through the other ways a lease is recorded: a fair lock and a read hold, whose
+// grants record their bare ttl as a write's does, and a write lease whose record is skipped
+// because a larger bare ttl (20 s, of an earlier lease) still covers it (the node's cache).
+// Found in review of the fix; each gave two holders with the record turned off.
+enum class Recorded { fair, read, covered_by_larger };
+
+class RetractionOfEveryHoldTest : public ClusterReshardTest,
+                                  public ::testing::WithParamInterface<Recorded> {};
+
+TEST_P(RetractionOfEveryHoldTest, NeverGivesASecondHolder) {
+  const std::string name = "ledger";
+  const auto slot = node::key_slot(name);
+  ASSERT_NE(slot, 0);
+  const std::size_t to = other_master(slot);
+  const std::string foreign = "held-by-another-library";
+  ASSERT_TRUE(
+      cluster_->command(cluster_->master_of(foreign), {"SET", foreign, "x", "PX", "120000"}));
+  Client a = make_client();
+  Client b = make_client();
+  const Millis ttl = 10s;
+  Result<Lease> held = Error(errc::invalid_argument, "not taken");
+  switch (GetParam()) {
+    case Recorded::fair:
+      held = a.try_lock(name, fixed(ttl, true));
+      break;
+    case Recorded::read:
+      held = a.try_lock_shared(name, fixed(ttl));
+      break;
+    case Recorded::covered_by_larger: {
+      std::string big = "big";
+      for (int i = 0; node::key_slot(big) == 0 || node::key_slot(big) == slot; ++i) {
+        big = "big-" + std::to_string(i);
+      }
+      auto first = a.try_lock(big, fixed(20s));
+      ASSERT_TRUE(first) << first.error().message();
+      ASSERT_TRUE(home_has_bare(*cluster_, "20000"));
+      ASSERT_TRUE(first->unlock());
+      held = a.try_lock(name, fixed(ttl));
+      ASSERT_TRUE(held) << held.error().message();
+      EXPECT_FALSE(home_has_bare(*cluster_, "10000")) << "the covered record was written again";
+      break;
+    }
+  }
+  ASSERT_TRUE(held) << held.error().message();
+  const auto granted = Clock::now();
+  if (GetParam() != Recorded::covered_by_larger) {
+    EXPECT_TRUE(home_has_bare(*cluster_, "10000"));
+  }
+  auto larger = a.try_lock(foreign, fixed(40s));
+  ASSERT_FALSE(larger);
+  ASSERT_TRUE(larger.error().is(errc::lock_held)) << larger.error().message();
+  EXPECT_FALSE(b.try_lock(name, fixed(1s)));
+  EXPECT_GE(home_record_max(*cluster_), ttl.count());
+
+  cluster_->reassign_slot_without_keys(slot, to);
+  ASSERT_TRUE(cluster_->wait_until_stable());
+  ASSERT_EQ(cluster_->master_of_slot(slot), to);
+
+  Client c = make_client();  // never saw the old slot map
+  while (Clock::now() < granted + ttl - 500ms) {
+    auto second = b.try_lock(name, fixed(1s));
+    ASSERT_FALSE(second && held->validity() > 0ms) << "two holders (a client of the old map)";
+    auto third = c.try_lock(name, fixed(1s));
+    ASSERT_FALSE(third && held->validity() > 0ms) << "two holders (a new client)";
+    std::this_thread::sleep_for(100ms);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Holds, RetractionOfEveryHoldTest,
+                         ::testing::Values(Recorded::fair, Recorded::read,
+                                           Recorded::covered_by_larger),
+                         [](const ::testing::TestParamInfo<Recorded>& param) {
+                           switch (param.param) {
+                             case Recorded::fair:
+                               return std::string("Fair");
+                             case Recorded::read:
+                               return std::string("Read");
+                             case Recorded::covered_by_larger:
+                               return std::string("CoveredByALargerTtl");
+                           }
+                           return std::string("Unknown");
+                         });
+
 // As above, but the slot comes back to the master that served it when the clients first met
 // the cluster: first moved away with its keys (MIGRATE) while nothing was held, then, while a
 // lock is held there, given back without its keys. The slot map is the one the boot records
