@@ -65,7 +65,9 @@ constexpr std::string_view kAclNeeds =
     "~app:*), channels &dlock:*, and the commands EVAL, EVALSHA, INFO, PING, SUBSCRIBE, "
     "UNSUBSCRIBE and PUBLISH; see docs/safety.md)";
 
-// `done`, with kAclNeeds added to a NOPERM reply.
+// `done`, with kAclNeeds added to a NOPERM reply (a script's: what the server says of INFO is
+// read by the greeting, lock/membership.cc). Only on the rare paths (EVAL): the usual one adds
+// it in the callback it has anyway, not in a wrapper allocated per request.
 net::Connection::Callback explain_noperm(net::Connection::Callback done) {
   return [done = std::move(done)](Result<resp::Reply> r) mutable {
     if (r && r->is_error_code("NOPERM")) r->str += kAclNeeds;
@@ -149,7 +151,7 @@ void ServerNode::send(std::shared_ptr<const std::vector<Call>> calls, std::size_
                       net::Clock::time_point deadline, net::Connection::Callback done,
                       bool asking) {
   // Timed from here to the reply (a NOSCRIPT retry included).
-  done = explain_noperm(observed(observer_, index_, display_, std::move(done)));
+  done = observed(observer_, index_, display_, std::move(done));
   // ASKING holds for the one command after it: both are queued back to back on this thread.
   auto ask = [this, asking, deadline] {
     if (asking) connection_.send(resp::encode_command({"ASKING"}), deadline, [](auto) {});
@@ -164,7 +166,7 @@ void ServerNode::send(std::shared_ptr<const std::vector<Call>> calls, std::size_
   if (call.min_replicas > 0) done = guarded(call, deadline, std::move(done));
   if (eval_only_.load(std::memory_order_relaxed)) {
     return connection_.send(encode_eval("EVAL", call.script->source, call, publish), deadline,
-                            std::move(done));
+                            explain_noperm(std::move(done)));
   }
   connection_.send(encode_eval("EVALSHA", call.script->sha1, call, publish), deadline,
                    [this, calls = std::move(calls), c, deadline, publish, ask,
@@ -175,9 +177,10 @@ void ServerNode::send(std::shared_ptr<const std::vector<Call>> calls, std::size_
                        const Call& again = (*calls)[c];
                        ask();
                        connection_.send(encode_eval("EVAL", again.script->source, again, publish),
-                                        deadline, std::move(done));
+                                        deadline, explain_noperm(std::move(done)));
                        return;
                      }
+                     if (r && r->is_error_code("NOPERM")) r->str += kAclNeeds;
                      done(std::move(r));
                    });
 }
