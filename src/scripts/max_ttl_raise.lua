@@ -21,7 +21,8 @@ local ttl, live = math.floor(tonumber(ARGV[1])), tonumber(ARGV[2])
 -- that is already here takes no memory: the key's expiry is re-armed first (never shortened), so
 -- renewals of held locks keep counting on a full server. A new entry is refused, as before.
 if redis.call('zscore', KEYS[1], ARGV[1]) then
-  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), live))
+  local left = redis.call('pttl', KEYS[1])
+  redis.call('pexpire', KEYS[1], left < live and live or left + 1)
 end
 local added = redis.pcall('zadd', KEYS[1], 'gt', now + live, ARGV[1])
 if type(added) ~= 'number' then

@@ -346,6 +346,10 @@ TEST(ManagedOomTest, HeldLocksAreExtendedAndRenewedWhileMemoryIsFull) {
   renewed.on_lost = [&](const Error&) { lost = true; };
   auto watched = client.try_lock("watched", renewed);
   ASSERT_TRUE(watched) << watched.error().message();
+  // A read hold, alone in its client's renewal batch.
+  Client readers = client_of({server.url()});
+  auto reading = readers.try_lock_shared("reading", renewed);
+  ASSERT_TRUE(reading) << reading.error().message();
   fill(server);
   // Extended again and again, past twice its ttl, on the full server.
   for (int i = 0; i < 5; ++i) {
@@ -355,8 +359,11 @@ TEST(ManagedOomTest, HeldLocksAreExtendedAndRenewedWhileMemoryIsFull) {
   }
   EXPECT_FALSE(lost) << "the watchdog lost its lock on the full server";
   EXPECT_TRUE(watched->is_held());
+  EXPECT_TRUE(reading->is_held());
   EXPECT_TRUE(fixed_lease->unlock());
   EXPECT_TRUE(watched->unlock());
+  EXPECT_TRUE(reading->unlock());
+  EXPECT_FALSE(server.exists(lock::readers_key("reading")));
   EXPECT_FALSE(server.exists("fixed"));
   EXPECT_FALSE(server.exists("watched"));
 }
