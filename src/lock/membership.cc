@@ -51,6 +51,14 @@ std::optional<std::uint64_t> evicted_keys(const Result<resp::Reply>& r) {
 }
 
 NodeFacts parse_info(const Result<resp::Reply>& r, bool allow_eviction) {
+  if (r && r->is_error() &&
+      (r->is_error_code("NOPERM") || r->str.find("unknown command") != std::string::npos)) {
+    // Denied by an ACL (INFO is in @dangerous) or renamed away: no way to tell this server's
+    // restarts, role or eviction policy, so it cannot vote until INFO is allowed.
+    return {std::nullopt, "INFO refused (" + r->str +
+                              "): dlock reads INFO to tell restarts, replicas and eviction; "
+                              "allow INFO for this user (ACL +info) and keep it named INFO"};
+  }
   if (!r || r->type != resp::Reply::Type::string) return {};
   auto field = [&](std::string_view name) { return node::info_field(r->str, name); };
   if (const std::string role = field("role"); !role.empty() && role != "master") {
@@ -145,9 +153,14 @@ engine::Task<Membership::View> Membership::refresh_task(std::chrono::millisecond
   // Also now and then: a node's configuration (eviction, role) can change under a client.
   bool stale = ttl > announced_ttl_ || start >= recheck_at_ ||
                start + ttl + drift(ttl, drift_factor_) > announced_until_;
+  // A connection the server closed while it was idle (a server's `timeout`, CLIENT KILL) would
+  // be remade by the round itself, whose answer would then come on an epoch not greeted and
+  // not count: greet first, on the new connection.
   for (std::size_t i = 0; i < nodes_.size() && !stale; ++i) {
     const std::uint64_t epoch = nodes_.epoch(i);
-    stale = epoch != checked_epoch_[i] && (epoch != attempted_epoch_[i] || start >= retry_at_[i]);
+    stale =
+        (epoch != checked_epoch_[i] && (epoch != attempted_epoch_[i] || start >= retry_at_[i])) ||
+        (epoch == checked_epoch_[i] && nodes_.closed_by_server(i));
   }
   if (stale) {
     // Only this call's ttl is announced: a lease granted earlier is covered by the records of

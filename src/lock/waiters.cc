@@ -204,8 +204,14 @@ void Waiters::on_message(const std::string& channel, const std::string& payload)
   // to it, so waking them all would cost n attempts per release (a thundering herd). Each node
   // sends its own message, so a release wakes up to N waiters here. Readers all wake: they
   // may all get in together.
+  // An empty payload names nobody: a forced release with nobody in line, or the channel
+  // subscribed again after its connection was lost (node/server_node.cc), when any release may
+  // have been missed. Every waiter tries again: fair ones see whether they are first.
   for (auto& w : it->second.waiters) {
-    if (w->wakes_on_every() || (!w->wake_for().empty() && w->wake_for() == payload)) w->signal();
+    if (payload.empty() || w->wakes_on_every() ||
+        (!w->wake_for().empty() && w->wake_for() == payload)) {
+      w->signal();
+    }
   }
   wake_one_locked(it->second);
 }

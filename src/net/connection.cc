@@ -132,6 +132,15 @@ void Connection::send(std::string_view command, Clock::time_point deadline, Call
   arm_timer(deadline);
 }
 
+bool Connection::closed_by_server() {
+  // While lendable (and held here), neither the io thread nor a borrower touches the socket:
+  // both take lend_mu_ before they do (fail() too, before it closes the stream). With nothing
+  // in flight the socket has nothing to read: readable means closed (late replies to requests
+  // nobody waits for would be read as a close: then no answer rather than a wrong one).
+  std::lock_guard lock(lend_mu_);
+  return lendable_ && !lent_ && !resume_pending_ && in_flight_.empty() && peer_closed();
+}
+
 void Connection::set_keep_connected(bool keep) {
   keep_connected_ = keep;
   // Failed while nobody needed it: no reconnect was planned, so plan one (on_timer connects).

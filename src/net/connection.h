@@ -116,6 +116,12 @@ class Connection {
   // For a command connection: runs after each (re)connection (Node loads its scripts there).
   void set_on_ready(std::function<void()> on_ready) { on_ready_ = std::move(on_ready); }
 
+  // True if the connection is idle (ready, nothing in flight, not lent) and the server has
+  // closed it meanwhile: a server's idle `timeout`, a CLIENT KILL. The next request would meet a
+  // new connection (a new epoch), so a caller that counts on the epoch can greet first. A poll
+  // of the socket; false whenever the connection is busy. Any thread.
+  bool closed_by_server();
+
   const NodeAddress& address() const noexcept { return address_; }
   // How many times a connection was established (handshake done). A change tells that the
   // server may be a new process: see lock/membership.h. Readable from any thread.

@@ -46,6 +46,9 @@ class Fanout {
   // Changes whenever node i's connection is replaced: replies on different epochs may come
   // from different server processes.
   virtual std::uint64_t epoch(std::size_t i) const = 0;
+  // True if the server closed node i's idle connection (Node::closed_by_server): its next
+  // request reconnects, on a new epoch. Any thread.
+  virtual bool closed_by_server(std::size_t) { return false; }
 
   // N/2 + 1: any two quorums share at least one node.
   std::size_t quorum() const noexcept { return size() / 2 + 1; }

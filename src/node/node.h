@@ -38,6 +38,10 @@ class Node {
   // (node/borrowed_run.h), or null when calls need the io thread (a cluster's routing).
   virtual net::Connection* lendable_connection() noexcept = 0;
 
+  // True if the server closed this node's idle command connection (an idle `timeout`, a CLIENT
+  // KILL): the next call reconnects, on a new epoch. Any thread. Nodes that cannot tell: false.
+  virtual bool closed_by_server() { return false; }
+
   virtual const net::NodeAddress& address() const noexcept = 0;
   // Changes whenever a connection of this node is replaced (or, for a cluster, a slot changes
   // hands): replies on different epochs may come from different server processes. Any thread.

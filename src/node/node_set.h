@@ -57,6 +57,7 @@ class NodeSet final : public Fanout {
   std::size_t size() const noexcept override { return nodes_.size(); }
   const net::NodeAddress& address(std::size_t i) const override { return nodes_[i]->address(); }
   std::uint64_t epoch(std::size_t i) const override { return nodes_[i]->epoch(); }
+  bool closed_by_server(std::size_t i) override { return nodes_[i]->closed_by_server(); }
   std::chrono::milliseconds node_timeout() const noexcept { return node_timeout_; }
   // The io thread's context: timers of Tasks that run there.
   asio::io_context& io() noexcept { return io_; }

@@ -58,6 +58,30 @@ std::string_view encode_eval(std::string_view verb, std::string_view body, const
   return std::string_view(out.data(), static_cast<std::size_t>(p - out.data()));
 }
 
+// What dlock needs of an ACL user, added to a NOPERM reply: the server says only that a key, a
+// channel or a command was denied, not which one dlock needed.
+constexpr std::string_view kAclNeeds =
+    " (dlock's ACL user needs: keys ~dlock:* and the lock names (~NAME, or a pattern such as "
+    "~app:*), channels &dlock:*, and the commands EVAL, EVALSHA, INFO, PING, SUBSCRIBE, "
+    "UNSUBSCRIBE and PUBLISH; see docs/safety.md)";
+
+// `done`, with kAclNeeds added to a NOPERM reply (a script's: what the server says of INFO is
+// read by the greeting, lock/membership.cc). Only on the rare paths (EVAL): the usual one adds
+// it in the callback it has anyway, not in a wrapper allocated per request.
+net::Connection::Callback explain_noperm(net::Connection::Callback done) {
+  return [done = std::move(done)](Result<resp::Reply> r) mutable {
+    if (r && r->is_error_code("NOPERM")) r->str += kAclNeeds;
+    done(std::move(r));
+  };
+}
+
+// A script refused by EVALSHA that EVAL may still run: NOSCRIPT (a restarted or flushed
+// server), or an ACL that denies EVALSHA (some services allow scripts through EVAL only).
+bool eval_may_run(const resp::Reply& r) {
+  return r.is_error_code("NOSCRIPT") ||
+         (r.is_error_code("NOPERM") && r.str.find("'evalsha'") != std::string::npos);
+}
+
 }  // namespace
 
 ServerNode::ServerNode(asio::io_context& io, net::NodeAddress address,
@@ -83,7 +107,7 @@ ServerNode::ServerNode(asio::io_context& io, net::NodeAddress address,
     if (sharding_.on_reconnect) sharding_.on_reconnect();
   });
   subscriber_.set_push_handlers(
-      [this, on_message = std::move(on_message)](const resp::Reply& push) {
+      [this, on_message](const resp::Reply& push) {
         if (push.elements[0].str == "sunsubscribe") {
           // The server dropped a shard channel (its slot moved to another shard).
           const std::string channel = push.elements[1].str;
@@ -94,14 +118,21 @@ ServerNode::ServerNode(asio::io_context& io, net::NodeAddress address,
         }
         if (on_message) on_message(push.elements[1].str, push.elements[2].str);
       },
-      [this] {
+      [this, on_message] {  // a copy: the order the two lambdas are made in is unspecified
         // A new connection has no subscriptions: take them up again. Messages published while
-        // we were away are lost; waiters also wake when the holder's ttl runs out.
+        // we were away are lost (a server's CLIENT KILL or output buffer limit, a restart), so
+        // once a channel is subscribed again its waiters are woken to try again (an empty
+        // payload wakes them all, Waiters::on_message): a release missed meanwhile would
+        // otherwise leave them asleep until the holder's ttl, the lock free.
+        const bool again = subscriber_.epoch() > 1;
         const auto deadline = net::Clock::now() + resubscribe_timeout_;
         const char* verb = sharding_.sharded_pubsub ? "SSUBSCRIBE" : "SUBSCRIBE";
         for (const auto& channel : channels_) {
           subscriber_.send(resp::encode_command({verb, channel}), deadline,
-                           [](Result<resp::Reply>) {});
+                           [again, channel, on_message](Result<resp::Reply> r) {
+                             if (again && r && !r->is_error() && on_message)
+                               on_message(channel, "");
+                           });
         }
       });
 }
@@ -133,16 +164,23 @@ void ServerNode::send(std::shared_ptr<const std::vector<Call>> calls, std::size_
   }
   const std::string_view publish = sharding_.sharded_pubsub ? "spublish" : "publish";
   if (call.min_replicas > 0) done = guarded(call, deadline, std::move(done));
+  if (eval_only_.load(std::memory_order_relaxed)) {
+    return connection_.send(encode_eval("EVAL", call.script->source, call, publish), deadline,
+                            explain_noperm(std::move(done)));
+  }
   connection_.send(encode_eval("EVALSHA", call.script->sha1, call, publish), deadline,
                    [this, calls = std::move(calls), c, deadline, publish, ask,
                     done = std::move(done)](Result<resp::Reply> r) mutable {
-                     if (r && r->is_error_code("NOSCRIPT")) {
+                     if (r && eval_may_run(*r)) {
+                       // Denied, not missing: EVAL from now on (SCRIPT LOAD is denied too).
+                       if (r->is_error_code("NOPERM")) eval_only_.store(true);
                        const Call& again = (*calls)[c];
                        ask();
                        connection_.send(encode_eval("EVAL", again.script->source, again, publish),
-                                        deadline, std::move(done));
+                                        deadline, explain_noperm(std::move(done)));
                        return;
                      }
+                     if (r && r->is_error_code("NOPERM")) r->str += kAclNeeds;
                      done(std::move(r));
                    });
 }

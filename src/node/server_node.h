@@ -5,6 +5,7 @@
 
 #include <dlock/observer.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <set>
@@ -38,8 +39,9 @@ class ServerNode final : public Node {
 
   // A script by EVALSHA, and on NOSCRIPT (a restarted or flushed server has lost its script
   // cache) once more with the full source by EVAL, within the same deadline; or a plain
-  // command. A script that publishes (Script::publishes) gets this node's PUBLISH verb as its last
-  // argument.
+  // command. A server whose ACL denies EVALSHA gets every script by EVAL from then on. A script
+  // that publishes (Script::publishes) gets this node's PUBLISH verb as its last argument. A
+  // NOPERM reply is completed with what dlock's ACL user needs.
   void run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
            net::Clock::time_point deadline, net::Connection::Callback done) override;
   // run(), preceded by ASKING (a cluster's ASK redirection to this server). Io thread.
@@ -50,6 +52,7 @@ class ServerNode final : public Node {
   void unsubscribe(const std::string& channel) override;
 
   net::Connection* lendable_connection() noexcept override { return &connection_; }
+  bool closed_by_server() override { return connection_.closed_by_server(); }
   const net::NodeAddress& address() const noexcept override { return connection_.address(); }
   std::uint64_t epoch() const noexcept override { return connection_.epoch(); }
 
@@ -68,6 +71,8 @@ class ServerNode final : public Node {
   net::Connection connection_;
   net::Connection subscriber_;
   std::set<std::string> channels_;  // io thread only
+  // The server's ACL denies EVALSHA: scripts go by EVAL (the io thread or a borrower sets it).
+  std::atomic<bool> eval_only_{false};
   const std::chrono::milliseconds resubscribe_timeout_;
 };
 

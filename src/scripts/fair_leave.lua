@@ -27,9 +27,9 @@ end
 if redis.call('exists', KEYS[1]) == 0 then
   local head = redis.call('zrange', KEYS[2], 0, 0)[1]
   if was_first and head then
-    redis.call(ARGV[3], ARGV[2], head)
+    redis.pcall(ARGV[3], ARGV[2], head)  -- an ACL without &dlock:* refuses it: the queue moves on
   elseif was_writer == 1 and redis.call('exists', KEYS[4]) == 0 then
-    redis.call(ARGV[3], ARGV[2], '~' .. ARGV[1])
+    redis.pcall(ARGV[3], ARGV[2], '~' .. ARGV[1])
   end
 end
 return math.max(removed, was_writer)

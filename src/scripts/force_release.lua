@@ -18,11 +18,11 @@ if kind == 'none' and not readers then
 end
 local foreign = kind ~= 'none' and kind ~= 'hash'
 if foreign and ARGV[2] ~= '1' then
-  if readers then redis.call(ARGV[3], ARGV[1], redis.call('zrange', KEYS[2], 0, 0)[1] or '') end
+  if readers then redis.pcall(ARGV[3], ARGV[1], redis.call('zrange', KEYS[2], 0, 0)[1] or '') end
   return 'kept-foreign'
 end
 if kind ~= 'none' then redis.call('del', KEYS[1]) end
-redis.call(ARGV[3], ARGV[1], redis.call('zrange', KEYS[2], 0, 0)[1] or '')
+redis.pcall(ARGV[3], ARGV[1], redis.call('zrange', KEYS[2], 0, 0)[1] or '')
 if foreign then
   return 'deleted-foreign'
 end

@@ -16,6 +16,14 @@
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl, live = math.floor(tonumber(ARGV[1])), tonumber(ARGV[2])
+-- Out of memory (maxmemory with noeviction), Redis refuses a script's first write if it may take
+-- memory (ZADD) but not one that cannot (PEXPIRE), and no write after that. Raising an entry
+-- that is already here takes no memory: the key's expiry is re-armed first (never shortened), so
+-- renewals of held locks keep counting on a full server. A new entry is refused, as before.
+if redis.call('zscore', KEYS[1], ARGV[1]) then
+  local left = redis.call('pttl', KEYS[1])
+  redis.call('pexpire', KEYS[1], left < live and live or left + 1)
+end
 local added = redis.pcall('zadd', KEYS[1], 'gt', now + live, ARGV[1])
 if type(added) ~= 'number' then
   -- Only an older dlock's string record is replaced; any other error (out of memory) stands,

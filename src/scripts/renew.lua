@@ -48,8 +48,12 @@ for i = 1, #KEYS do
     end
     local expiry = tonumber(redis.call('zscore', KEYS[i], member) or '0')
     if expiry > now then
+      -- The key's expiry is re-armed first (never shortened): on a full server (maxmemory,
+      -- noeviction) Redis refuses a script's first write only if it may take memory, and the
+      -- ZADD, which only moves an existing member, would otherwise be that first write.
+      local left = redis.call('pttl', KEYS[i])
+      redis.call('pexpire', KEYS[i], left < ttl and ttl or left + 1)
       if expiry < now + ttl then redis.call('zadd', KEYS[i], now + ttl, member) end
-      outlive(KEYS[i], ttl)
       clock.mark(KEYS[i], false, now)
       result[i] = 1
     end

@@ -1,0 +1,550 @@
+// SPDX-License-Identifier: MIT
+// A managed or hardened Redis (ElastiCache, Memorystore, Azure Cache, a company's own): what
+// dlock does on each restriction such a server may have, on real redis-server processes
+// configured that way. docs/safety.md ("What dlock needs from a managed Redis") sums it up.
+//   1. an idle `timeout`: idle connections are closed by the server (pub/sub ones are not);
+//   2. subscriber connections killed (`CLIENT KILL TYPE pubsub`, client-output-buffer-limit);
+//   3. admin commands renamed away or denied by ACL (CONFIG, CLIENT, SCRIPT, INFO, EVALSHA);
+//   4. ACL users restricted to key patterns and pub/sub channels;
+//   5. maxmemory reached under noeviction;
+//   6. a replica given as a node.
+#include <dlock/dlock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <future>
+#include <iostream>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "lock/keys.h"
+#include "support/redis_server.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using test::eventually;
+using test::RedisServer;
+using test::ServerOptions;
+
+Client client_of(std::vector<std::string> urls) {
+  ClientOptions options;
+  options.nodes = std::move(urls);
+  options.node_timeout = 1000ms;  // generous: a loaded 2-core machine
+  options.reconnect_backoff_min = 20ms;
+  options.reconnect_backoff_max = 200ms;
+  auto c = Client::create(options);
+  EXPECT_TRUE(c) << c.error().message();
+  return std::move(c).value();
+}
+
+LockOptions fixed(std::chrono::milliseconds ttl, std::string owner) {
+  LockOptions o;
+  o.ttl = ttl;
+  o.auto_renew = false;
+  o.owner = OwnerToken(std::move(owner));
+  return o;
+}
+
+ServerOptions with(std::vector<std::string> args) {
+  ServerOptions o;
+  o.extra_args = std::move(args);
+  return o;
+}
+
+std::string info_field(const RedisServer& server, const std::string& section,
+                       const std::string& field) {
+  auto r = server.command({"INFO", section});
+  if (!r || r->type != REDIS_REPLY_STRING) return {};
+  const std::string text(r->str, r->len);
+  const auto at = text.find(field + ":");
+  if (at == std::string::npos) return {};
+  const auto from = at + field.size() + 1;
+  return text.substr(from, text.find_first_of("\r\n", from) - from);
+}
+
+long long integer_of(const test::ReplyPtr& r) {
+  return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+}
+
+// How many connections are subscribed to `channel` (PUBSUB NUMSUB).
+long long subscribers(const RedisServer& server, const std::string& channel) {
+  auto r = server.command({"PUBSUB", "NUMSUB", channel});
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return -1;
+  return r->element[1]->integer;
+}
+
+// The ids of the server's pub/sub clients (CLIENT LIST TYPE pubsub): a subscriber that was
+// dropped and came back has a new one.
+std::set<std::string> pubsub_clients(const RedisServer& server) {
+  std::set<std::string> ids;
+  auto r = server.command({"CLIENT", "LIST", "TYPE", "pubsub"});
+  if (!r || r->type != REDIS_REPLY_STRING) return ids;
+  const std::string text(r->str, r->len);
+  for (auto at = text.find("id="); at != std::string::npos; at = text.find("\nid=", at + 1)) {
+    const auto from = text.find('=', at) + 1;
+    ids.insert(text.substr(from, text.find(' ', from) - from));
+  }
+  return ids;
+}
+
+long long commands_processed(const RedisServer& server) {
+  return std::atoll(info_field(server, "stats", "total_commands_processed").c_str());
+}
+
+// Every key on the server, sorted.
+std::set<std::string> keys_of(const RedisServer& server) {
+  std::set<std::string> out;
+  auto r = server.command({"KEYS", "*"});
+  if (!r || r->type != REDIS_REPLY_ARRAY) return out;
+  for (std::size_t i = 0; i < r->elements; ++i) out.insert(r->element[i]->str);
+  return out;
+}
+
+std::string url_as(const RedisServer& server, const std::string& user, const std::string& pw) {
+  return "redis://" + user + ":" + pw + "@127.0.0.1:" + std::to_string(server.port());
+}
+
+// A waiter on another thread: lock(name, wait) with its own client; the future holds how long
+// after `released` (set by the test) it got the lock, or the error.
+struct Waiting {
+  std::atomic<Clock::time_point::rep> released{0};
+  std::future<Result<std::chrono::milliseconds>> result;
+};
+
+void start_waiter(Waiting& w, Client& client, const std::string& name,
+                  std::chrono::milliseconds wait) {
+  w.result = std::async(std::launch::async, [&w, &client, name, wait]() {
+    auto lease = client.lock(name, wait, fixed(5s, "waiter"));
+    if (!lease) return Result<std::chrono::milliseconds>(lease.error());
+    const auto at = Clock::now();
+    const Clock::time_point released{Clock::duration(w.released.load())};
+    (void)lease->unlock();
+    return Result<std::chrono::milliseconds>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(at - released));
+  });
+}
+
+void mark_released(Waiting& w) {
+  w.released.store(Clock::now().time_since_epoch().count());
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. `timeout 1`: the server closes connections idle for more than a second (pub/sub ones are
+// exempt). A holder without a watchdog that stays idle longer, then extends and unlocks.
+
+TEST(ManagedTimeoutTest, AnIdleHolderExtendsAndUnlocksAfterTheServerClosedItsConnections) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(with({"--timeout", "1"}));
+  Client client = client_of({server.url()});
+  auto lease = client.try_lock("job", fixed(20s, "holder"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  // Only the fixture's own connection is left once the server closed the client's.
+  ASSERT_TRUE(
+      eventually([&] { return info_field(server, "clients", "connected_clients") == "1"; }, 6s));
+  auto extended = lease->extend(20s);
+  ASSERT_TRUE(extended) << extended.error().message();
+  EXPECT_GT(integer_of(server.command({"PTTL", "job"})), 15000);
+  ASSERT_TRUE(
+      eventually([&] { return info_field(server, "clients", "connected_clients") == "1"; }, 6s));
+  auto released = lease->unlock();
+  ASSERT_TRUE(released) << released.error().message();
+  EXPECT_FALSE(server.exists("job")) << "unlock reported a release that did not happen";
+}
+
+// A watchdog that renews less often than the timeout finds its connection closed before every
+// renewal: it reconnects (and greets again) and the lease stays held.
+TEST(ManagedTimeoutTest, AWatchdogRenewingLessOftenThanTheTimeoutKeepsTheLock) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(with({"--timeout", "1"}));
+  Client client = client_of({server.url()});
+  std::atomic<bool> lost{false};
+  LockOptions o;
+  o.ttl = 6000ms;
+  o.renew_every = 2500ms;
+  o.on_lost = [&](const Error&) { lost = true; };
+  auto lease = client.try_lock("job", o);
+  ASSERT_TRUE(lease) << lease.error().message();
+  const auto until = Clock::now() + 8s;
+  while (Clock::now() < until && !lost) std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(lost);
+  EXPECT_TRUE(lease->is_held());
+  EXPECT_GT(integer_of(server.command({"PTTL", "job"})), 2000);
+  auto released = lease->unlock();
+  ASSERT_TRUE(released) << released.error().message();
+  EXPECT_FALSE(server.exists("job"));
+}
+
+// Redis exempts subscribers from the timeout: a waiter idle on its subscription for longer is
+// still subscribed and woken by the release of a holder whose connection was closed meanwhile.
+TEST(ManagedTimeoutTest, AWaiterSubscribedLongerThanTheTimeoutIsWokenByTheRelease) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(with({"--timeout", "1"}));
+  Client holder = client_of({server.url()});
+  Client waiter = client_of({server.url()});
+  auto lease = holder.try_lock("job", fixed(30s, "holder"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  Waiting w;
+  start_waiter(w, waiter, "job", 20s);
+  const std::string channel = lock::release_channel("job");
+  ASSERT_TRUE(eventually([&] { return subscribers(server, channel) == 1; }));
+  std::this_thread::sleep_for(3s);  // holder and waiter idle past the timeout
+  EXPECT_EQ(subscribers(server, channel), 1) << "the server closed an idle subscriber";
+  mark_released(w);
+  auto released = lease->unlock();
+  ASSERT_TRUE(released) << released.error().message();
+  auto waited = w.result.get();
+  ASSERT_TRUE(waited) << waited.error().message();
+  EXPECT_LT(*waited, 3000ms) << "woken by the holder's ttl, not by the release";
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. The waiters' subscriber connection killed (CLIENT KILL TYPE pubsub, or the server's
+// client-output-buffer-limit for pubsub clients): they subscribe again, are woken by the next
+// release, and do not spin meanwhile.
+
+TEST(ManagedPubsubTest, AWaiterWhoseSubscriberIsKilledSubscribesAgainAndIsWoken) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client holder = client_of({server.url()});
+  Client waiter = client_of({server.url()});
+  auto lease = holder.try_lock("job", fixed(30s, "holder"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  Waiting w;
+  start_waiter(w, waiter, "job", 20s);
+  const std::string channel = lock::release_channel("job");
+  ASSERT_TRUE(eventually([&] { return subscribers(server, channel) == 1; }));
+  for (int kill = 0; kill < 3; ++kill) {
+    const auto before = pubsub_clients(server);
+    ASSERT_GE(integer_of(server.command({"CLIENT", "KILL", "TYPE", "pubsub"})), 1);
+    ASSERT_TRUE(eventually(
+        [&] {
+          const auto now = pubsub_clients(server);
+          return now.size() == 1 && now != before && subscribers(server, channel) == 1;
+        },
+        5s))
+        << "the waiter never subscribed again";
+  }
+  // No spinning while it waits: a second of waiting costs a few commands at most.
+  const long long before = commands_processed(server);
+  std::this_thread::sleep_for(1s);
+  EXPECT_LT(commands_processed(server) - before, 20);
+  mark_released(w);
+  auto released = lease->unlock();
+  ASSERT_TRUE(released) << released.error().message();
+  auto waited = w.result.get();
+  ASSERT_TRUE(waited) << waited.error().message();
+  EXPECT_LT(*waited, 3000ms) << "woken by the holder's ttl, not by the release";
+}
+
+TEST(ManagedPubsubTest, AWaiterDroppedForItsOutputBufferSubscribesAgainAndIsWoken) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(with({"--client-output-buffer-limit", "pubsub 1024 1024 0"}));
+  Client holder = client_of({server.url()});
+  Client waiter = client_of({server.url()});
+  auto lease = holder.try_lock("job", fixed(30s, "holder"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  Waiting w;
+  start_waiter(w, waiter, "job", 20s);
+  const std::string channel = lock::release_channel("job");
+  ASSERT_TRUE(eventually([&] { return subscribers(server, channel) == 1; }));
+  const auto before = pubsub_clients(server);
+  ASSERT_EQ(before.size(), 1u);
+  // One message larger than the limit: the server drops the subscriber.
+  const std::string big(256 * 1024, 'x');
+  ASSERT_EQ(integer_of(server.command({"PUBLISH", channel, big})), 1);
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto now = pubsub_clients(server);
+        return now.size() == 1 && now != before && subscribers(server, channel) == 1;
+      },
+      5s))
+      << "the waiter was not dropped, or never subscribed again";
+  mark_released(w);
+  auto released = lease->unlock();
+  ASSERT_TRUE(released) << released.error().message();
+  auto waited = w.result.get();
+  ASSERT_TRUE(waited) << waited.error().message();
+  EXPECT_LT(*waited, 3000ms) << "woken by the holder's ttl, not by the release";
+}
+
+// The release happens while the waiter's subscriber is down (its reconnection refused for a
+// moment): the message is lost. The waiter must not sleep for the holder's whole ttl (30 s
+// here) with the lock free: subscribed again, it tries again.
+TEST(ManagedPubsubTest, AReleaseMissedWhileTheSubscriberWasDownDoesNotStrandTheWaiter) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  ASSERT_TRUE(server.command({"ACL", "SETUSER", "w", "on", ">pw", "~*", "&*", "+@all"}));
+  Client holder = client_of({server.url()});
+  Client waiter = client_of({url_as(server, "w", "pw")});
+  auto lease = holder.try_lock("job", fixed(30s, "holder"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  Waiting w;
+  start_waiter(w, waiter, "job", 25s);
+  const std::string channel = lock::release_channel("job");
+  ASSERT_TRUE(eventually([&] { return subscribers(server, channel) == 1; }));
+  // The waiter's user is turned off: its subscriber's reconnections fail (AUTH) meanwhile.
+  ASSERT_TRUE(server.command({"ACL", "SETUSER", "w", "off"}));
+  ASSERT_GE(integer_of(server.command({"CLIENT", "KILL", "TYPE", "pubsub"})), 1);
+  mark_released(w);
+  auto released = lease->unlock();
+  ASSERT_TRUE(released) << released.error().message();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(subscribers(server, channel), 0);
+  ASSERT_TRUE(server.command({"ACL", "SETUSER", "w", "on"}));
+  auto waited = w.result.get();
+  ASSERT_TRUE(waited) << waited.error().message();
+  EXPECT_LT(*waited, 5000ms) << "the waiter slept through a free lock until the holder's ttl";
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. maxmemory reached under noeviction: acquisitions fail with the server's OOM error and
+// write nothing; held locks are released and extended.
+
+ServerOptions small_memory() {
+  return with({"--maxmemory-policy", "noeviction"});
+}
+
+// Fills the server, then lowers maxmemory below what it uses: every write that may take memory
+// is refused from now on (a full server, without a race against freed query buffers).
+void fill(RedisServer& server) {
+  const std::string value(64 * 1024, 'v');
+  for (int i = 0; i < 16; ++i) server.command({"SET", "filler:" + std::to_string(i), value});
+  ASSERT_TRUE(server.command({"CONFIG", "SET", "maxmemory", "1mb"}));
+  auto refused = server.command({"SET", "probe", "x"});
+  ASSERT_TRUE(refused && refused->type == REDIS_REPLY_ERROR) << "memory is not full";
+}
+
+// Each acquisition is either refused with the server's OOM error and writes nothing, or
+// granted and then released without a trace: never a lock or a queue entry left behind.
+TEST(ManagedOomTest, AcquisitionsFailClearlyAndWriteNothingReleasesWork) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(small_memory());
+  Client client = client_of({server.url()});
+  auto held = client.try_lock("held", fixed(20s, "holder"));
+  ASSERT_TRUE(held) << held.error().message();
+  fill(server);
+  const auto before = keys_of(server);
+  auto check = [&](const char* what, Result<Lease> r) {
+    if (r) {
+      EXPECT_TRUE(r->unlock()) << what;
+    } else {
+      EXPECT_NE(r.error().message().find("OOM"), std::string::npos)
+          << what << ": " << r.error().message();
+    }
+    // A name's fencing counter stays after a grant, by design, until its ttl.
+    for (const auto& key : keys_of(server)) {
+      if (before.count(key) != 0) continue;
+      EXPECT_EQ(key, lock::fence_key("job")) << what << " left behind " << key;
+      EXPECT_GT(integer_of(server.command({"PTTL", key})), 0) << key;
+    }
+    std::cout << what << ": " << (r ? "granted, released" : r.error().message()) << "\n";
+  };
+  check("plain", client.try_lock("job", fixed(20s, "other")));
+  LockOptions fair = fixed(20s, "fair");
+  fair.fair = true;
+  check("fair", client.try_lock("job", fair));
+  check("shared", client.try_lock_shared("job", fixed(20s, "reader")));
+  // A client that greets the full server for the first time.
+  Client fresh = client_of({server.url()});
+  check("fresh client", fresh.try_lock("job", fixed(20s, "fresh")));
+  auto released = held->unlock();
+  ASSERT_TRUE(released) << released.error().message();
+  EXPECT_FALSE(server.exists("held"));
+}
+
+TEST(ManagedOomTest, HeldLocksAreExtendedAndRenewedWhileMemoryIsFull) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(small_memory());
+  Client client = client_of({server.url()});
+  auto fixed_lease = client.try_lock("fixed", fixed(4s, "holder"));
+  ASSERT_TRUE(fixed_lease) << fixed_lease.error().message();
+  std::atomic<bool> lost{false};
+  LockOptions renewed;
+  renewed.ttl = 1500ms;
+  renewed.on_lost = [&](const Error&) { lost = true; };
+  auto watched = client.try_lock("watched", renewed);
+  ASSERT_TRUE(watched) << watched.error().message();
+  // A read hold, alone in its client's renewal batch.
+  Client readers = client_of({server.url()});
+  auto reading = readers.try_lock_shared("reading", renewed);
+  ASSERT_TRUE(reading) << reading.error().message();
+  fill(server);
+  // Extended again and again, past twice its ttl, on the full server.
+  for (int i = 0; i < 5; ++i) {
+    std::this_thread::sleep_for(1500ms);
+    auto extended = fixed_lease->extend();
+    ASSERT_TRUE(extended) << "extension " << i << ": " << extended.error().message();
+  }
+  EXPECT_FALSE(lost) << "the watchdog lost its lock on the full server";
+  EXPECT_TRUE(watched->is_held());
+  EXPECT_TRUE(reading->is_held());
+  EXPECT_TRUE(fixed_lease->unlock());
+  EXPECT_TRUE(watched->unlock());
+  EXPECT_TRUE(reading->unlock());
+  EXPECT_FALSE(server.exists(lock::readers_key("reading")));
+  EXPECT_FALSE(server.exists("fixed"));
+  EXPECT_FALSE(server.exists("watched"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. ACL users restricted to key patterns and channels.
+
+TEST(ManagedAclTest, AUserLimitedToItsAppKeysIsToldWhatDlockNeedsAndNothingIsWritten) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  ASSERT_TRUE(server.command({"ACL", "SETUSER", "app", "on", ">pw", "~app:*", "&*", "+@all"}));
+  Client client = client_of({url_as(server, "app", "pw")});
+  auto lease = client.try_lock("app:job", fixed(10s, "x"));
+  ASSERT_FALSE(lease) << "locked without access to dlock's own keys";
+  const std::string message = lease.error().message();
+  EXPECT_NE(message.find("NOPERM"), std::string::npos) << message;
+  EXPECT_NE(message.find("~dlock:*"), std::string::npos) << message;
+  EXPECT_TRUE(keys_of(server).empty()) << "a refused acquisition left keys behind";
+}
+
+// Redis 7 gives a new ACL user no pub/sub channel (acl-pubsub-default resetchannels): the
+// release's PUBLISH is refused inside the script.
+TEST(ManagedAclTest, AUserWithoutChannelsNeverGetsAReleaseWrong) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  ASSERT_TRUE(server.command({"ACL", "SETUSER", "app", "on", ">pw", "~*", "+@all"}));
+  Client client = client_of({url_as(server, "app", "pw")});
+  auto lease = client.try_lock("job", fixed(10s, "x"));
+  if (lease) {
+    auto released = lease->unlock();
+    if (released) {
+      EXPECT_FALSE(server.exists("job")) << "a release reported that did not happen";
+    } else {
+      EXPECT_TRUE(server.exists("job"))
+          << "a release happened but was reported failed: " << released.error().message();
+      EXPECT_NE(released.error().message().find("&dlock:"), std::string::npos)
+          << released.error().message();
+    }
+  } else {
+    EXPECT_NE(lease.error().message().find("&dlock:"), std::string::npos)
+        << lease.error().message();
+    EXPECT_FALSE(server.exists("job"));
+  }
+}
+
+// What docs/safety.md tells operators to grant: dlock's keys and channels, the lock names, and
+// the commands (INFO among them) without the rest of @dangerous.
+TEST(ManagedAclTest, TheDocumentedUserLocksWaitsAndReleases) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  ASSERT_TRUE(server.command({"ACL", "SETUSER", "app", "on", ">pw", "~app:*", "~dlock:*",
+                              "&dlock:*", "+@all", "-@dangerous", "+info"}));
+  Client holder = client_of({url_as(server, "app", "pw")});
+  Client waiter = client_of({url_as(server, "app", "pw")});
+  auto lease = holder.try_lock("app:job", fixed(20s, "holder"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  Waiting w;
+  start_waiter(w, waiter, "app:job", 15s);
+  ASSERT_TRUE(
+      eventually([&] { return subscribers(server, lock::release_channel("app:job")) == 1; }));
+  auto extended = lease->extend();
+  ASSERT_TRUE(extended) << extended.error().message();
+  mark_released(w);
+  ASSERT_TRUE(lease->unlock());
+  auto waited = w.result.get();
+  ASSERT_TRUE(waited) << waited.error().message();
+  EXPECT_LT(*waited, 3000ms);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Admin commands renamed away or denied.
+
+TEST(ManagedCommandsTest, RenamedAdminCommandsAreNotNeeded) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(with({"--rename-command", "CONFIG", "", "--rename-command", "CLIENT", "",
+                           "--rename-command", "SCRIPT", "", "--rename-command", "KEYS", "",
+                           "--rename-command", "FLUSHALL", "", "--rename-command", "DEBUG", ""}));
+  Client holder = client_of({server.url()});
+  Client waiter = client_of({server.url()});
+  auto lease = holder.try_lock("job", fixed(20s, "holder"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  Waiting w;
+  start_waiter(w, waiter, "job", 15s);
+  ASSERT_TRUE(eventually([&] { return subscribers(server, lock::release_channel("job")) == 1; }));
+  ASSERT_TRUE(lease->extend());
+  mark_released(w);
+  ASSERT_TRUE(lease->unlock());
+  auto waited = w.result.get();
+  ASSERT_TRUE(waited) << waited.error().message();
+  EXPECT_FALSE(server.exists("job"));
+}
+
+// Some services let scripts run only through EVAL (SCRIPT and EVALSHA denied).
+TEST(ManagedCommandsTest, ScriptsRunByEvalWhenEvalshaAndScriptAreDenied) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  ASSERT_TRUE(server.command(
+      {"ACL", "SETUSER", "app", "on", ">pw", "~*", "&*", "+@all", "-script", "-evalsha"}));
+  Client client = client_of({url_as(server, "app", "pw")});
+  auto lease = client.try_lock("job", fixed(10s, "x"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  ASSERT_TRUE(lease->extend());
+  auto released = lease->unlock();
+  ASSERT_TRUE(released) << released.error().message();
+  EXPECT_FALSE(server.exists("job"));
+}
+
+// INFO is in @dangerous: a user with "+@all -@dangerous" cannot read it, and dlock needs it
+// (restarts, replicas, eviction policy). The error says so.
+TEST(ManagedCommandsTest, ADeniedInfoIsNamedInTheError) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  ASSERT_TRUE(
+      server.command({"ACL", "SETUSER", "app", "on", ">pw", "~*", "&*", "+@all", "-@dangerous"}));
+  Client client = client_of({url_as(server, "app", "pw")});
+  auto lease = client.try_lock("job", fixed(10s, "x"));
+  ASSERT_FALSE(lease) << "locked without knowing the node";
+  const std::string message = lease.error().message();
+  EXPECT_NE(message.find("INFO"), std::string::npos) << message;
+  EXPECT_NE(message.find("NOPERM"), std::string::npos) << message;
+  for (const auto& key : keys_of(server)) {
+    EXPECT_TRUE(key == "dlock:max-ttl" || key == "dlock:fence-floor") << "left behind: " << key;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. A replica (read-only, Redis's default) given as a node.
+
+TEST(ManagedReplicaTest, AReadOnlyReplicaIsRefusedClearlyAndNeverCounted) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer master(with({"--repl-diskless-sync-delay", "0"}));
+  RedisServer replica(with({"--replicaof", "127.0.0.1", std::to_string(master.port())}));
+  ASSERT_TRUE(
+      eventually([&] { return info_field(replica, "replication", "master_link_status") == "up"; }));
+  Client alone = client_of({replica.url()});
+  auto lease = alone.try_lock("job", fixed(5s, "x"));
+  ASSERT_FALSE(lease);
+  EXPECT_NE(lease.error().message().find("replica"), std::string::npos) << lease.error().message();
+  // Beside two masters, the replica (of the first) is one vote that never counts: the lock
+  // needs both masters.
+  RedisServer other;
+  ClientOptions options;
+  options.nodes = {master.url(), replica.url(), other.url()};
+  options.node_timeout = 1000ms;
+  options.start_from_quorum = true;  // a brand-new set would wait for the replica's vote
+  auto three = Client::create(options);
+  ASSERT_TRUE(three) << three.error().message();
+  auto held = three->try_lock("job", fixed(5s, "x"));
+  ASSERT_TRUE(held) << held.error().message();
+  other.pause();
+  auto second = three->try_lock("job2", fixed(5s, "y"));
+  other.resume();
+  ASSERT_FALSE(second) << "a replica's vote was counted";
+  EXPECT_NE(second.error().message().find("replica"), std::string::npos)
+      << second.error().message();
+  EXPECT_TRUE(held->unlock());
+  EXPECT_FALSE(master.exists("job"));
+}
+
+}  // namespace
+}  // namespace dlock
