@@ -206,10 +206,12 @@ void Waiters::on_message(const std::string& channel, const std::string& payload)
   // may all get in together.
   // An empty payload names nobody: a forced release with nobody in line, or the channel
   // subscribed again after its connection was lost (node/server_node.cc), when any release may
-  // have been missed. Every waiter tries again: fair ones see whether they are first.
+  // have been missed. Every fair waiter tries again (each sees whether it is first), and of the
+  // plain ones still only one, as for any release (a subscriber that keeps being dropped would
+  // otherwise cost every waiter an attempt per reconnect).
   for (auto& w : it->second.waiters) {
-    if (payload.empty() || w->wakes_on_every() ||
-        (!w->wake_for().empty() && w->wake_for() == payload)) {
+    if (w->wakes_on_every() ||
+        (!w->wake_for().empty() && (payload.empty() || w->wake_for() == payload))) {
       w->signal();
     }
   }

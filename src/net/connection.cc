@@ -137,6 +137,9 @@ bool Connection::closed_by_server() {
   // both take lend_mu_ before they do (fail() too, before it closes the stream). With nothing
   // in flight the socket has nothing to read: readable means closed (late replies to requests
   // nobody waits for would be read as a close: then no answer rather than a wrong one).
+  // A connection that always reads (TLS, a subscriber) sees the close at once and has already
+  // failed, keeping its epoch until it reconnects: that counts too.
+  if (dropped_while_ready_.load(std::memory_order_acquire)) return true;
   std::lock_guard lock(lend_mu_);
   return lendable_ && !lent_ && !resume_pending_ && in_flight_.empty() && peer_closed();
 }
@@ -235,6 +238,7 @@ void Connection::send_handshake() {
 void Connection::become_ready() {
   state_ = State::ready;
   epoch_.fetch_add(1, std::memory_order_acq_rel);
+  dropped_while_ready_.store(false, std::memory_order_release);
   connect_deadline_ = Clock::time_point::max();
   drain_waiting();
   if (on_ready_) on_ready_();
@@ -257,6 +261,7 @@ void Connection::drain_waiting() {
 
 void Connection::fail(errc code, const std::string& reason) {
   const bool was_ready = state_ == State::ready;
+  if (was_ready) dropped_while_ready_.store(true, std::memory_order_release);
   ++generation_;
   state_ = State::idle;
   writable_ = false;

@@ -116,10 +116,11 @@ class Connection {
   // For a command connection: runs after each (re)connection (Node loads its scripts there).
   void set_on_ready(std::function<void()> on_ready) { on_ready_ = std::move(on_ready); }
 
-  // True if the connection is idle (ready, nothing in flight, not lent) and the server has
-  // closed it meanwhile: a server's idle `timeout`, a CLIENT KILL. The next request would meet a
-  // new connection (a new epoch), so a caller that counts on the epoch can greet first. A poll
-  // of the socket; false whenever the connection is busy. Any thread.
+  // True if the next request would meet a new connection (a new epoch), so that a caller that
+  // counts on the epoch can greet first: the connection failed since it was last ready (a
+  // connection that always reads, TLS or a subscriber, sees a server's close at once), or it is
+  // idle (ready, nothing in flight, not lent) and the server has closed it meanwhile (a server's
+  // idle `timeout`, a CLIENT KILL: a poll of the socket). Any thread.
   bool closed_by_server();
 
   const NodeAddress& address() const noexcept { return address_; }
@@ -215,6 +216,9 @@ class Connection {
   bool loan_late_ = false;  // requests expired during the loan: their replies are late
 
   std::atomic<std::uint64_t> epoch_{0};
+  // A ready connection failed (closed by the server, or by us on an error) and has not been
+  // remade yet: its next request reconnects on a new epoch (closed_by_server).
+  std::atomic<bool> dropped_while_ready_{false};
   std::function<void(const resp::Reply&)> on_message_;
   std::function<void()> on_ready_;
   std::string last_error_;

@@ -181,6 +181,7 @@ void SentinelNode::adopt(ServerNode& master) {
   if (master_ == &master) return;
   ServerNode* old = master_;
   master_ = &master;
+  current_master_.store(&master, std::memory_order_release);
   // Replies from here on may come from another server: votes counted before do not carry over.
   if (old != nullptr) epoch_.fetch_add(1, std::memory_order_acq_rel);
   for (const auto& channel : channels_) {
@@ -188,6 +189,11 @@ void SentinelNode::adopt(ServerNode& master) {
     master.subscribe(channel, net::Clock::now() + options_.connect_timeout,
                      [](Result<resp::Reply>) {});
   }
+}
+
+bool SentinelNode::closed_by_server() {
+  ServerNode* master = current_master_.load(std::memory_order_acquire);
+  return master != nullptr && master->closed_by_server();
 }
 
 void SentinelNode::finish_resolving(const Error* failure) {

@@ -50,6 +50,8 @@ class SentinelNode final : public Node {
   void unsubscribe(const std::string& channel) override;
 
   net::Connection* lendable_connection() noexcept override { return nullptr; }
+  // The master's (a read of an atomic and a poll under the connection's own lock: any thread).
+  bool closed_by_server() override;
   const net::NodeAddress& address() const noexcept override { return address_; }
   std::uint64_t epoch() const noexcept override { return epoch_.load(std::memory_order_acquire); }
 
@@ -84,6 +86,9 @@ class SentinelNode final : public Node {
   const std::string display_;
 
   std::atomic<std::uint64_t> epoch_{0};
+  // master_, for closed_by_server() on any thread (servers_ keeps every ServerNode as long as
+  // this node lives).
+  std::atomic<ServerNode*> current_master_{nullptr};
   bool closing_ = false;
 
   std::vector<Sentinel> sentinels_;

@@ -18,11 +18,13 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl, live = math.floor(tonumber(ARGV[1])), tonumber(ARGV[2])
 -- Out of memory (maxmemory with noeviction), Redis refuses a script's first write if it may take
 -- memory (ZADD) but not one that cannot (PEXPIRE), and no write after that. Raising an entry
--- that is already here takes no memory: the key's expiry is re-armed first (never shortened), so
--- renewals of held locks keep counting on a full server. A new entry is refused, as before.
-if redis.call('zscore', KEYS[1], ARGV[1]) then
+-- that is already here takes no memory: the key's expiry is re-armed first (to what is left, or
+-- `live` if that is less: never shortened, never stretched), so renewals of held locks keep
+-- counting on a full server. A new entry is refused, as before. pcall: an older dlock's string
+-- record is no zset (replaced below).
+if type(redis.pcall('zscore', KEYS[1], ARGV[1])) == 'string' then
   local left = redis.call('pttl', KEYS[1])
-  redis.call('pexpire', KEYS[1], left < live and live or left + 1)
+  redis.call('pexpire', KEYS[1], left < live and live or left)
 end
 local added = redis.pcall('zadd', KEYS[1], 'gt', now + live, ARGV[1])
 if type(added) ~= 'number' then

@@ -48,11 +48,12 @@ for i = 1, #KEYS do
     end
     local expiry = tonumber(redis.call('zscore', KEYS[i], member) or '0')
     if expiry > now then
-      -- The key's expiry is re-armed first (never shortened): on a full server (maxmemory,
-      -- noeviction) Redis refuses a script's first write only if it may take memory, and the
-      -- ZADD, which only moves an existing member, would otherwise be that first write.
+      -- The key's expiry is re-armed first (to what is left, or the ttl if that is less: never
+      -- shortened, never stretched): on a full server (maxmemory, noeviction) Redis refuses a
+      -- script's first write only if it may take memory, and the ZADD, which only moves an
+      -- existing member, would otherwise be that first write.
       local left = redis.call('pttl', KEYS[i])
-      redis.call('pexpire', KEYS[i], left < ttl and ttl or left + 1)
+      redis.call('pexpire', KEYS[i], left < ttl and ttl or left)
       if expiry < now + ttl then redis.call('zadd', KEYS[i], now + ttl, member) end
       clock.mark(KEYS[i], false, now)
       result[i] = 1
