@@ -566,11 +566,14 @@ Clock::time_point Connection::borrowed_expire(Clock::time_point now) {
 }
 
 void Connection::give_back(const Error& abandoned) {
-  std::vector<Callback> dropped;
-  for (auto& p : in_flight_) {
-    if (p.done) dropped.push_back(std::exchange(p.done, nullptr));
+  // The requests waiting now, by index: a callback may send (the deque grows at its end, its
+  // elements stay where they are), and what it sends is the io thread's to write and answer.
+  // No list of callbacks is built: nothing here allocates, so run_borrowed can give a loan back
+  // while an exception unwinds.
+  const std::size_t waiting = in_flight_.size();
+  for (std::size_t k = 0; k < waiting; ++k) {
+    if (Callback done = std::exchange(in_flight_[k].done, nullptr)) done(abandoned);
   }
-  for (auto& done : dropped) done(abandoned);
   if (lent_fd_ >= 0) {
     asio::error_code ec;
     stream_->tcp.assign(lent_v6_ ? asio::ip::tcp::v6() : asio::ip::tcp::v4(), lent_fd_, ec);
