@@ -8,6 +8,7 @@
 #include <cassert>
 #include <cerrno>
 #include <cstdint>
+#include <utility>
 
 #include "node/round_outcomes.h"
 
@@ -88,22 +89,20 @@ class Loan {
   std::size_t lent_ = 0;  // connections_[0, lent_) are borrowed
 };
 
-}  // namespace
-
-std::optional<std::vector<Outcomes>> run_borrowed(const std::vector<std::unique_ptr<Node>>& nodes,
-                                                  const std::vector<Call>& calls,
-                                                  net::Clock::time_point deadline,
-                                                  const Enough& enough) {
+// The round of `count` calls at `calls` on borrowed connections; `take(round, cut_short)` makes
+// what it returns, before the connections are given back.
+template <typename Take>
+auto drive(const std::vector<std::unique_ptr<Node>>& nodes, const Call* calls, std::size_t count,
+           net::Clock::time_point deadline, const Enough& enough, Take take)
+    -> std::optional<decltype(take(std::declval<RoundOutcomes&>(), true))> {
   const std::size_t n = nodes.size();
-  RoundOutcomes round(calls.size(), n, enough);
+  RoundOutcomes round(count, n, enough);
   Loan connections(n);  // after `round`: given back before it goes, also by an exception
   if (!connections.borrow_all(nodes)) return std::nullopt;
-  // Not shared (see borrowed_run.h): a share with no owner, so the nodes keep nothing alive.
-  const std::shared_ptr<const std::vector<Call>> unowned(std::shared_ptr<void>(), &calls);
-  for (std::size_t c = 0; c < calls.size(); ++c) {
-    for (std::size_t i = 0; i < n; ++i) {
-      nodes[i]->run(unowned, c, deadline, Answer{&round, c, i});
-    }
+  for (std::size_t c = 0; c < count; ++c) {
+    // Not shared (see borrowed_run.h): a share with no owner, so the nodes keep nothing alive.
+    const std::shared_ptr<const Call> unowned(std::shared_ptr<void>(), &calls[c]);
+    for (std::size_t i = 0; i < n; ++i) nodes[i]->run(unowned, deadline, Answer{&round, c, i});
   }
 
   // One entry per node; a node with nothing to wait for has fd -1, which poll() skips.
@@ -133,13 +132,30 @@ std::optional<std::vector<Outcomes>> run_borrowed(const std::vector<std::unique_
     }
   }
 
-  std::vector<Outcomes> out = round.take(round.complete());
+  auto out = take(round, round.complete());
   // Built once: most rounds abandon nothing, and the message would be an allocation per node.
   static const Error abandoned(errc::cancelled, "not waited for: a quorum had answered");
   connections.give_back(abandoned);
   // What lets `round` and `calls` live on the caller's stack: no callback is left to run.
-  assert(round.heard() == calls.size() * n);
+  assert(round.heard() == count * n);
   return out;
+}
+
+}  // namespace
+
+std::optional<std::vector<Outcomes>> run_borrowed(const std::vector<std::unique_ptr<Node>>& nodes,
+                                                  const std::vector<Call>& calls,
+                                                  net::Clock::time_point deadline,
+                                                  const Enough& enough) {
+  return drive(nodes, calls.data(), calls.size(), deadline, enough,
+               [](RoundOutcomes& round, bool cut_short) { return round.take(cut_short); });
+}
+
+std::optional<Outcomes> run_borrowed(const std::vector<std::unique_ptr<Node>>& nodes,
+                                     const Call& call, net::Clock::time_point deadline,
+                                     const Enough& enough) {
+  return drive(nodes, &call, 1, deadline, enough,
+               [](RoundOutcomes& round, bool cut_short) { return round.take_one(cut_short); });
 }
 
 }  // namespace dlock::node

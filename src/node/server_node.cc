@@ -106,26 +106,25 @@ ServerNode::ServerNode(asio::io_context& io, net::NodeAddress address,
       });
 }
 
-void ServerNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-                     net::Clock::time_point deadline, net::Connection::Callback done) {
-  send(std::move(calls), c, deadline, std::move(done), false);
+void ServerNode::run(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+                     net::Connection::Callback done) {
+  send(std::move(call), deadline, std::move(done), false);
 }
 
-void ServerNode::run_asking(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-                            net::Clock::time_point deadline, net::Connection::Callback done) {
-  send(std::move(calls), c, deadline, std::move(done), true);
+void ServerNode::run_asking(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+                            net::Connection::Callback done) {
+  send(std::move(call), deadline, std::move(done), true);
 }
 
-void ServerNode::send(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-                      net::Clock::time_point deadline, net::Connection::Callback done,
-                      bool asking) {
+void ServerNode::send(std::shared_ptr<const Call> shared, net::Clock::time_point deadline,
+                      net::Connection::Callback done, bool asking) {
   // Timed from here to the reply (a NOSCRIPT retry included).
   done = observed(observer_, index_, display_, std::move(done));
   // ASKING holds for the one command after it: both are queued back to back on this thread.
   auto ask = [this, asking, deadline] {
     if (asking) connection_.send(resp::encode_command({"ASKING"}), deadline, [](auto) {});
   };
-  const Call& call = (*calls)[c];
+  const Call& call = *shared;
   ask();
   if (call.script == nullptr) {
     std::vector<std::string_view> argv(call.keys.begin(), call.keys.end());
@@ -134,10 +133,10 @@ void ServerNode::send(std::shared_ptr<const std::vector<Call>> calls, std::size_
   const std::string_view publish = sharding_.sharded_pubsub ? "spublish" : "publish";
   if (call.min_replicas > 0) done = guarded(call, deadline, std::move(done));
   connection_.send(encode_eval("EVALSHA", call.script->sha1, call, publish), deadline,
-                   [this, calls = std::move(calls), c, deadline, publish, ask,
+                   [this, shared = std::move(shared), deadline, publish, ask,
                     done = std::move(done)](Result<resp::Reply> r) mutable {
                      if (r && r->is_error_code("NOSCRIPT")) {
-                       const Call& again = (*calls)[c];
+                       const Call& again = *shared;
                        ask();
                        connection_.send(encode_eval("EVAL", again.script->source, again, publish),
                                         deadline, std::move(done));

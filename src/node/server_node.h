@@ -40,11 +40,11 @@ class ServerNode final : public Node {
   // cache) once more with the full source by EVAL, within the same deadline; or a plain
   // command. A script that publishes (Script::publishes) gets this node's PUBLISH verb as its last
   // argument.
-  void run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-           net::Clock::time_point deadline, net::Connection::Callback done) override;
+  void run(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+           net::Connection::Callback done) override;
   // run(), preceded by ASKING (a cluster's ASK redirection to this server). Io thread.
-  void run_asking(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-                  net::Clock::time_point deadline, net::Connection::Callback done);
+  void run_asking(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+                  net::Connection::Callback done);
   void subscribe(const std::string& channel, net::Clock::time_point deadline,
                  net::Connection::Callback done) override;
   void unsubscribe(const std::string& channel) override;
@@ -54,8 +54,8 @@ class ServerNode final : public Node {
   std::uint64_t epoch() const noexcept override { return connection_.epoch(); }
 
  private:
-  void send(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-            net::Clock::time_point deadline, net::Connection::Callback done, bool asking);
+  void send(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+            net::Connection::Callback done, bool asking);
   // `done`, called only once WAIT confirmed call.min_replicas replicas (the replica guard).
   net::Connection::Callback guarded(const Call& call, net::Clock::time_point deadline,
                                     net::Connection::Callback done);
