@@ -120,30 +120,32 @@ void ServerNode::send(std::shared_ptr<const Call> shared, net::Clock::time_point
                       net::Connection::Callback done, bool asking) {
   // Timed from here to the reply (a NOSCRIPT retry included).
   done = observed(observer_, index_, display_, std::move(done));
-  // ASKING holds for the one command after it: both are queued back to back on this thread.
-  auto ask = [this, asking, deadline] {
-    if (asking) connection_.send(resp::encode_command({"ASKING"}), deadline, [](auto) {});
-  };
   const Call& call = *shared;
-  ask();
+  ask(asking, deadline);
   if (call.script == nullptr) {
     std::vector<std::string_view> argv(call.keys.begin(), call.keys.end());
     return connection_.send(resp::encode_command(argv), deadline, std::move(done));
   }
-  const std::string_view publish = sharding_.sharded_pubsub ? "spublish" : "publish";
   if (call.min_replicas > 0) done = guarded(call, deadline, std::move(done));
-  connection_.send(encode_eval("EVALSHA", call.script->sha1, call, publish), deadline,
-                   [this, shared = std::move(shared), deadline, publish, ask,
-                    done = std::move(done)](Result<resp::Reply> r) mutable {
-                     if (r && r->is_error_code("NOSCRIPT")) {
-                       const Call& again = *shared;
-                       ask();
-                       connection_.send(encode_eval("EVAL", again.script->source, again, publish),
-                                        deadline, std::move(done));
-                       return;
-                     }
-                     done(std::move(r));
-                   });
+  // NOSCRIPT is answered by reissue(), which the connection asks before `done`.
+  connection_.send(encode_eval("EVALSHA", call.script->sha1, call, publish_verb()), deadline,
+                   std::move(done), net::Connection::Reissue{this, std::move(shared), asking});
+}
+
+bool ServerNode::reissue(const resp::Reply& reply, const std::shared_ptr<const void>& subject,
+                         bool asking, net::Clock::time_point deadline,
+                         net::Connection::Callback& done) {
+  if (!reply.is_error_code("NOSCRIPT")) return false;
+  const Call& again = *static_cast<const Call*>(subject.get());
+  // ASKING holds for the one command after it: both are queued back to back on this thread.
+  ask(asking, deadline);
+  connection_.send(encode_eval("EVAL", again.script->source, again, publish_verb()), deadline,
+                   std::move(done));
+  return true;
+}
+
+void ServerNode::ask(bool asking, net::Clock::time_point deadline) {
+  if (asking) connection_.send(resp::encode_command({"ASKING"}), deadline, [](auto) {});
 }
 
 net::Connection::Callback ServerNode::guarded(const Call& call, net::Clock::time_point deadline,

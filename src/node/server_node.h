@@ -29,7 +29,7 @@ struct Sharding {
   std::function<void()> on_reconnect;
 };
 
-class ServerNode final : public Node {
+class ServerNode final : public Node, private net::Connection::Reissuer {
  public:
   // `observer` (may be null) hears of every request run() makes, as node `index`.
   ServerNode(asio::io_context& io, net::NodeAddress address, net::ConnectionOptions options,
@@ -56,6 +56,15 @@ class ServerNode final : public Node {
  private:
   void send(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
             net::Connection::Callback done, bool asking);
+  // A script's reply of NOSCRIPT: the script sent again by EVAL with its source (`subject` is
+  // its Call, `asking` whether ASKING goes first), in the request's place.
+  bool reissue(const resp::Reply& reply, const std::shared_ptr<const void>& subject, bool asking,
+               net::Clock::time_point deadline, net::Connection::Callback& done) override;
+  std::string_view publish_verb() const {
+    return sharding_.sharded_pubsub ? "spublish" : "publish";
+  }
+  // ASKING, before a call that a cluster's ASK redirection sends to this server.
+  void ask(bool asking, net::Clock::time_point deadline);
   // `done`, called only once WAIT confirmed call.min_replicas replicas (the replica guard).
   net::Connection::Callback guarded(const Call& call, net::Clock::time_point deadline,
                                     net::Connection::Callback done);
