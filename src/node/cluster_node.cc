@@ -114,7 +114,7 @@ void ClusterNode::run(std::shared_ptr<const Call> shared, net::Clock::time_point
     // Raised again under a new announcement too: the one raised before may be taken back.
     if (ttl > home_max_ttl_ || home_max_ttl_epoch_ != epoch() ||
         net::Clock::now() + std::chrono::milliseconds(ttl) > home_max_ttl_until_ ||
-        call.announcement != home_max_ttl_announcement_) {
+        call.announcement.str() != home_max_ttl_announcement_) {
       return raise_max_ttl_then(call, std::move(request));
     }
   }
@@ -123,7 +123,7 @@ void ClusterNode::run(std::shared_ptr<const Call> shared, net::Clock::time_point
 
 void ClusterNode::raise_max_ttl_then(const Call& call, Request acquisition) {
   const std::int64_t ttl = call.record_ttl->count();
-  std::string announcement = call.announcement;
+  std::string announcement = call.announcement.str();
   const std::uint64_t epoch_then = epoch();
   const auto deadline = acquisition.deadline;
   const auto sent = net::Clock::now();
