@@ -92,7 +92,7 @@ std::vector<node::Call> renew_calls(const std::vector<Renewal>& renewals,
 
 node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
                         const std::optional<FairTicket>& fair, WriterWait writer,
-                        std::size_t permits, std::string announcement, TokenCounter counter) {
+                        std::size_t permits, node::SharedText announcement, TokenCounter counter) {
   const std::string& name = hold.name;
   node::Call call;
   call.keys = keys_for(name);

@@ -65,7 +65,7 @@ enum class TokenCounter { name, node };
 // the digits of the greeting it is made under (lock::Membership).
 node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
                         const std::optional<FairTicket>& fair, WriterWait writer,
-                        std::size_t permits, std::string announcement,
+                        std::size_t permits, node::SharedText announcement,
                         TokenCounter counter = TokenCounter::name);
 
 // What a cluster node runs in its home slot before an acquisition of `ttl` made under

@@ -140,7 +140,7 @@ NodeError QuorumLock::node_error(std::size_t i, errc code, std::string reason) c
 node::ScriptRound QuorumLock::send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
                                            const std::optional<FairTicket>& fair, WriterWait writer,
                                            ReplicaGuard guard, std::size_t permits,
-                                           std::string announcement) {
+                                           node::SharedText announcement) {
   // One node: its counter alone makes the token (no other node to raise it on), so the cheaper
   // node counter serves. Several: the names' counters move together across the nodes for a name
   // taken again and again, so the raise round is rarely needed (docs/protocol-lean.md).
@@ -169,8 +169,10 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
   // The acquire waits for every node (up to the node timeout), unlike release: the fencing
   // token is the largest counter among the answers, and only reading every live node keeps it
   // growing while a minority of nodes restarts empty (docs/fencing.md).
-  node::ScriptRound round =
-      send_acquire(hold, ttl, fair, writer, guard, permits, view.announcement());
+  // The announcement shared with the view's record, not copied into the call.
+  node::ScriptRound round = send_acquire(
+      hold, ttl, fair, writer, guard, permits,
+      node::SharedText(std::shared_ptr<const std::string>(view.basis, &view.basis->announcement)));
   const node::Outcomes outcomes = co_await round;
 
   AcquireAnswers answers = read_acquire(outcomes, view, permits);

@@ -140,7 +140,8 @@ class QuorumLock {
   NodeError node_error(std::size_t i, errc code, std::string reason) const;
   node::ScriptRound send_acquire(const HoldId& hold, std::chrono::milliseconds ttl,
                                  const std::optional<FairTicket>& fair, WriterWait writer,
-                                 ReplicaGuard guard, std::size_t permits, std::string announcement);
+                                 ReplicaGuard guard, std::size_t permits,
+                                 node::SharedText announcement);
   // One renewal's outcome from every node's reply to its batch (`slot`: its place there).
   Result<Clock::time_point> judge_renewal(const Renewal& renewal, const node::Outcomes& per_node,
                                           std::size_t slot, const Membership::View& view,

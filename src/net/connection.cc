@@ -77,15 +77,16 @@ void Connection::post_error(Callback done, errc code, std::string reason) {
   asio::post(io_, [done = std::move(done), e = error(code, reason)]() { done(e); });
 }
 
-void Connection::send(std::string_view command, Clock::time_point deadline, Callback done) {
+void Connection::send(std::string_view command, Clock::time_point deadline, Callback done,
+                      Reissue reissue) {
   auto now = Clock::now();
   {
     std::lock_guard lock(lend_mu_);
     if (lent_ && lent_to_ == std::this_thread::get_id()) {
       // The borrower's own request: its next borrowed_flush() writes it.
       out_ += command;
-      in_flight_.push_back(
-          Pending{{}, deadline, now, std::move(done), sunsubscribed_channel(command)});
+      in_flight_.push_back(Pending{
+          {}, deadline, now, std::move(done), sunsubscribed_channel(command), std::move(reissue)});
       return;
     }
     lendable_ = false;
@@ -93,8 +94,8 @@ void Connection::send(std::string_view command, Clock::time_point deadline, Call
       // A caller has the socket: queue, and let give_back() bring us back to it.
       deferred_ = true;
       std::string sunsubscribe = sunsubscribed_channel(command);
-      waiting_.push_back(
-          Pending{std::string(command), deadline, now, std::move(done), std::move(sunsubscribe)});
+      waiting_.push_back(Pending{std::string(command), deadline, now, std::move(done),
+                                 std::move(sunsubscribe), std::move(reissue)});
       arm_timer(deadline);
       return;
     }
@@ -119,7 +120,7 @@ void Connection::send(std::string_view command, Clock::time_point deadline, Call
     }
     start_connect();
   }
-  Pending p{{}, deadline, now, std::move(done), sunsubscribed_channel(command)};
+  Pending p{{}, deadline, now, std::move(done), sunsubscribed_channel(command), std::move(reissue)};
   if (state_ == State::ready) {
     out_ += command;
     in_flight_.push_back(std::move(p));
@@ -403,7 +404,11 @@ std::optional<Connection::Failure> Connection::dispatch() {
     Pending p = std::move(in_flight_.front());
     in_flight_.pop_front();
     if (!reply->is_error()) answered_ = true;
-    if (p.done) p.done(std::move(*reply));
+    if (p.done &&
+        (p.reissue.by == nullptr ||
+         !p.reissue.by->reissue(*reply, p.reissue.subject, p.reissue.flag, p.deadline, p.done))) {
+      p.done(std::move(*reply));
+    }
     if (gen != generation_) return std::nullopt;  // the callback reset the connection
   }
 }
@@ -470,7 +475,7 @@ void Connection::break_loan(Failure failure) {
   // Callbacks may send (and so grow in_flight_): take them out first.
   std::vector<Callback> live;
   for (auto& p : in_flight_) {
-    if (p.done) live.push_back(std::exchange(p.done, nullptr));
+    if (p.done) live.push_back(take(p));
   }
   for (auto& done : live) done(error(loan_failure_->code, loan_failure_->reason));
 }
@@ -567,7 +572,7 @@ Clock::time_point Connection::borrowed_expire(Clock::time_point now) {
   for (auto& p : in_flight_) {
     if (!p.done) continue;
     if (p.deadline <= now) {
-      expired.emplace_back(std::exchange(p.done, nullptr), p.deadline - p.sent);
+      expired.emplace_back(take(p), p.deadline - p.sent);
     } else {
       next = std::min(next, p.deadline);
     }
@@ -580,11 +585,14 @@ Clock::time_point Connection::borrowed_expire(Clock::time_point now) {
 }
 
 void Connection::give_back(const Error& abandoned) {
-  std::vector<Callback> dropped;
-  for (auto& p : in_flight_) {
-    if (p.done) dropped.push_back(std::exchange(p.done, nullptr));
+  // The requests waiting now, by index: a callback may send (the deque grows at its end, its
+  // elements stay where they are), and what it sends is the io thread's to write and answer.
+  // No list of callbacks is built: nothing here allocates, so run_borrowed can give a loan back
+  // while an exception unwinds.
+  const std::size_t waiting = in_flight_.size();
+  for (std::size_t k = 0; k < waiting; ++k) {
+    if (Callback done = take(in_flight_[k])) done(abandoned);
   }
-  for (auto& done : dropped) done(abandoned);
   if (lent_fd_ >= 0) {
     asio::error_code ec;
     stream_->tcp.assign(lent_v6_ ? asio::ip::tcp::v6() : asio::ip::tcp::v4(), lent_fd_, ec);
@@ -677,12 +685,11 @@ void Connection::on_timer() {
   // Collect expired callbacks before running any: they may send and so grow the queues.
   std::vector<std::pair<Callback, Clock::duration>> expired;
   for (auto& p : in_flight_) {
-    if (p.done && p.deadline <= now)
-      expired.emplace_back(std::exchange(p.done, nullptr), p.deadline - p.sent);
+    if (p.done && p.deadline <= now) expired.emplace_back(take(p), p.deadline - p.sent);
   }
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (it->deadline <= now) {
-      if (it->done) expired.emplace_back(std::exchange(it->done, nullptr), it->deadline - it->sent);
+      if (it->done) expired.emplace_back(take(*it), it->deadline - it->sent);
       it = waiting_.erase(it);
     } else {
       ++it;
@@ -711,7 +718,7 @@ void Connection::expire_waiting(Clock::time_point now) {
   auto next = Clock::time_point::max();
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (it->deadline <= now) {
-      if (it->done) expired.emplace_back(std::exchange(it->done, nullptr), it->deadline - it->sent);
+      if (it->done) expired.emplace_back(take(*it), it->deadline - it->sent);
       it = waiting_.erase(it);
     } else {
       next = std::min(next, it->deadline);

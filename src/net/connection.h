@@ -58,9 +58,36 @@ struct ConnectionOptions {
   asio::ssl::context* tls_context = nullptr;  // required for rediss:// addresses
 };
 
+// Who may answer a reply in its request's place by sending another request (a ServerNode:
+// EVAL with the script's source after NOSCRIPT). Without it, the callback would have to wrap
+// the caller's in a second std::function, an allocation per request (issue 32).
+class Reissuer {
+ public:
+  // Called with each reply (not a failure) to a request sent with this reissuer, before its
+  // callback, on the thread that read it: true if it sent another request in its place,
+  // which took `done` over (moved from); else it may complete `reply` (a hint added to an
+  // error), which then goes to `done`.
+  virtual bool reissue(resp::Reply& reply, const std::shared_ptr<const void>& subject, bool flag,
+                       Clock::time_point deadline,
+                       std::function<void(Result<resp::Reply>)>& done) = 0;
+
+ protected:
+  ~Reissuer() = default;
+};
+// A request's reissuer and what it needs to send again: `subject`, kept until the reply comes
+// or nobody waits for it any more, and a flag of its own.
+struct Reissue {
+  Reissuer* by = nullptr;
+  std::shared_ptr<const void> subject;
+  bool flag = false;
+};
+
 class Connection {
  public:
   using Callback = std::function<void(Result<resp::Reply>)>;
+
+  using Reissuer = net::Reissuer;
+  using Reissue = net::Reissue;
 
   Connection(asio::io_context& io, NodeAddress address, ConnectionOptions options);
   ~Connection();
@@ -72,7 +99,9 @@ class Connection {
   // borrower's `abandoned`). `done` never runs inside send() itself. On the io thread, or on
   // the thread that holds the loan (then it is written by the next borrowed_flush()). The
   // command is copied (into the bytes to write, or the queue): a caller may reuse its buffer.
-  void send(std::string_view command, Clock::time_point deadline, Callback done);
+  // `reissue`: see Reissuer.
+  void send(std::string_view command, Clock::time_point deadline, Callback done,
+            Reissue reissue = {});
 
   // For a subscriber connection: `on_message` gets every pub/sub message pushed by the server
   // (["message" or "smessage", channel, payload], or ["sunsubscribe", channel, count] when a
@@ -142,7 +171,13 @@ class Connection {
     // The channel of a SUNSUBSCRIBE (else empty): its reply looks like the push a server sends
     // when it drops a shard channel by itself, and is told from one by the channel it names.
     std::string sunsubscribe = {};
+    Reissue reissue = {};
   };
+  // Takes the callback of `p` (nobody waits for its reply any more), and drops its reissue.
+  static Callback take(Pending& p) {
+    p.reissue = {};
+    return std::exchange(p.done, nullptr);
+  }
   class Stream;
 
   void start_connect();

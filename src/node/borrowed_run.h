@@ -20,11 +20,16 @@ namespace dlock::node {
 //
 // Neither `calls` nor the round's bookkeeping outlives the call: every request's callback has
 // run by the time it returns (with its reply, a timeout, or the abandonment that give_back()
-// hands to requests still waiting), so the nodes are handed `calls` without a share of it and
-// the round lives on the stack (issue 32: no allocation for either).
+// hands to requests still waiting; also when something throws inside it), so the nodes are
+// handed `calls` without a share of it and the round lives on the stack (issue 32: no
+// allocation for either).
 std::optional<std::vector<Outcomes>> run_borrowed(const std::vector<std::unique_ptr<Node>>& nodes,
                                                   const std::vector<Call>& calls,
                                                   net::Clock::time_point deadline,
                                                   const Enough& enough);
+// The same for one call: its outcomes, one per node.
+std::optional<Outcomes> run_borrowed(const std::vector<std::unique_ptr<Node>>& nodes,
+                                     const Call& call, net::Clock::time_point deadline,
+                                     const Enough& enough);
 
 }  // namespace dlock::node

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,26 @@
 #include "scripts/script.h"
 
 namespace dlock::node {
+
+// Text shared with the record it comes from, read-only: a call carries its announcement's
+// digits without a copy of its own (an allocation per acquisition, issue 32). Made from a
+// std::string (tests, hand-built calls) it holds a copy.
+class SharedText {
+ public:
+  SharedText() = default;
+  SharedText(std::string text)  // NOLINT(google-explicit-constructor)
+      : text_(std::make_shared<const std::string>(std::move(text))) {}
+  SharedText(const char* text) : SharedText(std::string(text)) {}  // NOLINT
+  explicit SharedText(std::shared_ptr<const std::string> text) : text_(std::move(text)) {}
+  const std::string& str() const {
+    static const std::string empty;
+    return text_ ? *text_ : empty;
+  }
+  friend bool operator==(const SharedText& a, std::string_view b) { return a.str() == b; }
+
+ private:
+  std::shared_ptr<const std::string> text_;
+};
 
 // One request, sent to every node: a script call, or a plain command when script is null.
 struct Call {
@@ -30,7 +51,7 @@ struct Call {
   // An acquisition: the digits of the announcement it is made under (lock::Membership). A
   // cluster node that records the ttl in its greeting's record first does so under them
   // ("<ttl>.<digits>", max_ttl_raise.lua), so that the client's retraction takes it back.
-  std::string announcement{};
+  SharedText announcement{};
   // Routing facts, set by the call's builder (lock/quorum_lock.cc) so that a node routes
   // without reading the script or its arguments. record_ttl: an acquisition, whose ttl a
   // cluster node records in its greeting's record before sending it (max_ttl_raise.lua).

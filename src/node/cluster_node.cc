@@ -97,13 +97,12 @@ ClusterNode::~ClusterNode() {
   shards_.clear();
 }
 
-void ClusterNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-                      net::Clock::time_point deadline, net::Connection::Callback done) {
+void ClusterNode::run(std::shared_ptr<const Call> shared, net::Clock::time_point deadline,
+                      net::Connection::Callback done) {
   done = observed(observer_, index_, display_, std::move(done));
-  const Call& call = (*calls)[c];
+  const Call& call = *shared;
   if (is_command(call, "INFO")) {
-    Request request{std::make_shared<const std::vector<Call>>(1, call), kHomeSlot, deadline,
-                    std::move(done)};
+    Request request{std::make_shared<const Call>(call), kHomeSlot, deadline, std::move(done)};
     request.every_master = true;
     return route(std::move(request));
   }
@@ -116,8 +115,8 @@ void ClusterNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_
     });
     return;
   }
-  Request request{std::make_shared<const std::vector<Call>>(1, in_slot(call, *slot)), *slot,
-                  deadline, std::move(done)};
+  Request request{std::make_shared<const Call>(in_slot(call, *slot)), *slot, deadline,
+                  std::move(done)};
   if (call.record_ttl && call.record_call != nullptr) {
     // A lock outside the home slot: acquire.lua records its ttl in the lock's slot only.
     if (*slot != kHomeSlot && call.granted != nullptr) record_grant_after(call, request);
@@ -125,7 +124,7 @@ void ClusterNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_
     // Raised again under a new announcement too: the one raised before may be taken back.
     if (ttl > home_max_ttl_ || home_max_ttl_epoch_ != epoch() ||
         net::Clock::now() + std::chrono::milliseconds(ttl) > home_max_ttl_until_ ||
-        call.announcement != home_max_ttl_announcement_) {
+        call.announcement.str() != home_max_ttl_announcement_) {
       return raise_max_ttl_then(call, std::move(request));
     }
   }
@@ -134,12 +133,12 @@ void ClusterNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_
 
 void ClusterNode::raise_max_ttl_then(const Call& call, Request acquisition) {
   const std::int64_t ttl = call.record_ttl->count();
-  std::string announcement = call.announcement;
+  std::string announcement = call.announcement.str();
   const std::uint64_t epoch_then = epoch();
   const auto deadline = acquisition.deadline;
   const auto sent = net::Clock::now();
-  auto raise = std::make_shared<const std::vector<Call>>(
-      1, in_slot(call.record_call(*call.record_ttl, announcement), kHomeSlot));
+  auto raise = std::make_shared<const Call>(
+      in_slot(call.record_call(*call.record_ttl, announcement), kHomeSlot));
   route(Request{std::move(raise), kHomeSlot, deadline,
                 [this, ttl, epoch_then, sent, announcement = std::move(announcement),
                  acquisition = std::move(acquisition)](Result<resp::Reply> r) mutable {
@@ -161,8 +160,8 @@ void ClusterNode::raise_max_ttl_then(const Call& call, Request acquisition) {
 }
 
 void ClusterNode::record_grant_after(const Call& call, Request& acquisition) {
-  auto record = std::make_shared<const std::vector<Call>>(
-      1, in_slot(call.record_call(*call.record_ttl, std::string()), kHomeSlot));
+  auto record = std::make_shared<const Call>(
+      in_slot(call.record_call(*call.record_ttl, std::string()), kHomeSlot));
   acquisition.done = [this, ttl = call.record_ttl->count(), granted = call.granted,
                       record = std::move(record), deadline = acquisition.deadline,
                       done = std::move(acquisition.done)](Result<resp::Reply> r) mutable {
@@ -227,7 +226,7 @@ void ClusterNode::run_split_by_key(const Call& call, net::Clock::time_point dead
       part.keys.push_back(call.keys[i]);
       for (std::size_t a = n * i; a < n * i + n; ++a) part.args.push_back(call.args[a]);
     }
-    route(Request{std::make_shared<const std::vector<Call>>(1, std::move(part)), slot, deadline,
+    route(Request{std::make_shared<const Call>(std::move(part)), slot, deadline,
                   [merge, indexes = indexes](Result<resp::Reply> r) {
                     if (r && r->is_array() && r->elements.size() == indexes.size()) {
                       merge->any_answered = true;
@@ -265,15 +264,15 @@ void ClusterNode::route(Request request) {
 }
 
 void ClusterNode::send_to(ServerNode& shard, Request request, bool asking) {
-  auto calls = request.calls;
+  auto call = request.call;
   const auto deadline = request.deadline;
   auto then = [this, shard = &shard, request = std::move(request)](Result<resp::Reply> r) mutable {
     on_reply(*shard, std::move(request), std::move(r));
   };
   if (asking) {
-    shard.run_asking(std::move(calls), 0, deadline, std::move(then));
+    shard.run_asking(std::move(call), deadline, std::move(then));
   } else {
-    shard.run(std::move(calls), 0, deadline, std::move(then));
+    shard.run(std::move(call), deadline, std::move(then));
   }
 }
 
@@ -304,7 +303,7 @@ void ClusterNode::on_reply(ServerNode& shard, Request request, Result<resp::Repl
     // several keys (permits of one semaphore, names sharing a hash tag) cannot wait for the
     // migration to end, or its leases run out meanwhile: it goes key by key, each key to the
     // master that has it (ASK). Anything else waits for the migration to move the rest.
-    const Call& call = request.calls->front();
+    const Call& call = *request.call;
     if (call.args_per_key > 0 && call.keys.size() > 1) {
       return run_split_by_key(call, request.deadline, std::move(request.done), true);
     }
@@ -374,13 +373,12 @@ void ClusterNode::identify(Request request) {
 void ClusterNode::identify_master(ServerNode& master, std::string slots,
                                   net::Clock::time_point deadline,
                                   std::function<void(Result<std::string>, std::string)> done) {
-  static const auto kInfo =
-      std::make_shared<const std::vector<Call>>(1, Call{nullptr, {"INFO"}, {}});
+  static const auto kInfo = std::make_shared<const Call>(Call{nullptr, {"INFO"}, {}});
   static const auto kClusterInfo =
-      std::make_shared<const std::vector<Call>>(1, Call{nullptr, {"CLUSTER", "INFO"}, {}});
+      std::make_shared<const Call>(Call{nullptr, {"CLUSTER", "INFO"}, {}});
   const std::string where = master.address().display() + ": ";
   master.run(
-      kInfo, 0, deadline,
+      kInfo, deadline,
       [this, &master, where, slots = std::move(slots), deadline,
        done = std::move(done)](Result<resp::Reply> r) mutable {
         if (!r && r.error().is(errc::io_error)) refresh();
@@ -394,7 +392,7 @@ void ClusterNode::identify_master(ServerNode& master, std::string slots,
         // The master's config epoch: every claim of a slot by a master that does not hold the
         // cluster's largest epoch raises it (and a failover does), so a slot map that comes back
         // to an earlier one (a slot moved away and given back without its keys) is still new.
-        master.run(kClusterInfo, 0, deadline,
+        master.run(kClusterInfo, deadline,
                    [this, where, part = std::move(part), slots = std::move(slots),
                     info = std::move(info), done = std::move(done)](Result<resp::Reply> c) mutable {
                      if (!c && c.error().is(errc::io_error)) refresh();
@@ -459,10 +457,9 @@ void ClusterNode::ask_for_slots(std::vector<ServerNode*> candidates, std::size_t
     refresher_.finished();
     return waiting_.release(&last);
   }
-  static const auto kSlots =
-      std::make_shared<const std::vector<Call>>(1, Call{nullptr, {"CLUSTER", "SLOTS"}, {}});
+  static const auto kSlots = std::make_shared<const Call>(Call{nullptr, {"CLUSTER", "SLOTS"}, {}});
   ServerNode* asked = candidates[k];
-  asked->run(kSlots, 0, net::Clock::now() + options_.connect_timeout,
+  asked->run(kSlots, net::Clock::now() + options_.connect_timeout,
              [this, candidates = std::move(candidates), k, asked](Result<resp::Reply> r) mutable {
                if (closing_) return;
                auto ranges = r ? parse_cluster_slots(*r, asked->address().host)

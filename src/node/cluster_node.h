@@ -63,8 +63,8 @@ class ClusterNode final : public Node {
               MessageHandler on_message, std::size_t index, Observer* observer);
   ~ClusterNode() override;
 
-  void run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-           net::Clock::time_point deadline, net::Connection::Callback done) override;
+  void run(std::shared_ptr<const Call> shared, net::Clock::time_point deadline,
+           net::Connection::Callback done) override;
   void subscribe(const std::string& channel, net::Clock::time_point deadline,
                  net::Connection::Callback done) override;
   void unsubscribe(const std::string& channel) override;
@@ -75,7 +75,7 @@ class ClusterNode final : public Node {
 
  private:
   struct Request {
-    std::shared_ptr<const std::vector<Call>> calls;  // one call, its node keys resolved
+    std::shared_ptr<const Call> call;  // its node keys resolved
     std::uint16_t slot = 0;
     net::Clock::time_point deadline;
     net::Connection::Callback done;

@@ -32,6 +32,7 @@ using Outcomes = std::vector<Result<resp::Reply>>;  // one per node, in node ord
 class Fanout {
  public:
   using Done = std::function<void(std::vector<Outcomes>)>;
+  using DoneOne = std::function<void(Outcomes)>;
   virtual ~Fanout() = default;
 
   // Sends every call to every node, pipelined, under one deadline; `done` then runs once with
@@ -39,6 +40,15 @@ class Fanout {
   // start() returns, on the calling thread (a round done there on borrowed sockets; or, on the
   // io thread, a round whose every request failed at once), or later on the io thread.
   virtual void start(std::vector<Call> calls, Enough enough, Done done) = 0;
+  // start() for one call, its outcomes alone: every round of a lock cycle is one call, and
+  // NodeSet then makes neither a vector of calls nor one of outcomes (issue 32). Here, for
+  // fanouts without a way of their own: through start().
+  virtual void start_one(Call call, Enough enough, DoneOne done) {
+    std::vector<Call> calls;
+    calls.push_back(std::move(call));
+    start(std::move(calls), std::move(enough),
+          [done = std::move(done)](std::vector<Outcomes> out) { done(std::move(out[0])); });
+  }
   // Runs `f` on the io thread, later (a simulation may run it at once).
   virtual void post(std::function<void()> f) = 0;
   virtual std::size_t size() const noexcept = 0;
@@ -84,14 +94,15 @@ class Fanout {
 };
 
 // The awaitable protocol of a round: `begin(done)` starts it; the Task goes on on the thread
-// that finished it (the calling thread if it was done inline, without suspending).
-template <typename Derived>
+// that finished it (the calling thread if it was done inline, without suspending). `Out`: what
+// the round ends with ([call][node], or one call's outcomes).
+template <typename Derived, typename Out = std::vector<Outcomes>>
 class RoundAwaiter {
  public:
   bool await_ready() const noexcept { return false; }
   bool await_suspend(std::coroutine_handle<> h) {
     h_ = h;
-    static_cast<Derived*>(this)->begin([this](std::vector<Outcomes> out) {
+    static_cast<Derived*>(this)->begin([this](Out out) {
       out_ = std::move(out);
       // Whoever comes second goes on: the round finishing after the suspension resumes the
       // Task; a round finished inline lets await_suspend return false (no suspension).
@@ -99,11 +110,11 @@ class RoundAwaiter {
     });
     return !finished_.exchange(true, std::memory_order_acq_rel);
   }
-  std::vector<Outcomes> await_resume() { return std::move(out_); }
+  Out await_resume() { return std::move(out_); }
 
  private:
   std::coroutine_handle<> h_;
-  std::vector<Outcomes> out_;
+  Out out_;
   std::atomic<bool> finished_{false};
 };
 
@@ -122,29 +133,26 @@ class Round : public RoundAwaiter<Round> {
   Enough enough_;
 };
 
-// co_await ScriptRound(fanout, script, keys, args, enough) -> one outcome per node.
-class ScriptRound : public Round {
+// co_await ScriptRound(fanout, script, keys, args, enough) -> one outcome per node: a round of
+// one call (Fanout::start_one).
+class ScriptRound : public RoundAwaiter<ScriptRound, Outcomes> {
  public:
   ScriptRound(Fanout& fanout, const scripts::Script& script, Strings keys, Strings args,
               Enough enough = {})
-      : Round(fanout, one(&script, std::move(keys), std::move(args)), std::move(enough)) {}
+      : ScriptRound(fanout, Call{&script, std::move(keys), std::move(args)}, std::move(enough)) {}
   ScriptRound(Fanout& fanout, Call call, Enough enough = {})
-      : Round(fanout, one(std::move(call)), std::move(enough)) {}
+      : fanout_(fanout), call_(std::move(call)), enough_(std::move(enough)) {}
   // A plain command (args[0] is its name).
   ScriptRound(Fanout& fanout, Strings command)
-      : Round(fanout, one(nullptr, std::move(command), {})) {}
-  Outcomes await_resume() { return std::move(Round::await_resume()[0]); }
+      : ScriptRound(fanout, Call{nullptr, std::move(command), {}}) {}
+  void begin(Fanout::DoneOne done) {
+    fanout_.start_one(std::move(call_), std::move(enough_), std::move(done));
+  }
 
  private:
-  static std::vector<Call> one(const scripts::Script* script, Strings keys, Strings args) {
-    return one(Call{script, std::move(keys), std::move(args)});
-  }
-  // Not std::vector<Call>{call}: an initializer_list is copied from, every string of the call.
-  static std::vector<Call> one(Call call) {
-    std::vector<Call> calls;
-    calls.push_back(std::move(call));
-    return calls;
-  }
+  Fanout& fanout_;
+  Call call_;
+  Enough enough_;
 };
 
 }  // namespace dlock::node

@@ -22,11 +22,11 @@ class Node {
  public:
   virtual ~Node() = default;
 
-  // Sends (*calls)[c] and calls `done` once with the reply or the failure, by `deadline`. On
-  // the io thread, or (a ServerNode only) on a thread that borrowed lendable_connection().
-  // `calls` is shared: a retry (NOSCRIPT, a cluster redirect) may come after the round.
-  virtual void run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-                   net::Clock::time_point deadline, net::Connection::Callback done) = 0;
+  // Sends `call` and calls `done` once with the reply or the failure, by `deadline`. On the io
+  // thread, or (a ServerNode only) on a thread that borrowed lendable_connection(). `call` is
+  // shared: a retry (NOSCRIPT, a cluster redirect) may come after the round.
+  virtual void run(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+                   net::Connection::Callback done) = 0;
 
   // Subscribes to `channel` (kept across reconnections until unsubscribe); `done` gets the
   // server's confirmation. Io thread only.

@@ -16,7 +16,7 @@ namespace {
 // One round on the io thread: each outcome as it comes, until all or enough are in.
 struct Gathering {
   Gathering(asio::io_context& io, std::size_t calls, std::vector<Call> kept_calls,
-            std::size_t nodes, Enough enough, Fanout::Done finished_with)
+            std::size_t nodes, Enough enough, NodeSet::Finish finished_with)
       : kept(std::move(kept_calls)),
         guard(io),
         round(calls, nodes, std::move(enough)),
@@ -26,7 +26,7 @@ struct Gathering {
   // bug there from hanging the round (and every Task waiting behind it) for good.
   asio::steady_timer guard;
   RoundOutcomes round;
-  Fanout::Done done;
+  NodeSet::Finish done;
 
   void add(std::size_t c, std::size_t i, Result<resp::Reply> r) {
     if (round.taken()) return;  // after a return at quorum the rest are read and dropped
@@ -36,8 +36,13 @@ struct Gathering {
   // `guarded`: the guard timer ended the round; the missing answers timed out.
   void finish(bool guarded) {
     guard.cancel();
+    if (auto* one = std::get_if<Fanout::DoneOne>(&done)) {
+      auto out = round.take_one(!guarded);
+      auto d = std::move(*one);
+      return d(std::move(out));
+    }
     auto out = round.take(!guarded);
-    auto d = std::move(done);
+    auto d = std::move(std::get<Fanout::Done>(done));
     d(std::move(out));
   }
 };
@@ -76,18 +81,35 @@ void NodeSet::start(std::vector<Call> calls, Enough enough, Done done) {
   const std::size_t n = calls.size();
   gather(
       n, std::move(calls),
-      [](Node& node, std::size_t c, net::Clock::time_point deadline, net::Connection::Callback sent,
-         const std::shared_ptr<const std::vector<Call>>& shared) {
-        node.run(shared, c, deadline, std::move(sent));
+      [](Node& node, net::Clock::time_point deadline, net::Connection::Callback sent,
+         std::shared_ptr<const Call> shared) {
+        node.run(std::move(shared), deadline, std::move(sent));
+      },
+      std::move(enough), std::move(done));
+}
+
+void NodeSet::start_one(Call call, Enough enough, DoneOne done) {
+  if (!engine::on_io_thread()) {
+    if (auto out = run_borrowed(nodes_, call, net::Clock::now() + node_timeout_, enough)) {
+      return done(std::move(*out));
+    }
+  }
+  std::vector<Call> calls;
+  calls.push_back(std::move(call));
+  gather(
+      1, std::move(calls),
+      [](Node& node, net::Clock::time_point deadline, net::Connection::Callback sent,
+         std::shared_ptr<const Call> shared) {
+        node.run(std::move(shared), deadline, std::move(sent));
       },
       std::move(enough), std::move(done));
 }
 
 void NodeSet::subscribe(const std::string& channel, Done done) {
   gather(
-      1, {},
-      [channel](Node& node, std::size_t, net::Clock::time_point deadline,
-                net::Connection::Callback sent, const std::shared_ptr<const std::vector<Call>>&) {
+      1, std::vector<Call>{},
+      [channel](Node& node, net::Clock::time_point deadline, net::Connection::Callback sent,
+                const std::shared_ptr<const Call>&) {
         node.subscribe(channel, deadline, std::move(sent));
       },
       {}, std::move(done));
@@ -119,11 +141,10 @@ void NodeSet::unsubscribe(const std::string& channel, std::function<bool()> keep
 
 template <typename Send>
 void NodeSet::gather(std::size_t calls, std::vector<Call> kept, Send send, Enough enough,
-                     Done done) {
+                     Finish done) {
   auto g = std::make_shared<Gathering>(io_, calls, std::move(kept), nodes_.size(),
                                        std::move(enough), std::move(done));
   auto go = [this, g, calls, send = std::move(send)] {
-    const std::shared_ptr<const std::vector<Call>> shared(g, &g->kept);
     // Each connection enforces the deadline itself and calls back exactly once.
     const auto deadline = net::Clock::now() + node_timeout_;
     g->guard.expires_at(deadline + std::chrono::seconds(1));
@@ -131,10 +152,12 @@ void NodeSet::gather(std::size_t calls, std::vector<Call> kept, Send send, Enoug
       if (!ec && !g->round.taken()) g->finish(true);
     });
     for (std::size_t c = 0; c < calls; ++c) {
+      const std::shared_ptr<const Call> shared =
+          g->kept.empty() ? nullptr : std::shared_ptr<const Call>(g, &g->kept[c]);
       for (std::size_t i = 0; i < nodes_.size(); ++i) {
         send(
-            *nodes_[i], c, deadline,
-            [g, c, i](Result<resp::Reply> r) { g->add(c, i, std::move(r)); }, shared);
+            *nodes_[i], deadline, [g, c, i](Result<resp::Reply> r) { g->add(c, i, std::move(r)); },
+            shared);
       }
     }
   };

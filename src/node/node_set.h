@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "net/connection.h"
@@ -42,7 +43,11 @@ class NodeSet final : public Fanout {
   NodeSet(const NodeSet&) = delete;
   NodeSet& operator=(const NodeSet&) = delete;
 
+  // Whom a round calls back: with [call][node], or with the one call's outcomes.
+  using Finish = std::variant<Done, DoneOne>;
+
   void start(std::vector<Call> calls, Enough enough, Done done) override;
+  void start_one(Call call, Enough enough, DoneOne done) override;
   void post(std::function<void()> f) override { asio::post(io_, std::move(f)); }
   // Subscribes every node to `channel`; `done` gets each node's confirmation or failure (on
   // the io thread).
@@ -68,11 +73,13 @@ class NodeSet final : public Fanout {
   asio::executor_work_guard<asio::io_context::executor_type> work_;
   // Sends `calls` requests to every node on the io thread (now if called there, else posted),
   // each by `send(node, call, deadline, callback, shared)`, and calls `done` there with
-  // [call][node] once all answered or enough did. `shared` views `kept`, kept with the round's
-  // own state for as long as a node holds it (a retry after the round): one allocation for both.
+  // [call][node] (a Done), or the one call's outcomes (a DoneOne), once all answered or enough
+  // did. `shared` views call c of `kept`, kept with the round's own state for as long as a node
+  // holds it (a retry after the round): one allocation for both (a Call in place would make
+  // the round's state too large for malloc's per-thread cache: more instructions, not fewer).
   // A template: as a std::function, the sender cost an allocation per round (issue 32).
   template <typename Send>
-  void gather(std::size_t calls, std::vector<Call> kept, Send send, Enough enough, Done done);
+  void gather(std::size_t calls, std::vector<Call> kept, Send send, Enough enough, Finish done);
 
   std::vector<std::unique_ptr<Node>> nodes_;
   const std::chrono::milliseconds node_timeout_;

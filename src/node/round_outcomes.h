@@ -41,22 +41,15 @@ class RoundOutcomes {
   // false: the round's time ran out, and it is errc::timeout).
   std::vector<Outcomes> take(bool cut_short) {
     taken_ = true;
-    const bool quorum_return = cut_short && answered_ < expected_;
-    std::vector<Outcomes> out(calls_);
-    for (std::size_t c = 0; c < out.size(); ++c) {
-      out[c].reserve(nodes_);
-      for (std::size_t i = 0; i < nodes_; ++i) {
-        auto& o = slot(c * nodes_ + i);
-        if (o) {
-          out[c].push_back(std::move(*o));
-        } else if (quorum_return) {
-          out[c].push_back(Error(errc::cancelled, "not waited for: a quorum had answered"));
-        } else {
-          out[c].push_back(Error(errc::timeout, "no answer"));
-        }
-      }
-    }
+    std::vector<Outcomes> out;
+    out.reserve(calls_);
+    for (std::size_t c = 0; c < calls_; ++c) out.push_back(outcomes_of(c, cut_short));
     return out;
+  }
+  // take() of a round of one call: its outcomes alone, without a vector around them.
+  Outcomes take_one(bool cut_short) {
+    taken_ = true;
+    return outcomes_of(0, cut_short);
   }
   bool taken() const { return taken_; }
   // Outcomes added, those after take() too: every request's callback ran once it is
@@ -65,6 +58,22 @@ class RoundOutcomes {
 
  private:
   bool quorum_reached() const { return single_ && enough_.reached(yes_); }
+  Outcomes outcomes_of(std::size_t c, bool cut_short) {
+    const bool quorum_return = cut_short && answered_ < expected_;
+    Outcomes out;
+    out.reserve(nodes_);
+    for (std::size_t i = 0; i < nodes_; ++i) {
+      auto& o = slot(c * nodes_ + i);
+      if (o) {
+        out.push_back(std::move(*o));
+      } else if (quorum_return) {
+        out.push_back(Error(errc::cancelled, "not waited for: a quorum had answered"));
+      } else {
+        out.push_back(Error(errc::timeout, "no answer"));
+      }
+    }
+    return out;
+  }
 
   using Slot = std::optional<Result<resp::Reply>>;
   // [call * nodes + node]: in place for a round of up to kInline outcomes (one call to up to

@@ -16,8 +16,8 @@ std::string where(const std::string& host, std::uint16_t port) {
          std::to_string(port);
 }
 
-std::shared_ptr<const std::vector<Call>> plain(std::vector<std::string> command) {
-  return std::make_shared<const std::vector<Call>>(1, Call{nullptr, std::move(command), {}});
+std::shared_ptr<const Call> plain(std::vector<std::string> command) {
+  return std::make_shared<const Call>(Call{nullptr, std::move(command), {}});
 }
 
 }  // namespace
@@ -66,33 +66,32 @@ SentinelNode::~SentinelNode() {
   servers_.clear();
 }
 
-void SentinelNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-                       net::Clock::time_point deadline, net::Connection::Callback done) {
+void SentinelNode::run(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+                       net::Connection::Callback done) {
   done = observed(observer_, index_, display_, std::move(done));
-  if (is_command((*calls)[c], "INFO")) return identify(deadline, std::move(done));
-  send(std::move(calls), c, deadline, std::move(done));
+  if (is_command(*call, "INFO")) return identify(deadline, std::move(done));
+  send(std::move(call), deadline, std::move(done));
 }
 
-void SentinelNode::send(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-                        net::Clock::time_point deadline, net::Connection::Callback done) {
+void SentinelNode::send(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+                        net::Connection::Callback done) {
   if (closing_) return;
   if (master_ == nullptr) {
-    return when_known(deadline, [this, calls = std::move(calls), c, deadline,
+    return when_known(deadline, [this, call = std::move(call), deadline,
                                  done = std::move(done)](const Error* failure) mutable {
       if (failure != nullptr) return done(*failure);
-      send(std::move(calls), c, deadline, std::move(done));
+      send(std::move(call), deadline, std::move(done));
     });
   }
-  master_->run(std::move(calls), c, deadline,
-               [this, done = std::move(done)](Result<resp::Reply> r) {
-                 if (closing_) return;
-                 // A master gone, stalled or demoted: ask the sentinels where it is now.
-                 if (!r ? r.error().is(errc::io_error) || r.error().is(errc::timeout)
-                        : r->is_error_code("READONLY") || r->is_error_code("MASTERDOWN")) {
-                   resolve();
-                 }
-                 done(std::move(r));
-               });
+  master_->run(std::move(call), deadline, [this, done = std::move(done)](Result<resp::Reply> r) {
+    if (closing_) return;
+    // A master gone, stalled or demoted: ask the sentinels where it is now.
+    if (!r ? r.error().is(errc::io_error) || r.error().is(errc::timeout)
+           : r->is_error_code("READONLY") || r->is_error_code("MASTERDOWN")) {
+      resolve();
+    }
+    done(std::move(r));
+  });
 }
 
 void SentinelNode::identify(net::Clock::time_point deadline, net::Connection::Callback done) {
@@ -104,7 +103,7 @@ void SentinelNode::identify(net::Clock::time_point deadline, net::Connection::Ca
   }
   static const auto kInfo = plain({"INFO"});
   ServerNode* master = master_;
-  master->run(kInfo, 0, deadline, [this, master, done = std::move(done)](Result<resp::Reply> r) {
+  master->run(kInfo, deadline, [this, master, done = std::move(done)](Result<resp::Reply> r) {
     if (closing_) return;
     if (!r) {
       if (r.error().is(errc::io_error) || r.error().is(errc::timeout)) resolve();
@@ -159,7 +158,7 @@ void SentinelNode::ask_sentinel(std::size_t k, Error last) {
 void SentinelNode::check_role(ServerNode& candidate, std::size_t k) {
   static const auto kRole = plain({"ROLE"});
   candidate.run(
-      kRole, 0, net::Clock::now() + options_.connect_timeout,
+      kRole, net::Clock::now() + options_.connect_timeout,
       [this, &candidate, k](Result<resp::Reply> r) {
         if (closing_) return;
         const std::string who = candidate.address().display();

@@ -43,8 +43,8 @@ class SentinelNode final : public Node {
                MessageHandler on_message, std::size_t index, Observer* observer);
   ~SentinelNode() override;
 
-  void run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-           net::Clock::time_point deadline, net::Connection::Callback done) override;
+  void run(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+           net::Connection::Callback done) override;
   void subscribe(const std::string& channel, net::Clock::time_point deadline,
                  net::Connection::Callback done) override;
   void unsubscribe(const std::string& channel) override;
@@ -61,8 +61,8 @@ class SentinelNode final : public Node {
     std::unique_ptr<net::Connection> listened;  // SUBSCRIBE +switch-master
   };
 
-  void send(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-            net::Clock::time_point deadline, net::Connection::Callback done);
+  void send(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+            net::Connection::Callback done);
   // INFO: the master's identity (run_id and replication id), as node/server_identity.h says.
   void identify(net::Clock::time_point deadline, net::Connection::Callback done);
   // Runs `go` once a master is known (or fails it by the deadline).

@@ -65,16 +65,6 @@ constexpr std::string_view kAclNeeds =
     "~app:*), channels &dlock:*, and the commands EVAL, EVALSHA, INFO, PING, SUBSCRIBE, "
     "UNSUBSCRIBE and PUBLISH; see docs/safety.md)";
 
-// `done`, with kAclNeeds added to a NOPERM reply (a script's: what the server says of INFO is
-// read by the greeting, lock/membership.cc). Only on the rare paths (EVAL): the usual one adds
-// it in the callback it has anyway, not in a wrapper allocated per request.
-net::Connection::Callback explain_noperm(net::Connection::Callback done) {
-  return [done = std::move(done)](Result<resp::Reply> r) mutable {
-    if (r && r->is_error_code("NOPERM")) r->str += kAclNeeds;
-    done(std::move(r));
-  };
-}
-
 // A script refused by EVALSHA that EVAL may still run: NOSCRIPT (a restarted or flushed
 // server), or an ACL that denies EVALSHA (some services allow scripts through EVAL only).
 bool eval_may_run(const resp::Reply& r) {
@@ -137,52 +127,56 @@ ServerNode::ServerNode(asio::io_context& io, net::NodeAddress address,
       });
 }
 
-void ServerNode::run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-                     net::Clock::time_point deadline, net::Connection::Callback done) {
-  send(std::move(calls), c, deadline, std::move(done), false);
+void ServerNode::run(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+                     net::Connection::Callback done) {
+  send(std::move(call), deadline, std::move(done), false);
 }
 
-void ServerNode::run_asking(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-                            net::Clock::time_point deadline, net::Connection::Callback done) {
-  send(std::move(calls), c, deadline, std::move(done), true);
+void ServerNode::run_asking(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+                            net::Connection::Callback done) {
+  send(std::move(call), deadline, std::move(done), true);
 }
 
-void ServerNode::send(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-                      net::Clock::time_point deadline, net::Connection::Callback done,
-                      bool asking) {
+void ServerNode::send(std::shared_ptr<const Call> shared, net::Clock::time_point deadline,
+                      net::Connection::Callback done, bool asking) {
   // Timed from here to the reply (a NOSCRIPT retry included).
   done = observed(observer_, index_, display_, std::move(done));
-  // ASKING holds for the one command after it: both are queued back to back on this thread.
-  auto ask = [this, asking, deadline] {
-    if (asking) connection_.send(resp::encode_command({"ASKING"}), deadline, [](auto) {});
-  };
-  const Call& call = (*calls)[c];
-  ask();
+  const Call& call = *shared;
+  ask(asking, deadline);
   if (call.script == nullptr) {
     std::vector<std::string_view> argv(call.keys.begin(), call.keys.end());
     return connection_.send(resp::encode_command(argv), deadline, std::move(done));
   }
-  const std::string_view publish = sharding_.sharded_pubsub ? "spublish" : "publish";
   if (call.min_replicas > 0) done = guarded(call, deadline, std::move(done));
-  if (eval_only_.load(std::memory_order_relaxed)) {
-    return connection_.send(encode_eval("EVAL", call.script->source, call, publish), deadline,
-                            explain_noperm(std::move(done)));
+  // NOSCRIPT (and an ACL that denies EVALSHA) is answered by reissue(), which the connection
+  // asks before `done`; so is a NOPERM completed with what dlock's ACL user needs.
+  const bool eval_only = eval_only_.load(std::memory_order_relaxed);
+  connection_.send(eval_only ? encode_eval("EVAL", call.script->source, call, publish_verb())
+                             : encode_eval("EVALSHA", call.script->sha1, call, publish_verb()),
+                   deadline, std::move(done),
+                   net::Connection::Reissue{this, std::move(shared), asking});
+}
+
+bool ServerNode::reissue(resp::Reply& reply, const std::shared_ptr<const void>& subject,
+                         bool asking, net::Clock::time_point deadline,
+                         net::Connection::Callback& done) {
+  if (!eval_may_run(reply)) {
+    if (reply.is_error_code("NOPERM")) reply.str += kAclNeeds;
+    return false;
   }
-  connection_.send(encode_eval("EVALSHA", call.script->sha1, call, publish), deadline,
-                   [this, calls = std::move(calls), c, deadline, publish, ask,
-                    done = std::move(done)](Result<resp::Reply> r) mutable {
-                     if (r && eval_may_run(*r)) {
-                       // Denied, not missing: EVAL from now on (SCRIPT LOAD is denied too).
-                       if (r->is_error_code("NOPERM")) eval_only_.store(true);
-                       const Call& again = (*calls)[c];
-                       ask();
-                       connection_.send(encode_eval("EVAL", again.script->source, again, publish),
-                                        deadline, explain_noperm(std::move(done)));
-                       return;
-                     }
-                     if (r && r->is_error_code("NOPERM")) r->str += kAclNeeds;
-                     done(std::move(r));
-                   });
+  // Denied, not missing: EVAL from now on (SCRIPT LOAD is denied too).
+  if (reply.is_error_code("NOPERM")) eval_only_.store(true, std::memory_order_relaxed);
+  const Call& again = *static_cast<const Call*>(subject.get());
+  // ASKING holds for the one command after it: both are queued back to back on this thread.
+  ask(asking, deadline);
+  // With a reissuer again, for the hint on a NOPERM (an EVAL's never matches eval_may_run).
+  connection_.send(encode_eval("EVAL", again.script->source, again, publish_verb()), deadline,
+                   std::move(done), net::Connection::Reissue{this, subject, asking});
+  return true;
+}
+
+void ServerNode::ask(bool asking, net::Clock::time_point deadline) {
+  if (asking) connection_.send(resp::encode_command({"ASKING"}), deadline, [](auto) {});
 }
 
 net::Connection::Callback ServerNode::guarded(const Call& call, net::Clock::time_point deadline,

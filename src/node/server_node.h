@@ -30,7 +30,7 @@ struct Sharding {
   std::function<void()> on_reconnect;
 };
 
-class ServerNode final : public Node {
+class ServerNode final : public Node, private net::Connection::Reissuer {
  public:
   // `observer` (may be null) hears of every request run() makes, as node `index`.
   ServerNode(asio::io_context& io, net::NodeAddress address, net::ConnectionOptions options,
@@ -42,11 +42,11 @@ class ServerNode final : public Node {
   // command. A server whose ACL denies EVALSHA gets every script by EVAL from then on. A script
   // that publishes (Script::publishes) gets this node's PUBLISH verb as its last argument. A
   // NOPERM reply is completed with what dlock's ACL user needs.
-  void run(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-           net::Clock::time_point deadline, net::Connection::Callback done) override;
+  void run(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+           net::Connection::Callback done) override;
   // run(), preceded by ASKING (a cluster's ASK redirection to this server). Io thread.
-  void run_asking(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-                  net::Clock::time_point deadline, net::Connection::Callback done);
+  void run_asking(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+                  net::Connection::Callback done);
   void subscribe(const std::string& channel, net::Clock::time_point deadline,
                  net::Connection::Callback done) override;
   void unsubscribe(const std::string& channel) override;
@@ -57,8 +57,17 @@ class ServerNode final : public Node {
   std::uint64_t epoch() const noexcept override { return connection_.epoch(); }
 
  private:
-  void send(std::shared_ptr<const std::vector<Call>> calls, std::size_t c,
-            net::Clock::time_point deadline, net::Connection::Callback done, bool asking);
+  void send(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+            net::Connection::Callback done, bool asking);
+  // A script's reply of NOSCRIPT: the script sent again by EVAL with its source (`subject` is
+  // its Call, `asking` whether ASKING goes first), in the request's place.
+  bool reissue(resp::Reply& reply, const std::shared_ptr<const void>& subject, bool asking,
+               net::Clock::time_point deadline, net::Connection::Callback& done) override;
+  std::string_view publish_verb() const {
+    return sharding_.sharded_pubsub ? "spublish" : "publish";
+  }
+  // ASKING, before a call that a cluster's ASK redirection sends to this server.
+  void ask(bool asking, net::Clock::time_point deadline);
   // `done`, called only once WAIT confirmed call.min_replicas replicas (the replica guard).
   net::Connection::Callback guarded(const Call& call, net::Clock::time_point deadline,
                                     net::Connection::Callback done);

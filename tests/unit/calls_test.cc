@@ -62,9 +62,9 @@ TEST(CallsTest, AnAcquisitionSaysWhichTtlToRecordAndHow) {
                                        std::nullopt, WriterWait{}, 0, "12");
   ASSERT_TRUE(call.record_ttl.has_value());
   EXPECT_EQ(*call.record_ttl, std::chrono::milliseconds(5000));
-  EXPECT_EQ(call.announcement, "12");
+  EXPECT_EQ(call.announcement.str(), "12");
   ASSERT_NE(call.record_call, nullptr);
-  const node::Call record = call.record_call(*call.record_ttl, call.announcement);
+  const node::Call record = call.record_call(*call.record_ttl, call.announcement.str());
   // The member the greeting's retraction takes back, for twice the ttl.
   EXPECT_EQ(record.keys.to_vector(), std::vector<std::string>{kMaxTtlKey});
   EXPECT_EQ(record.args.to_vector(), (std::vector<std::string>{"5000.12", "10000"}));
