@@ -586,9 +586,12 @@ Clock::time_point Connection::borrowed_expire(Clock::time_point now) {
 
 void Connection::give_back(const Error& abandoned) {
   // The requests waiting now, by index: a callback may send (the deque grows at its end, its
-  // elements stay where they are), and what it sends is the io thread's to write and answer.
-  // No list of callbacks is built: nothing here allocates, so run_borrowed can give a loan back
-  // while an exception unwinds.
+  // elements stay where they are), and what it sends is the io thread's to write and answer;
+  // none may fail() the connection (which would empty the deque under the loop: only the io
+  // thread fails it), and today's (a round's Answer, the observer's and the replica guard's
+  // wrappers) send nothing here. No list of callbacks is built, so that run_borrowed can give a
+  // loan back while an exception unwinds; each callback still gets a copy of `abandoned` (its
+  // message: an allocation), so a second bad_alloc there, memory being exhausted, terminates.
   const std::size_t waiting = in_flight_.size();
   for (std::size_t k = 0; k < waiting; ++k) {
     if (Callback done = take(in_flight_[k])) done(abandoned);

@@ -44,6 +44,9 @@ struct Answer {
   void operator()(Result<resp::Reply> r) const { round->add(call, node, std::move(r)); }
 };
 
+// Built at start, not in ~Loan() while an exception unwinds.
+const Error kEndedByAnException(errc::cancelled, "not waited for: the round ended by an exception");
+
 // The round's loan of every node's command connection. Ending it (give_back(), or the
 // destructor when something threw inside run_borrowed) gives every connection back, and with
 // it runs every request's callback still waiting (with `abandoned`): nothing is left on loan,
@@ -54,10 +57,7 @@ class Loan {
   explicit Loan(std::size_t n) : connections_(n), n_(n) {}
   Loan(const Loan&) = delete;
   Loan& operator=(const Loan&) = delete;
-  ~Loan() {
-    static const Error thrown(errc::cancelled, "not waited for: the round ended by an exception");
-    give_back(thrown);
-  }
+  ~Loan() { give_back(kEndedByAnException); }
 
   // Borrows every node's command connection, or none (false): a cluster's calls need the io
   // thread to route them, and a busy connection the io thread to queue them.

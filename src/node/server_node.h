@@ -59,8 +59,11 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
  private:
   void send(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
             net::Connection::Callback done, bool asking);
-  // A script's reply of NOSCRIPT: the script sent again by EVAL with its source (`subject` is
-  // its Call, `asking` whether ASKING goes first), in the request's place.
+  // A script's reply of NOSCRIPT, or NOPERM for EVALSHA (an ACL that allows EVAL only, kept
+  // from then on): the script sent again by EVAL with its source (`subject` is its Call,
+  // `asking` whether ASKING goes first), in the request's place. Any other NOPERM gets what
+  // dlock's ACL user needs added. The EVAL sent carries this reissuer again, for that hint only
+  // (an EVAL is never answered NOSCRIPT, and its NOPERM names 'eval'), so it never loops.
   bool reissue(resp::Reply& reply, const std::shared_ptr<const void>& subject, bool asking,
                net::Clock::time_point deadline, net::Connection::Callback& done) override;
   std::string_view publish_verb() const {
