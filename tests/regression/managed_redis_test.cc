@@ -134,6 +134,17 @@ void mark_released(Waiting& w) {
   w.released.store(Clock::now().time_since_epoch().count());
 }
 
+// The holder releases: the waiter gets the lock soon after, woken by the release (its lease's
+// ttl is far longer).
+void release_and_expect_woken(Waiting& w, Lease& lease) {
+  mark_released(w);
+  auto released = lease.unlock();
+  ASSERT_TRUE(released) << released.error().message();
+  auto waited = w.result.get();
+  ASSERT_TRUE(waited) << waited.error().message();
+  EXPECT_LT(*waited, 3000ms) << "woken by the holder's ttl, not by the release";
+}
+
 // ---------------------------------------------------------------------------------------------
 // 1. `timeout 1`: the server closes connections idle for more than a second (pub/sub ones are
 // exempt). A holder without a watchdog that stays idle longer, then extends and unlocks.
@@ -242,12 +253,7 @@ TEST(ManagedTimeoutTest, AWaiterSubscribedLongerThanTheTimeoutIsWokenByTheReleas
   ASSERT_TRUE(eventually([&] { return subscribers(server, channel) == 1; }));
   std::this_thread::sleep_for(3s);  // holder and waiter idle past the timeout
   EXPECT_EQ(subscribers(server, channel), 1) << "the server closed an idle subscriber";
-  mark_released(w);
-  auto released = lease->unlock();
-  ASSERT_TRUE(released) << released.error().message();
-  auto waited = w.result.get();
-  ASSERT_TRUE(waited) << waited.error().message();
-  EXPECT_LT(*waited, 3000ms) << "woken by the holder's ttl, not by the release";
+  release_and_expect_woken(w, *lease);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -281,12 +287,7 @@ TEST(ManagedPubsubTest, AWaiterWhoseSubscriberIsKilledSubscribesAgainAndIsWoken)
   const long long before = commands_processed(server);
   std::this_thread::sleep_for(1s);
   EXPECT_LT(commands_processed(server) - before, 20);
-  mark_released(w);
-  auto released = lease->unlock();
-  ASSERT_TRUE(released) << released.error().message();
-  auto waited = w.result.get();
-  ASSERT_TRUE(waited) << waited.error().message();
-  EXPECT_LT(*waited, 3000ms) << "woken by the holder's ttl, not by the release";
+  release_and_expect_woken(w, *lease);
 }
 
 TEST(ManagedPubsubTest, AWaiterDroppedForItsOutputBufferSubscribesAgainAndIsWoken) {
@@ -312,12 +313,7 @@ TEST(ManagedPubsubTest, AWaiterDroppedForItsOutputBufferSubscribesAgainAndIsWoke
       },
       5s))
       << "the waiter was not dropped, or never subscribed again";
-  mark_released(w);
-  auto released = lease->unlock();
-  ASSERT_TRUE(released) << released.error().message();
-  auto waited = w.result.get();
-  ASSERT_TRUE(waited) << waited.error().message();
-  EXPECT_LT(*waited, 3000ms) << "woken by the holder's ttl, not by the release";
+  release_and_expect_woken(w, *lease);
 }
 
 // The release happens while the waiter's subscriber is down (its reconnection refused for a
