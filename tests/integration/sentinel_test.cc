@@ -231,10 +231,12 @@ TEST_F(SentinelNodeTest, TheReplicaGuardCountsAGrantOnlyOnceReplicasHaveIt) {
   // WAIT counts only a replica that is connected and synced: a fresh set's replica may still be
   // syncing (a clean-clone CI run with 16 tests at once refused the first lock that way).
   ASSERT_TRUE(set_->replicated(0));
-  Client a = client_of(set_->url());
+  // WAIT returns once the replica confirms, so a generous bound costs nothing when all is well:
+  // 400 ms of a 500 ms node timeout refused a lock with 16 tests at once in a clean-clone CI run.
+  Client a = test::client_of({set_->url()}, 3s);
   LockOptions guarded = fixed(10s);
   guarded.min_replicas = 1;
-  guarded.replica_timeout = 400ms;  // below the client's node timeout (500 ms); a busy machine
+  guarded.replica_timeout = 2s;  // below the client's node timeout (3 s)
   for (int i = 0; i < 5; ++i) {
     const std::string name = "guarded-" + std::to_string(i);
     auto lease = a.try_lock(name, guarded);
@@ -264,7 +266,7 @@ TEST_F(SentinelNodeTest, TheReplicaGuardCountsAGrantOnlyOnceReplicasHaveIt) {
   EXPECT_FALSE(on_server(0, "guarded"));
 
   LockOptions too_slow = guarded;
-  too_slow.replica_timeout = 500ms;  // the client's node timeout
+  too_slow.replica_timeout = 3s;  // the client's node timeout
   r = a.try_lock("guarded", too_slow);
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.error().is(errc::invalid_argument)) << r.error().message();
