@@ -45,14 +45,14 @@ std::shared_ptr<Holds::Entry> Holds::enter(std::string_view name, const OwnerTok
   write_hold_entry_key(key_, name, owner, kind);
   auto it = entries_.find(key_);
   if (it == entries_.end()) {
-    it = add_locked();
+    it = add_locked(kind);
     it->second->key = &it->first;  // a node's key stays where it is until it is erased
   }
   ++it->second->users;
   return it->second;
 }
 
-Holds::Entries::iterator Holds::add_locked() {
+Holds::Entries::iterator Holds::add_locked(HoldKind kind) {
   // Reused only when the spare is nobody else's: a Task that left the entry may still hold its
   // pointer until its frame ends. It was erased unused (no users, no hold with leases, its
   // mutex free), so it is a new entry once its hold is dropped.
@@ -68,17 +68,25 @@ Holds::Entries::iterator Holds::add_locked() {
     spare_.reset();
     node.key() = key_;
     node.mapped()->current = nullptr;
+    node.mapped()->kind = kind;
     return entries_.insert(std::move(node)).position;
   }
-  return entries_
-      .emplace(key_, std::make_shared<Entry>(
-                         [this](std::function<void()> f) { lock_.fanout().post(std::move(f)); }))
-      .first;
+  auto entry = std::make_shared<Entry>(
+      [this](std::function<void()> f) { lock_.fanout().post(std::move(f)); });
+  entry->kind = kind;
+  return entries_.emplace(key_, std::move(entry)).first;
 }
 
 void Holds::settle(Entry& e) {
   const bool keep = e.current && !e.current->leases.empty();
   std::lock_guard lock(mu_);
+  if (e.kind == HoldKind::read && keep != e.keep) {
+    if (keep) {
+      kept_reads_.fetch_add(1);
+    } else {
+      kept_reads_.fetch_sub(1);
+    }
+  }
   e.keep = keep;
 }
 
@@ -90,6 +98,9 @@ void Holds::leave(const std::shared_ptr<Entry>& e) {
 }
 
 bool Holds::has(const std::string& name, const OwnerToken& owner, HoldKind kind) {
+  // Kept read entries are counted under mu_: none counted, none to find (the same answer the
+  // lookup would give at this moment).
+  if (kind == HoldKind::read && kept_reads_.load() == 0) return false;
   std::lock_guard lock(mu_);
   write_hold_entry_key(key_, name, owner, kind);
   const auto it = entries_.find(key_);
