@@ -37,6 +37,12 @@ Lease::~Lease() {
 
 Result<void> Lease::unlock() {
   if (!state_) return moved_from();
+  {
+    // Released already (an unlock() before the destructor's): what unlock_task would find,
+    // without a Task (a status never leaves released).
+    std::lock_guard lock(state_->mu);
+    if (state_->status == Status::released) return {};
+  }
   auto task = detail::unlock_task(core_, state_);
   if (engine::on_io_thread()) {
     // A Lease dropped inside the engine (an asio operation whose caller went away): release

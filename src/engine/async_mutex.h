@@ -8,10 +8,12 @@
 // (through `post`), never inside unlock(): the unlocking Task goes on without running another.
 #pragma once
 
+#include <atomic>
 #include <coroutine>
 #include <functional>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 namespace dlock::engine {
@@ -44,9 +46,17 @@ class AsyncMutex {
     bool await_ready() { return m_.try_lock(); }
     bool await_suspend(std::coroutine_handle<> h) {
       std::lock_guard lock(m_.mu_);
-      if (!m_.locked_) {
-        m_.locked_ = true;
-        return false;
+      // Held: mark that it has a waiter (unlock() then takes mu_ to hand it over), unless it
+      // was released meanwhile, then take it.
+      int seen = m_.state_.load();
+      for (;;) {
+        if (seen == kFree) {
+          if (m_.state_.compare_exchange_weak(seen, kLocked, std::memory_order_acquire)) {
+            return false;
+          }
+        } else if (seen == kWaitedFor || m_.state_.compare_exchange_weak(seen, kWaitedFor)) {
+          break;
+        }
       }
       m_.waiters_.push_back(h);
       return true;
@@ -57,31 +67,41 @@ class AsyncMutex {
     AsyncMutex& m_;
   };
   Locking lock() { return Locking(*this); }
+  // The mutex at once if it is free (empty if not): for a fast path that needs no Task.
+  std::optional<Guard> try_lock_now() {
+    if (!try_lock()) return std::nullopt;
+    return std::optional<Guard>(std::in_place, this);
+  }
 
  private:
+  // state_: free, held, or held with waiters (in waiters_, under mu_). Taking a free mutex and
+  // releasing one nobody waits for are one atomic operation each, no lock: the uncontended
+  // case of every lock cycle, which takes two of these mutexes (issue 32).
+  static constexpr int kFree = 0;
+  static constexpr int kLocked = 1;
+  static constexpr int kWaitedFor = 2;
+
   bool try_lock() {
-    std::lock_guard lock(mu_);
-    if (locked_) return false;
-    locked_ = true;
-    return true;
+    int expected = kFree;
+    return state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire);
   }
   void unlock() {
+    int expected = kLocked;
+    if (state_.compare_exchange_strong(expected, kFree, std::memory_order_release)) return;
     std::coroutine_handle<> next;
     {
       std::lock_guard lock(mu_);
-      if (waiters_.empty()) {
-        locked_ = false;
-        return;
-      }
+      // Handed to the first waiter: it stays held, marked as waited for while others wait.
       next = waiters_.front();
       waiters_.pop_front();
+      state_.store(waiters_.empty() ? kLocked : kWaitedFor);
     }
     post_([next] { next.resume(); });
   }
 
   Post post_;
-  std::mutex mu_;
-  bool locked_ = false;  // guarded by mu_
+  std::atomic<int> state_{kFree};
+  std::mutex mu_;  // guards waiters_, and the move to kWaitedFor
   // guarded by mu_. A list, not a deque: an empty deque allocates (its map and a first block),
   // and a mutex is made for every lock cycle (lock/holds.h) that nearly never waits.
   std::list<std::coroutine_handle<>> waiters_;

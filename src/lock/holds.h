@@ -83,6 +83,7 @@ class Holds {
     std::size_t users = 0;          // guarded by Holds::mu_: calls inside or waiting
     bool keep = false;  // guarded by Holds::mu_: the current hold has leases (set under mu)
     const std::string* key = nullptr;  // its key in entries_ (set once, under Holds::mu_)
+    HoldKind kind = HoldKind::write;   // the kind in its key (set with it)
   };
   // A reentrant acquisition: `lease` joins `hold` (live until `until`) once the key outlives
   // its ttl too, on a quorum. nullopt with lease->hold unset: the hold is gone or over, and a
@@ -93,8 +94,8 @@ class Holds {
                                                  Clock::time_point until);
   std::shared_ptr<Entry> enter(std::string_view name, const OwnerToken& owner, HoldKind kind);
   using Entries = std::unordered_map<std::string, std::shared_ptr<Entry>>;
-  // A new entry for key_, made from spare_ when nothing else holds it. Under mu_.
-  Entries::iterator add_locked();
+  // A new entry for key_ (of `kind`), made from spare_ when nothing else holds it. Under mu_.
+  Entries::iterator add_locked(HoldKind kind);
   // At the end of a call, still under e->mu: whether the entry must be kept when unused.
   void settle(Entry& e);
   // After a call, without e->mu: drops the entry when nobody uses it and it holds nothing.
@@ -111,6 +112,9 @@ class Holds {
   std::mutex mu_;
   Entries entries_;  // guarded by mu_
   std::string key_;  // guarded by mu_: the key being looked up (its capacity reused)
+  // How many entries of read holds are kept (Entry::keep); changed under mu_. While none is,
+  // the upgrade checks of a write acquisition (two per acquisition) need no lock and no lookup.
+  std::atomic<std::size_t> kept_reads_{0};
   // Guarded by mu_: the last entry erased, kept whole (its map node, its key's capacity, its
   // Entry) for the next new one: an uncontended lock cycle makes one entry and erases it, three
   // allocations each time otherwise (issue 32).

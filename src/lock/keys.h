@@ -31,9 +31,9 @@ inline std::string cluster_tag(std::string_view name) {
 // meet: the first has one '}', at the end; the second has one before ':' and NAME after it.
 // Appended to `out`: a lock cycle's calls write their keys straight into the call's one buffer
 // (node::Strings, lock/calls.cc).
+// The caller makes the room (a call's keys reserve theirs at once: lock/calls.cc).
 inline void append_auxiliary_key(std::string& out, std::string_view prefix, std::string_view name) {
   if (!has_brace(name)) {
-    out.reserve(out.size() + prefix.size() + name.size() + 2);
     out.append(prefix);
     out.push_back('{');
     out.append(name);
@@ -50,6 +50,7 @@ inline void append_auxiliary_key(std::string& out, std::string_view prefix, std:
 // Built in one allocation.
 inline std::string auxiliary_key(std::string_view prefix, std::string_view name) {
   std::string key;
+  key.reserve(prefix.size() + name.size() + 2);  // enough unless `name` has braces
   append_auxiliary_key(key, prefix, name);
   return key;
 }

@@ -144,24 +144,37 @@ Membership::View Membership::refresh(std::chrono::milliseconds ttl) {
   return engine::run_sync(refresh_task(ttl));
 }
 
-engine::Task<Membership::View> Membership::refresh_task(std::chrono::milliseconds ttl,
-                                                        bool attempt) {
-  auto lock = co_await mu_.lock();
+bool Membership::greeting_due(std::chrono::milliseconds ttl, Clock::time_point now) {
   // Greet again when the ttl grows, or a connection is new and not yet greeted: at once after
   // a reconnect, else (a node that did not answer) at most once a second.
-  const auto start = Clock::now();
   // Also now and then: a node's configuration (eviction, role) can change under a client.
-  bool stale = ttl > announced_ttl_ || start >= recheck_at_ ||
-               start + ttl + drift(ttl, drift_factor_) > announced_until_;
+  bool stale = ttl > announced_ttl_ || now >= recheck_at_ ||
+               now + ttl + drift(ttl, drift_factor_) > announced_until_;
   // A connection the server closed while it was idle (a server's `timeout`, CLIENT KILL) would
   // be remade by the round itself, whose answer would then come on an epoch not greeted and
   // not count: greet first, on the new connection.
   for (std::size_t i = 0; i < nodes_.size() && !stale; ++i) {
     const std::uint64_t epoch = nodes_.epoch(i);
-    stale =
-        (epoch != checked_epoch_[i] && (epoch != attempted_epoch_[i] || start >= retry_at_[i])) ||
-        (epoch == checked_epoch_[i] && nodes_.closed_by_server(i));
+    stale = (epoch != checked_epoch_[i] && (epoch != attempted_epoch_[i] || now >= retry_at_[i])) ||
+            (epoch == checked_epoch_[i] && nodes_.closed_by_server(i));
   }
+  return stale;
+}
+
+std::optional<Membership::View> Membership::try_refresh(std::chrono::milliseconds ttl,
+                                                        bool attempt) {
+  const auto lock = mu_.try_lock_now();
+  if (!lock || greeting_due(ttl, Clock::now())) return std::nullopt;
+  View view = view_locked(ttl);
+  if (view.announcement_lapsed) return std::nullopt;  // refresh_task greets
+  if (attempt) ++in_flight_;
+  return view;
+}
+
+engine::Task<Membership::View> Membership::refresh_task(std::chrono::milliseconds ttl,
+                                                        bool attempt) {
+  auto lock = co_await mu_.lock();
+  const bool stale = greeting_due(ttl, Clock::now());
   if (stale) {
     // Only this call's ttl is announced: a lease granted earlier is covered by the records of
     // its grant and of its renewals, and a ttl announced again at every greeting (this
@@ -171,7 +184,7 @@ engine::Task<Membership::View> Membership::refresh_task(std::chrono::millisecond
     co_await std::move(greeting);
   }
   View view = view_locked(ttl);
-  // The clock moved on since `start`: an announcement that was live enough then can lapse
+  // The clock moved on since greeting_due(): an announcement that was live enough then can lapse
   // before a lease granted now would end (a thread preempted between the two readings, just as
   // one ttl had passed). Greet now rather than refuse with no node voting
   // (Issue12Test.NamesLeaveNoKeysBehindAndTokensStillGrow failed so under TSan).
@@ -185,9 +198,21 @@ engine::Task<Membership::View> Membership::refresh_task(std::chrono::millisecond
   co_return view;
 }
 
+std::optional<std::vector<std::string>> Membership::try_settle(bool refused,
+                                                               std::chrono::milliseconds granted) {
+  const auto lock = mu_.try_lock_now();
+  if (!lock) return std::nullopt;
+  return settle_locked(refused, granted);
+}
+
 engine::Task<std::vector<std::string>> Membership::settle_task(bool refused,
                                                                std::chrono::milliseconds granted) {
   auto lock = co_await mu_.lock();
+  co_return settle_locked(refused, granted);
+}
+
+std::vector<std::string> Membership::settle_locked(bool refused,
+                                                   std::chrono::milliseconds granted) {
   if (in_flight_ > 0) --in_flight_;
   refused_ = refused_ || refused;
   const auto now = Clock::now();
@@ -205,7 +230,7 @@ engine::Task<std::vector<std::string>> Membership::settle_task(bool refused,
       same->until = now + granted;
     }
   }
-  co_return take_announcements();
+  return take_announcements();
 }
 
 void Membership::begin_wait() {

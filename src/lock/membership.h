@@ -131,6 +131,20 @@ class Membership {
   // this client is retracted meanwhile (a grant of it may still run late on some node).
   View refresh(std::chrono::milliseconds ttl);
   engine::Task<View> refresh_task(std::chrono::milliseconds ttl, bool attempt = false);
+  // co_await refreshing(ttl, attempt): refresh_task's view, without a Task when no greeting is
+  // due and nobody holds the state (every lock cycle but the first in a while).
+  struct RefreshLater {
+    Membership* membership;
+    std::chrono::milliseconds ttl;
+    bool attempt;
+    engine::Task<View> operator()() const { return membership->refresh_task(ttl, attempt); }
+  };
+  engine::Quick<View, RefreshLater> refreshing(std::chrono::milliseconds ttl, bool attempt) {
+    return {try_refresh(ttl, attempt), RefreshLater{this, ttl, attempt}};
+  }
+  // settle_task's work at once if nobody holds the state; empty if somebody does.
+  std::optional<std::vector<std::string>> try_settle(
+      bool refused, std::chrono::milliseconds granted = std::chrono::milliseconds(0));
 
   // The round of a refresh_task(ttl, true) is decided; `refused`: it granted nothing (an
   // acquisition that failed). Once a refusal happened and nothing is in flight, returns this
@@ -185,6 +199,12 @@ class Membership {
   void quarantine(std::size_t i, Clock::time_point from, std::chrono::milliseconds wait);
   // The view for `ttl` from the current state. Under mu_.
   View view_locked(std::chrono::milliseconds ttl) const;
+  // Whether refresh_task must greet before it can give a view for `ttl`, at `now`. Under mu_.
+  bool greeting_due(std::chrono::milliseconds ttl, Clock::time_point now);
+  // refreshing()'s fast path: the view, if no greeting is due and mu_ is free.
+  std::optional<View> try_refresh(std::chrono::milliseconds ttl, bool attempt);
+  // settle_task's work. Under mu_.
+  std::vector<std::string> settle_locked(bool refused, std::chrono::milliseconds granted);
   // basis_, made again first if the state it copies changed since. Under mu_.
   std::shared_ptr<const Basis> basis_locked() const;
 

@@ -163,7 +163,7 @@ std::variant<Acquired, Refused> QuorumLock::acquire(const HoldId& hold,
 engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
     const HoldId& hold, std::chrono::milliseconds ttl, std::optional<FairTicket> fair,
     WriterWait writer, ReplicaGuard guard, std::size_t permits) {
-  auto refreshing = membership_.refresh_task(ttl, /*attempt=*/true);
+  auto refreshing = membership_.refreshing(ttl, /*attempt=*/true);
   const Membership::View view = co_await std::move(refreshing);
   const auto start = Clock::now();
   // The acquire waits for every node (up to the node timeout), unlike release: the fencing
@@ -334,10 +334,22 @@ void QuorumLock::raise_behind(const HoldId& hold, std::uint64_t token,
   });
 }
 
-engine::Task<bool> QuorumLock::settle(bool refused, std::chrono::milliseconds granted) {
-  auto settling = membership_.settle_task(refused, granted);
-  std::vector<std::string> retracted = co_await std::move(settling);
-  auto retracting = retract(std::move(retracted));
+engine::Quick<bool, QuorumLock::SettleLater> QuorumLock::settle(bool refused,
+                                                                std::chrono::milliseconds granted) {
+  std::optional<std::vector<std::string>> taken = membership_.try_settle(refused, granted);
+  std::optional<bool> fast;
+  if (taken && taken->empty()) fast = false;
+  return {fast, SettleLater{this, refused, granted, std::move(taken)}};
+}
+
+engine::Task<bool> QuorumLock::settle_task(bool refused, std::chrono::milliseconds granted,
+                                           std::optional<std::vector<std::string>> taken) {
+  if (!taken) {
+    auto settling = membership_.settle_task(refused, granted);
+    taken = co_await std::move(settling);
+  }
+  if (taken->empty()) co_return false;
+  auto retracting = retract(std::move(*taken));
   co_return co_await std::move(retracting);
 }
 
@@ -449,7 +461,7 @@ engine::Task<std::vector<Result<Clock::time_point>>> QuorumLock::renew_task(
         Error(errc::timeout, "lock '" + r.hold.name + "': validity ended before the extension"));
   }
   if (live.empty()) co_return results;
-  auto refreshing = membership_.refresh_task(max_ttl, /*attempt=*/true);
+  auto refreshing = membership_.refreshing(max_ttl, /*attempt=*/true);
   const Membership::View view = co_await std::move(refreshing);
   // Again after the greeting: it can take a round trip, or wait behind another's, longer than
   // a validity had left (SimDirected.AValidityThatEndsDuringTheGreetingIsNotRenewed).

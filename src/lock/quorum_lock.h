@@ -160,10 +160,22 @@ class QuorumLock {
   Refused refusal(const std::string& name, const AcquireTally& tally, Clock::duration elapsed,
                   std::chrono::milliseconds ttl, std::vector<NodeError> failures, bool fence_failed,
                   std::size_t permits) const;
-  // A round begun with Membership::refresh_task(ttl, true) is decided (`refused`: it granted
+  // A round begun with Membership::refreshing(ttl, true) is decided (`refused`: it granted
   // nothing; `granted`: the ttl of a lease it granted or renewed, or zero); sends the
-  // retraction Membership asks for, if any (true: one was sent).
-  engine::Task<bool> settle(bool refused, std::chrono::milliseconds granted);
+  // retraction Membership asks for, if any (true: one was sent). co_await settle(...): without
+  // a Task when Membership's state is free and nothing is to be taken back (nearly always).
+  struct SettleLater {
+    QuorumLock* lock;
+    bool refused;
+    std::chrono::milliseconds granted;
+    std::optional<std::vector<std::string>> taken;  // settled already: this to retract
+    engine::Task<bool> operator()() {
+      return lock->settle_task(refused, granted, std::move(taken));
+    }
+  };
+  engine::Quick<bool, SettleLater> settle(bool refused, std::chrono::milliseconds granted);
+  engine::Task<bool> settle_task(bool refused, std::chrono::milliseconds granted,
+                                 std::optional<std::vector<std::string>> taken);
   // Sends max_ttl_retract.lua for `retracted` (this client's announcements), if any.
   engine::Task<bool> retract(std::vector<std::string> retracted);
   // Second phase of the fencing token; false if a quorum did not confirm it.

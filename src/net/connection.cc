@@ -67,6 +67,7 @@ Connection::Connection(asio::io_context& io, NodeAddress address, ConnectionOpti
 
 Connection::~Connection() {
   if (stream_) stream_->close();
+  close_bare();
 }
 
 Error Connection::error(errc code, const std::string& reason) const {
@@ -84,9 +85,9 @@ void Connection::send(std::string_view command, Clock::time_point deadline, Call
     std::lock_guard lock(lend_mu_);
     if (lent_ && lent_to_ == std::this_thread::get_id()) {
       // The borrower's own request: its next borrowed_flush() writes it.
-      out_ += command;
-      in_flight_.push_back(Pending{
-          {}, deadline, now, std::move(done), sunsubscribed_channel(command), std::move(reissue)});
+      Pending p{
+          {}, deadline, now, std::move(done), sunsubscribed_channel(command), std::move(reissue)};
+      enqueue(command, std::move(p));
       return;
     }
     lendable_ = false;
@@ -122,8 +123,7 @@ void Connection::send(std::string_view command, Clock::time_point deadline, Call
   }
   Pending p{{}, deadline, now, std::move(done), sunsubscribed_channel(command), std::move(reissue)};
   if (state_ == State::ready) {
-    out_ += command;
-    in_flight_.push_back(std::move(p));
+    enqueue(command, std::move(p));
     flush();
     ensure_reading();
   } else {
@@ -252,12 +252,20 @@ void Connection::drain_waiting() {
     Pending p = std::move(waiting_.front());
     waiting_.pop_front();
     if (!p.done) continue;  // timed out while it waited
-    out_ += p.command;
-    p.command.clear();
-    in_flight_.push_back(std::move(p));
+    const std::string command = std::move(p.command);
+    enqueue(command, std::move(p));
   }
   flush();
   if (!in_flight_.empty()) ensure_reading();
+}
+
+void Connection::enqueue(std::string_view command, Pending&& p) {
+  // The room first, then the entry, then the bytes (which then cannot throw): a bad_alloc
+  // leaves neither bytes on the wire whose reply no callback waits for (it would be taken for
+  // the next request's) nor an entry whose request is never written.
+  out_.reserve(out_.size() + command.size());
+  in_flight_.push_back(std::move(p));
+  out_ += command;
 }
 
 void Connection::fail(errc code, const std::string& reason) {
@@ -278,6 +286,7 @@ void Connection::fail(errc code, const std::string& reason) {
     stream_->close();
     stream_.reset();
   }
+  close_bare();
   resolver_.cancel();
   out_.clear();
   last_error_ = reason;
@@ -308,7 +317,7 @@ void Connection::fail(errc code, const std::string& reason) {
 }
 
 void Connection::flush() {
-  if (write_busy_ || !writable_ || out_.empty()) return;
+  if (write_busy_ || !writable_ || out_.empty() || !unpark()) return;
   write_busy_ = true;
   // The write's bytes, shared with its handler (a reconnection may replace the stream while it
   // is in flight). Reused once no write holds it: a new buffer per write cost two allocations
@@ -332,7 +341,30 @@ void Connection::ensure_reading() {
   if (!reading_ && stream_ && writable_) start_read();
 }
 
+bool Connection::unpark() {
+  if (bare_fd_ < 0) return true;
+  asio::error_code ec;
+  stream_->tcp.assign(bare_v6_ ? asio::ip::tcp::v6() : asio::ip::tcp::v4(), bare_fd_, ec);
+  if (!ec) {
+    bare_fd_ = -1;
+    return true;
+  }
+  close_bare();
+  // Not here: a caller's send() must not run callbacks inside it.
+  asio::post(io_, [this, gen = generation_, why = ec.message()] {
+    if (gen == generation_) fail(errc::io_error, "cannot take the socket back: " + why);
+  });
+  return false;
+}
+
+void Connection::close_bare() {
+  if (bare_fd_ < 0) return;
+  ::close(bare_fd_);
+  bare_fd_ = -1;
+}
+
 void Connection::start_read() {
+  if (!unpark()) return;
   reading_ = true;
   const auto gen = generation_;
   stream_->read_some(asio::buffer(read_buf_),
@@ -405,7 +437,7 @@ std::optional<Connection::Failure> Connection::dispatch() {
     in_flight_.pop_front();
     if (!reply->is_error()) answered_ = true;
     if (p.done &&
-        (p.reissue.by == nullptr ||
+        (p.reissue.by == nullptr || !reply->is_error() ||
          !p.reissue.by->reissue(*reply, p.reissue.subject, p.reissue.flag, p.deadline, p.done))) {
       p.done(std::move(*reply));
     }
@@ -435,14 +467,17 @@ bool Connection::try_borrow() {
     lent_to_ = std::this_thread::get_id();
     lendable_ = false;
   }
-  // Out of the reactor for the loan: asio keeps every socket in epoll, and each reply would
-  // otherwise wake the io thread for nothing (a context switch per round trip).
+  // Out of the reactor for the loan (if the last loan did not leave it out already): asio keeps
+  // every socket in epoll, and each reply would otherwise wake the io thread for nothing (a
+  // context switch per round trip).
   asio::error_code ec;
-  const auto local = stream_->tcp.local_endpoint(ec);
-  lent_v6_ = !ec && local.address().is_v6();
-  lent_fd_ = ec ? -1 : stream_->tcp.release(ec);
+  if (bare_fd_ < 0) {
+    const auto local = stream_->tcp.local_endpoint(ec);
+    bare_v6_ = !ec && local.address().is_v6();
+    const int fd = ec ? -1 : stream_->tcp.release(ec);
+    if (!ec) bare_fd_ = fd;
+  }
   if (ec) {
-    lent_fd_ = -1;
     loan_failure_ = Failure{errc::io_error, "cannot lend the socket: " + ec.message()};
   } else if (in_flight_.empty() && peer_closed()) {
     // With nothing in flight the socket has nothing to read: readable means closed.
@@ -456,7 +491,7 @@ bool Connection::try_borrow() {
 }
 
 int Connection::borrowed_fd() const {
-  return lent_fd_;
+  return bare_fd_;
 }
 
 bool Connection::borrowed_waiting() const {
@@ -464,7 +499,7 @@ bool Connection::borrowed_waiting() const {
 }
 
 bool Connection::peer_closed() const {
-  const int fd = lent_fd_ >= 0 ? lent_fd_ : stream_->tcp.native_handle();
+  const int fd = bare_fd_ >= 0 ? bare_fd_ : stream_->tcp.native_handle();
   pollfd p{fd, POLLIN | POLLRDHUP, 0};
   return ::poll(&p, 1, 0) != 0;
 }
@@ -596,17 +631,7 @@ void Connection::give_back(const Error& abandoned) {
   for (std::size_t k = 0; k < waiting; ++k) {
     if (Callback done = take(in_flight_[k])) done(abandoned);
   }
-  if (lent_fd_ >= 0) {
-    asio::error_code ec;
-    stream_->tcp.assign(lent_v6_ ? asio::ip::tcp::v6() : asio::ip::tcp::v4(), lent_fd_, ec);
-    if (ec) {
-      ::close(lent_fd_);  // the connection is failed below; the fd must not leak
-      if (!loan_failure_) {
-        loan_failure_ = Failure{errc::io_error, "cannot take the socket back: " + ec.message()};
-      }
-    }
-    lent_fd_ = -1;
-  }
+  // The socket stays out of asio's reactor (bare_fd_) until the io thread needs it (unpark()).
   std::optional<Failure> failure = std::exchange(loan_failure_, std::nullopt);
   const bool late = std::exchange(loan_late_, false);
   bool resume = false;

@@ -63,10 +63,10 @@ struct ConnectionOptions {
 // the caller's in a second std::function, an allocation per request (issue 32).
 class Reissuer {
  public:
-  // Called with each reply (not a failure) to a request sent with this reissuer, before its
-  // callback, on the thread that read it: true if it sent another request in its place,
-  // which took `done` over (moved from); else it may complete `reply` (a hint added to an
-  // error), which then goes to `done`.
+  // Called with each error reply (not a failure, nor any other reply) to a request sent with
+  // this reissuer, before its callback, on the thread that read it: true if it sent another request
+  // in its place, which took `done` over (moved from); else it may complete `reply` (a hint added
+  // to an error), which then goes to `done`.
   virtual bool reissue(resp::Reply& reply, const std::shared_ptr<const void>& subject, bool flag,
                        Clock::time_point deadline,
                        std::function<void(Result<resp::Reply>)>& done) = 0;
@@ -196,6 +196,12 @@ class Connection {
   std::optional<Failure> dispatch();
   bool is_push(const resp::Reply& reply) const;
   static std::string sunsubscribed_channel(std::string_view command);
+  // Queues `command` to be written, its reply awaited by `p`: all or nothing if it throws.
+  void enqueue(std::string_view command, Pending&& p);
+  // The io thread's, before it starts an operation on the socket: puts a socket a loan left
+  // out of asio's reactor back in; false if that failed (the connection is failed, later).
+  bool unpark();
+  void close_bare();
   // While borrowed: writes out_ (reading meanwhile, so neither side can block the other).
   bool borrowed_write(Clock::time_point deadline);
   bool borrowed_receive();  // reads into the reader; false sets loan_failure_
@@ -244,9 +250,12 @@ class Connection {
   std::thread::id lent_to_;      // the borrower
   bool deferred_ = false;        // send() queued a request while the socket was lent
   bool resume_pending_ = false;  // give_back() posted resume_after_loan(), which has not run
-  // The borrower's, during a loan only.
-  int lent_fd_ = -1;  // the socket, taken out of asio's reactor for the loan
-  bool lent_v6_ = false;
+  // The socket out of asio's reactor: taken out by a loan (else each reply would wake the io
+  // thread for nothing) and left out after it until the io thread drives the socket again
+  // (unpark()), so that loan after loan costs no epoll changes (two system calls and the
+  // reactor's locks each way, issue 32). The borrower's during a loan, else the io thread's.
+  int bare_fd_ = -1;
+  bool bare_v6_ = false;
   std::optional<Failure> loan_failure_;
   bool loan_late_ = false;  // requests expired during the loan: their replies are late
 

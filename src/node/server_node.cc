@@ -142,18 +142,23 @@ void ServerNode::send(std::shared_ptr<const Call> shared, net::Clock::time_point
   // Timed from here to the reply (a NOSCRIPT retry included).
   done = observed(observer_, index_, display_, std::move(done));
   const Call& call = *shared;
-  ask(asking, deadline);
   if (call.script == nullptr) {
     std::vector<std::string_view> argv(call.keys.begin(), call.keys.end());
-    return connection_.send(resp::encode_command(argv), deadline, std::move(done));
+    const std::string command = resp::encode_command(argv);
+    ask(asking, deadline);  // after the encoding (see ask)
+    return connection_.send(command, deadline, std::move(done));
   }
   if (call.min_replicas > 0) done = guarded(call, deadline, std::move(done));
   // NOSCRIPT (and an ACL that denies EVALSHA) is answered by reissue(), which the connection
   // asks before `done`; so is a NOPERM completed with what dlock's ACL user needs.
   const bool eval_only = eval_only_.load(std::memory_order_relaxed);
-  connection_.send(eval_only ? encode_eval("EVAL", call.script->source, call, publish_verb())
-                             : encode_eval("EVALSHA", call.script->sha1, call, publish_verb()),
-                   deadline, std::move(done),
+  std::string kept;
+  const std::string_view command =
+      asked_first(asking, deadline,
+                  eval_only ? encode_eval("EVAL", call.script->source, call, publish_verb())
+                            : encode_eval("EVALSHA", call.script->sha1, call, publish_verb()),
+                  kept);
+  connection_.send(command, deadline, std::move(done),
                    net::Connection::Reissue{this, std::move(shared), asking});
 }
 
@@ -168,15 +173,27 @@ bool ServerNode::reissue(resp::Reply& reply, const std::shared_ptr<const void>& 
   if (reply.is_error_code("NOPERM")) eval_only_.store(true, std::memory_order_relaxed);
   const Call& again = *static_cast<const Call*>(subject.get());
   // ASKING holds for the one command after it: both are queued back to back on this thread.
-  ask(asking, deadline);
+  std::string kept;
+  const std::string_view command = asked_first(
+      asking, deadline, encode_eval("EVAL", again.script->source, again, publish_verb()), kept);
   // With a reissuer again, for the hint on a NOPERM (an EVAL's never matches eval_may_run).
-  connection_.send(encode_eval("EVAL", again.script->source, again, publish_verb()), deadline,
-                   std::move(done), net::Connection::Reissue{this, subject, asking});
+  connection_.send(command, deadline, std::move(done),
+                   net::Connection::Reissue{this, subject, asking});
   return true;
 }
 
 void ServerNode::ask(bool asking, net::Clock::time_point deadline) {
   if (asking) connection_.send(resp::encode_command({"ASKING"}), deadline, [](auto) {});
+}
+
+std::string_view ServerNode::asked_first(bool asking, net::Clock::time_point deadline,
+                                         std::string_view encoded, std::string& kept) {
+  if (!asking) return encoded;
+  // Copied out of the thread's encoding buffer first: sending ASKING may fail a connection the
+  // server closed, whose callbacks may encode into that buffer again.
+  kept.assign(encoded);
+  ask(asking, deadline);
+  return kept;
 }
 
 net::Connection::Callback ServerNode::guarded(const Call& call, net::Clock::time_point deadline,

@@ -69,8 +69,14 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
   std::string_view publish_verb() const {
     return sharding_.sharded_pubsub ? "spublish" : "publish";
   }
-  // ASKING, before a call that a cluster's ASK redirection sends to this server.
+  // ASKING, before a call that a cluster's ASK redirection sends to this server. Only once the
+  // call is encoded: an encoding that throws (bad_alloc) must not leave a lone ASKING on the
+  // connection, which would then hold for whatever command came next.
   void ask(bool asking, net::Clock::time_point deadline);
+  // `encoded`, the call's command, once ASKING went first if `asking` (then its bytes are
+  // copied into `kept`); what to send.
+  std::string_view asked_first(bool asking, net::Clock::time_point deadline,
+                               std::string_view encoded, std::string& kept);
   // `done`, called only once WAIT confirmed call.min_replicas replicas (the replica guard).
   net::Connection::Callback guarded(const Call& call, net::Clock::time_point deadline,
                                     net::Connection::Callback done);

@@ -9,14 +9,53 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <future>
 #include <memory>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
+#include "node/server_node.h"
 #include "support/redis_server.h"
 #include "support/tcp_proxy.h"
+
+// Allocations that fail on demand, on the thread that asks, once (the exception-safety tests
+// below): the allocation `countdown` from now (0: the next), or the next one of `at_least`
+// bytes or more. Everything else allocates as usual.
+namespace alloc_faults {
+thread_local long countdown = -1;
+thread_local std::size_t at_least = 0;
+}  // namespace alloc_faults
+
+void* operator new(std::size_t size) {
+  if (alloc_faults::countdown >= 0 && alloc_faults::countdown-- == 0) throw std::bad_alloc();
+  if (alloc_faults::at_least != 0 && size >= alloc_faults::at_least) {
+    alloc_faults::at_least = 0;
+    throw std::bad_alloc();
+  }
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+// The nothrow forms too: each allocation must be freed by the family that made it (the
+// sanitizers' runtimes bring their own, and report a mix).
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  try {
+    return ::operator new(size);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  std::free(p);
+}
 
 namespace dlock::test {
 namespace {
@@ -215,6 +254,83 @@ TEST_F(NodeSetTest, AnExceptionInsideABorrowedRoundLeavesNothingOnLoan) {
       },
       5s));
   expect_echoed(run_on_io_thread(echo("io")), "io");
+}
+
+TEST_F(NodeSetTest, AFailedAllocationInsideABorrowedRoundLeavesEveryConnectionInStep) {
+  // A request is its bytes in the connection's output and the entry that waits for its reply:
+  // one without the other (a bad_alloc between the two) and the next reply on that connection
+  // is taken for the wrong request. Every allocation the calling thread makes in a round fails
+  // in turn, three times each (the queue of entries allocates every few requests, so each try
+  // meets it elsewhere); after each, the next round must get its own answers.
+  warm_up();
+  int thrown = 0;
+  bool failed = true;
+  for (long n = 0; failed; ++n) {
+    failed = false;
+    for (int again = 0; again < 3; ++again) {
+      bool borrowed = false;
+      auto calls = echo("thrown");
+      alloc_faults::countdown = n;
+      try {
+        (void)run_here(std::move(calls), {}, &borrowed);
+      } catch (const std::bad_alloc&) {
+        failed = true;
+        ++thrown;
+      }
+      alloc_faults::countdown = -1;
+      expect_echoed(run_here(echo("after"), {}, &borrowed), "after");
+      if (HasFailure()) FAIL() << "after allocation " << n << " failed (try " << again << ")";
+    }
+  }
+  EXPECT_GT(thrown, 20);
+}
+
+TEST(ServerNodeTest, AnEncodingThatFailsSendsNoLoneAsking) {
+  // ASKING holds for the next command on its connection: sent, and then the command after it
+  // not (its encoding threw), it would hold for whatever came next. Here a script reissued by
+  // EVAL after NOSCRIPT under an ASK redirection, on the io thread: its encoding (the source,
+  // larger than anything encoded on that thread before) fails. Redis answers ASKING outside a
+  // cluster with an error, but counts it.
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  static const std::string kSource = "return 1 -- " + std::string(300'000, 'x');
+  static const scripts::Script kLarge{"large_test", kSource, scripts::sha1_hex(kSource)};
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  std::atomic<int> thrown{0};
+  std::thread io_thread([&] {
+    for (;;) {
+      try {
+        io.run();
+        return;
+      } catch (const std::bad_alloc&) {
+        ++thrown;  // out of the read handler that reissued the script
+      }
+    }
+  });
+  node::ServerNode node(io, net::parse_node_url(server.url()).value(), {}, {});
+  std::promise<Result<resp::Reply>> pinged;
+  asio::post(io, [&] {
+    node.run(std::make_shared<const node::Call>(node::Call{nullptr, {"PING"}, {}}),
+             net::Clock::now() + 2s, [&](Result<resp::Reply> r) { pinged.set_value(r); });
+  });
+  ASSERT_TRUE(pinged.get_future().get());
+  asio::post(io, [&] {
+    alloc_faults::at_least = 200'000;  // the EVAL's encoding, on this (the io) thread
+    node.run_asking(std::make_shared<const node::Call>(node::Call{&kLarge, {"k"}, {}}),
+                    net::Clock::now() + 2s, [](Result<resp::Reply>) {});
+  });
+  ASSERT_TRUE(eventually([&] { return thrown.load() == 1; }, 5s));
+  // A second ASKING would have been written before the throw (asio writes at once when it
+  // can), so the server has it before this new connection's INFO.
+  auto stats = server.command({"INFO", "commandstats"});
+  ASSERT_TRUE(stats);
+  const std::string text(stats->str, stats->len);
+  // The ASKING before the EVALSHA, and none before the EVAL that never went.
+  EXPECT_NE(text.find("cmdstat_asking:calls=1,"), std::string::npos) << text;
+  work.reset();
+  io.stop();
+  io_thread.join();
 }
 
 }  // namespace
