@@ -7,18 +7,11 @@
 #include <set>
 
 #include "node/node_keys.h"
+#include "node/replica_confirm.h"
 #include "node/server_identity.h"
 
 namespace dlock::node {
 namespace {
-
-// Until when (this client's clock) a record raised for twice `ttl` ms by a call sent at `sent`
-// lives at least: max_ttl_raise.lua writes it on the server's clock once the call runs, after
-// `sent`; a server clock that runs up to 1% fast (the drift the lock's validity allows for,
-// lock/validity.h) ends it up to 2% of a ttl, plus 2 ms of expiry granularity, sooner.
-net::Clock::time_point record_lives_until(net::Clock::time_point sent, std::int64_t ttl) {
-  return sent + std::chrono::milliseconds(2 * ttl - (2 * ttl + 99) / 100 - 2);
-}
 
 constexpr std::chrono::milliseconds kTryAgainPause{20};
 
@@ -118,8 +111,9 @@ void ClusterNode::run(std::shared_ptr<const Call> shared, net::Clock::time_point
   Request request{std::make_shared<const Call>(in_slot(call, *slot)), *slot, deadline,
                   std::move(done)};
   if (call.record_ttl && call.record_call != nullptr) {
-    // A lock outside the home slot: acquire.lua records its ttl in the lock's slot only.
-    if (*slot != kHomeSlot && call.granted != nullptr) record_grant_after(call, request);
+    // A lock outside the home slot: acquire.lua records its ttl in the lock's slot only. A lock
+    // in it: its grant may need the record confirmed on the replicas (record_grant_after).
+    if (call.granted != nullptr) record_grant_after(call, *slot, request);
     const std::int64_t ttl = call.record_ttl->count();
     // Raised again under a new announcement too: the one raised before may be taken back.
     if (ttl > home_max_ttl_ || home_max_ttl_epoch_ != epoch() ||
@@ -159,35 +153,82 @@ void ClusterNode::raise_max_ttl_then(const Call& call, Request acquisition) {
                 }});
 }
 
-void ClusterNode::record_grant_after(const Call& call, Request& acquisition) {
+void ClusterNode::record_grant_after(const Call& call, std::uint16_t slot, Request& acquisition) {
   auto record = std::make_shared<const Call>(
       in_slot(call.record_call(*call.record_ttl, std::string()), kHomeSlot));
-  acquisition.done = [this, ttl = call.record_ttl->count(), granted = call.granted,
+  acquisition.done = [this, slot, ttl = call.record_ttl->count(), granted = call.granted,
                       record = std::move(record), deadline = acquisition.deadline,
                       done = std::move(acquisition.done)](Result<resp::Reply> r) mutable {
-    if (!r || !granted(*r) || home_grant_covers(ttl)) return done(std::move(r));
-    const std::uint64_t epoch_then = epoch();
-    const auto sent = net::Clock::now();
-    route(Request{std::move(record), kHomeSlot, deadline,
-                  [this, ttl, epoch_then, sent, reply = std::move(*r),
-                   done = std::move(done)](Result<resp::Reply> raised) mutable {
-                    if (!raised || raised->is_error()) {
-                      // Granted, but not recorded where greetings look: the grant must not
-                      // count (a failed attempt releases it; a lease of other nodes does not
-                      // need it).
-                      return done(raised ? Result<resp::Reply>(
-                                               Error(errc::script_error,
-                                                     "recording the granted ttl: " + raised->str))
-                                         : std::move(raised));
-                    }
-                    if (epoch_then == epoch()) {
-                      home_grant_ttl_ = ttl;
-                      home_grant_epoch_ = epoch_then;
-                      home_grant_until_ = record_lives_until(sent, ttl);
-                    }
-                    done(std::move(reply));
-                  }});
+    if (!r || !granted(*r)) return done(std::move(r));
+    // The lock's key and slot 0's record on one master: a lossy failover of it loses both, so
+    // the record must be on its replicas (docs/safety.md, "What a failover can still hide").
+    const bool shared = owner_[slot] == nullptr || owner_[slot] == owner_[kHomeSlot];
+    if (shared ? home_replicated_.covers(ttl, epoch()) : home_grant_covers(ttl)) {
+      return done(std::move(r));
+    }
+    if (shared && home_replicated_.refusing(epoch())) {
+      return done(recently_not_confirmed("slot 0's master"));
+    }
+    const Recorded recorded{ttl, epoch(), net::Clock::now(), deadline};
+    auto join = std::make_shared<Confirmation>();
+    join->grant = std::move(*r);
+    join->done = std::move(done);
+    join->confirm = shared;
+    Request request{std::move(record), kHomeSlot, deadline,
+                    [this, recorded, join](Result<resp::Reply> raised) mutable {
+                      if (raised && !raised->is_error() && recorded.epoch == epoch()) {
+                        home_grant_ttl_ = recorded.ttl;
+                        home_grant_epoch_ = recorded.epoch;
+                        home_grant_until_ = record_lives_until(recorded.sent, recorded.ttl);
+                      }
+                      join->raised = std::move(raised);
+                      confirm_when_counted(recorded, join);
+                    }};
+    // The server that wrote the record (slot 0's master, or where an ASK sent it): the one
+    // whose replicas must have it.
+    request.answered_by = &join->writer;
+    route(std::move(request));
+    if (shared) count_home_replicas(recorded, join);
   };
+}
+
+void ClusterNode::count_home_replicas(const Recorded& recorded,
+                                      const std::shared_ptr<Confirmation>& join) {
+  // Every replica slot 0's master has by its own table, also one paused or cut off: Redis
+  // Cluster may promote it with what it had. Pipelined right behind the record.
+  static const auto kNodes = std::make_shared<const Call>(Call{nullptr, {"CLUSTER", "NODES"}, {}});
+  Request count{
+      kNodes, kHomeSlot, recorded.deadline, [this, recorded, join](Result<resp::Reply> r) {
+        join->replicas =
+            r && r->type == resp::Reply::Type::string ? replicas_of_myself(r->str) : std::nullopt;
+        if (!*join->replicas) join->count_error = r ? r->str : r.error().message();
+        confirm_when_counted(recorded, join);
+      }};
+  count.answered_by = &join->counted_on;
+  route(std::move(count));
+}
+
+void ClusterNode::confirm_when_counted(const Recorded& recorded,
+                                       const std::shared_ptr<Confirmation>& join) {
+  if (!join->complete()) return;
+  // Granted, but not recorded where greetings look: the grant must not count (a failed attempt
+  // releases it; a lease of other nodes does not need it).
+  if (auto failed = join->not_recorded()) return join->done(std::move(*failed));
+  if (!join->confirm) return join->done(std::move(join->grant));
+  if (!*join->replicas) {
+    return join->done(
+        refusal("REPLICAS cannot count the replicas of slot 0's master (CLUSTER "
+                "NODES: " +
+                join->count_error + ")"));
+  }
+  if (join->counted_on != join->writer) {
+    // The record was redirected (ASK): count the replicas of the server that wrote it.
+    return confirm_on_replicas(*join->writer, recorded, std::move(join->grant),
+                               std::move(join->done));
+  }
+  if (**join->replicas == 0) return confirmed(recorded, std::move(join->grant), join->done);
+  wait_for_replicas(*join->writer, recorded, **join->replicas, std::move(join->grant),
+                    std::move(join->done));
 }
 
 bool ClusterNode::home_grant_covers(std::int64_t ttl) const {
@@ -195,6 +236,65 @@ bool ClusterNode::home_grant_covers(std::int64_t ttl) const {
   // lease granted by now ends within `ttl` from now.
   return ttl <= home_grant_ttl_ && home_grant_epoch_ == epoch() &&
          net::Clock::now() + std::chrono::milliseconds(ttl) <= home_grant_until_;
+}
+
+void ClusterNode::confirm_on_replicas(ServerNode& master, Recorded recorded, resp::Reply grant,
+                                      net::Connection::Callback done) {
+  // Every replica the master has by its own table, also one paused or cut off: Redis Cluster
+  // may promote it with what it had. None: no failover can lose what the master has.
+  static const auto kNodes = std::make_shared<const Call>(Call{nullptr, {"CLUSTER", "NODES"}, {}});
+  master.run(kNodes, recorded.deadline,
+             [this, &master, recorded, grant = std::move(grant),
+              done = std::move(done)](Result<resp::Reply> r) mutable {
+               if (closing_) return;
+               if (!r && r.error().is(errc::io_error)) refresh();
+               const auto replicas = r && r->type == resp::Reply::Type::string
+                                         ? replicas_of_myself(r->str)
+                                         : std::nullopt;
+               if (!replicas) {
+                 return done(
+                     refusal("REPLICAS cannot count the replicas of slot 0's master "
+                             "(CLUSTER NODES: " +
+                             (r ? r->str : r.error().message()) + ")"));
+               }
+               if (*replicas == 0) return confirmed(recorded, std::move(grant), done);
+               wait_for_replicas(master, recorded, *replicas, std::move(grant), std::move(done));
+             });
+}
+
+void ClusterNode::wait_for_replicas(ServerNode& master, Recorded recorded, std::size_t replicas,
+                                    resp::Reply grant, net::Connection::Callback done) {
+  // WAIT counts what the connection it is sent on wrote, so it goes where the record went, on
+  // the same connection (a new connection or master changes the epoch, and the confirmation
+  // then does not count).
+  static const std::string kMaster = "slot 0's master";
+  auto wait = wait_call(replicas, recorded.deadline);
+  if (!wait) return done(not_confirmed(nullptr, replicas, kMaster, recorded));
+  master.run(std::move(wait), recorded.deadline,
+             [this, recorded, replicas, grant = std::move(grant),
+              done = std::move(done)](Result<resp::Reply> w) mutable {
+               if (closing_) return;
+               if (!w || !confirms(*w, replicas)) home_replicated_.refuse(recorded.epoch);
+               if (!w) {
+                 if (w.error().is(errc::io_error)) refresh();
+                 return done(std::move(w));
+               }
+               if (!confirms(*w, replicas)) {
+                 return done(not_confirmed(&*w, replicas, kMaster, recorded));
+               }
+               confirmed(recorded, std::move(grant), done);
+             });
+}
+
+void ClusterNode::confirmed(const Recorded& recorded, resp::Reply grant,
+                            net::Connection::Callback& done) {
+  if (recorded.epoch != epoch()) {
+    // Another master or connection since the grant: what was confirmed is not known.
+    return done(Error(errc::io_error, "slot 0's master changed while its record was confirmed"));
+  }
+  home_replicated_ = ReplicatedRecord{recorded.ttl, recorded.epoch,
+                                      record_lives_until(recorded.sent, recorded.ttl)};
+  done(std::move(grant));
 }
 
 void ClusterNode::run_split_by_key(const Call& call, net::Clock::time_point deadline,
@@ -278,6 +378,7 @@ void ClusterNode::send_to(ServerNode& shard, Request request, bool asking) {
 
 void ClusterNode::on_reply(ServerNode& shard, Request request, Result<resp::Reply> reply) {
   if (closing_) return;
+  if (request.answered_by != nullptr) *request.answered_by = &shard;
   if (!reply) {
     // The master may be gone: a failover gives its slots to a replica.
     if (reply.error().is(errc::io_error)) refresh();

@@ -24,6 +24,10 @@
 //   cannot tell that from a reshard that moved them) changes it, and the whole cluster sits
 //   out of quorums as a restarted server would. Each master's config epoch is part of it too,
 //   so that a map that comes back to an earlier one is still a new identity.
+// - A grant of a ttl new to slot 0's master, when that master serves the lock's slot too,
+//   counts only once the record of the ttl is on every replica of it (CLUSTER NODES, WAIT):
+//   one lossy failover would otherwise lose the lock's key and that record together
+//   (record_grant_after).
 // - Waiters listen on shard channels (SSUBSCRIBE) on the master of the channel's slot, and
 //   follow the slot when it moves (the server drops the channel: sunsubscribe).
 //
@@ -42,6 +46,7 @@
 #include "node/node.h"
 #include "node/pending_requests.h"
 #include "node/rate_limited.h"
+#include "node/replica_confirm.h"
 #include "node/server_node.h"
 #include "node/slots.h"
 
@@ -80,7 +85,8 @@ class ClusterNode final : public Node {
     net::Clock::time_point deadline;
     net::Connection::Callback done;
     int redirects = 0;
-    bool every_master = false;  // INFO: asked of every master (identify)
+    bool every_master = false;           // INFO: asked of every master (identify)
+    ServerNode** answered_by = nullptr;  // if set, told which server answered last
   };
 
   // One call to one slot (the renew batch may make several).
@@ -94,14 +100,31 @@ class ClusterNode final : public Node {
   // An acquisition whose ttl the greeting's copy of the live ttls (slot 0's) may not hold for a
   // ttl more: raised there first (the call's record_call, for twice its ttl), then sent.
   void raise_max_ttl_then(const Call& call, Request acquisition);
-  // An acquisition of a lock outside the home slot: its reply, if a grant (Call::granted), is
-  // handed on only once slot 0's record holds the bare ttl for the lease's life (record_call
-  // with no announcement, for twice the ttl; skipped while the last one raised covers it). The
+  // An acquisition of a lock in `slot`: its reply, if a grant (Call::granted), is handed on
+  // only once slot 0's record holds the bare ttl for the lease's life (record_call with no
+  // announcement, for twice the ttl; skipped while the last one raised covers it). The
   // announcement raised before may be taken back once the client settles (a refused larger
   // ttl): the bare entry is what keeps the lease known where greetings look, as acquire.lua's
   // does on a plain server. A grant that cannot be recorded there fails on this node.
-  void record_grant_after(const Call& call, Request& acquisition);
+  // When slot 0's master serves `slot` too (slot 0 itself included), one lossy failover of it
+  // would lose the lock's key and that record together: there the record also has to be
+  // confirmed on every replica of that master (confirm_on_replicas), unless a record confirmed
+  // so still covers the lease; a grant that cannot be confirmed fails on this node.
+  void record_grant_after(const Call& call, std::uint16_t slot, Request& acquisition);
   bool home_grant_covers(std::int64_t ttl) const;
+  // CLUSTER NODES on slot 0's master, sent right behind the record; and, once both are in,
+  // what follows from them (confirm_on_replicas' steps, or the grant at once).
+  void count_home_replicas(const Recorded& recorded, const std::shared_ptr<Confirmation>& join);
+  void confirm_when_counted(const Recorded& recorded, const std::shared_ptr<Confirmation>& join);
+  // CLUSTER NODES on `master`, the server that wrote the record (its replicas, by its own
+  // table), then WAIT for all of them there within the acquisition's deadline: `grant` is handed
+  // on only if every one confirmed and no new connection or master came in between; else an
+  // error reply "REPLICAS ...".
+  void confirm_on_replicas(ServerNode& master, Recorded recorded, resp::Reply grant,
+                           net::Connection::Callback done);
+  void wait_for_replicas(ServerNode& master, Recorded recorded, std::size_t replicas,
+                         resp::Reply grant, net::Connection::Callback done);
+  void confirmed(const Recorded& recorded, resp::Reply grant, net::Connection::Callback& done);
   // INFO for the cluster as a whole: asked of every master, answered as one server would, with
   // a run_id that changes whenever any master does (see the header comment).
   void identify(Request request);
@@ -165,6 +188,9 @@ class ClusterNode final : public Node {
   std::int64_t home_grant_ttl_ = 0;
   std::uint64_t home_grant_epoch_ = 0;
   net::Clock::time_point home_grant_until_{};
+  // The last such entry confirmed on every replica of slot 0's master (or raised on a master
+  // without any): record_grant_after need not confirm a ttl it covers again.
+  ReplicatedRecord home_replicated_;
 
   std::map<std::string, ServerNode*> channels_;  // subscribed channel -> where (null: moving)
 };

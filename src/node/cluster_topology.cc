@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "node/cluster_topology.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace dlock::node {
@@ -52,6 +53,32 @@ Result<std::vector<SlotRange>> parse_cluster_slots(const resp::Reply& reply,
     ranges.push_back(std::move(range));
   }
   return ranges;
+}
+
+std::optional<std::size_t> replicas_of_myself(std::string_view cluster_nodes) {
+  // <id> <ip:port@cport> <flags> <master id or -> <ping-sent> <pong-recv> <epoch> <link> ...
+  struct Line {
+    std::string_view id, flags, master;
+  };
+  std::vector<Line> lines;
+  while (!cluster_nodes.empty()) {
+    const auto end = cluster_nodes.find('\n');
+    std::string_view text = cluster_nodes.substr(0, end);
+    cluster_nodes.remove_prefix(end == std::string_view::npos ? cluster_nodes.size() : end + 1);
+    std::string_view fields[4];
+    for (auto& field : fields) {
+      const auto space = text.find(' ');
+      field = text.substr(0, space);
+      text.remove_prefix(space == std::string_view::npos ? text.size() : space + 1);
+    }
+    if (!fields[3].empty()) lines.push_back(Line{fields[0], fields[2], fields[3]});
+  }
+  const auto myself = std::find_if(lines.begin(), lines.end(), [](const Line& l) {
+    return ("," + std::string(l.flags) + ",").find(",myself,") != std::string::npos;
+  });
+  if (myself == lines.end() || myself->id.empty()) return std::nullopt;
+  return static_cast<std::size_t>(std::count_if(
+      lines.begin(), lines.end(), [&](const Line& l) { return l.master == myself->id; }));
 }
 
 std::optional<Redirect> parse_redirect(const resp::Reply& reply) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// What CLUSTER SLOTS says about a Redis Cluster (which master serves which slots), and what a
-// redirection error (MOVED, ASK) says. Pure parsing, no sockets.
+// What CLUSTER SLOTS says about a Redis Cluster (which master serves which slots), what CLUSTER
+// NODES says about the replicas of the server asked, and what a redirection error (MOVED, ASK)
+// says. Pure parsing, no sockets.
 #pragma once
 
 #include <dlock/result.h>
@@ -28,6 +29,13 @@ struct SlotRange {
 // an error reply (a server without cluster support) as errc::invalid_argument.
 Result<std::vector<SlotRange>> parse_cluster_slots(const resp::Reply& reply,
                                                    std::string_view asked_host);
+
+// How many replicas the server that answered CLUSTER NODES (the line flagged "myself") has, by
+// its own table: every node whose master field is its id, whatever its flags. A replica that is
+// paused, cut off or flagged failing is counted: it may still be promoted with what it had
+// (CLUSTER SLOTS leaves out failed replicas, INFO's connected_slaves disconnected ones).
+// nullopt: no "myself" line (not a CLUSTER NODES reply).
+std::optional<std::size_t> replicas_of_myself(std::string_view cluster_nodes);
 
 struct Redirect {
   bool ask = false;  // ASK: this request only; MOVED: the slot has moved for good

@@ -2,7 +2,9 @@
 #include "node/sentinel_node.h"
 
 #include <charconv>
+#include <optional>
 
+#include "node/replica_confirm.h"
 #include "node/server_identity.h"
 #include "resp/encode.h"
 
@@ -18,6 +20,26 @@ std::string where(const std::string& host, std::uint16_t port) {
 
 std::shared_ptr<const Call> plain(std::vector<std::string> command) {
   return std::make_shared<const Call>(Call{nullptr, std::move(command), {}});
+}
+
+// The replicas a SENTINEL REPLICAS reply names that Sentinel may promote: every one not flagged
+// subjectively or objectively down (Sentinel never picks such a replica; one that comes back
+// is picked only once it answers again). nullopt: not such a reply.
+std::optional<std::size_t> promotable_replicas(const resp::Reply& reply) {
+  if (!reply.is_array()) return std::nullopt;
+  std::size_t n = 0;
+  for (const auto& replica : reply.elements) {
+    if (!replica.is_array()) return std::nullopt;
+    std::string flags;
+    for (std::size_t i = 0; i + 1 < replica.elements.size(); i += 2) {
+      if (replica.elements[i].str == "flags") flags = "," + replica.elements[i + 1].str + ",";
+    }
+    if (flags.find(",s_down,") == std::string::npos &&
+        flags.find(",o_down,") == std::string::npos) {
+      ++n;
+    }
+  }
+  return n;
 }
 
 }  // namespace
@@ -83,6 +105,9 @@ void SentinelNode::send(std::shared_ptr<const Call> call, net::Clock::time_point
       send(std::move(call), deadline, std::move(done));
     });
   }
+  if (call->record_ttl && call->record_call != nullptr && call->granted != nullptr) {
+    done = record_grant_after(*call, *master_, deadline, std::move(done));
+  }
   master_->run(std::move(call), deadline, [this, done = std::move(done)](Result<resp::Reply> r) {
     if (closing_) return;
     // A master gone, stalled or demoted: ask the sentinels where it is now.
@@ -92,6 +117,100 @@ void SentinelNode::send(std::shared_ptr<const Call> call, net::Clock::time_point
     }
     done(std::move(r));
   });
+}
+
+net::Connection::Callback SentinelNode::record_grant_after(const Call& call, ServerNode& master,
+                                                           net::Clock::time_point deadline,
+                                                           net::Connection::Callback done) {
+  auto record = std::make_shared<const Call>(call.record_call(*call.record_ttl, std::string()));
+  return [this, &master, ttl = call.record_ttl->count(), granted = call.granted,
+          record = std::move(record), deadline,
+          done = std::move(done)](Result<resp::Reply> r) mutable {
+    if (closing_) return;
+    // The lock's key and every record of its ttl are on the master alone: a lossy failover
+    // loses them together unless the record is on the replicas (docs/safety.md).
+    if (!r || !granted(*r) || replicated_.covers(ttl, epoch())) return done(std::move(r));
+    if (replicated_.refusing(epoch())) return done(recently_not_confirmed("the master"));
+    const Recorded recorded{ttl, epoch(), net::Clock::now(), deadline};
+    auto join = std::make_shared<Confirmation>();
+    join->grant = std::move(*r);
+    join->done = std::move(done);
+    join->writer = &master;
+    // The record (on the master) and the count (from a sentinel) at once.
+    master.run(record, deadline, [this, recorded, join](Result<resp::Reply> raised) {
+      if (closing_) return;
+      join->raised = std::move(raised);
+      confirm_when_counted(recorded, join);
+    });
+    count_replicas(0, recorded, join);
+  };
+}
+
+void SentinelNode::count_replicas(std::size_t k, const Recorded& recorded,
+                                  const std::shared_ptr<Confirmation>& join) {
+  if (k == sentinels_.size()) {
+    join->replicas.emplace(std::nullopt);
+    return confirm_when_counted(recorded, join);
+  }
+  sentinels_[k].asked->send(resp::encode_command({"SENTINEL", "REPLICAS", address_.master_name}),
+                            recorded.deadline, [this, k, recorded, join](Result<resp::Reply> r) {
+                              if (closing_) return;
+                              const auto replicas = r ? promotable_replicas(*r) : std::nullopt;
+                              if (!replicas) {
+                                join->count_error += (join->count_error.empty() ? "" : "; ") +
+                                                     (r ? r->str : r.error().message());
+                                return count_replicas(k + 1, recorded, join);
+                              }
+                              join->replicas.emplace(*replicas);
+                              confirm_when_counted(recorded, join);
+                            });
+}
+
+void SentinelNode::confirm_when_counted(const Recorded& recorded,
+                                        const std::shared_ptr<Confirmation>& join) {
+  if (!join->complete()) return;
+  // Granted, but its ttl not recorded again: the grant does not count (the failed attempt
+  // releases it).
+  if (auto failed = join->not_recorded()) return join->done(std::move(*failed));
+  if (!*join->replicas) {
+    return join->done(
+        refusal("REPLICAS cannot count the replicas of the master: no sentinel "
+                "answered SENTINEL REPLICAS " +
+                address_.master_name + " (" + join->count_error + ")"));
+  }
+  if (**join->replicas == 0) return confirmed(recorded, std::move(join->grant), join->done);
+  wait_for_replicas(*join->writer, recorded, **join->replicas, std::move(join->grant),
+                    std::move(join->done));
+}
+
+void SentinelNode::wait_for_replicas(ServerNode& master, Recorded recorded, std::size_t replicas,
+                                     resp::Reply grant, net::Connection::Callback done) {
+  // On the master's connection, after the record: WAIT counts what that connection wrote (a new
+  // connection or master changes the epoch, and the confirmation then does not count).
+  static const std::string kMaster = "the master";
+  auto wait = wait_call(replicas, recorded.deadline);
+  if (!wait) return done(not_confirmed(nullptr, replicas, kMaster, recorded));
+  master.run(std::move(wait), recorded.deadline,
+             [this, recorded, replicas, grant = std::move(grant),
+              done = std::move(done)](Result<resp::Reply> w) mutable {
+               if (closing_) return;
+               if (!w || !confirms(*w, replicas)) replicated_.refuse(recorded.epoch);
+               if (!w) return done(std::move(w));
+               if (!confirms(*w, replicas)) {
+                 return done(not_confirmed(&*w, replicas, kMaster, recorded));
+               }
+               confirmed(recorded, std::move(grant), done);
+             });
+}
+
+void SentinelNode::confirmed(const Recorded& recorded, resp::Reply grant,
+                             net::Connection::Callback& done) {
+  if (recorded.epoch != epoch()) {
+    return done(Error(errc::io_error, "the master changed while its record was confirmed"));
+  }
+  replicated_ = ReplicatedRecord{recorded.ttl, recorded.epoch,
+                                 record_lives_until(recorded.sent, recorded.ttl)};
+  done(std::move(grant));
 }
 
 void SentinelNode::identify(net::Clock::time_point deadline, net::Connection::Callback done) {

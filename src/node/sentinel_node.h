@@ -13,6 +13,9 @@
 //   writes. The node's boot identity (node/server_identity.h) is the master's run_id and
 //   replication id, so every client, whether or not it saw the failover happen, keeps the
 //   node out of quorums until the largest ttl has passed (lock/membership.h).
+// - A grant of a ttl new to the master counts only once the record of the ttl is on every
+//   replica Sentinel may promote (SENTINEL REPLICAS, WAIT): the master holds the lock's key and
+//   that record alone, and one lossy failover would otherwise lose both (record_grant_after).
 // - Waiters' subscriptions move to the new master with it.
 //
 // Sentinels are asked without AUTH (the user and password of the URL are the master's).
@@ -31,6 +34,7 @@
 #include "node/node.h"
 #include "node/pending_requests.h"
 #include "node/rate_limited.h"
+#include "node/replica_confirm.h"
 #include "node/server_node.h"
 
 namespace dlock::node {
@@ -63,6 +67,24 @@ class SentinelNode final : public Node {
 
   void send(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
             net::Connection::Callback done);
+  // An acquisition: its reply, if a grant (Call::granted) of a ttl that no record confirmed on
+  // the replicas still covers, is handed on only once the bare ttl is recorded again on the
+  // master (record_call, for twice the ttl) and every replica Sentinel may promote confirmed it
+  // (SENTINEL REPLICAS, then WAIT on the master's connection, within the deadline). The master
+  // holds the lock's key and every record of its ttl: a lossy failover would lose them together
+  // and the promoted replica's quarantine would last only the ttls it knew (docs/safety.md).
+  // A grant that cannot be confirmed fails on this node ("REPLICAS ...").
+  net::Connection::Callback record_grant_after(const Call& call, ServerNode& master,
+                                               net::Clock::time_point deadline,
+                                               net::Connection::Callback done);
+  // SENTINEL REPLICAS, asked of sentinel k and on (the first that answers), while the record is
+  // written; and, once both are in, WAIT or the grant at once.
+  void count_replicas(std::size_t k, const Recorded& recorded,
+                      const std::shared_ptr<Confirmation>& join);
+  void confirm_when_counted(const Recorded& recorded, const std::shared_ptr<Confirmation>& join);
+  void wait_for_replicas(ServerNode& master, Recorded recorded, std::size_t replicas,
+                         resp::Reply grant, net::Connection::Callback done);
+  void confirmed(const Recorded& recorded, resp::Reply grant, net::Connection::Callback& done);
   // INFO: the master's identity (run_id and replication id), as node/server_identity.h says.
   void identify(net::Clock::time_point deadline, net::Connection::Callback done);
   // Runs `go` once a master is known (or fails it by the deadline).
@@ -101,6 +123,8 @@ class SentinelNode final : public Node {
   PendingRequests waiting_;  // for a master
 
   std::set<std::string> channels_;  // subscribed, on master_
+  // The last bare record of a ttl confirmed on the master's replicas (record_grant_after).
+  ReplicatedRecord replicated_;
 };
 
 }  // namespace dlock::node

@@ -124,6 +124,54 @@ TEST(Issue28FailoverTest, APromotedReplicaBehindTheSameAddressIsARestart) {
   EXPECT_FALSE(again) << "two holders through the holder's own client";
 }
 
+// The sibling of ClusterFailoverTest.ALossyFailoverOfTheHomeMasterLosingANewTtl behind one
+// address (a managed endpoint), as a lone node: master A holds the lock's key and every record
+// of its ttl, and the ttl (20 s) is new to it. Its replica, in sync with the greetings' records,
+// is cut off before the grant (promoted early: it never sees it), and the address then moves to
+// it. Its new replication id makes it a restart, but it knows only the 1 s ttls, so its
+// quarantine lasts the contender's 1 s, and the contender gets the lock beside the holder.
+// A KNOWN LIMIT, disabled (docs/safety.md, "What a failover can still hide"): a cluster or
+// sentinel node confirms such a record on the replicas the topology names before the grant
+// counts; a plain address shows only the replicas connected to the master (this one was cut
+// off first), and its rounds run on the caller's thread. The replica guard covers it. The
+// promise it checks: refused clearly, or never held twice while valid.
+TEST(Issue28FailoverTest, DISABLED_ALossyFailoverBehindOneAddressLosingANewTtl) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer a(quick_master());
+  RedisServer replica(replica_of(a));
+  test::TcpProxy address("127.0.0.1", a.port());
+  const std::vector<std::string> urls{"redis://127.0.0.1:" + std::to_string(address.port())};
+  ASSERT_TRUE(eventually([&] { return in_sync(replica); }));
+  Client holder_client = client_of(urls);
+  Client other_client = client_of(urls);
+  ASSERT_TRUE(holder_client.try_lock("warm-up", fixed(1s, "w"))->unlock());
+  ASSERT_TRUE(other_client.try_lock("warm-up-b", fixed(1s, "w"))->unlock());
+  ASSERT_TRUE(eventually([&] {
+    return info_field(a, "replication", "master_repl_offset") ==
+           info_field(replica, "replication", "slave_repl_offset");
+  }));
+  ASSERT_TRUE(replica.command({"REPLICAOF", "NO", "ONE"}));
+  auto held = holder_client.try_lock("job", fixed(20s, "first"));
+  if (!held) {
+    EXPECT_NE(held.error().message().find("confirmed the record of a new ttl"), std::string::npos)
+        << held.error().message();
+    EXPECT_FALSE(a.exists("job")) << "the refused attempt left its key behind";
+    return;
+  }
+  ASSERT_FALSE(replica.exists("job"));
+  address.retarget("127.0.0.1", replica.port());
+  address.cut();
+  const auto limit = std::chrono::steady_clock::now() + 60s;
+  while (held->validity() > 0ms) {
+    ASSERT_LT(std::chrono::steady_clock::now(), limit);
+    auto stolen = other_client.try_lock("job", fixed(1s, "second"));
+    ASSERT_FALSE(stolen && held->validity() > 0ms)
+        << "two holders: the promoted replica's quarantine ended before the lease it lost; "
+        << held->validity().count() << " ms of validity left";
+    std::this_thread::sleep_for(200ms);
+  }
+}
+
 // Found by review (issue 28): a failback behind one address. The address moves from server S1
 // to a standby S2 (its own data, not a replica), a lease is granted on S2 and B, and the address
 // moves back to S1, which kept running and never had the lease's key. S1's run_id is known to

@@ -27,6 +27,12 @@ ShardedCluster::ShardedCluster(std::size_t masters, std::size_t replicas, std::s
   auto cluster = sandbox::LocalCluster::start(dir_, options);
   if (!cluster) throw std::runtime_error(cluster.error().message());
   cluster_ = std::move(*cluster);
+  // As SentinelSet: the first grant of a new ttl on slot 0's master waits for its replicas.
+  for (std::size_t m : replicas > 0 ? this->masters() : std::vector<std::size_t>{}) {
+    if (!replicated(m)) {
+      throw std::runtime_error("the replicas did not acknowledge the masters' writes in 10 s");
+    }
+  }
 }
 
 ShardedCluster::~ShardedCluster() {

@@ -92,6 +92,26 @@ TEST(ClusterTopologyTest, ParsesRedirects) {
   EXPECT_FALSE(parse_redirect(string("MOVED 1 h:1"))) << "only an error reply redirects";
 }
 
+// Every replica of the server asked, whatever its flags: one paused or flagged failing may still
+// be promoted with what it had (the record of a new ttl must be on it too).
+TEST(ClusterTopologyTest, TheReplicasOfMyselfAreEveryNodeNamingItsId) {
+  const std::string nodes =
+      "m1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n"
+      "r1 127.0.0.1:7003@17003 slave m1 0 1700000000000 1 connected\n"
+      "r2 127.0.0.1:7004@17004 slave,fail m1 1700000000000 1700000000000 1 disconnected\n"
+      "m2 127.0.0.1:7001@17001 master - 0 1700000000000 2 connected 5461-16383\n"
+      "r3 127.0.0.1:7005@17005 slave m2 0 1700000000000 2 connected\n";
+  EXPECT_EQ(replicas_of_myself(nodes), 2u);
+  EXPECT_EQ(replicas_of_myself("m1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-16383\n"),
+            0u);
+  const std::string replica =
+      "r1 127.0.0.1:7003@17003 myself,slave m1 0 0 1 connected\n"
+      "m1 127.0.0.1:7000@17000 master - 0 0 1 connected 0-16383\n";
+  EXPECT_EQ(replicas_of_myself(replica), 0u);
+  EXPECT_FALSE(replicas_of_myself("ERR This instance has cluster support disabled"));
+  EXPECT_FALSE(replicas_of_myself(""));
+}
+
 TEST(ServerIdentityTest, AMastersIdentityIsItsRunIdAndReplicationId) {
   const std::string info =
       "# Server\r\nrun_id:aaa\r\nuptime_in_seconds:12\r\n# Replication\r\nrole:master\r\n"

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: MIT
+// What a high-availability node (a Redis Cluster, a Sentinel-managed master) needs to confirm
+// that the record of a granted ttl reached every replica of the master that also holds the
+// lock's key: a lossy failover of that master would otherwise lose the key and every record of
+// its ttl together, and the promoted replica's restart quarantine would last only the ttls it
+// knew (docs/safety.md, "What a failover can still hide"). The record is the bare ttl for twice
+// the ttl (max_ttl_raise.lua, Call::record_call); WAIT, sent after it on the same connection,
+// counts the replicas that have everything that connection wrote.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "net/connection.h"
+#include "node/call.h"
+#include "resp/reply.h"
+
+namespace dlock::node {
+
+// Until when (this client's clock) a record raised for twice `ttl` ms by a call sent at `sent`
+// lives at least: max_ttl_raise.lua writes it on the server's clock once the call runs, after
+// `sent`; a server clock that runs up to 1% fast (the drift the lock's validity allows for,
+// lock/validity.h) ends it up to 2% of a ttl, plus 2 ms of expiry granularity, sooner.
+inline net::Clock::time_point record_lives_until(net::Clock::time_point sent, std::int64_t ttl) {
+  return sent + std::chrono::milliseconds(2 * ttl - (2 * ttl + 99) / 100 - 2);
+}
+
+// The last bare record of a ttl confirmed on every replica (or raised on a master without any),
+// in which connection epoch of the node, and until when it lives; and until when grants that
+// need a confirmation are refused at once after one failed. Io thread only.
+struct ReplicatedRecord {
+  // WAIT holds the master's pipelined connection (renewals and every other call queue behind
+  // it) for up to three quarters of a node timeout while a replica does not answer; a client
+  // retrying a new ttl would hold it for good. So after a failed confirmation, the grants of the
+  // next second that would need one are refused without a WAIT.
+  static constexpr std::chrono::seconds kRefusedFor{1};
+
+  std::int64_t ttl = 0;
+  std::uint64_t epoch = 0;
+  net::Clock::time_point until{};
+  std::uint64_t refused_epoch = 0;
+  net::Clock::time_point refused_until{};
+
+  // A lease of `ttl` granted now ends while the record lives, on the same master.
+  bool covers(std::int64_t lease_ttl, std::uint64_t now_epoch) const {
+    return lease_ttl <= ttl && epoch == now_epoch &&
+           net::Clock::now() + std::chrono::milliseconds(lease_ttl) <= until;
+  }
+  bool refusing(std::uint64_t now_epoch) const {
+    return refused_epoch == now_epoch && net::Clock::now() < refused_until;
+  }
+  void refuse(std::uint64_t now_epoch) {
+    refused_epoch = now_epoch;
+    refused_until = net::Clock::now() + kRefusedFor;
+  }
+};
+
+// A record of `ttl` raised by a call sent at `sent`, in connection epoch `epoch`, for an
+// acquisition whose node deadline is `deadline`: what the confirmation needs to know.
+struct Recorded {
+  std::int64_t ttl = 0;
+  std::uint64_t epoch = 0;
+  net::Clock::time_point sent;
+  net::Clock::time_point deadline;
+};
+
+class ServerNode;
+
+// A grant waiting for its record and for the count of the replicas, asked at once (one round
+// trip, not two: every round trip taken here is taken from WAIT's share of the node timeout).
+struct Confirmation {
+  std::optional<Result<resp::Reply>> raised;           // the record's reply, once in
+  std::optional<std::optional<std::size_t>> replicas;  // the count, once in (nullopt: failed)
+  std::string count_error;                             // why the count failed
+  ServerNode* writer = nullptr;                        // the server that wrote the record
+  ServerNode* counted_on = nullptr;                    // the server whose replicas were counted
+  bool confirm = true;  // false: the record alone makes the grant count (nothing is counted)
+  resp::Reply grant;
+  net::Connection::Callback done;
+
+  bool complete() const { return raised && (replicas || !confirm); }
+  // The node's answer if the record failed (the grant does not count); nullopt: recorded.
+  std::optional<Result<resp::Reply>> not_recorded() {
+    if (*raised && !(*raised)->is_error()) return std::nullopt;
+    if (!*raised) return Result<resp::Reply>(std::move(*raised).error());
+    return Result<resp::Reply>(
+        Error(errc::script_error, "recording the granted ttl: " + (*raised)->str));
+  }
+};
+
+// WAIT for `replicas` with the time left until `deadline`, less what its reply needs to come
+// back in time: a quarter of it, and no less than 100 ms where that leaves half (an eighth
+// was not enough on a busy machine: the node then answered "no reply within 500 ms" instead
+// of saying why). Null when less than 2 ms are left (WAIT 0 would block for good).
+inline std::shared_ptr<const Call> wait_call(std::size_t replicas,
+                                             net::Clock::time_point deadline) {
+  const std::int64_t left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(deadline - net::Clock::now()).count();
+  if (left < 2) return nullptr;
+  const std::int64_t margin =
+      std::max<std::int64_t>(left / 4, std::min<std::int64_t>(left / 2, 100));
+  const std::string ms = std::to_string(std::max<std::int64_t>(1, left - margin));
+  return std::make_shared<const Call>(Call{nullptr, {"WAIT", std::to_string(replicas), ms}, {}});
+}
+
+inline resp::Reply refusal(std::string text) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::error;
+  r.str = std::move(text);
+  return r;
+}
+
+// The node's answer when `wait` (WAIT's reply, or null when no time was left) did not confirm
+// `replicas` replicas of `master` (words naming it: "slot 0's master", "the master").
+inline resp::Reply not_confirmed(const resp::Reply* wait, std::size_t replicas,
+                                 const std::string& master, const Recorded& recorded) {
+  const std::string got = wait == nullptr      ? "no time left: 0"
+                          : wait->is_integer() ? std::to_string(wait->integer)
+                                               : "WAIT: " + wait->str;
+  return refusal("REPLICAS " + got + " of the " + std::to_string(replicas) + " replicas of " +
+                 master + " confirmed the record of a new ttl (" + std::to_string(recorded.ttl) +
+                 " ms) in time: a lossy failover could lose it with the lock, so this grant does "
+                 "not count (docs/safety.md)");
+}
+
+// The node's answer to a grant that needs a confirmation within a second of one that failed.
+inline resp::Reply recently_not_confirmed(const std::string& master) {
+  return refusal("REPLICAS the replicas of " + master +
+                 " did not confirm the record of a new ttl a moment ago (asked again after " +
+                 std::to_string(ReplicatedRecord::kRefusedFor.count()) +
+                 " s): a lossy failover could lose it with the lock, so this grant does not count "
+                 "(docs/safety.md)");
+}
+
+inline bool confirms(const resp::Reply& wait, std::size_t replicas) {
+  return wait.is_integer() && wait.integer >= static_cast<long long>(replicas);
+}
+
+}  // namespace dlock::node
