@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <coroutine>
 #include <functional>
 #include <list>
@@ -91,6 +92,8 @@ class AsyncMutex {
     std::coroutine_handle<> next;
     {
       std::lock_guard lock(mu_);
+      // Not free (a second unlock): the CAS above failed because kWaitedFor means waiters.
+      assert(!waiters_.empty());
       // Handed to the first waiter: it stays held, marked as waited for while others wait.
       next = waiters_.front();
       waiters_.pop_front();

@@ -249,11 +249,16 @@ void Connection::become_ready() {
 // Writes the requests that waited for the connection (or for a loan to end).
 void Connection::drain_waiting() {
   while (!waiting_.empty()) {
-    Pending p = std::move(waiting_.front());
+    Pending& front = waiting_.front();
+    if (front.done) {
+      // As enqueue(), and the entry leaves waiting_ only once it is in in_flight_: a bad_alloc
+      // leaves it waiting, its callback kept (a deque's push_back that throws changes nothing).
+      out_.reserve(out_.size() + front.command.size());
+      in_flight_.push_back(std::move(front));
+      out_ += in_flight_.back().command;
+      std::string().swap(in_flight_.back().command);  // "empty once written"
+    }
     waiting_.pop_front();
-    if (!p.done) continue;  // timed out while it waited
-    const std::string command = std::move(p.command);
-    enqueue(command, std::move(p));
   }
   flush();
   if (!in_flight_.empty()) ensure_reading();

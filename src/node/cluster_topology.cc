@@ -77,8 +77,14 @@ std::optional<std::size_t> replicas_of_myself(std::string_view cluster_nodes) {
     return ("," + std::string(l.flags) + ",").find(",myself,") != std::string::npos;
   });
   if (myself == lines.end() || myself->id.empty()) return std::nullopt;
-  return static_cast<std::size_t>(std::count_if(
-      lines.begin(), lines.end(), [&](const Line& l) { return l.master == myself->id; }));
+  // "fail" (not "fail?", one node's suspicion): a majority of masters cannot reach it, so it
+  // cannot win their votes; counting it would refuse every new ttl until CLUSTER FORGET.
+  const auto failed = [](std::string_view flags) {
+    return ("," + std::string(flags) + ",").find(",fail,") != std::string::npos;
+  };
+  return static_cast<std::size_t>(std::count_if(lines.begin(), lines.end(), [&](const Line& l) {
+    return l.master == myself->id && !failed(l.flags);
+  }));
 }
 
 std::optional<Redirect> parse_redirect(const resp::Reply& reply) {

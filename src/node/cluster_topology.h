@@ -31,9 +31,12 @@ Result<std::vector<SlotRange>> parse_cluster_slots(const resp::Reply& reply,
                                                    std::string_view asked_host);
 
 // How many replicas the server that answered CLUSTER NODES (the line flagged "myself") has, by
-// its own table: every node whose master field is its id, whatever its flags. A replica that is
-// paused, cut off or flagged failing is counted: it may still be promoted with what it had
-// (CLUSTER SLOTS leaves out failed replicas, INFO's connected_slaves disconnected ones).
+// its own table: every node whose master field is its id, unless the cluster agreed it failed
+// ("fail"). A replica that is paused, cut off or only suspected ("fail?") is counted: it may
+// still be promoted with what it had (INFO's connected_slaves leaves out disconnected ones). A
+// failed one cannot win a majority's votes while it is failed, and the flag clears once the
+// masters reach it again; counting it would refuse every new ttl until CLUSTER FORGET, as
+// SENTINEL REPLICAS' s_down replicas are left out for the same reason (docs/safety.md).
 // nullopt: no "myself" line (not a CLUSTER NODES reply).
 std::optional<std::size_t> replicas_of_myself(std::string_view cluster_nodes);
 

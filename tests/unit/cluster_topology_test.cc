@@ -92,13 +92,15 @@ TEST(ClusterTopologyTest, ParsesRedirects) {
   EXPECT_FALSE(parse_redirect(string("MOVED 1 h:1"))) << "only an error reply redirects";
 }
 
-// Every replica of the server asked, whatever its flags: one paused or flagged failing may still
-// be promoted with what it had (the record of a new ttl must be on it too).
-TEST(ClusterTopologyTest, TheReplicasOfMyselfAreEveryNodeNamingItsId) {
+// Every replica of the server asked that the cluster did not agree has failed: one paused or
+// only suspected ("fail?") may still be promoted with what it had (the record of a new ttl must
+// be on it too); one flagged "fail" cannot win the votes while it is failed.
+TEST(ClusterTopologyTest, TheReplicasOfMyselfAreEveryNodeNamingItsIdButFailedOnes) {
   const std::string nodes =
       "m1 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460\n"
       "r1 127.0.0.1:7003@17003 slave m1 0 1700000000000 1 connected\n"
-      "r2 127.0.0.1:7004@17004 slave,fail m1 1700000000000 1700000000000 1 disconnected\n"
+      "r2 127.0.0.1:7004@17004 slave,fail? m1 1700000000000 1700000000000 1 disconnected\n"
+      "r4 127.0.0.1:7006@17006 slave,fail m1 1700000000000 1700000000000 1 disconnected\n"
       "m2 127.0.0.1:7001@17001 master - 0 1700000000000 2 connected 5461-16383\n"
       "r3 127.0.0.1:7005@17005 slave m2 0 1700000000000 2 connected\n";
   EXPECT_EQ(replicas_of_myself(nodes), 2u);
