@@ -18,8 +18,9 @@ local replication = redis.pcall('info', 'replication')
 if type(replication) == 'string' then
   local role = string.match(replication, 'role:(%a+)')
   if role and role ~= 'master' then
-    return redis.error_reply('READONLY this server is a replica now (role:' .. role ..
-                             '), demoted since dlock last read its role: only a master may ' ..
-                             'hold locks (a replica keeps its writes to itself)')
+    return redis.error_reply('READONLY a replica (role:' .. role .. '): only a master may ' ..
+                             'hold locks, a replica keeps its writes to itself (a master ' ..
+                             'demoted since dlock last read its role, or a replica named ' ..
+                             'as a node)')
   end
 end
