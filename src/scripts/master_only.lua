@@ -1,6 +1,6 @@
 -- master_only: not a script of its own. script.cc puts it first in the scripts whose writes
 -- make or keep a lock or report one freed (acquire, fair_acquire, renew, release,
--- fence_raise). No KEYS or ARGV of its own. Replies, before the script does anything:
+-- force_release, fence_raise). No KEYS or ARGV of its own. Replies, before the script does anything:
 --   error READONLY ...  this server is a replica now: nothing was read or written
 --
 -- Why: a client trusts a node as a master from one greeting (INFO role:master) to the next

@@ -100,7 +100,7 @@ const Script& max_ttl_retract() {
 }
 
 const Script& force_release() {
-  static const Script s = load("force_release", true);
+  static const Script s = load("force_release", true, false, true);
   return s;
 }
 
