@@ -170,6 +170,32 @@ TEST(ManagedFailoverTest, ACoordinatedFailoverBehindOneAddressKeepsOneHolderAtAT
       << "a key was left behind";
 }
 
+// A write pause that ends without a promotion (an aborted failover, an operator's CLIENT
+// PAUSE): the scripts it held run late, after their callers gave up on them. An unlock is
+// reported done only once its release ran (one that timed out may still run), and an
+// acquisition that timed out does not keep the lock taken: its clean-up release runs after it.
+TEST(ManagedFailoverTest, ScriptsHeldByAWritePauseRunLateAndLeaveNoLockTaken) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client client = client_of({server.url()});
+  Client other = client_of({server.url()});
+  auto held = client.try_lock("held", fixed(20s, "holder"));
+  ASSERT_TRUE(held) << held.error().message();
+  ASSERT_TRUE(other.try_lock("warm-up", fixed(20s, "late"))->unlock());  // greeted before
+  // Longer than both calls below wait (node_timeout, 1 s each).
+  ASSERT_TRUE(ok(server.command({"CLIENT", "PAUSE", "4000", "WRITE"})));
+  auto during = other.try_lock("job", fixed(20s, "late"));
+  EXPECT_FALSE(during) << "granted while every write was paused";
+  auto released = held->unlock();
+  if (released) {
+    EXPECT_FALSE(server.exists("held")) << "a release reported before it ran";
+  }
+  std::this_thread::sleep_for(3000ms);  // the pause ends (each call waited 1 s at most)
+  auto after = other.try_lock("job", fixed(5s, "next"));
+  EXPECT_TRUE(after) << "a late acquisition left the lock taken: " << after.error().message();
+  EXPECT_LT(pttl(server, "held"), 20000);  // released late, or running down: never re-armed
+}
+
 // The same failover of a master set `replica-read-only no` (writable replicas), seen by a
 // client that keeps its connection to the old master (a DNS endpoint that moved: open
 // connections stay where they were). It greeted that server as a master moments ago, and
