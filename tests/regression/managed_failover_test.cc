@@ -7,7 +7,8 @@
 //      (replica-read-only no), seen by a client that keeps its connection to the old master;
 //   2. a server whose wall clock steps (NTP in step mode): Redis expires keys by it, and the
 //      nodes' own records (dlock:boots) are kept on it;
-//   3. commands renamed (rename-command EVALSHA / EVAL), a database the server lacks.
+//   3. another program's slow script (busy-reply-threshold): BUSY replies;
+//   4. commands renamed (rename-command EVALSHA / EVAL), a database the server lacks.
 // docs/safety.md ("What dlock needs from a managed or hardened Redis") sums it up.
 #include <dlock/dlock.h>
 #include <gtest/gtest.h>
@@ -304,7 +305,52 @@ TEST(ManagedClockTest, AQuarantineOutlastsTheNodesClockSteppingBack) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 3. Renamed commands, databases.
+// 3. A slow script of another program.
+
+// Past busy-reply-threshold (lua-time-limit before Redis 7), Redis answers every other command
+// BUSY until the script ends. dlock's calls meanwhile fail with that error and change nothing,
+// and none of them runs late. An unlock() that failed so ends the lease without releasing it:
+// a retried unlock() reported success, the key still there until its ttl (fixed); the owner's
+// release by name releases it.
+TEST(ManagedBusyTest, AnotherProgramsSlowScriptFailsCallsClearlyAndNothingRunsLate) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(with({"--busy-reply-threshold", "200"}));
+  Client client = client_of({server.url()});
+  auto lease = client.try_lock("job", fixed(20s, "holder"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  // Reads only (TIME), so SCRIPT KILL could end it; it ends by itself after 3 s.
+  const std::string spin =
+      "local s = redis.call('time') while true do local n = redis.call('time') "
+      "if (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > 3000000 then return 1 end end";
+  auto busy = std::async(std::launch::async, [&] { (void)server.command({"EVAL", spin, "0"}); });
+  ASSERT_TRUE(eventually([&] {
+    auto r = server.command({"PING"});
+    return r && r->type == REDIS_REPLY_ERROR && std::string(r->str).rfind("BUSY", 0) == 0;
+  }));
+  auto released = lease->unlock();
+  const bool busy_still = server.command({"PING"})->type == REDIS_REPLY_ERROR;
+  if (released) {
+    EXPECT_FALSE(server.exists("job")) << "a release reported that did not run";
+  } else {
+    EXPECT_NE(released.error().message().find("BUSY"), std::string::npos)
+        << released.error().message();
+  }
+  busy.wait();
+  ASSERT_TRUE(eventually([&] { return ok(server.command({"PING"})); }));
+  if (!released && busy_still) {
+    EXPECT_TRUE(server.exists("job")) << "a release refused BUSY ran late";
+    // The caller retries: the lease ended with the first unlock(), which did not release it.
+    auto again = lease->unlock();
+    EXPECT_FALSE(again) << "a retried unlock() reported a release that did not happen";
+    EXPECT_TRUE(server.exists("job"));
+    auto by_owner = client.unlock("job", OwnerToken("holder"));  // what does release it
+    ASSERT_TRUE(by_owner) << by_owner.error().message();
+  }
+  EXPECT_FALSE(server.exists("job"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Renamed commands, databases.
 
 // rename-command EVALSHA "" (and SCRIPT): every script goes by EVAL, as when an ACL denies
 // EVALSHA (managed_redis_test.cc).
