@@ -17,7 +17,9 @@
 //   held      | releases on all nodes* -> | re-arms ttl on a quorum (never| releases on all
 //             | released                  | shortens it); on failure after| nodes*
 //             |                           | validity: lost                |
-//   released  | ok, no-op                 | errc::not_owner               | nothing
+//   released  | ok, no-op (the first      | errc::not_owner               | nothing
+//             | unlock()'s error again if |                               |
+//             | it did not release)       |                               |
 //   lost      | cleans up on all nodes*,  | errc::lock_lost               | cleans up on all
 //             | returns errc::lock_lost   |                               | nodes*
 //   (moved)   | errc::invalid_argument    | errc::invalid_argument        | nothing
@@ -60,7 +62,9 @@ class Lease {
 
   // Releases the lock on all nodes. Returns errc::lock_lost when fewer than a quorum still
   // knew this owner (the lease had expired or was taken over): the lock was not exclusively
-  // ours until now. Blocks for at most one node timeout.
+  // ours until now. Blocks for at most one node timeout. The lease ends whatever the outcome: a
+  // second call sends nothing, and returns the first one's error if that did not release the
+  // lock (its key then lives until the ttl; Client::unlock(name, owner) releases it by name).
   Result<void> unlock();
 
   // Re-arms the lock's ttl on all nodes; succeeds when a quorum did so before the current

@@ -246,14 +246,21 @@ engine::Task<bool> detach_task(std::shared_ptr<ClientCore> core,
 engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,
                                        std::shared_ptr<LeaseState> state) {
   bool expired = false;
+  std::optional<Result<void>> again;  // a second unlock(): what the first came to
   {
     // Only the status change is under the lease's mutex: it is never held across a round trip.
     std::lock_guard lock(state->mu);
-    if (state->status == Status::released) co_return Result<void>{};
-    expired = state->status == Status::lost || state->hold->lost.load() ||
-              LeaseState::Clock::now() >= state->valid_until;
-    state->status = Status::released;
+    if (state->status == Status::released) {
+      // A release that failed (BUSY, a timeout) is not reported done when the caller retries:
+      // the key lives until its ttl (ManagedBusyTest: the retry said released before).
+      again = state->unlock_failed ? Result<void>(*state->unlock_failed) : Result<void>{};
+    } else {
+      expired = state->status == Status::lost || state->hold->lost.load() ||
+                LeaseState::Clock::now() >= state->valid_until;
+      state->status = Status::released;
+    }
   }
+  if (again) co_return std::move(*again);
   // The hold's last lease releases it on all nodes, even when expired: nodes that still know
   // it must not keep the key. Reentrant leases before the last change nothing on the nodes.
   const auto started = LeaseState::Clock::now();
@@ -272,6 +279,10 @@ engine::Task<Result<void>> unlock_task(std::shared_ptr<ClientCore> core,
   if (expired || (!r && r.error().is(errc::not_owner))) {
     out = Error(errc::lock_lost, "lock '" + state->name() + "' had expired before release",
                 r ? std::vector<NodeError>{} : r.error().nodes());
+  }
+  if (!r) {
+    std::lock_guard lock(state->mu);
+    state->unlock_failed = out.error();
   }
   if (Observer* observer = core->observer()) {
     observer->released(ReleaseEvent{state->name(), LeaseState::Clock::now() - state->acquired_at,

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "lock/hold.h"
@@ -34,6 +35,9 @@ struct LeaseState {
   Clock::time_point valid_until;  // guarded by mu
   Status status = Status::held;   // guarded by mu
   Clock::time_point renewed_at;   // guarded by mu: when the last renewal round started
+  // Guarded by mu: why the unlock() that ended this lease did not release it. A later unlock()
+  // reports it again, never a release that did not happen (the key lives until its ttl).
+  std::optional<Error> unlock_failed;
 
   const std::string& name() const { return hold->id.name; }
   const OwnerToken& owner() const { return hold->id.owner; }

@@ -65,12 +65,25 @@ constexpr std::string_view kAclNeeds =
     "~app:*), channels &dlock:*, and the commands EVAL, EVALSHA, INFO, PING, SUBSCRIBE, "
     "UNSUBSCRIBE and PUBLISH; see docs/safety.md)";
 
-// A script refused by EVALSHA that EVAL may still run: NOSCRIPT (a restarted or flushed
-// server), or an ACL that denies EVALSHA (some services allow scripts through EVAL only).
-bool eval_may_run(const resp::Reply& r) {
-  return r.is_error_code("NOSCRIPT") ||
-         (r.is_error_code("NOPERM") && r.str.find("'evalsha'") != std::string::npos);
+// EVALSHA refused for good: an ACL that denies it (some services allow scripts through EVAL
+// only), or a server that renamed it away (rename-command EVALSHA; Redis quotes the name as
+// dlock sent it).
+bool evalsha_refused(const resp::Reply& r) {
+  return (r.is_error_code("NOPERM") && r.str.find("'evalsha'") != std::string::npos) ||
+         r.str.find("unknown command 'EVALSHA'") != std::string::npos;
 }
+
+// A script refused by EVALSHA that EVAL may still run: NOSCRIPT (a restarted or flushed
+// server), or EVALSHA refused for good.
+bool eval_may_run(const resp::Reply& r) {
+  return r.is_error_code("NOSCRIPT") || evalsha_refused(r);
+}
+
+// What dlock needs of a server that renamed EVAL away, in place of Redis's "with args beginning
+// with: ..." (the first 128 bytes of a script's source).
+constexpr std::string_view kEvalNeeded =
+    "ERR unknown command 'EVAL': dlock runs every lock operation as a Lua script, by EVALSHA "
+    "or EVAL; keep EVAL (and EVALSHA) under their own names (rename-command) and allowed";
 
 }  // namespace
 
@@ -167,10 +180,11 @@ bool ServerNode::reissue(resp::Reply& reply, const std::shared_ptr<const void>& 
                          net::Connection::Callback& done) {
   if (!eval_may_run(reply)) {
     if (reply.is_error_code("NOPERM")) reply.str += kAclNeeds;
+    if (reply.str.find("unknown command 'EVAL'") != std::string::npos) reply.str = kEvalNeeded;
     return false;
   }
-  // Denied, not missing: EVAL from now on (SCRIPT LOAD is denied too).
-  if (reply.is_error_code("NOPERM")) eval_only_.store(true, std::memory_order_relaxed);
+  // Denied or renamed, not missing: EVAL from now on (SCRIPT LOAD is denied too).
+  if (evalsha_refused(reply)) eval_only_.store(true, std::memory_order_relaxed);
   const Call& again = *static_cast<const Call*>(subject.get());
   // ASKING holds for the one command after it: both are queued back to back on this thread.
   std::string kept;

@@ -41,7 +41,8 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
   // cache) once more with the full source by EVAL, within the same deadline; or a plain
   // command. A server whose ACL denies EVALSHA gets every script by EVAL from then on. A script
   // that publishes (Script::publishes) gets this node's PUBLISH verb as its last argument. A
-  // NOPERM reply is completed with what dlock's ACL user needs.
+  // NOPERM reply is completed with what dlock's ACL user needs. So is a server that renamed
+  // EVALSHA away (rename-command); one without EVAL is named as such in the error.
   void run(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
            net::Connection::Callback done) override;
   // run(), preceded by ASKING (a cluster's ASK redirection to this server). Io thread.

@@ -137,7 +137,11 @@ for i = 4, #ARGV - 1, 2 do
   end
   redis.call('hset', KEYS[1], run_id, now .. ' ' .. boot)
   if boot > 0 then
-    result[#result + 1] = now - boot
+    -- Never below 0: a boot this node recorded "later than now" (its clock stepped back since)
+    -- is one it saw, and a negative age read as -1, no restart at all: a promoted replica voted
+    -- at once (ManagedClockTest.AQuarantineOutlastsTheNodesClockSteppingBack). As 0, its
+    -- quarantine runs a whole max ttl from now: longer by up to the step, never shorter.
+    result[#result + 1] = math.max(now - boot, 0)
   else
     result[#result + 1] = -1
   end

@@ -10,11 +10,15 @@ namespace {
 
 // `clocked`: the script keeps deadlines inside keys, on the keys' own clocks; key_clock.lua's
 // functions go before its text, so that every such script reads those clocks the same way.
-Script load(std::string_view name, bool publishes = false, bool clocked = false) {
+// `master_only`: master_only.lua goes first: the script refuses to run on a replica (one that
+// accepts writes would keep them to itself).
+Script load(std::string_view name, bool publishes = false, bool clocked = false,
+            bool master_only = false) {
   std::string_view body = embedded_source(name);
   if (body.empty()) throw std::logic_error("no embedded script " + std::string(name));
-  std::string source =
-      clocked ? std::string(embedded_source("key_clock")) + std::string(body) : std::string(body);
+  std::string source = master_only ? std::string(embedded_source("master_only")) : std::string();
+  if (clocked) source += embedded_source("key_clock");
+  source += body;
   std::string sha1 = sha1_hex(source);
   return Script{name, std::move(source), std::move(sha1), publishes};
 }
@@ -37,11 +41,11 @@ std::string sha1_hex(std::string_view text) {
 }
 
 const Script& acquire() {
-  static const Script s = load("acquire", false, true);
+  static const Script s = load("acquire", false, true, true);
   return s;
 }
 const Script& release() {
-  static const Script s = load("release", true, true);
+  static const Script s = load("release", true, true, true);
   return s;
 }
 const Script& inspect() {
@@ -50,11 +54,11 @@ const Script& inspect() {
 }
 
 const Script& renew() {
-  static const Script s = load("renew", false, true);
+  static const Script s = load("renew", false, true, true);
   return s;
 }
 const Script& fence_raise() {
-  static const Script s = load("fence_raise");
+  static const Script s = load("fence_raise", false, false, true);
   return s;
 }
 const Script& floor_raise() {
@@ -67,7 +71,7 @@ const Script& hello() {
 }
 
 const Script& fair_acquire() {
-  static const Script s = load("fair_acquire", false, true);
+  static const Script s = load("fair_acquire", false, true, true);
   return s;
 }
 const Script& fair_leave() {
@@ -96,7 +100,7 @@ const Script& max_ttl_retract() {
 }
 
 const Script& force_release() {
-  static const Script s = load("force_release", true);
+  static const Script s = load("force_release", true, false, true);
   return s;
 }
 

@@ -2,12 +2,17 @@
 // clock_shift: an LD_PRELOAD library that moves a process's wall clock by
 // $DLOCK_CLOCK_SHIFT_MS milliseconds (negative: back), for tests of servers whose clocks
 // disagree (test::ShardedCluster::shift_clock). Monotonic clocks are left alone.
+// With $DLOCK_CLOCK_SHIFT_FILE instead, the shift is the first 8 bytes of that file (a long
+// long, host order), read at every call: a test steps the clock of a running server by
+// rewriting them, as an NTP step does (test::RedisServer::set_clock_shift).
 //
 // Debian's libfaketime does this in general but cannot run Debian's redis-server: redis is
 // built with jemalloc, which calls clock_gettime while libfaketime is still resolving its own
 // symbols (dlsym allocates), and libfaketime gives up with "Unexpected recursive calls to
 // clock_gettime()" (libfaketime issues 130 and 327, no fix upstream). This shim resolves nothing:
 // it asks the kernel by raw system call, so it has no start-up that could recurse.
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <time.h>
@@ -17,13 +22,26 @@
 
 namespace {
 
+// The shift file, mapped (by raw system calls, for the reason above), or null.
+const volatile long long* map_shift_file() {
+  const char* path = std::getenv("DLOCK_CLOCK_SHIFT_FILE");
+  if (path == nullptr) return nullptr;
+  const long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  const long p = syscall(SYS_mmap, nullptr, sizeof(long long), PROT_READ, MAP_SHARED, fd, 0);
+  syscall(SYS_close, fd);
+  if (p == -1) return nullptr;
+  return reinterpret_cast<const volatile long long*>(p);
+}
+
 long long shift_ns() {
   // getenv allocates nothing, and a function-local static needs no allocator either.
   static const long long shift = [] {
     const char* ms = std::getenv("DLOCK_CLOCK_SHIFT_MS");
     return ms != nullptr ? std::atoll(ms) * 1'000'000LL : 0LL;
   }();
-  return shift;
+  static const volatile long long* const file = map_shift_file();  // mapped once
+  return file != nullptr ? *file * 1'000'000LL : shift;
 }
 
 bool wall_clock(clockid_t id) {

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "redis_server.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <stdexcept>
 
@@ -35,6 +38,12 @@ RedisServer::RedisServer(ServerOptions options) : options_(std::move(options)) {
                             options_.extra_args.end());
   // A free port can be taken by a parallel test between our check and the server's bind:
   // try a few fresh ports.
+  if (options_.steppable_clock) {
+    // Written in place from now on, never truncated: the server maps its first 8 bytes.
+    write_shift(0);
+    process.environment = {"LD_PRELOAD=" DLOCK_CLOCK_SHIFT_LIB,
+                           "DLOCK_CLOCK_SHIFT_FILE=" + (dir_ / "clock-shift").string()};
+  }
   for (int attempt = 0;; ++attempt) {
     process.port = 0;
     process_ = std::make_unique<sandbox::RedisProcess>(dir_, process);
@@ -57,6 +66,19 @@ void RedisServer::kill9() {
 void RedisServer::restart(bool keep_data) {
   auto r = process_->restart(keep_data);
   if (!r) throw std::runtime_error(r.error().message());
+}
+
+void RedisServer::write_shift(long long ms) {
+  const int fd = ::open((dir_ / "clock-shift").c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error("cannot write the clock shift file");
+  const bool written = ::pwrite(fd, &ms, sizeof ms, 0) == static_cast<ssize_t>(sizeof ms);
+  ::close(fd);
+  if (!written) throw std::runtime_error("cannot write the clock shift file");
+}
+
+void RedisServer::set_clock_shift(std::chrono::milliseconds shift) {
+  if (!options_.steppable_clock) throw std::logic_error("set_clock_shift needs steppable_clock");
+  write_shift(static_cast<long long>(shift.count()));
 }
 
 void RedisServer::pause() {

@@ -27,6 +27,7 @@ struct ServerOptions {
   bool tls = false;                     // serve TLS only, with certificates from tls_dir
   std::filesystem::path tls_dir;        // holds ca.crt, server.crt, server.key
   std::string password;                 // what this fixture uses for its own commands
+  bool steppable_clock = false;         // the wall clock can be stepped: set_clock_shift
 };
 
 class RedisServer {
@@ -44,6 +45,9 @@ class RedisServer {
   void restart(bool keep_data = true);  // kill9 then start on the same port (keep_data: AOF)
   void pause();                         // SIGSTOP: the server stops answering, sockets stay open
   void resume();                        // SIGCONT
+  // steppable_clock only: the server's wall clock (what Redis expires keys and scripts read
+  // TIME by) reads `shift` off from now on, at once, as after an NTP step (support/clock_shift.cc).
+  void set_clock_shift(std::chrono::milliseconds shift);
   bool running() const { return process_->running(); }
 
   // A command on a fresh connection of the fixture's own (hiredis, plain TCP only).
@@ -51,6 +55,8 @@ class RedisServer {
   bool exists(const std::string& key) const;
 
  private:
+  void write_shift(long long ms);
+
   ServerOptions options_;
   std::filesystem::path dir_;
   std::unique_ptr<sandbox::RedisProcess> process_;

@@ -1,0 +1,397 @@
+// SPDX-License-Identifier: MIT
+// A managed or hardened Redis, second round (managed_redis_test.cc is the first): what the
+// services and careful operators do to a running server, on real redis-server processes.
+//   1. a coordinated failover as managed services run it: CLIENT PAUSE WRITE while the replica
+//      catches up, FAILOVER (the old master becomes a replica of the new one), the address
+//      moved; and the same failover of a master whose replicas accept writes
+//      (replica-read-only no), seen by a client that keeps its connection to the old master;
+//   2. a server whose wall clock steps (NTP in step mode): Redis expires keys by it, and the
+//      nodes' own records (dlock:boots) are kept on it;
+//   3. another program's slow script (busy-reply-threshold): BUSY replies;
+//   4. commands renamed (rename-command EVALSHA / EVAL), a database the server lacks.
+// docs/safety.md ("What dlock needs from a managed or hardened Redis") sums it up.
+#include <dlock/dlock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <string>
+#include <thread>
+
+#include "lock/keys.h"
+#include "support/redis_server.h"
+#include "support/replication.h"
+#include "support/tcp_proxy.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::eventually;
+using test::RedisServer;
+using test::ServerOptions;
+
+Client client_of(std::vector<std::string> urls) {
+  ClientOptions options;
+  options.nodes = std::move(urls);
+  options.node_timeout = 1000ms;  // generous: a loaded 2-core machine
+  options.reconnect_backoff_min = 20ms;
+  options.reconnect_backoff_max = 200ms;
+  auto c = Client::create(options);
+  EXPECT_TRUE(c) << c.error().message();
+  return std::move(c).value();
+}
+
+LockOptions fixed(std::chrono::milliseconds ttl, std::string owner) {
+  LockOptions o;
+  o.ttl = ttl;
+  o.auto_renew = false;
+  o.owner = OwnerToken(std::move(owner));
+  return o;
+}
+
+ServerOptions with(std::vector<std::string> args) {
+  ServerOptions o;
+  o.extra_args = std::move(args);
+  return o;
+}
+
+std::string info_text(const RedisServer& server, const std::string& section) {
+  auto r = server.command({"INFO", section});
+  if (!r || r->type != REDIS_REPLY_STRING) return {};
+  return std::string(r->str, r->len);
+}
+
+std::string info_field(const RedisServer& server, const std::string& section,
+                       const std::string& field) {
+  const std::string text = info_text(server, section);
+  const auto at = text.find(field + ":");
+  if (at == std::string::npos) return {};
+  const auto from = at + field.size() + 1;
+  return text.substr(from, text.find_first_of("\r\n", from) - from);
+}
+
+bool ok(const test::ReplyPtr& r) {
+  return r && r->type == REDIS_REPLY_STATUS;
+}
+
+long long pttl(const RedisServer& server, const std::string& key) {
+  auto r = server.command({"PTTL", key});
+  return r && r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
+}
+
+std::string role(const RedisServer& server) {
+  return info_field(server, "replication", "role");
+}
+
+bool in_sync(const RedisServer& replica) {
+  return info_field(replica, "replication", "master_link_status") == "up";
+}
+
+// A master whose replica syncs at once (Redis 7 waits 5 s for more replicas), and its replica;
+// `extra` for both.
+ServerOptions master_options(std::vector<std::string> extra = {}) {
+  extra.insert(extra.begin(), {"--repl-diskless-sync-delay", "0"});
+  return with(std::move(extra));
+}
+ServerOptions replica_options(const RedisServer& master, std::vector<std::string> extra = {}) {
+  extra.insert(extra.begin(), {"--replicaof", "127.0.0.1", std::to_string(master.port())});
+  return with(std::move(extra));
+}
+
+// FAILOVER on `old_master`: it pauses writes until its replica has everything, becomes that
+// replica's replica, and the replica is master. Waits until both say so.
+void fail_over(RedisServer& old_master, RedisServer& replica) {
+  ASSERT_TRUE(ok(old_master.command({"FAILOVER"})));
+  ASSERT_TRUE(eventually(
+      [&] {
+        return role(old_master) == "slave" && role(replica) == "master" && in_sync(old_master);
+      },
+      15s))
+      << "the failover did not complete";
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Coordinated failover.
+
+// What ElastiCache, Memorystore and Azure Cache do for a planned failover (an upgrade, a scale
+// step): writes paused on the old master while its replica catches up, then the promotion,
+// and the address moved to the new master. A holder with a watchdog keeps its lock throughout
+// (the new master has its key; renewals count on it while it sits out its restart
+// quarantine); a waiter gets the lock once it is released, never before; nothing is left.
+// Renewals and attempts blocked by the pause run late on a server that is a replica by then,
+// which refuses them (READONLY).
+TEST(ManagedFailoverTest, ACoordinatedFailoverBehindOneAddressKeepsOneHolderAtATime) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer first(master_options());
+  RedisServer second(replica_options(first));
+  ASSERT_TRUE(eventually([&] { return in_sync(second); }));
+  test::TcpProxy address("127.0.0.1", first.port());
+  const std::string url = "redis://127.0.0.1:" + std::to_string(address.port());
+  Client holder_client = client_of({url});
+  Client waiter_client = client_of({url});
+
+  std::atomic<bool> lost{false};
+  LockOptions watched;
+  watched.ttl = 6s;  // renewed every 2 s
+  watched.owner = OwnerToken("holder");
+  watched.on_lost = [&](const Error&) { lost = true; };
+  auto lease = holder_client.try_lock("job", watched);
+  ASSERT_TRUE(lease) << lease.error().message();
+  std::atomic<bool> released{false};
+  auto waiter = std::async(std::launch::async, [&]() -> Result<bool> {
+    auto got = waiter_client.lock("job", 40s, fixed(3s, "waiter"));
+    if (!got) return got.error();
+    const bool after_release = released.load();
+    (void)got->unlock();
+    return after_release;
+  });
+  ASSERT_TRUE(eventually([&] {
+    auto r = first.command({"PUBSUB", "NUMSUB", lock::release_channel("job")});
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->integer == 1;
+  }));
+
+  ASSERT_TRUE(ok(first.command({"CLIENT", "PAUSE", "1500", "WRITE"})));
+  fail_over(first, second);
+  address.retarget("127.0.0.1", second.port());
+  address.cut();
+
+  // Past the holder's ttl, and past the new master's quarantine (the largest ttl, 6 s).
+  std::this_thread::sleep_for(8s);
+  EXPECT_FALSE(lost) << "the holder lost its lock in a failover that kept every key";
+  EXPECT_TRUE(lease->is_held());
+  EXPECT_GT(pttl(second, "job"), 1000) << "the new master's key was not renewed";
+  released = true;
+  auto unlocked = lease->unlock();
+  ASSERT_TRUE(unlocked) << unlocked.error().message();
+  auto got = waiter.get();
+  ASSERT_TRUE(got) << got.error().message();
+  EXPECT_TRUE(*got) << "two holders: the waiter got the lock while the holder held it";
+  EXPECT_TRUE(eventually([&] { return !second.exists("job") && !first.exists("job"); }))
+      << "a key was left behind";
+}
+
+// A write pause that ends without a promotion (an aborted failover, an operator's CLIENT
+// PAUSE): the scripts it held run late, after their callers gave up on them. An unlock is
+// reported done only once its release ran (one that timed out may still run), and an
+// acquisition that timed out does not keep the lock taken: its clean-up release runs after it.
+TEST(ManagedFailoverTest, ScriptsHeldByAWritePauseRunLateAndLeaveNoLockTaken) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client client = client_of({server.url()});
+  Client other = client_of({server.url()});
+  auto held = client.try_lock("held", fixed(20s, "holder"));
+  ASSERT_TRUE(held) << held.error().message();
+  ASSERT_TRUE(other.try_lock("warm-up", fixed(20s, "late"))->unlock());  // greeted before
+  // Longer than both calls below wait (node_timeout, 1 s each).
+  ASSERT_TRUE(ok(server.command({"CLIENT", "PAUSE", "4000", "WRITE"})));
+  auto during = other.try_lock("job", fixed(20s, "late"));
+  EXPECT_FALSE(during) << "granted while every write was paused";
+  auto released = held->unlock();
+  if (released) {
+    EXPECT_FALSE(server.exists("held")) << "a release reported before it ran";
+  }
+  std::this_thread::sleep_for(3000ms);  // the pause ends (each call waited 1 s at most)
+  auto after = other.try_lock("job", fixed(5s, "next"));
+  EXPECT_TRUE(after) << "a late acquisition left the lock taken: " << after.error().message();
+  EXPECT_LT(pttl(server, "held"), 20000);  // released late, or running down: never re-armed
+}
+
+// The same failover of a master set `replica-read-only no` (writable replicas), seen by a
+// client that keeps its connection to the old master (a DNS endpoint that moved: open
+// connections stay where they were). It greeted that server as a master moments ago, and
+// greets again only after a ttl (or 30 s). Meanwhile the server, a replica now, still runs its
+// scripts, and their writes stay there: the new master never sees them. An extension or a
+// grant counted from it is a lease the master does not have (the new master's key of 'job'
+// expires at its old ttl while the holder believes it extended: two holders once the next
+// client is granted there), and a release counted from it leaves the lock held.
+TEST(ManagedFailoverTest, AMasterDemotedWhileItAcceptsWritesNeitherGrantsNorExtends) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer first(master_options({"--replica-read-only", "no"}));
+  RedisServer second(replica_options(first, {"--replica-read-only", "no"}));
+  ASSERT_TRUE(eventually([&] { return in_sync(second); }));
+  Client client = client_of({first.url()});
+  auto lease = client.try_lock("job", fixed(20s, "holder"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  ASSERT_TRUE(test::replicas_caught_up([&] { return info_text(first, "replication"); }));
+  fail_over(first, second);
+
+  // The lease's own ttl, and one no larger: a larger ttl would make the client greet first.
+  auto extended = lease->extend();
+  EXPECT_FALSE(extended) << "an extension that only the demoted server made was reported";
+  auto granted = client.try_lock("other", fixed(20s, "second"));
+  EXPECT_FALSE(granted) << "a server that is a replica now granted a lock its master never saw";
+  if (!granted) {
+    EXPECT_NE(granted.error().message().find("replica"), std::string::npos)
+        << granted.error().message();
+  }
+  EXPECT_FALSE(first.exists("other"));
+  auto released = lease->unlock();
+  EXPECT_FALSE(released) << "a release that only the demoted server made was reported";
+  EXPECT_TRUE(second.exists("job"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. A server's wall clock steps.
+
+ServerOptions steppable() {
+  ServerOptions o;
+  o.steppable_clock = true;
+  return o;
+}
+
+// One of three nodes steps forward a minute: Redis expires its keys at once, the lock key
+// among them. A minority that forgets is what Redlock tolerates: the next client is refused,
+// and the holder still extends and releases.
+TEST(ManagedClockTest, OneNodeOfThreeSteppingForwardDoesNotGiveTheLockTwice) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer x(steppable());
+  RedisServer y;
+  RedisServer z;
+  const std::vector<std::string> urls{x.url(), y.url(), z.url()};
+  Client holder = client_of(urls);
+  Client other = client_of(urls);
+  auto held = holder.try_lock("job", fixed(10s, "holder"));
+  ASSERT_TRUE(held) << held.error().message();
+  x.set_clock_shift(60s);
+  ASSERT_TRUE(eventually([&] { return !x.exists("job"); })) << "the key outlived the step";
+  auto stolen = other.try_lock("job", fixed(10s, "other"));
+  EXPECT_FALSE(stolen) << "two holders after one node's clock stepped forward";
+  auto extended = held->extend();
+  EXPECT_TRUE(extended) << extended.error().message();
+  auto released = held->unlock();
+  EXPECT_TRUE(released) << released.error().message();
+}
+
+// A lone node behind one address (a managed endpoint) fails over to a replica that was cut off
+// before the last grant (a lossy failover). The promoted replica is a new identity, and the
+// node reports it booted when a greeting first saw it, by its own clock (hello.lua: now - the
+// time it recorded): it sits out the largest ttl. Its clock then steps back a minute: now is
+// before that time, the age negative, and a negative age was read as "no restart seen" (the
+// reply's -1): the next client took the node for one that kept its keys, and it granted the
+// lock a second time while the first lease, which it never had, was valid.
+TEST(ManagedClockTest, AQuarantineOutlastsTheNodesClockSteppingBack) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer first(master_options());
+  ServerOptions replica = replica_options(first);
+  replica.steppable_clock = true;
+  RedisServer second(replica);
+  ASSERT_TRUE(eventually([&] { return in_sync(second); }));
+  test::TcpProxy address("127.0.0.1", first.port());
+  const std::string url = "redis://127.0.0.1:" + std::to_string(address.port());
+  Client holder_client = client_of({url});
+  ASSERT_TRUE(holder_client.try_lock("warm-up", fixed(20s, "w"))->unlock());  // the records
+  ASSERT_TRUE(test::replicas_caught_up([&] { return info_text(first, "replication"); }));
+  ASSERT_TRUE(ok(second.command({"REPLICAOF", "NO", "ONE"})));  // promoted before the grant
+  auto held = holder_client.try_lock("job", fixed(20s, "first"));
+  ASSERT_TRUE(held) << held.error().message();
+  ASSERT_FALSE(second.exists("job"));
+  address.retarget("127.0.0.1", second.port());
+  address.cut();
+
+  Client second_client = client_of({url});  // sees the new identity: kept out
+  auto refused = second_client.try_lock("job", fixed(20s, "second"));
+  ASSERT_FALSE(refused) << "granted by a promoted replica that lacks a live lease";
+  second.set_clock_shift(-60s);  // NTP steps the new master's clock back
+  Client third_client = client_of({url});
+  auto stolen = third_client.try_lock("job", fixed(20s, "third"));
+  EXPECT_TRUE(held->is_held());
+  EXPECT_FALSE(stolen) << "two holders: the promoted replica, its clock stepped back, granted "
+                          "'job' while 'first' holds it";
+  if (!stolen) {
+    EXPECT_NE(stolen.error().message().find("restarted recently"), std::string::npos)
+        << stolen.error().message();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. A slow script of another program.
+
+// Past busy-reply-threshold (lua-time-limit before Redis 7), Redis answers every other command
+// BUSY until the script ends. dlock's calls meanwhile fail with that error and change nothing,
+// and none of them runs late. An unlock() that failed so ends the lease without releasing it:
+// a retried unlock() reported success, the key still there until its ttl (fixed); the owner's
+// release by name releases it.
+TEST(ManagedBusyTest, AnotherProgramsSlowScriptFailsCallsClearlyAndNothingRunsLate) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(with({"--busy-reply-threshold", "200"}));
+  Client client = client_of({server.url()});
+  auto lease = client.try_lock("job", fixed(20s, "holder"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  // Reads only (TIME), so SCRIPT KILL could end it; it ends by itself after 3 s.
+  const std::string spin =
+      "local s = redis.call('time') while true do local n = redis.call('time') "
+      "if (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > 3000000 then return 1 end end";
+  auto busy = std::async(std::launch::async, [&] { (void)server.command({"EVAL", spin, "0"}); });
+  ASSERT_TRUE(eventually([&] {
+    auto r = server.command({"PING"});
+    return r && r->type == REDIS_REPLY_ERROR && std::string(r->str).rfind("BUSY", 0) == 0;
+  }));
+  auto released = lease->unlock();
+  const bool busy_still = server.command({"PING"})->type == REDIS_REPLY_ERROR;
+  if (released) {
+    EXPECT_FALSE(server.exists("job")) << "a release reported that did not run";
+  } else {
+    EXPECT_NE(released.error().message().find("BUSY"), std::string::npos)
+        << released.error().message();
+  }
+  busy.wait();
+  ASSERT_TRUE(eventually([&] { return ok(server.command({"PING"})); }));
+  if (!released && busy_still) {
+    EXPECT_TRUE(server.exists("job")) << "a release refused BUSY ran late";
+    // The caller retries: the lease ended with the first unlock(), which did not release it.
+    auto again = lease->unlock();
+    EXPECT_FALSE(again) << "a retried unlock() reported a release that did not happen";
+    EXPECT_TRUE(server.exists("job"));
+    auto by_owner = client.unlock("job", OwnerToken("holder"));  // what does release it
+    ASSERT_TRUE(by_owner) << by_owner.error().message();
+  }
+  EXPECT_FALSE(server.exists("job"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Renamed commands, databases.
+
+// rename-command EVALSHA "" (and SCRIPT): every script goes by EVAL, as when an ACL denies
+// EVALSHA (managed_redis_test.cc).
+TEST(ManagedRenamedTest, ScriptsRunByEvalWhenEvalshaIsRenamedAway) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(
+      with({"--rename-command", "EVALSHA", "", "--rename-command", "SCRIPT", "SCRIPT_x"}));
+  Client client = client_of({server.url()});
+  auto lease = client.try_lock("job", fixed(10s, "x"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  auto extended = lease->extend();
+  ASSERT_TRUE(extended) << extended.error().message();
+  auto released = lease->unlock();
+  ASSERT_TRUE(released) << released.error().message();
+  EXPECT_FALSE(server.exists("job"));
+}
+
+// Without EVAL and EVALSHA under their names (Lua turned off by renaming), nothing works, and
+// the error says why.
+TEST(ManagedRenamedTest, AServerWithoutEvalSaysDlockNeedsIt) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(
+      with({"--rename-command", "EVAL", "EVAL_x", "--rename-command", "EVALSHA", "EVALSHA_x"}));
+  Client client = client_of({server.url()});
+  auto lease = client.try_lock("job", fixed(10s, "x"));
+  ASSERT_FALSE(lease);
+  const std::string message = lease.error().message();
+  EXPECT_NE(message.find("unknown command"), std::string::npos) << message;
+  EXPECT_NE(message.find("Lua script"), std::string::npos) << message;
+}
+
+// A URL's database that the server does not have (`databases`): the error names it.
+TEST(ManagedDatabaseTest, ADatabaseTheServerLacksIsNamed) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(with({"--databases", "4"}));
+  Client client = client_of({server.url() + "/7"});
+  auto lease = client.try_lock("job", fixed(10s, "x"));
+  ASSERT_FALSE(lease);
+  EXPECT_NE(lease.error().message().find("DB index is out of range"), std::string::npos)
+      << lease.error().message();
+}
+
+}  // namespace
+}  // namespace dlock
