@@ -39,9 +39,13 @@ Result<void> Lease::unlock() {
   if (!state_) return moved_from();
   {
     // Released already (an unlock() before the destructor's): what unlock_task would find,
-    // without a Task (a status never leaves released).
+    // without a Task (a status never leaves released): the first unlock()'s failure again, if
+    // it failed (the key lives until its ttl), else done.
     std::lock_guard lock(state_->mu);
-    if (state_->status == Status::released) return {};
+    if (state_->status == Status::released) {
+      if (state_->unlock_failed) return Result<void>(*state_->unlock_failed);
+      return {};
+    }
   }
   auto task = detail::unlock_task(core_, state_);
   if (engine::on_io_thread()) {

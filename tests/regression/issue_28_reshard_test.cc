@@ -288,7 +288,13 @@ TEST_P(RetractionOfEveryHoldTest, NeverGivesASecondHolder) {
       ASSERT_TRUE(first->unlock());
       held = a.try_lock(name, fixed(ttl));
       ASSERT_TRUE(held) << held.error().message();
-      EXPECT_FALSE(home_has_bare(*cluster_, "10000")) << "the covered record was written again";
+      // Where slot 0's master also serves the lock, the grant's record must be confirmed on
+      // that master's replicas (docs/safety.md): it is written again, for the WAIT after it,
+      // unless a confirmed one covers it; the 20 s record above was not confirmed if `big`
+      // lives elsewhere. The cache is what this checks, elsewhere.
+      if (cluster_->master_of(name) != cluster_->master_of_slot(0)) {
+        EXPECT_FALSE(home_has_bare(*cluster_, "10000")) << "the covered record was written again";
+      }
       break;
     }
   }
