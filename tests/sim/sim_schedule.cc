@@ -67,6 +67,7 @@ ScheduleReport Schedule::run() {
   std::size_t k = 0;
   for (; k < steps && Clock::now() - start_ < kScheduleBudget && !stopped(); ++k) step(k);
   if (!stopped()) {
+    if (options_.digest) draws_at_.push_back(rng_.digest());
     trace_.step(k, "finish: every lease ends, then the late calls run");
     cluster_->set_step(k);
     finish();
@@ -80,10 +81,22 @@ ScheduleReport Schedule::run() {
   report.counts["failovers"] += cluster_->stats().failovers;
   report.counts["late runs"] += cluster_->stats().late_runs;
   report.counts["steps"] += k;
+  report.decisions = rng_.digest();
+  report.draws = rng_.draws();
+  if (options_.digest) {
+    const std::string trace = trace_.str();
+    report.shape = shape_digest(trace);
+    draws_at_.push_back(rng_.digest());
+    report.trail = shape_digests(trace);
+    for (std::size_t i = 0; i < report.trail.size() && i < draws_at_.size(); ++i) {
+      report.trail[i] ^= draws_at_[i];
+    }
+  }
   return report;
 }
 
 void Schedule::step(std::size_t index) {
+  if (options_.digest) draws_at_.push_back(rng_.digest());
   std::this_thread::sleep_for(std::chrono::milliseconds(rng_.between(0, 6)));
   const auto pick = rng_.below(100);
   const char* op = pick < 30   ? "acquire"

@@ -7,10 +7,15 @@
 //   DLOCK_SIM_STRICT=1   fail on the known findings too (two clients naming the same owner,
 //                        keys re-armed by an extend after validity: docs/simulation.md)
 //   DLOCK_SIM_VERBOSE=1  print every violating schedule's trace (default: the first of a kind)
+//   DLOCK_SIM_DIGEST=1   print a line per schedule: what it chose (a digest of every random
+//                        draw), the shape of its trace, its outcome and violations, and how long
+//                        it took; two builds or runs compare with scripts/sim-digest-diff.py
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -71,11 +76,12 @@ void add(Tally& t, std::uint64_t seed, const ScheduleReport& r, const std::strin
   }
 }
 
-// Runs schedules seed .. seed + count - 1, `threads` at once, handing each report to `done`;
-// stops early once `done` returns false.
+// Runs schedules seed .. seed + count - 1, `threads` at once, handing each report to `done`
+// with the wall-clock time it took; stops early once `done` returns false.
 void run_many(const ScheduleOptions& base, std::uint64_t seed, std::uint64_t count,
               std::uint64_t threads,
-              const std::function<bool(std::uint64_t, const ScheduleReport&)>& done) {
+              const std::function<bool(std::uint64_t, const ScheduleReport&,
+                                       std::chrono::steady_clock::duration)>& done) {
   std::atomic<std::uint64_t> next{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> pool;
@@ -84,11 +90,42 @@ void run_many(const ScheduleOptions& base, std::uint64_t seed, std::uint64_t cou
       for (std::uint64_t k; !stop && (k = next.fetch_add(1)) < count;) {
         ScheduleOptions o = base;
         o.seed = seed + k;
-        if (!done(o.seed, run_schedule(o))) stop = true;
+        const auto started = std::chrono::steady_clock::now();
+        const ScheduleReport r = run_schedule(o);
+        if (!done(o.seed, r, std::chrono::steady_clock::now() - started)) stop = true;
       }
     });
   }
   for (auto& t : pool) t.join();
+}
+
+// DLOCK_SIM_DIGEST's line for one schedule (one line, whole, so that threads do not mix them).
+std::string digest_line(const std::string& test, std::uint64_t seed, const ScheduleReport& r,
+                        std::chrono::steady_clock::duration took) {
+  std::uint64_t outcome = 14695981039346656037ULL;  // FNV-1a of the counts and violations
+  const auto add = [&](const std::string& s) {
+    for (const char c : s) outcome = (outcome ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  };
+  for (const auto& [k, n] : r.counts) add(k + "=" + std::to_string(n) + ";");
+  std::string kinds;
+  for (const auto& v : r.violations) (kinds += kinds.empty() ? "" : ",") += kind_name(v.kind);
+  add(kinds);
+  char buf[256];
+  std::snprintf(
+      buf, sizeof buf,
+      "digest %s seed %llu draws %llu decisions %016llx shape %016llx outcome %016llx "
+      "violations %s ms %.3f trail ",
+      test.c_str(), static_cast<unsigned long long>(seed), static_cast<unsigned long long>(r.draws),
+      static_cast<unsigned long long>(r.decisions), static_cast<unsigned long long>(r.shape),
+      static_cast<unsigned long long>(outcome), kinds.empty() ? "-" : kinds.c_str(),
+      std::chrono::duration<double, std::milli>(took).count());
+  std::string line = buf;
+  for (std::size_t i = 0; i < r.trail.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%s%08llx", i ? "," : "",
+                  static_cast<unsigned long long>(r.trail[i] & 0xffffffffULL));
+    line += buf;
+  }
+  return line + "\n";
 }
 
 class SimTest : public ::testing::TestWithParam<Case> {};
@@ -107,9 +144,17 @@ TEST_P(SimTest, Schedules) {
             << (c.profile == Profile::minority ? "minority" : "majority") << " restarts, "
             << threads << " at once" << std::endl;
 
+  const bool digest = env("DLOCK_SIM_DIGEST", 0) != 0;
+  const std::string test = std::string(info->test_suite_name()) + "." + info->name();
+
   Tally tally;
-  run_many({seed, c.nodes, c.profile, Mutation::none, c.permits}, seed, schedules, threads,
-           [&](std::uint64_t s, const ScheduleReport& r) {
+  std::mutex out;
+  run_many({seed, c.nodes, c.profile, Mutation::none, c.permits, digest}, seed, schedules, threads,
+           [&](std::uint64_t s, const ScheduleReport& r, auto took) {
+             if (digest) {
+               std::lock_guard lock(out);
+               std::cout << digest_line(test, s, r, took) << std::flush;
+             }
              add(tally, s, r, replay, verbose);
              return true;
            });
@@ -183,7 +228,7 @@ TEST_P(SimSelfTest, CatchesAPlantedBug) {
   // search starts at seed 600: from seed 1 the first catch came at 616 or 662 in the runs
   // measured (a schedule's timing varies a little from run to run), after 60-110 s.
   run_many({0, 3, Profile::minority, p.mutation, p.permits}, p.first_seed, 2000, 8,
-           [&](std::uint64_t seed, const ScheduleReport& r) {
+           [&](std::uint64_t seed, const ScheduleReport& r, auto) {
              for (const auto& v : r.violations) {
                if (v.kind != p.expected) continue;
                if (caught++ == 0) first = seed;
