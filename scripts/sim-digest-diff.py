@@ -43,6 +43,8 @@ def parting(kva, kvb):
     """Where two runs of a seed part: 'same', 'budget', 'finish' or 'step N'."""
     if all(kva[f] == kvb[f] for f in FIELDS):
         return "same"
+    if "trail" not in kva or "trail" not in kvb:
+        return "step ?"  # a log without trails
     ta, tb = kva["trail"].split(","), kvb["trail"].split(",")
     shorter = min(len(ta), len(tb))
     common = next((i for i, (x, y) in enumerate(zip(ta, tb)) if x != y), shorter)
