@@ -87,6 +87,7 @@ ScheduleReport Schedule::run() {
   report.draws = rng_.draws();
   if (options_.digest) {
     const std::string trace = trace_.str();
+    report.trace = trace;
     report.shape = shape_digest(trace);
     draws_at_.push_back(rng_.digest());
     report.trail = shape_digests(trace);

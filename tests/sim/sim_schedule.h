@@ -37,7 +37,7 @@ struct ScheduleOptions {
 
 struct ScheduleReport {
   std::vector<Violation> violations;
-  std::string trace;                          // the whole schedule, kept when there are violations
+  std::string trace;  // the whole schedule, kept when there are violations (or with digest)
   std::map<std::string, std::size_t> counts;  // operations and outcomes, faults, restarts
   // What the schedule chose: Rng::digest() and Rng::draws() at its end.
   std::uint64_t decisions = 0;

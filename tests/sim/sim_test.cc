@@ -11,6 +11,8 @@
 //   DLOCK_SIM_DIGEST=1   print a line per schedule: what it chose (a digest of every random
 //                        draw), the shape of its trace, its outcome and violations, and how long
 //                        it took; two builds or runs compare with scripts/sim-digest-diff.py
+//   DLOCK_SIM_DIGEST=2   the same, and every schedule's trace after its line (to read where
+//                        two runs of a seed part)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -150,16 +152,17 @@ TEST_P(SimTest, Schedules) {
             << (c.profile == Profile::minority ? "minority" : "majority") << " restarts, "
             << at_once << " at once" << std::endl;
 
-  const bool digest = env("DLOCK_SIM_DIGEST", 0) != 0;
+  const std::uint64_t digest = env("DLOCK_SIM_DIGEST", 0);
   const std::string test = std::string(info->test_suite_name()) + "." + info->name();
 
   Tally tally;
   std::mutex out;
-  run_many({seed, c.nodes, c.profile, Mutation::none, c.permits, digest}, seed, schedules, at_once,
-           [&](std::uint64_t s, const ScheduleReport& r, auto took) {
+  run_many({seed, c.nodes, c.profile, Mutation::none, c.permits, digest != 0}, seed, schedules,
+           at_once, [&](std::uint64_t s, const ScheduleReport& r, auto took) {
              if (digest) {
                std::lock_guard lock(out);
-               std::cout << digest_line(test, s, r, took) << std::flush;
+               std::cout << digest_line(test, s, r, took) << (digest > 1 ? r.trace : "")
+                         << std::flush;
              }
              add(tally, s, r, replay, verbose);
              return true;
