@@ -7,8 +7,9 @@ the same outcome (counts of operations, results, faults) and the same violations
 differs, its trail (each step's draws and shape) tells where: `budget` if every step of the
 shorter schedule is the same in the longer one (one run's time budget, kScheduleBudget, ended
 its steps sooner), `finish` if only the final step differs, else the step where they part.
-Prints a table per test case with the median wall-clock time of a schedule in each run, then
-the seeds that part within their steps (up to --show of them). Exits 1 if any seed differs.
+Prints a table per test case with the median wall-clock and CPU time of a schedule in each run
+(the CPU time where the log has it), then the seeds that part within their steps (up to --show
+of them). Exits 1 if any seed differs.
 
 Usage: scripts/sim-digest-diff.py A.log B.log [--show N]
        scripts/sim-digest-diff.py A.log            (one run: only the times)
@@ -34,8 +35,8 @@ def read(path):
     return runs
 
 
-def median_ms(runs, test):
-    times = [float(kv["ms"]) for (t, _), kv in runs.items() if t == test]
+def median_ms(runs, test, field="ms"):
+    times = [float(kv[field]) for (t, _), kv in runs.items() if t == test and field in kv]
     return statistics.median(times) if times else float("nan")
 
 
@@ -76,11 +77,12 @@ def main():
             within.append((key, where, [f for f in FIELDS if kva[f] != kvb[f]]))
     cols = FIELDS + ("budget", "finish", "step")
     print(f"{'test':50} {'seeds':>5} " + " ".join(f"{f[:10]:>10}" for f in cols) +
-          f" {'ms A':>8} {'ms B':>8}")
+          f" {'ms A':>8} {'ms B':>8} {'cpu A':>8} {'cpu B':>8}")
     for t in tests:
         s = same[t]
         print(f"{t:50} {s['seeds']:>5} " + " ".join(f"{s[f]:>10}" for f in cols) +
-              f" {median_ms(a, t):>8.2f} {median_ms(b, t):>8.2f}")
+              f" {median_ms(a, t):>8.2f} {median_ms(b, t):>8.2f}"
+              f" {median_ms(a, t, 'cpu_ms'):>8.2f} {median_ms(b, t, 'cpu_ms'):>8.2f}")
     for (test, seed), where, fields in within[: args.show]:
         print(f"parts at {where}: {test} seed {seed} ({', '.join(fields)} differ)")
     if len(within) > args.show:

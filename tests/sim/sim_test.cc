@@ -14,6 +14,7 @@
 //   DLOCK_SIM_DIGEST=2   the same, and every schedule's trace after its line (to read where
 //                        two runs of a seed part)
 #include <gtest/gtest.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
@@ -84,12 +85,24 @@ void add(Tally& t, std::uint64_t seed, const ScheduleReport& r, const std::strin
   }
 }
 
+// How long a schedule took: on the wall clock, and on the CPU (its thread's time: on a busy
+// machine the wall clock also counts the time other processes had the CPU).
+struct Took {
+  std::chrono::steady_clock::duration wall;
+  std::chrono::nanoseconds cpu;
+};
+
+std::chrono::nanoseconds thread_cpu() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
 // Runs schedules seed .. seed + count - 1, `threads` at once, handing each report to `done`
-// with the wall-clock time it took; stops early once `done` returns false.
+// with the time it took; stops early once `done` returns false.
 void run_many(const ScheduleOptions& base, std::uint64_t seed, std::uint64_t count,
               std::uint64_t threads,
-              const std::function<bool(std::uint64_t, const ScheduleReport&,
-                                       std::chrono::steady_clock::duration)>& done) {
+              const std::function<bool(std::uint64_t, const ScheduleReport&, Took)>& done) {
   std::atomic<std::uint64_t> next{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> pool;
@@ -99,8 +112,10 @@ void run_many(const ScheduleOptions& base, std::uint64_t seed, std::uint64_t cou
         ScheduleOptions o = base;
         o.seed = seed + k;
         const auto started = std::chrono::steady_clock::now();
+        const auto cpu = thread_cpu();
         const ScheduleReport r = run_schedule(o);
-        if (!done(o.seed, r, std::chrono::steady_clock::now() - started)) stop = true;
+        const Took took{std::chrono::steady_clock::now() - started, thread_cpu() - cpu};
+        if (!done(o.seed, r, took)) stop = true;
       }
     });
   }
@@ -109,7 +124,7 @@ void run_many(const ScheduleOptions& base, std::uint64_t seed, std::uint64_t cou
 
 // DLOCK_SIM_DIGEST's line for one schedule (one line, whole, so that threads do not mix them).
 std::string digest_line(const std::string& test, std::uint64_t seed, const ScheduleReport& r,
-                        std::chrono::steady_clock::duration took) {
+                        Took took) {
   std::uint64_t outcome = 14695981039346656037ULL;  // FNV-1a of the counts and violations
   const auto add = [&](const std::string& s) {
     for (const char c : s) outcome = (outcome ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
@@ -122,11 +137,12 @@ std::string digest_line(const std::string& test, std::uint64_t seed, const Sched
   std::snprintf(
       buf, sizeof buf,
       "digest %s seed %llu draws %llu decisions %016llx shape %016llx outcome %016llx "
-      "violations %s ms %.3f trail ",
+      "violations %s ms %.3f cpu_ms %.3f trail ",
       test.c_str(), static_cast<unsigned long long>(seed), static_cast<unsigned long long>(r.draws),
       static_cast<unsigned long long>(r.decisions), static_cast<unsigned long long>(r.shape),
       static_cast<unsigned long long>(outcome), kinds.empty() ? "-" : kinds.c_str(),
-      std::chrono::duration<double, std::milli>(took).count());
+      std::chrono::duration<double, std::milli>(took.wall).count(),
+      std::chrono::duration<double, std::milli>(took.cpu).count());
   std::string line = buf;
   for (std::size_t i = 0; i < r.trail.size(); ++i) {
     std::snprintf(buf, sizeof buf, "%s%08llx", i ? "," : "",
