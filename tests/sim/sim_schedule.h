@@ -2,8 +2,8 @@
 // One seeded schedule: three clients, each the real lock::QuorumLock and lock::Holds over its
 // own SimFanout, on 1, 3 or 5 simulated nodes, taking, nesting, extending, ending and
 // abandoning leases on one or two names while the cluster injects faults and restarts. Every
-// choice comes from the seed; time is real (the library reads steady_clock), with ttls of
-// 30-200 ms and short sleeps, so a schedule takes well under a second.
+// choice comes from the seed; time is simulated (sim_clock.h), with ttls of 30-200 ms and short
+// sleeps that take no real time, so a schedule takes a few milliseconds and replays exactly.
 #pragma once
 
 #include <chrono>
