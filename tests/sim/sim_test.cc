@@ -33,8 +33,9 @@
 namespace dlock::sim {
 namespace {
 
-// A schedule takes 1-7 ms of CPU in the dev build (docs/simulation.md), so 80 take well under a
-// second. (It was about 8 s per test case at 8 at once while schedules ran in real time.)
+// A schedule takes about 1 to 2.5 ms of CPU in the dev build (docs/simulation.md), so 80 take
+// well under a second. (It was about 8 s per test case at 8 at once while schedules ran in real
+// time.)
 constexpr std::uint64_t kDefaultSchedules = 80;
 
 std::uint64_t env(const char* name, std::uint64_t fallback) {
