@@ -40,22 +40,43 @@ namespace dlock::sim {
 
 class SimFanout;
 
-// The only source of choices in a schedule: a seed replays them.
+// The only source of choices in a schedule: a seed replays them. It also keeps a digest of
+// every draw, in order: two runs of a seed made the same choices exactly when their digests and
+// draw counts agree (DLOCK_SIM_DIGEST, sim_test.cc), which is how a change to the simulation's
+// machinery is checked not to change what the schedules explore.
 class Rng {
  public:
   explicit Rng(std::uint64_t seed) : gen_(seed) {}
-  std::uint64_t below(std::uint64_t n) { return n ? gen_() % n : 0; }
-  bool chance(double p) { return static_cast<double>(gen_() >> 11) * 0x1.0p-53 < p; }
+  std::uint64_t below(std::uint64_t n) { return n ? next() % n : 0; }
+  bool chance(double p) { return static_cast<double>(next() >> 11) * 0x1.0p-53 < p; }
   std::int64_t between(std::int64_t lo, std::int64_t hi) {
     return lo + static_cast<std::int64_t>(below(static_cast<std::uint64_t>(hi - lo + 1)));
   }
   double uniform(double lo, double hi) {
-    return lo + (hi - lo) * static_cast<double>(gen_() >> 11) * 0x1.0p-53;
+    return lo + (hi - lo) * static_cast<double>(next() >> 11) * 0x1.0p-53;
   }
   std::string hex(std::size_t chars);
 
+  std::uint64_t digest() const { return digest_; }
+  std::uint64_t draws() const { return draws_; }
+
  private:
+  std::uint64_t next() {
+    const std::uint64_t v = gen_();
+    digest_ = mix(digest_ ^ v);
+    ++draws_;
+    return v;
+  }
+  // splitmix64's finaliser: every bit of a draw reaches every bit of the digest.
+  static std::uint64_t mix(std::uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+
   std::mt19937_64 gen_;
+  std::uint64_t digest_ = 0;
+  std::uint64_t draws_ = 0;
 };
 
 enum class Fault {

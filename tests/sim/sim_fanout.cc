@@ -3,7 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
+
+#include "sim/sim_clock.h"
 
 namespace dlock::sim {
 
@@ -151,7 +152,7 @@ std::vector<node::Outcomes> SimFanout::round(const std::vector<node::Call>& call
         "  (the slowest reply came " +
         std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(slow).count()) +
         " ms late)");
-    std::this_thread::sleep_for(slow);
+    sleep_for(slow);
   }
   return outcomes;
 }

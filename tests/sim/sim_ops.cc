@@ -2,8 +2,8 @@
 // The workload's operations, driving Holds and QuorumLock the way the public API does:
 // acquire as src/api/client.cc's attempt(), extend and end as src/api/lease.cc's
 // Lease::extend() and Lease::unlock() (the watchdog is not used: renewals are explicit extends).
-#include <thread>
-
+#include "lock/keys.h"
+#include "sim/sim_clock.h"
 #include "sim/sim_schedule.h"
 
 namespace dlock::sim {
@@ -166,7 +166,7 @@ void Schedule::end(LeaseRecord& lease) {
 void Schedule::idle() {
   const auto pause = std::chrono::milliseconds(rng_.between(15, 70));
   trace_.line("sleeps " + std::to_string(pause.count()) + "ms");
-  std::this_thread::sleep_for(pause);
+  sleep_for(pause);
 }
 
 void Schedule::restart() {

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "sim/sim_schedule.h"
 
-#include <thread>
-
 #include "lock/validity.h"
+#include "sim/sim_clock.h"
 
 namespace dlock::sim {
 
@@ -12,7 +11,8 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr double kDriftFactor = 0.01;  // the library's default
-// A schedule stops taking steps after this long, so it stays under a second.
+// A schedule stops taking steps after this long (in simulated time, sim_clock.h): it used to keep
+// a schedule under a second of real time, and it still bounds what a schedule explores.
 constexpr auto kScheduleBudget = 850ms;
 
 const char* profile_name(Profile p) {
@@ -22,6 +22,8 @@ const char* profile_name(Profile p) {
 }  // namespace
 
 ScheduleReport run_schedule(const ScheduleOptions& options) {
+  // Simulated time, from before the schedule's first reading of the clock to after its last.
+  SimClock clock;
   Schedule schedule(options);
   return schedule.run();
 }
@@ -67,6 +69,7 @@ ScheduleReport Schedule::run() {
   std::size_t k = 0;
   for (; k < steps && Clock::now() - start_ < kScheduleBudget && !stopped(); ++k) step(k);
   if (!stopped()) {
+    if (options_.digest) draws_at_.push_back(rng_.digest());
     trace_.step(k, "finish: every lease ends, then the late calls run");
     cluster_->set_step(k);
     finish();
@@ -80,11 +83,24 @@ ScheduleReport Schedule::run() {
   report.counts["failovers"] += cluster_->stats().failovers;
   report.counts["late runs"] += cluster_->stats().late_runs;
   report.counts["steps"] += k;
+  report.decisions = rng_.digest();
+  report.draws = rng_.draws();
+  if (options_.digest) {
+    const std::string trace = trace_.str();
+    report.trace = trace;
+    report.shape = shape_digest(trace);
+    draws_at_.push_back(rng_.digest());
+    report.trail = shape_digests(trace);
+    for (std::size_t i = 0; i < report.trail.size() && i < draws_at_.size(); ++i) {
+      report.trail[i] ^= draws_at_[i];
+    }
+  }
   return report;
 }
 
 void Schedule::step(std::size_t index) {
-  std::this_thread::sleep_for(std::chrono::milliseconds(rng_.between(0, 6)));
+  if (options_.digest) draws_at_.push_back(rng_.digest());
+  sleep_for(std::chrono::milliseconds(rng_.between(0, 6)));
   const auto pick = rng_.below(100);
   const char* op = pick < 30   ? "acquire"
                    : pick < 42 ? "nested acquire"

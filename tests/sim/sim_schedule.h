@@ -2,8 +2,8 @@
 // One seeded schedule: three clients, each the real lock::QuorumLock and lock::Holds over its
 // own SimFanout, on 1, 3 or 5 simulated nodes, taking, nesting, extending, ending and
 // abandoning leases on one or two names while the cluster injects faults and restarts. Every
-// choice comes from the seed; time is real (the library reads steady_clock), with ttls of
-// 30-200 ms and short sleeps, so a schedule takes well under a second.
+// choice comes from the seed; time is simulated (sim_clock.h), with ttls of 30-200 ms and short
+// sleeps that take no real time, so a schedule takes a few milliseconds and replays exactly.
 #pragma once
 
 #include <chrono>
@@ -31,12 +31,24 @@ struct ScheduleOptions {
   // count), now and then with a wrong count, as a misconfigured service would. Off by
   // default: the rng draws it takes would change every other schedule of a seed.
   bool permits = false;
+  // Fill ScheduleReport::shape and ::trail (DLOCK_SIM_DIGEST).
+  bool digest = false;
 };
 
 struct ScheduleReport {
   std::vector<Violation> violations;
-  std::string trace;                          // the whole schedule, kept when there are violations
+  std::string trace;  // the whole schedule, kept when there are violations (or with digest)
   std::map<std::string, std::size_t> counts;  // operations and outcomes, faults, restarts
+  // What the schedule chose: Rng::digest() and Rng::draws() at its end.
+  std::uint64_t decisions = 0;
+  std::uint64_t draws = 0;
+  // With ScheduleOptions::digest: shape_digest() of the trace, its steps, calls, faults and
+  // replies without the numbers and random ids that differ from run to run.
+  std::uint64_t shape = 0;
+  // With ScheduleOptions::digest: per part of the schedule (its start, each step, the finish),
+  // the draws until its end and its shape, so that two runs can be compared step by step: a
+  // schedule that stopped earlier (kScheduleBudget) shares its steps with a longer one.
+  std::vector<std::uint64_t> trail;
 };
 
 ScheduleReport run_schedule(const ScheduleOptions& options);
@@ -89,7 +101,8 @@ class Schedule {
   Checker checker_{kMaxTtl};
   std::vector<LeaseRecord> leases_;
   std::map<std::string, std::size_t> counts_;
-  std::set<std::string> holds_seen_;  // hold ids of acquired leases: a new one is a new hold
+  std::set<std::string> holds_seen_;     // hold ids of acquired leases: a new one is a new hold
+  std::vector<std::uint64_t> draws_at_;  // with options_.digest: rng_.digest() as each part ends
 };
 
 }  // namespace dlock::sim

@@ -3,14 +3,23 @@
 // docs/simulation.md). Environment:
 //   DLOCK_SIM_SCHEDULES  schedules per test case (default kDefaultSchedules: the CI count)
 //   DLOCK_SIM_SEED       the first schedule's seed; schedule k uses seed + k (default 1)
-//   DLOCK_SIM_THREADS    schedules run at once (default 8: they mostly sleep)
+//   DLOCK_SIM_THREADS    schedules run at once (default: one per core; a schedule's time is
+//                        simulated, sim_clock.h, so it keeps the CPU busy and never waits)
 //   DLOCK_SIM_STRICT=1   fail on the known findings too (two clients naming the same owner,
 //                        keys re-armed by an extend after validity: docs/simulation.md)
 //   DLOCK_SIM_VERBOSE=1  print every violating schedule's trace (default: the first of a kind)
+//   DLOCK_SIM_DIGEST=1   print a line per schedule: what it chose (a digest of every random
+//                        draw), the shape of its trace, its outcome and violations, and how long
+//                        it took; two builds or runs compare with scripts/sim-digest-diff.py
+//   DLOCK_SIM_DIGEST=2   the same, and every schedule's trace after its line (to read where
+//                        two runs of a seed part)
 #include <gtest/gtest.h>
+#include <time.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -24,13 +33,19 @@
 namespace dlock::sim {
 namespace {
 
-// About 8 s per test case at 8 at once, in the dev build and under ASan or TSan alike: a
-// schedule mostly sleeps.
+// A schedule takes about 1 to 2.5 ms of CPU in the dev build (docs/simulation.md), so 80 take
+// well under a second. (It was about 8 s per test case at 8 at once while schedules ran in real
+// time.)
 constexpr std::uint64_t kDefaultSchedules = 80;
 
 std::uint64_t env(const char* name, std::uint64_t fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::strtoull(v, nullptr, 10) : fallback;
+}
+
+std::uint64_t threads() {
+  return std::max<std::uint64_t>(
+      1, env("DLOCK_SIM_THREADS", std::max(1u, std::thread::hardware_concurrency())));
 }
 
 struct Case {
@@ -71,11 +86,24 @@ void add(Tally& t, std::uint64_t seed, const ScheduleReport& r, const std::strin
   }
 }
 
-// Runs schedules seed .. seed + count - 1, `threads` at once, handing each report to `done`;
-// stops early once `done` returns false.
+// How long a schedule took: on the wall clock, and on the CPU (its thread's time: on a busy
+// machine the wall clock also counts the time other processes had the CPU).
+struct Took {
+  std::chrono::steady_clock::duration wall;
+  std::chrono::nanoseconds cpu;
+};
+
+std::chrono::nanoseconds thread_cpu() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+// Runs schedules seed .. seed + count - 1, `threads` at once, handing each report to `done`
+// with the time it took; stops early once `done` returns false.
 void run_many(const ScheduleOptions& base, std::uint64_t seed, std::uint64_t count,
               std::uint64_t threads,
-              const std::function<bool(std::uint64_t, const ScheduleReport&)>& done) {
+              const std::function<bool(std::uint64_t, const ScheduleReport&, Took)>& done) {
   std::atomic<std::uint64_t> next{0};
   std::atomic<bool> stop{false};
   std::vector<std::thread> pool;
@@ -84,11 +112,45 @@ void run_many(const ScheduleOptions& base, std::uint64_t seed, std::uint64_t cou
       for (std::uint64_t k; !stop && (k = next.fetch_add(1)) < count;) {
         ScheduleOptions o = base;
         o.seed = seed + k;
-        if (!done(o.seed, run_schedule(o))) stop = true;
+        const auto started = std::chrono::steady_clock::now();
+        const auto cpu = thread_cpu();
+        const ScheduleReport r = run_schedule(o);
+        const Took took{std::chrono::steady_clock::now() - started, thread_cpu() - cpu};
+        if (!done(o.seed, r, took)) stop = true;
       }
     });
   }
   for (auto& t : pool) t.join();
+}
+
+// DLOCK_SIM_DIGEST's line for one schedule (one line, whole, so that threads do not mix them).
+std::string digest_line(const std::string& test, std::uint64_t seed, const ScheduleReport& r,
+                        Took took) {
+  std::uint64_t outcome = 14695981039346656037ULL;  // FNV-1a of the counts and violations
+  const auto add = [&](const std::string& s) {
+    for (const char c : s) outcome = (outcome ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  };
+  for (const auto& [k, n] : r.counts) add(k + "=" + std::to_string(n) + ";");
+  std::string kinds;
+  for (const auto& v : r.violations) (kinds += kinds.empty() ? "" : ",") += kind_name(v.kind);
+  add(kinds);
+  char buf[256];
+  std::snprintf(
+      buf, sizeof buf,
+      "digest %s seed %llu draws %llu decisions %016llx shape %016llx outcome %016llx "
+      "violations %s ms %.3f cpu_ms %.3f trail ",
+      test.c_str(), static_cast<unsigned long long>(seed), static_cast<unsigned long long>(r.draws),
+      static_cast<unsigned long long>(r.decisions), static_cast<unsigned long long>(r.shape),
+      static_cast<unsigned long long>(outcome), kinds.empty() ? "-" : kinds.c_str(),
+      std::chrono::duration<double, std::milli>(took.wall).count(),
+      std::chrono::duration<double, std::milli>(took.cpu).count());
+  std::string line = buf;
+  for (std::size_t i = 0; i < r.trail.size(); ++i) {
+    std::snprintf(buf, sizeof buf, "%s%08llx", i ? "," : "",
+                  static_cast<unsigned long long>(r.trail[i] & 0xffffffffULL));
+    line += buf;
+  }
+  return line + "\n";
 }
 
 class SimTest : public ::testing::TestWithParam<Case> {};
@@ -97,7 +159,7 @@ TEST_P(SimTest, Schedules) {
   const Case c = GetParam();
   const std::uint64_t schedules = env("DLOCK_SIM_SCHEDULES", kDefaultSchedules);
   const std::uint64_t seed = env("DLOCK_SIM_SEED", 1);
-  const std::uint64_t threads = std::max<std::uint64_t>(1, env("DLOCK_SIM_THREADS", 8));
+  const std::uint64_t at_once = threads();
   const bool strict = env("DLOCK_SIM_STRICT", 0) != 0;
   const bool verbose = env("DLOCK_SIM_VERBOSE", 0) != 0;
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
@@ -105,11 +167,20 @@ TEST_P(SimTest, Schedules) {
                              " --gtest_filter=" + info->test_suite_name() + "." + info->name();
   std::cout << "seeds " << seed << " to " << seed + schedules - 1 << ", " << c.nodes << " nodes, "
             << (c.profile == Profile::minority ? "minority" : "majority") << " restarts, "
-            << threads << " at once" << std::endl;
+            << at_once << " at once" << std::endl;
+
+  const std::uint64_t digest = env("DLOCK_SIM_DIGEST", 0);
+  const std::string test = std::string(info->test_suite_name()) + "." + info->name();
 
   Tally tally;
-  run_many({seed, c.nodes, c.profile, Mutation::none, c.permits}, seed, schedules, threads,
-           [&](std::uint64_t s, const ScheduleReport& r) {
+  std::mutex out;
+  run_many({seed, c.nodes, c.profile, Mutation::none, c.permits, digest != 0}, seed, schedules,
+           at_once, [&](std::uint64_t s, const ScheduleReport& r, auto took) {
+             if (digest) {
+               std::lock_guard lock(out);
+               std::cout << digest_line(test, s, r, took) << (digest > 1 ? r.trace : "")
+                         << std::flush;
+             }
              add(tally, s, r, replay, verbose);
              return true;
            });
@@ -158,9 +229,10 @@ struct Planted {
   Mutation mutation;
   Violation::Kind expected;
   const char* name;
-  // Where the search starts. Any range of seeds shows the checker at work; a schedule runs in
-  // real time (about 0.7 s, mostly waiting), so a search of hundreds was the longest test of
-  // every preset (ForgetBoots: 60-110 s, the critical path of the suite, issue 29).
+  // Where the search starts. Any range of seeds shows the checker at work; while a schedule ran
+  // in real time (about 0.7 s, mostly waiting), a search of hundreds was the longest test of
+  // every preset (ForgetBoots: 60-110 s, the critical path of the suite, issue 29). Kept, so
+  // that the search meets the same schedules as before.
   std::uint64_t first_seed = 1;
   bool permits = false;  // the workload takes semaphore permits too
 };
@@ -181,9 +253,9 @@ TEST_P(SimSelfTest, CatchesAPlantedBug) {
   // after refusals and the planted bug's window is rarer: 600 missed it in 3 of 5 runs (first
   // catch at seed 662 in one). The assertion is the same; only the search is longer. Its
   // search starts at seed 600: from seed 1 the first catch came at 616 or 662 in the runs
-  // measured (a schedule's timing varies a little from run to run), after 60-110 s.
-  run_many({0, 3, Profile::minority, p.mutation, p.permits}, p.first_seed, 2000, 8,
-           [&](std::uint64_t seed, const ScheduleReport& r) {
+  // measured (a schedule's timing varied a little from run to run then), after 60-110 s.
+  run_many({0, 3, Profile::minority, p.mutation, p.permits}, p.first_seed, 2000, threads(),
+           [&](std::uint64_t seed, const ScheduleReport& r, auto) {
              for (const auto& v : r.violations) {
                if (v.kind != p.expected) continue;
                if (caught++ == 0) first = seed;

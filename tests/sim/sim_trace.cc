@@ -26,6 +26,42 @@ std::string Trace::at(Clock::time_point t) const {
   return buf;
 }
 
+std::uint64_t shape_digest(std::string_view trace) {
+  std::uint64_t h = 14695981039346656037ULL;  // FNV-1a
+  const auto add = [&](char c) { h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ULL; };
+  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  for (std::size_t i = 0; i < trace.size();) {
+    if (!hex(trace[i])) {
+      add(trace[i++]);
+      continue;
+    }
+    // A run of hex characters: kept if it is a short word ("a", "faded"), else one '#'.
+    std::size_t end = i;
+    bool digit = false;
+    for (; end < trace.size() && hex(trace[end]); ++end)
+      digit = digit || (trace[end] >= '0' && trace[end] <= '9');
+    if (digit || end - i >= 8) {
+      add('#');
+    } else {
+      for (std::size_t k = i; k < end; ++k) add(trace[k]);
+    }
+    i = end;
+  }
+  return h;
+}
+
+std::vector<std::uint64_t> shape_digests(std::string_view trace) {
+  std::vector<std::uint64_t> parts;
+  std::size_t from = 0;
+  // A step's line starts with '#' (Trace::step).
+  for (auto at = trace.find("\n#"); at != std::string_view::npos; at = trace.find("\n#", at + 1)) {
+    parts.push_back(shape_digest(trace.substr(from, at + 1 - from)));
+    from = at + 1;
+  }
+  parts.push_back(shape_digest(trace.substr(from)));
+  return parts;
+}
+
 std::string describe(const node::Call& call) {
   if (!call.script) {
     std::string out;

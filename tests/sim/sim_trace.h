@@ -5,7 +5,9 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "node/call.h"
@@ -31,6 +33,13 @@ class Trace {
   Clock::time_point start_;
   std::vector<std::string> lines_;
 };
+
+// A digest of a trace's text with every number and every long hex id (hold ids, run_ids) left
+// out: those differ between two runs of a seed (times, the library's random hold id prefixes),
+// while the steps, calls, faults and kinds of replies do not.
+std::uint64_t shape_digest(std::string_view trace);
+// shape_digest() of each part of a trace: the lines before the first step, then each step.
+std::vector<std::uint64_t> shape_digests(std::string_view trace);
 
 // Short forms for the trace: a call ("acquire sim-a owner=c0-o1 id=..."), a reply ("[1,5,0]").
 std::string describe(const node::Call& call);
