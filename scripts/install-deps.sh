@@ -12,7 +12,6 @@ packages=(
   libcurl4-openssl-dev # URL parsing (curl_url) for node addresses
   nlohmann-json3-dev # JSON output of `dlock status --json`
   libgtest-dev libgmock-dev googletest
-  libbenchmark-dev
   redis-server redis-tools # tests and the demo start real servers
   openssl                  # tests make TLS certificates
   clang-format
