@@ -146,9 +146,14 @@ for preset in "${presets[@]}"; do
   per_core=2
   [ "$preset" = dev ] && per_core=8
   test_jobs=${DLOCK_TEST_JOBS:-$((per_core * jobs))}
+  # The simulation runs in simulated time (docs/simulation.md): a schedule is 1-2.5 ms of CPU
+  # in the dev build, so the full tier's dev run covers 1,000 per case (about 1.5 s each), the
+  # quick tier and the sanitizer builds (20-50 ms a schedule under TSan) sim_test's default 80.
+  sim_schedules=${DLOCK_SIM_SCHEDULES:-}
+  [ "$preset" = dev ] && ((!quick)) && sim_schedules=${sim_schedules:-1000}
   # shellcheck disable=SC2046 # the labels are one word each
-  timeout 1200 ctest --test-dir "build/$preset" -j "$test_jobs" --output-on-failure \
-    $(ctest_args "$preset")
+  DLOCK_SIM_SCHEDULES=$sim_schedules timeout 1200 ctest --test-dir "build/$preset" \
+    -j "$test_jobs" --output-on-failure $(ctest_args "$preset")
   if ((quick)); then
     step "tidy: clang-tidy over the changed .cc files of src/ and tools/ (.clang-tidy)"
     tidy_changed
