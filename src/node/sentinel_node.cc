@@ -123,15 +123,22 @@ net::Connection::Callback SentinelNode::record_grant_after(const Call& call, Ser
                                                            net::Clock::time_point deadline,
                                                            net::Connection::Callback done) {
   auto record = std::make_shared<const Call>(call.record_call(*call.record_ttl, std::string()));
-  return [this, &master, ttl = call.record_ttl->count(), granted = call.granted,
-          record = std::move(record), deadline,
+  // The master and epoch the acquisition goes to, captured now: the record and WAIT go to that
+  // master, so what they confirm (or the refusal after a failed WAIT) belongs to this epoch.
+  return [this, &master, sent_epoch = epoch(), ttl = call.record_ttl->count(),
+          granted = call.granted, record = std::move(record), deadline,
           done = std::move(done)](Result<resp::Reply> r) mutable {
     if (closing_) return;
+    // Another master or connection since the acquisition was sent (a failover, a restart in
+    // place): its reply is from an epoch the lock no longer counts, so it is passed on as it
+    // is, without a record or a cache entry; filing a confirmation on that master under the
+    // new master's epoch would skip the new master's own (docs/safety.md).
+    if (master_ != &master || epoch() != sent_epoch) return done(std::move(r));
     // The lock's key and every record of its ttl are on the master alone: a lossy failover
     // loses them together unless the record is on the replicas (docs/safety.md).
-    if (!r || !granted(*r) || replicated_.covers(ttl, epoch())) return done(std::move(r));
-    if (replicated_.refusing(epoch())) return done(recently_not_confirmed("the master"));
-    const Recorded recorded{ttl, epoch(), net::Clock::now(), deadline};
+    if (!r || !granted(*r) || replicated_.covers(ttl, sent_epoch)) return done(std::move(r));
+    if (replicated_.refusing(sent_epoch)) return done(recently_not_confirmed("the master"));
+    const Recorded recorded{ttl, sent_epoch, net::Clock::now(), deadline};
     auto join = std::make_shared<Confirmation>();
     join->grant = std::move(*r);
     join->done = std::move(done);
