@@ -77,6 +77,10 @@ std::optional<std::size_t> replicas_of_myself(std::string_view cluster_nodes) {
     return ("," + std::string(l.flags) + ",").find(",myself,") != std::string::npos;
   });
   if (myself == lines.end() || myself->id.empty()) return std::nullopt;
+  // A master demoted since the record was written: its replicas are not the ones to count.
+  if (("," + std::string(myself->flags) + ",").find(",master,") == std::string::npos) {
+    return std::nullopt;
+  }
   // "fail" (not "fail?", one node's suspicion): a majority of masters cannot reach it, so it
   // cannot win their votes; counting it would refuse every new ttl until CLUSTER FORGET.
   const auto failed = [](std::string_view flags) {

@@ -37,7 +37,8 @@ Result<std::vector<SlotRange>> parse_cluster_slots(const resp::Reply& reply,
 // failed one cannot win a majority's votes while it is failed, and the flag clears once the
 // masters reach it again; counting it would refuse every new ttl until CLUSTER FORGET, as
 // SENTINEL REPLICAS' s_down replicas are left out for the same reason (docs/safety.md).
-// nullopt: no "myself" line (not a CLUSTER NODES reply).
+// nullopt: no "myself" line (not a CLUSTER NODES reply), or "myself" is no master (demoted:
+// its replicas are not the ones that must have what it wrote).
 std::optional<std::size_t> replicas_of_myself(std::string_view cluster_nodes);
 
 struct Redirect {
