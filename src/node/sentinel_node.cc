@@ -22,24 +22,30 @@ std::shared_ptr<const Call> plain(std::vector<std::string> command) {
   return std::make_shared<const Call>(Call{nullptr, std::move(command), {}});
 }
 
-// The replicas a SENTINEL REPLICAS reply names that Sentinel may promote: every one not flagged
-// subjectively or objectively down (Sentinel never picks such a replica; one that comes back
-// is picked only once it answers again). nullopt: not such a reply.
-std::optional<std::size_t> promotable_replicas(const resp::Reply& reply) {
+// The replicas a SENTINEL REPLICAS reply names that Sentinel may promote, as "ip:port": every
+// one not flagged subjectively or objectively down (Sentinel never picks such a replica; one
+// that comes back is picked only once it answers again). Such a replica may still be connected
+// to the master and acknowledge: the master's own list of connected replicas goes into WAIT's
+// count too (replicas_to_wait_for). nullopt: not such a reply.
+Confirmation::Addresses promotable_replicas(const resp::Reply& reply) {
   if (!reply.is_array()) return std::nullopt;
-  std::size_t n = 0;
+  std::vector<std::string> addresses;
   for (const auto& replica : reply.elements) {
     if (!replica.is_array()) return std::nullopt;
-    std::string flags;
+    std::string flags, ip, port;
     for (std::size_t i = 0; i + 1 < replica.elements.size(); i += 2) {
-      if (replica.elements[i].str == "flags") flags = "," + replica.elements[i + 1].str + ",";
+      const std::string& field = replica.elements[i].str;
+      const std::string& value = replica.elements[i + 1].str;
+      if (field == "flags") flags = "," + value + ",";
+      if (field == "ip") ip = value;
+      if (field == "port") port = value;
     }
     if (flags.find(",s_down,") == std::string::npos &&
         flags.find(",o_down,") == std::string::npos) {
-      ++n;
+      addresses.push_back(ip + ":" + port);
     }
   }
-  return n;
+  return addresses;
 }
 
 }  // namespace
@@ -149,6 +155,12 @@ net::Connection::Callback SentinelNode::record_grant_after(const Call& call, Ser
       join->raised = std::move(raised);
       confirm_when_counted(recorded, join);
     });
+    // Right behind the record, on its connection: the replicas connected to the master now.
+    master.run(info_replication(), deadline, [this, recorded, join](Result<resp::Reply> info) {
+      if (closing_) return;
+      join->take_connected(info);
+      confirm_when_counted(recorded, join);
+    });
     count_replicas(0, recorded, join);
   };
 }
@@ -185,8 +197,12 @@ void SentinelNode::confirm_when_counted(const Recorded& recorded,
                 "answered SENTINEL REPLICAS " +
                 address_.master_name + " (" + join->count_error + ")"));
   }
-  if (**join->replicas == 0) return confirmed(recorded, std::move(join->grant), join->done);
-  wait_for_replicas(*join->writer, recorded, **join->replicas, std::move(join->grant),
+  if (!*join->connected) {
+    return join->done(connected_not_listed("the master", join->connected_error));
+  }
+  const std::size_t replicas = join->to_wait_for();
+  if (replicas == 0) return confirmed(recorded, std::move(join->grant), join->done);
+  wait_for_replicas(*join->writer, recorded, replicas, std::move(join->grant),
                     std::move(join->done));
 }
 
