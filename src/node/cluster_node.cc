@@ -197,15 +197,24 @@ void ClusterNode::count_home_replicas(const Recorded& recorded,
   // Every replica slot 0's master has by its own table, also one paused or cut off: Redis
   // Cluster may promote it with what it had. Pipelined right behind the record.
   static const auto kNodes = std::make_shared<const Call>(Call{nullptr, {"CLUSTER", "NODES"}, {}});
-  Request count{
-      kNodes, kHomeSlot, recorded.deadline, [this, recorded, join](Result<resp::Reply> r) {
-        join->replicas =
-            r && r->type == resp::Reply::Type::string ? replicas_of_myself(r->str) : std::nullopt;
-        if (!*join->replicas) join->count_error = r ? r->str : r.error().message();
-        confirm_when_counted(recorded, join);
-      }};
+  Request count{kNodes, kHomeSlot, recorded.deadline,
+                [this, recorded, join](Result<resp::Reply> r) {
+                  join->replicas = r && r->type == resp::Reply::Type::string
+                                       ? replica_addresses_of_myself(r->str)
+                                       : std::nullopt;
+                  if (!*join->replicas) join->count_error = r ? r->str : r.error().message();
+                  confirm_when_counted(recorded, join);
+                }};
   count.answered_by = &join->counted_on;
   route(std::move(count));
+  // And the replicas connected to it now: WAIT counts acknowledgements from any of them.
+  Request connected{info_replication(), kHomeSlot, recorded.deadline,
+                    [this, recorded, join](Result<resp::Reply> r) {
+                      join->take_connected(r);
+                      confirm_when_counted(recorded, join);
+                    }};
+  connected.answered_by = &join->connected_on;
+  route(std::move(connected));
 }
 
 void ClusterNode::confirm_when_counted(const Recorded& recorded,
@@ -221,13 +230,17 @@ void ClusterNode::confirm_when_counted(const Recorded& recorded,
                 "NODES: " +
                 join->count_error + ")"));
   }
-  if (join->counted_on != join->writer) {
+  if (!*join->connected) {
+    return join->done(connected_not_listed("slot 0's master", join->connected_error));
+  }
+  if (join->counted_on != join->writer || join->connected_on != join->writer) {
     // The record was redirected (ASK): count the replicas of the server that wrote it.
     return confirm_on_replicas(*join->writer, recorded, std::move(join->grant),
                                std::move(join->done));
   }
-  if (**join->replicas == 0) return confirmed(recorded, std::move(join->grant), join->done);
-  wait_for_replicas(*join->writer, recorded, **join->replicas, std::move(join->grant),
+  const std::size_t replicas = join->to_wait_for();
+  if (replicas == 0) return confirmed(recorded, std::move(join->grant), join->done);
+  wait_for_replicas(*join->writer, recorded, replicas, std::move(join->grant),
                     std::move(join->done));
 }
 
@@ -241,25 +254,27 @@ bool ClusterNode::home_grant_covers(std::int64_t ttl) const {
 void ClusterNode::confirm_on_replicas(ServerNode& master, Recorded recorded, resp::Reply grant,
                                       net::Connection::Callback done) {
   // Every replica the master has by its own table, also one paused or cut off: Redis Cluster
-  // may promote it with what it had. None: no failover can lose what the master has.
+  // may promote it with what it had; and those connected to it now. Both asked of the master
+  // itself, so confirm_when_counted goes on to WAIT there (the record is in already).
   static const auto kNodes = std::make_shared<const Call>(Call{nullptr, {"CLUSTER", "NODES"}, {}});
-  master.run(kNodes, recorded.deadline,
-             [this, &master, recorded, grant = std::move(grant),
-              done = std::move(done)](Result<resp::Reply> r) mutable {
-               if (closing_) return;
-               if (!r && r.error().is(errc::io_error)) refresh();
-               const auto replicas = r && r->type == resp::Reply::Type::string
-                                         ? replicas_of_myself(r->str)
-                                         : std::nullopt;
-               if (!replicas) {
-                 return done(
-                     refusal("REPLICAS cannot count the replicas of slot 0's master "
-                             "(CLUSTER NODES: " +
-                             (r ? r->str : r.error().message()) + ")"));
-               }
-               if (*replicas == 0) return confirmed(recorded, std::move(grant), done);
-               wait_for_replicas(master, recorded, *replicas, std::move(grant), std::move(done));
-             });
+  auto join = std::make_shared<Confirmation>();
+  join->raised.emplace(resp::Reply{});
+  join->grant = std::move(grant);
+  join->done = std::move(done);
+  join->writer = join->counted_on = join->connected_on = &master;
+  master.run(kNodes, recorded.deadline, [this, recorded, join](Result<resp::Reply> r) {
+    if (closing_) return;
+    if (!r && r.error().is(errc::io_error)) refresh();
+    join->replicas = r && r->type == resp::Reply::Type::string ? replica_addresses_of_myself(r->str)
+                                                               : std::nullopt;
+    if (!*join->replicas) join->count_error = r ? r->str : r.error().message();
+    confirm_when_counted(recorded, join);
+  });
+  master.run(info_replication(), recorded.deadline, [this, recorded, join](Result<resp::Reply> r) {
+    if (closing_) return;
+    join->take_connected(r);
+    confirm_when_counted(recorded, join);
+  });
 }
 
 void ClusterNode::wait_for_replicas(ServerNode& master, Recorded recorded, std::size_t replicas,

@@ -112,12 +112,13 @@ class ClusterNode final : public Node {
   // so still covers the lease; a grant that cannot be confirmed fails on this node.
   void record_grant_after(const Call& call, std::uint16_t slot, Request& acquisition);
   bool home_grant_covers(std::int64_t ttl) const;
-  // CLUSTER NODES on slot 0's master, sent right behind the record; and, once both are in,
-  // what follows from them (confirm_on_replicas' steps, or the grant at once).
+  // CLUSTER NODES and INFO replication on slot 0's master, sent right behind the record; and,
+  // once all are in, what follows from them (confirm_on_replicas' steps, or the grant at once).
   void count_home_replicas(const Recorded& recorded, const std::shared_ptr<Confirmation>& join);
   void confirm_when_counted(const Recorded& recorded, const std::shared_ptr<Confirmation>& join);
-  // CLUSTER NODES on `master`, the server that wrote the record (its replicas, by its own
-  // table), then WAIT for all of them there within the acquisition's deadline: `grant` is handed
+  // CLUSTER NODES and INFO replication on `master`, the server that wrote the record (its
+  // replicas by its own table, and those connected to it now), then WAIT for all of them there
+  // (replicas_to_wait_for) within the acquisition's deadline: `grant` is handed
   // on only if every one confirmed and no new connection or master came in between; else an
   // error reply "REPLICAS ...".
   void confirm_on_replicas(ServerNode& master, Recorded recorded, resp::Reply grant,

@@ -55,10 +55,11 @@ Result<std::vector<SlotRange>> parse_cluster_slots(const resp::Reply& reply,
   return ranges;
 }
 
-std::optional<std::size_t> replicas_of_myself(std::string_view cluster_nodes) {
-  // <id> <ip:port@cport> <flags> <master id or -> <ping-sent> <pong-recv> <epoch> <link> ...
+std::optional<std::vector<std::string>> replica_addresses_of_myself(
+    std::string_view cluster_nodes) {
+  // <id> <ip:port@cport[,hostname]> <flags> <master id or -> <ping-sent> <pong-recv> ...
   struct Line {
-    std::string_view id, flags, master;
+    std::string_view id, address, flags, master;
   };
   std::vector<Line> lines;
   while (!cluster_nodes.empty()) {
@@ -71,20 +72,68 @@ std::optional<std::size_t> replicas_of_myself(std::string_view cluster_nodes) {
       field = text.substr(0, space);
       text.remove_prefix(space == std::string_view::npos ? text.size() : space + 1);
     }
-    if (!fields[3].empty()) lines.push_back(Line{fields[0], fields[2], fields[3]});
+    if (!fields[3].empty()) lines.push_back(Line{fields[0], fields[1], fields[2], fields[3]});
   }
-  const auto myself = std::find_if(lines.begin(), lines.end(), [](const Line& l) {
-    return ("," + std::string(l.flags) + ",").find(",myself,") != std::string::npos;
-  });
-  if (myself == lines.end() || myself->id.empty()) return std::nullopt;
-  // "fail" (not "fail?", one node's suspicion): a majority of masters cannot reach it, so it
-  // cannot win their votes; counting it would refuse every new ttl until CLUSTER FORGET.
-  const auto failed = [](std::string_view flags) {
-    return ("," + std::string(flags) + ",").find(",fail,") != std::string::npos;
+  const auto flagged = [](std::string_view flags, std::string_view flag) {
+    return ("," + std::string(flags) + ",").find("," + std::string(flag) + ",") !=
+           std::string::npos;
   };
-  return static_cast<std::size_t>(std::count_if(lines.begin(), lines.end(), [&](const Line& l) {
-    return l.master == myself->id && !failed(l.flags);
-  }));
+  const auto myself = std::find_if(lines.begin(), lines.end(),
+                                   [&](const Line& l) { return flagged(l.flags, "myself"); });
+  if (myself == lines.end() || myself->id.empty()) return std::nullopt;
+  // A master demoted since the record was written: its replicas are not the ones to count.
+  if (!flagged(myself->flags, "master")) return std::nullopt;
+  std::vector<std::string> addresses;
+  for (const auto& l : lines) {
+    // "fail" (not "fail?", one node's suspicion): a majority of masters cannot reach it, so it
+    // cannot win their votes; counting it would refuse every new ttl until CLUSTER FORGET.
+    if (l.master != myself->id || flagged(l.flags, "fail")) continue;
+    addresses.emplace_back(l.address.substr(0, l.address.find_first_of("@,")));
+  }
+  return addresses;
+}
+
+std::optional<std::size_t> replicas_of_myself(std::string_view cluster_nodes) {
+  const auto addresses = replica_addresses_of_myself(cluster_nodes);
+  if (!addresses) return std::nullopt;
+  return addresses->size();
+}
+
+std::optional<std::vector<std::string>> connected_replicas(std::string_view info) {
+  std::vector<std::string> addresses;
+  bool master = false;
+  while (!info.empty()) {
+    const auto end = info.find('\n');
+    std::string_view line = info.substr(0, end);
+    info.remove_prefix(end == std::string_view::npos ? info.size() : end + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line == "role:master") master = true;
+    // slave<N>:ip=<ip>,port=<port>,state=<state>,offset=<offset>,lag=<lag>
+    if (!line.starts_with("slave") || line.find(":ip=") == std::string_view::npos) continue;
+    std::string_view fields = line.substr(line.find(":ip=") + 1);
+    std::string_view ip, port;
+    while (!fields.empty()) {
+      const auto comma = fields.find(',');
+      const std::string_view field = fields.substr(0, comma);
+      fields.remove_prefix(comma == std::string_view::npos ? fields.size() : comma + 1);
+      if (field.starts_with("ip=")) ip = field.substr(3);
+      if (field.starts_with("port=")) port = field.substr(5);
+    }
+    // A line without an address still names a connected replica: counted under a name no
+    // promotable one has (a larger WAIT, the safe side).
+    addresses.push_back(ip.empty() || port.empty() ? std::string(line)
+                                                   : std::string(ip) + ":" + std::string(port));
+  }
+  if (!master) return std::nullopt;
+  return addresses;
+}
+
+std::size_t replicas_to_wait_for(std::vector<std::string> promotable,
+                                 const std::vector<std::string>& connected) {
+  promotable.insert(promotable.end(), connected.begin(), connected.end());
+  std::sort(promotable.begin(), promotable.end());
+  return static_cast<std::size_t>(std::unique(promotable.begin(), promotable.end()) -
+                                  promotable.begin());
 }
 
 std::optional<Redirect> parse_redirect(const resp::Reply& reply) {

@@ -30,15 +30,32 @@ struct SlotRange {
 Result<std::vector<SlotRange>> parse_cluster_slots(const resp::Reply& reply,
                                                    std::string_view asked_host);
 
-// How many replicas the server that answered CLUSTER NODES (the line flagged "myself") has, by
-// its own table: every node whose master field is its id, unless the cluster agreed it failed
-// ("fail"). A replica that is paused, cut off or only suspected ("fail?") is counted: it may
-// still be promoted with what it had (INFO's connected_slaves leaves out disconnected ones). A
-// failed one cannot win a majority's votes while it is failed, and the flag clears once the
-// masters reach it again; counting it would refuse every new ttl until CLUSTER FORGET, as
+// The replicas the server that answered CLUSTER NODES (the line flagged "myself") has, by its
+// own table, as "ip:port": every node whose master field is its id, unless the cluster agreed it
+// failed ("fail"). A replica that is paused, cut off or only suspected ("fail?") is named: it
+// may still be promoted with what it had (INFO's connected_slaves leaves out disconnected ones).
+// A failed one cannot win a majority's votes while it is failed, and the flag clears once the
+// masters reach it again; naming it would refuse every new ttl until CLUSTER FORGET, as
 // SENTINEL REPLICAS' s_down replicas are left out for the same reason (docs/safety.md).
-// nullopt: no "myself" line (not a CLUSTER NODES reply).
+// nullopt: no "myself" line (not a CLUSTER NODES reply), or "myself" is no master (demoted:
+// its replicas are not the ones that must have what it wrote).
+std::optional<std::vector<std::string>> replica_addresses_of_myself(std::string_view cluster_nodes);
+// How many replica_addresses_of_myself names.
 std::optional<std::size_t> replicas_of_myself(std::string_view cluster_nodes);
+
+// The replicas connected to the master that answered INFO (replication) now, as "ip:port"
+// (its slave<N> lines, whatever their state). nullopt: the server is no master.
+std::optional<std::vector<std::string>> connected_replicas(std::string_view info);
+
+// How many replicas WAIT must count so that every `promotable` one (the replicas a failover may
+// promote) has the record: |promotable ∪ connected|, matched by "ip:port". Only a connected
+// replica acknowledges, so if a promotable one is not connected fewer than that can answer and
+// WAIT fails; if all are, every connected replica must answer, those among them. A replica left
+// out of `promotable` (s_down, "fail") that still acknowledges cannot stand in for one that
+// lacks the record. Addresses that do not match (announce-ip setups) only make it larger: a
+// refusal, the safe side.
+std::size_t replicas_to_wait_for(std::vector<std::string> promotable,
+                                 const std::vector<std::string>& connected);
 
 struct Redirect {
   bool ask = false;  // ASK: this request only; MOVED: the slot has moved for good

@@ -14,9 +14,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "net/connection.h"
 #include "node/call.h"
+#include "node/cluster_topology.h"
 #include "resp/reply.h"
 
 namespace dlock::node {
@@ -72,17 +74,32 @@ class ServerNode;
 
 // A grant waiting for its record and for the count of the replicas, asked at once (one round
 // trip, not two: every round trip taken here is taken from WAIT's share of the node timeout).
+// WAIT counts acknowledgements from any replicas, so it waits for the promotable ones and the
+// connected ones together (replicas_to_wait_for): the master's INFO replication, read on the
+// connection that wrote the record, names the connected ones.
 struct Confirmation {
-  std::optional<Result<resp::Reply>> raised;           // the record's reply, once in
-  std::optional<std::optional<std::size_t>> replicas;  // the count, once in (nullopt: failed)
-  std::string count_error;                             // why the count failed
-  ServerNode* writer = nullptr;                        // the server that wrote the record
-  ServerNode* counted_on = nullptr;                    // the server whose replicas were counted
+  using Addresses = std::optional<std::vector<std::string>>;  // "ip:port"; nullopt: failed
+  std::optional<Result<resp::Reply>> raised;                  // the record's reply, once in
+  std::optional<Addresses> replicas;                          // the promotable replicas, once in
+  std::optional<Addresses> connected;  // the replicas connected to the writer, once in
+  std::string count_error;             // why the count failed
+  std::string connected_error;         // why INFO replication failed
+  ServerNode* writer = nullptr;        // the server that wrote the record
+  ServerNode* counted_on = nullptr;    // the server whose replicas were counted
+  ServerNode* connected_on = nullptr;  // the server whose connected replicas were listed
   bool confirm = true;  // false: the record alone makes the grant count (nothing is counted)
   resp::Reply grant;
   net::Connection::Callback done;
 
-  bool complete() const { return raised && (replicas || !confirm); }
+  bool complete() const { return raised && (!confirm || (replicas && connected)); }
+  // Takes the writer's reply to info_replication().
+  void take_connected(const Result<resp::Reply>& r) {
+    connected =
+        r && r->type == resp::Reply::Type::string ? connected_replicas(r->str) : std::nullopt;
+    if (!*connected) connected_error = r ? r->str : r.error().message();
+  }
+  // How many replicas WAIT must count (both lists in).
+  std::size_t to_wait_for() const { return replicas_to_wait_for(**replicas, **connected); }
   // The node's answer if the record failed (the grant does not count); nullopt: recorded.
   std::optional<Result<resp::Reply>> not_recorded() {
     if (*raised && !(*raised)->is_error()) return std::nullopt;
@@ -134,6 +151,19 @@ inline resp::Reply recently_not_confirmed(const std::string& master) {
                  std::to_string(ReplicatedRecord::kRefusedFor.count()) +
                  " s): a lossy failover could lose it with the lock, so this grant does not count "
                  "(docs/safety.md)");
+}
+
+// INFO replication: the replicas connected to the master that answers (Confirmation).
+inline const std::shared_ptr<const Call>& info_replication() {
+  static const auto kInfo =
+      std::make_shared<const Call>(Call{nullptr, {"INFO", "replication"}, {}});
+  return kInfo;
+}
+
+// The node's answer when INFO replication did not name the replicas connected to `master`.
+inline resp::Reply connected_not_listed(const std::string& master, const std::string& why) {
+  return refusal("REPLICAS cannot list the replicas connected to " + master +
+                 " (INFO replication: " + why + ")");
 }
 
 inline bool confirms(const resp::Reply& wait, std::size_t replicas) {

@@ -22,24 +22,30 @@ std::shared_ptr<const Call> plain(std::vector<std::string> command) {
   return std::make_shared<const Call>(Call{nullptr, std::move(command), {}});
 }
 
-// The replicas a SENTINEL REPLICAS reply names that Sentinel may promote: every one not flagged
-// subjectively or objectively down (Sentinel never picks such a replica; one that comes back
-// is picked only once it answers again). nullopt: not such a reply.
-std::optional<std::size_t> promotable_replicas(const resp::Reply& reply) {
+// The replicas a SENTINEL REPLICAS reply names that Sentinel may promote, as "ip:port": every
+// one not flagged subjectively or objectively down (Sentinel never picks such a replica; one
+// that comes back is picked only once it answers again). Such a replica may still be connected
+// to the master and acknowledge: the master's own list of connected replicas goes into WAIT's
+// count too (replicas_to_wait_for). nullopt: not such a reply.
+Confirmation::Addresses promotable_replicas(const resp::Reply& reply) {
   if (!reply.is_array()) return std::nullopt;
-  std::size_t n = 0;
+  std::vector<std::string> addresses;
   for (const auto& replica : reply.elements) {
     if (!replica.is_array()) return std::nullopt;
-    std::string flags;
+    std::string flags, ip, port;
     for (std::size_t i = 0; i + 1 < replica.elements.size(); i += 2) {
-      if (replica.elements[i].str == "flags") flags = "," + replica.elements[i + 1].str + ",";
+      const std::string& field = replica.elements[i].str;
+      const std::string& value = replica.elements[i + 1].str;
+      if (field == "flags") flags = "," + value + ",";
+      if (field == "ip") ip = value;
+      if (field == "port") port = value;
     }
     if (flags.find(",s_down,") == std::string::npos &&
         flags.find(",o_down,") == std::string::npos) {
-      ++n;
+      addresses.push_back(ip + ":" + port);
     }
   }
-  return n;
+  return addresses;
 }
 
 }  // namespace
@@ -123,15 +129,22 @@ net::Connection::Callback SentinelNode::record_grant_after(const Call& call, Ser
                                                            net::Clock::time_point deadline,
                                                            net::Connection::Callback done) {
   auto record = std::make_shared<const Call>(call.record_call(*call.record_ttl, std::string()));
-  return [this, &master, ttl = call.record_ttl->count(), granted = call.granted,
-          record = std::move(record), deadline,
+  // The master and epoch the acquisition goes to, captured now: the record and WAIT go to that
+  // master, so what they confirm (or the refusal after a failed WAIT) belongs to this epoch.
+  return [this, &master, sent_epoch = epoch(), ttl = call.record_ttl->count(),
+          granted = call.granted, record = std::move(record), deadline,
           done = std::move(done)](Result<resp::Reply> r) mutable {
     if (closing_) return;
+    // Another master or connection since the acquisition was sent (a failover, a restart in
+    // place): its reply is from an epoch the lock no longer counts, so it is passed on as it
+    // is, without a record or a cache entry; filing a confirmation on that master under the
+    // new master's epoch would skip the new master's own (docs/safety.md).
+    if (master_ != &master || epoch() != sent_epoch) return done(std::move(r));
     // The lock's key and every record of its ttl are on the master alone: a lossy failover
     // loses them together unless the record is on the replicas (docs/safety.md).
-    if (!r || !granted(*r) || replicated_.covers(ttl, epoch())) return done(std::move(r));
-    if (replicated_.refusing(epoch())) return done(recently_not_confirmed("the master"));
-    const Recorded recorded{ttl, epoch(), net::Clock::now(), deadline};
+    if (!r || !granted(*r) || replicated_.covers(ttl, sent_epoch)) return done(std::move(r));
+    if (replicated_.refusing(sent_epoch)) return done(recently_not_confirmed("the master"));
+    const Recorded recorded{ttl, sent_epoch, net::Clock::now(), deadline};
     auto join = std::make_shared<Confirmation>();
     join->grant = std::move(*r);
     join->done = std::move(done);
@@ -140,6 +153,12 @@ net::Connection::Callback SentinelNode::record_grant_after(const Call& call, Ser
     master.run(record, deadline, [this, recorded, join](Result<resp::Reply> raised) {
       if (closing_) return;
       join->raised = std::move(raised);
+      confirm_when_counted(recorded, join);
+    });
+    // Right behind the record, on its connection: the replicas connected to the master now.
+    master.run(info_replication(), deadline, [this, recorded, join](Result<resp::Reply> info) {
+      if (closing_) return;
+      join->take_connected(info);
       confirm_when_counted(recorded, join);
     });
     count_replicas(0, recorded, join);
@@ -178,8 +197,12 @@ void SentinelNode::confirm_when_counted(const Recorded& recorded,
                 "answered SENTINEL REPLICAS " +
                 address_.master_name + " (" + join->count_error + ")"));
   }
-  if (**join->replicas == 0) return confirmed(recorded, std::move(join->grant), join->done);
-  wait_for_replicas(*join->writer, recorded, **join->replicas, std::move(join->grant),
+  if (!*join->connected) {
+    return join->done(connected_not_listed("the master", join->connected_error));
+  }
+  const std::size_t replicas = join->to_wait_for();
+  if (replicas == 0) return confirmed(recorded, std::move(join->grant), join->done);
+  wait_for_replicas(*join->writer, recorded, replicas, std::move(join->grant),
                     std::move(join->done));
 }
 

@@ -70,7 +70,9 @@ class SentinelNode final : public Node {
   // An acquisition: its reply, if a grant (Call::granted) of a ttl that no record confirmed on
   // the replicas still covers, is handed on only once the bare ttl is recorded again on the
   // master (record_call, for twice the ttl) and every replica Sentinel may promote confirmed it
-  // (SENTINEL REPLICAS, then WAIT on the master's connection, within the deadline). The master
+  // (SENTINEL REPLICAS, and INFO replication behind the record for the replicas connected now,
+  // then WAIT for them all on the master's connection, within the deadline), on `master`, in
+  // the epoch the acquisition was sent in (a reply from another is handed on as it is). The master
   // holds the lock's key and every record of its ttl: a lossy failover would lose them together
   // and the promoted replica's quarantine would last only the ttls it knew (docs/safety.md).
   // A grant that cannot be confirmed fails on this node ("REPLICAS ...").
@@ -78,7 +80,7 @@ class SentinelNode final : public Node {
                                                net::Clock::time_point deadline,
                                                net::Connection::Callback done);
   // SENTINEL REPLICAS, asked of sentinel k and on (the first that answers), while the record is
-  // written; and, once both are in, WAIT or the grant at once.
+  // written; and, once all three are in, WAIT or the grant at once.
   void count_replicas(std::size_t k, const Recorded& recorded,
                       const std::shared_ptr<Confirmation>& join);
   void confirm_when_counted(const Recorded& recorded, const std::shared_ptr<Confirmation>& join);

@@ -109,9 +109,48 @@ TEST(ClusterTopologyTest, TheReplicasOfMyselfAreEveryNodeNamingItsIdButFailedOne
   const std::string replica =
       "r1 127.0.0.1:7003@17003 myself,slave m1 0 0 1 connected\n"
       "m1 127.0.0.1:7000@17000 master - 0 0 1 connected 0-16383\n";
-  EXPECT_EQ(replicas_of_myself(replica), 0u);
+  EXPECT_FALSE(replicas_of_myself(replica))
+      << "a master demoted since the record: its replicas are not the ones to count";
+  EXPECT_FALSE(replica_addresses_of_myself(replica));
   EXPECT_FALSE(replicas_of_myself("ERR This instance has cluster support disabled"));
   EXPECT_FALSE(replicas_of_myself(""));
+  const auto addresses = replica_addresses_of_myself(
+      nodes + "r5 10.0.0.9:7007@17007,replica-5.example slave m1 0 1 1 connected\n");
+  ASSERT_TRUE(addresses);
+  EXPECT_EQ(*addresses,
+            (std::vector<std::string>{"127.0.0.1:7003", "127.0.0.1:7004", "10.0.0.9:7007"}));
+}
+
+// The replicas connected to a master now, by its INFO replication, whatever their state; a
+// server that is no master names none (nullopt).
+TEST(ClusterTopologyTest, TheConnectedReplicasAreTheSlaveLinesOfAMastersInfo) {
+  const std::string info =
+      "# Replication\r\nrole:master\r\nconnected_slaves:2\r\n"
+      "slave0:ip=127.0.0.1,port=7003,state=online,offset=100,lag=0\r\n"
+      "slave1:ip=::1,port=7004,state=wait_bgsave,offset=0,lag=0\r\n"
+      "master_failover_state:no-failover\r\nmaster_replid:abc\r\n";
+  const auto connected = connected_replicas(info);
+  ASSERT_TRUE(connected);
+  EXPECT_EQ(*connected, (std::vector<std::string>{"127.0.0.1:7003", "::1:7004"}));
+  const auto none = connected_replicas("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n");
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
+  EXPECT_FALSE(connected_replicas(
+      "# Replication\r\nrole:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:7000\r\n"));
+  EXPECT_FALSE(connected_replicas("ERR unknown command"));
+}
+
+// WAIT counts acknowledgements from any replicas: it must wait for every promotable one and
+// every connected one, so that a connected replica that cannot be promoted (s_down, "fail")
+// cannot stand in for a promotable one that is not connected.
+TEST(ClusterTopologyTest, WaitCountsThePromotableAndTheConnectedReplicasOnce) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(replicas_to_wait_for(V{"a:1", "b:2"}, V{"a:1", "b:2"}), 2u);
+  EXPECT_EQ(replicas_to_wait_for(V{"a:1"}, V{"s:3"}), 2u) << "the s_down stand-in";
+  EXPECT_EQ(replicas_to_wait_for(V{"a:1", "b:2"}, V{"a:1"}), 2u);
+  EXPECT_EQ(replicas_to_wait_for(V{}, V{"s:3"}), 1u);
+  EXPECT_EQ(replicas_to_wait_for(V{"a:1"}, V{}), 1u);
+  EXPECT_EQ(replicas_to_wait_for(V{}, V{}), 0u);
 }
 
 TEST(ServerIdentityTest, AMastersIdentityIsItsRunIdAndReplicationId) {
