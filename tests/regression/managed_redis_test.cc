@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "lock/keys.h"
+#include "support/lock_clients.h"
 #include "support/redis_server.h"
 
 namespace dlock {
@@ -32,29 +33,11 @@ using test::eventually;
 using test::RedisServer;
 using test::ServerOptions;
 
-Client client_of(std::vector<std::string> urls) {
-  ClientOptions options;
-  options.nodes = std::move(urls);
-  options.node_timeout = 1000ms;  // generous: a loaded 2-core machine
-  options.reconnect_backoff_min = 20ms;
-  options.reconnect_backoff_max = 200ms;
-  auto c = Client::create(options);
-  EXPECT_TRUE(c) << c.error().message();
-  return std::move(c).value();
-}
+using test::fixed;
+using test::with;
 
-LockOptions fixed(std::chrono::milliseconds ttl, std::string owner) {
-  LockOptions o;
-  o.ttl = ttl;
-  o.auto_renew = false;
-  o.owner = OwnerToken(std::move(owner));
-  return o;
-}
-
-ServerOptions with(std::vector<std::string> args) {
-  ServerOptions o;
-  o.extra_args = std::move(args);
-  return o;
+Client client_of(const std::vector<std::string>& urls) {
+  return test::client_of(urls, 1000ms);  // generous: a loaded 2-core machine
 }
 
 std::string info_field(const RedisServer& server, const std::string& section,

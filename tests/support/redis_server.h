@@ -30,6 +30,13 @@ struct ServerOptions {
   bool steppable_clock = false;         // the wall clock can be stepped: set_clock_shift
 };
 
+// A server started with these arguments besides the tests' own: with({"--timeout", "1"}).
+inline ServerOptions with(std::vector<std::string> args) {
+  ServerOptions o;
+  o.extra_args = std::move(args);
+  return o;
+}
+
 class RedisServer {
  public:
   explicit RedisServer(ServerOptions options = {});
