@@ -8,13 +8,12 @@ Starts a private redis-server (no persistence, a free loopback port), then runs 
 cpu, user + sys, rusage) median over the rounds for each, and the difference: what the check
 costs per call. Needs python3-redis.
 """
-import socket
+import os
 import statistics
-import subprocess
 import sys
-import time
 
-import redis
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from redis_process import free_port, start_server  # noqa: E402
 
 PLAIN = "return 1"
 CHECKED = ("local replication = redis.pcall('info', 'replication') "
@@ -22,14 +21,6 @@ CHECKED = ("local replication = redis.pcall('info', 'replication') "
            "local role = string.match(replication, 'role:(%a+)') "
            "if role and role ~= 'master' then return redis.error_reply('READONLY') end end "
            "return 1")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def cpu(r):
@@ -52,17 +43,8 @@ def per_call(r, sha, n):
 def main():
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 7
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
-    port = free_port()
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                               "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+    server, r = start_server(free_port())
     try:
-        r = redis.Redis(port=port)
-        for _ in range(50):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.1)
         shas = {"plain": r.script_load(PLAIN), "checked": r.script_load(CHECKED)}
         cpu_us = {"plain": [], "checked": []}
         for i in range(rounds):
