@@ -194,11 +194,18 @@ node::Call fence_raise_call(const HoldId& hold, std::uint64_t token,
 }
 
 node::Call max_ttl_raise_call(std::chrono::milliseconds ttl) {
-  node::Call call{&scripts::max_ttl_raise(),
-                  {kMaxTtlKey},
-                  {std::to_string(ttl.count()), std::to_string(ttl.count())}};
-  call.node_keys = key_bit(0);
+  // The bare member for twice the ttl, as a grant's record: a node that confirms it on the
+  // replicas caches it for as long as that lives (node/replica_confirm.h).
+  node::Call call = announced_ttl_call(ttl, std::string());
+  call.record_ttl = ttl;
+  call.record_call = &announced_ttl_call;
+  call.granted = &ttl_recorded;
+  call.records_itself = true;
   return call;
+}
+
+bool ttl_recorded(const resp::Reply& reply) {
+  return reply.is_integer();
 }
 
 node::Call max_ttl_retract_call(std::vector<std::string> members) {

@@ -89,8 +89,16 @@ node::Call fair_leave_call(const std::string& name, const OwnerToken& owner);
 // a semaphore's slot, the name's readers for a read hold).
 node::Call fence_raise_call(const HoldId& hold, std::uint64_t token, std::chrono::milliseconds ttl);
 
-// max_ttl_raise.lua: the node's record of lease ttls holds `ttl` for `ttl` more ms.
+// max_ttl_raise.lua for a renewal round: the node's record of lease ttls holds the bare `ttl`
+// for twice `ttl` more ms. Like a grant's record (Call::records_itself), a node whose master
+// holds the locks' keys and that record counts it only once its replicas confirmed it, unless
+// a record confirmed before still covers `ttl` (docs/safety.md, "A ttl new to the master that
+// holds the lock"): else an extension to a larger ttl, or a renewal long after the last
+// confirmation, could count on a master whose lossy failover loses the keys and the record.
 node::Call max_ttl_raise_call(std::chrono::milliseconds ttl);
+
+// Whether a reply of max_ttl_raise.lua says the ttl is recorded (Call::granted of the call above).
+bool ttl_recorded(const resp::Reply& reply);
 
 // max_ttl_retract.lua: the announcement members taken back.
 node::Call max_ttl_retract_call(std::vector<std::string> members);

@@ -96,8 +96,8 @@ std::optional<ForceOutcome> force_outcome(std::string_view word) {
 }
 
 // `outcomes` ends with max_ttl_raise's, which it takes off. A node whose record was not raised
-// (out of memory, say) does not count as renewed: the lease would outlive what a greeting reads
-// there after a restart.
+// (out of memory, say, or its replicas did not confirm it: "REPLICAS ...") does not count as
+// renewed: the lease would outlive what a greeting reads there after a restart.
 void count_only_raised(std::vector<node::Outcomes>& outcomes, std::chrono::milliseconds max_ttl) {
   const node::Outcomes raised = std::move(outcomes.back());
   outcomes.pop_back();
@@ -475,7 +475,10 @@ engine::Task<std::vector<Result<Clock::time_point>>> QuorumLock::renew_task(
   std::vector<RenewPlace> places(live.size());
   std::vector<node::Call> calls = renew_calls(renewals, live, places);
   // The renewed leases live on past the grants that recorded their ttl: recorded again, on
-  // every node (also where a grant missed), for what a greeting reads after a restart.
+  // every node (also where a grant missed), for what a greeting reads after a restart; where
+  // one master holds the keys and that record, confirmed on its replicas first when no record
+  // confirmed before covers the largest ttl (max_ttl_raise_call): else that node's renewals do
+  // not count (count_only_raised).
   calls.push_back(max_ttl_raise_call(max_ttl));
   const auto start = Clock::now();
   node::Round round(nodes_, std::move(calls));

@@ -72,6 +72,11 @@ struct Call {
   // in the lock's own slot: the lease is then known where greetings look after the client took
   // its announcements back (a refused larger ttl), for as long as it may live.
   bool (*granted)(const resp::Reply& reply) = nullptr;
+  // With record_ttl: the call is itself a record of that ttl (a renewal round's max_ttl_raise),
+  // which must reach the replicas like a grant's record where one master holds the locks' keys
+  // and the record (a lossy failover would lose them together): a cluster node raises nothing
+  // before sending it, and its reply, if Call::granted, is confirmed like a grant.
+  bool records_itself = false;
 
   bool is_node_key(std::size_t i) const { return i < 32 && (node_keys >> i & 1U) != 0; }
 };

@@ -115,7 +115,9 @@ void ClusterNode::run(std::shared_ptr<const Call> shared, net::Clock::time_point
     // in it: its grant may need the record confirmed on the replicas (record_grant_after).
     if (call.granted != nullptr) record_grant_after(call, *slot, request);
     const std::int64_t ttl = call.record_ttl->count();
-    // Raised again under a new announcement too: the one raised before may be taken back.
+    // Raised again under a new announcement too: the one raised before may be taken back. A
+    // call that is itself the record needs nothing raised first.
+    if (call.records_itself) return route(std::move(request));
     if (ttl > home_max_ttl_ || home_max_ttl_epoch_ != epoch() ||
         net::Clock::now() + std::chrono::milliseconds(ttl) > home_max_ttl_until_ ||
         call.announcement.str() != home_max_ttl_announcement_) {

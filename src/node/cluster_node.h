@@ -109,7 +109,9 @@ class ClusterNode final : public Node {
   // When slot 0's master serves `slot` too (slot 0 itself included), one lossy failover of it
   // would lose the lock's key and that record together: there the record also has to be
   // confirmed on every replica of that master (confirm_on_replicas), unless a record confirmed
-  // so still covers the lease; a grant that cannot be confirmed fails on this node.
+  // so still covers the lease; a grant that cannot be confirmed fails on this node. A renewal
+  // round's record (Call::records_itself, sent to slot 0 itself) goes the same way, its reply
+  // taken as the grant: confirmed on slot 0's replicas whatever slots the renewed locks are in.
   void record_grant_after(const Call& call, std::uint16_t slot, Request& acquisition);
   bool home_grant_covers(std::int64_t ttl) const;
   // CLUSTER NODES and INFO replication on slot 0's master, sent right behind the record; and,

@@ -52,6 +52,18 @@ struct ReplicatedRecord {
     return lease_ttl <= ttl && epoch == now_epoch &&
            net::Clock::now() + std::chrono::milliseconds(lease_ttl) <= until;
   }
+  // A renewal round's record (Call::records_itself) on a sentinel node: as covers(), in any
+  // epoch. A confirmation reached every replica the master then had, and every server of that
+  // replication group keeps the record for as long as it lives (a replica promoted since, the
+  // old master turned replica; one that syncs later gets it with the rest), so a new master
+  // or connection does not make it less true. Right after a graceful failover the old master
+  // takes seconds to become a synced replica (Sentinel reconfigures it some seconds later, then
+  // a full sync): no WAIT can succeed meanwhile, and an epoch-bound cache refused every renewal
+  // there (SentinelNodeTest.AGracefulFailoverMovesTheNodeOffTheOldMaster lost its lock). Not
+  // for grants: a grant's confirmation stays bound to its epoch (docs/safety.md).
+  bool covers_in_any_epoch(std::int64_t lease_ttl) const {
+    return lease_ttl <= ttl && net::Clock::now() + std::chrono::milliseconds(lease_ttl) <= until;
+  }
   bool refusing(std::uint64_t now_epoch) const {
     return refused_epoch == now_epoch && net::Clock::now() < refused_until;
   }

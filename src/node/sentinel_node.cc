@@ -132,8 +132,8 @@ net::Connection::Callback SentinelNode::record_grant_after(const Call& call, Ser
   // The master and epoch the acquisition goes to, captured now: the record and WAIT go to that
   // master, so what they confirm (or the refusal after a failed WAIT) belongs to this epoch.
   return [this, &master, sent_epoch = epoch(), ttl = call.record_ttl->count(),
-          granted = call.granted, record = std::move(record), deadline,
-          done = std::move(done)](Result<resp::Reply> r) mutable {
+          granted = call.granted, renewal = call.records_itself, record = std::move(record),
+          deadline, done = std::move(done)](Result<resp::Reply> r) mutable {
     if (closing_) return;
     // Another master or connection since the acquisition was sent (a failover, a restart in
     // place): its reply is from an epoch the lock no longer counts, so it is passed on as it
@@ -142,7 +142,10 @@ net::Connection::Callback SentinelNode::record_grant_after(const Call& call, Ser
     if (master_ != &master || epoch() != sent_epoch) return done(std::move(r));
     // The lock's key and every record of its ttl are on the master alone: a lossy failover
     // loses them together unless the record is on the replicas (docs/safety.md).
-    if (!r || !granted(*r) || replicated_.covers(ttl, sent_epoch)) return done(std::move(r));
+    if (!r || !granted(*r)) return done(std::move(r));
+    if (renewal ? replicated_.covers_in_any_epoch(ttl) : replicated_.covers(ttl, sent_epoch)) {
+      return done(std::move(r));
+    }
     if (replicated_.refusing(sent_epoch)) return done(recently_not_confirmed("the master"));
     const Recorded recorded{ttl, sent_epoch, net::Clock::now(), deadline};
     auto join = std::make_shared<Confirmation>();

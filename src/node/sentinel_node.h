@@ -75,7 +75,9 @@ class SentinelNode final : public Node {
   // the epoch the acquisition was sent in (a reply from another is handed on as it is). The master
   // holds the lock's key and every record of its ttl: a lossy failover would lose them together
   // and the promoted replica's quarantine would last only the ttls it knew (docs/safety.md).
-  // A grant that cannot be confirmed fails on this node ("REPLICAS ...").
+  // A grant that cannot be confirmed fails on this node ("REPLICAS ..."). A renewal round's
+  // record (Call::records_itself) goes the same way, its reply taken as the grant; a record
+  // confirmed in an earlier epoch still covers it (ReplicatedRecord::covers_in_any_epoch).
   net::Connection::Callback record_grant_after(const Call& call, ServerNode& master,
                                                net::Clock::time_point deadline,
                                                net::Connection::Callback done);

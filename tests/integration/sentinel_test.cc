@@ -61,6 +61,28 @@ class SentinelNodeTest : public ::testing::Test {
     return set_->master();
   }
 
+  // Calls of `command` (INFO commandstats) that server `i` ran so far.
+  long long calls_of(std::size_t i, const std::string& command) const {
+    auto stats = set_->command(i, {"INFO", "commandstats"});
+    if (!stats || stats->type != REDIS_REPLY_STRING) return -1;
+    const std::string text = stats->str;
+    const auto at = text.find("cmdstat_" + command + ":calls=");
+    if (at == std::string::npos) return 0;
+    return std::stoll(text.substr(at + command.size() + 15));
+  }
+
+  // Nobody else gets `name` while `lease` is valid, tried every 200 ms until it ends.
+  static void expect_no_second_holder(const std::string& name, Client& contender,
+                                      const Lease& lease) {
+    while (lease.validity() > 0ms) {
+      auto other = contender.try_lock(name, fixed(1s));
+      ASSERT_FALSE(other && lease.validity() > 0ms)
+          << "two holders of " << name << "; " << lease.validity().count()
+          << " ms of validity left";
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+
   std::unique_ptr<test::SentinelSet> set_;
 };
 
@@ -220,46 +242,50 @@ TEST_F(SentinelNodeTest, ATtlTheReplicaConfirmedIsNotWaitedForAgainAndStillProte
   }
 }
 
-// Known limit, to pass once closed (docs/safety.md, "A ttl new to the master that holds the
-// lock"): extend() to a larger ttl is recorded (max_ttl_raise in the renewal round, the
-// greeting's announcement) on the master only, never WAITed for: a lossy failover right after
-// it leaves the promoted replica with only the small confirmed ttl, and a second owner gets
-// the lock while the extended lease lives.
-TEST_F(SentinelNodeTest, DISABLED_AnExtensionToALargerTtlSurvivesALossyFailover) {
+// extend() to a larger ttl is a renewal round: its record of the ttl (max_ttl_raise) counts on
+// a node whose master holds the lock's key only once the replicas confirmed it, as a grant's
+// does (docs/safety.md, "A ttl new to the master that holds the lock"). With the replica
+// listening the extension waits for it and counts; with the replica cut off it is refused, and
+// the lease keeps the validity it had, which the promoted replica's quarantine covers. Before,
+// the extension counted on the master alone: after a lossy failover the promoted replica knew
+// only the smaller ttl and a second owner got the lock with 20 s of the extension left.
+TEST_F(SentinelNodeTest, AnExtensionToALargerTtlWaitsForTheReplicaOrIsRefused) {
   Client a = client_of(set_->url());
   Client b = client_of(set_->url());
   auto warm_b = b.try_lock("warm-up-b", fixed(1s));
   ASSERT_TRUE(warm_b) << warm_b.error().message();
   auto lease = a.try_lock("grown", fixed(3s));
   ASSERT_TRUE(lease) << lease.error().message();
+  const long long waits = calls_of(set_->master(), "wait");
+  auto confirmed = lease->extend(8s);
+  ASSERT_TRUE(confirmed) << "extension with the replica listening: " << confirmed.error().message();
+  EXPECT_GT(calls_of(set_->master(), "wait"), waits) << "a larger ttl counted without WAIT";
   ASSERT_TRUE(set_->replicated(0));
   const std::size_t replica = 1;
   set_->server(replica).pause();
   auto cut = set_->command(set_->master(), {"CLIENT", "KILL", "TYPE", "replica"});
   ASSERT_TRUE(cut && cut->integer == 1);
   auto grown = lease->extend(30s);
-  ASSERT_TRUE(grown) << grown.error().message();
-  ASSERT_GT(lease->validity(), 20s);
+  ASSERT_FALSE(grown) << "extended to 30 s with its replica cut off; validity "
+                      << lease->validity().count() << " ms";
+  EXPECT_NE(grown.error().message().find("REPLICAS"), std::string::npos) << grown.error().message();
+  EXPECT_TRUE(lease->is_held()) << "a refused extension lost the lease it had";
+  EXPECT_LE(lease->validity(), 8s);
   const std::size_t promoted = fail_over("grown", b, *lease, replica);
   ASSERT_EQ(promoted, replica);
-  while (lease->validity() > 0ms) {
-    auto other = b.try_lock("grown", fixed(1s));
-    ASSERT_FALSE(other && lease->validity() > 0ms)
-        << "two holders after an extension to a larger ttl; " << lease->validity().count()
-        << " ms of validity left";
-    std::this_thread::sleep_for(200ms);
-  }
+  expect_no_second_holder("grown", b, *lease);
 }
 
-// Known limit, to pass once closed (docs/safety.md, as above): a reentrant acquisition of a
-// larger ttl (same owner) is an extension round (Holds::join_task -> extend_task), not an
-// acquisition: a new Lease of a ttl never confirmed on the replica.
-TEST_F(SentinelNodeTest, DISABLED_AReentrantLargerTtlSurvivesALossyFailover) {
+// A reentrant acquisition of a larger ttl by the same owner is an extension round
+// (Holds::join_task -> extend_task), not an acquisition: confirmed on the replica like one, so
+// with the replica cut off it is refused and the smaller lease stays as it was. Before, it
+// counted on the master alone, and after a lossy failover a second owner got the lock.
+TEST_F(SentinelNodeTest, AReentrantLargerTtlWithTheReplicaCutOffIsRefused) {
   Client a = client_of(set_->url());
   Client b = client_of(set_->url());
   auto warm_b = b.try_lock("warm-up-b", fixed(1s));
   ASSERT_TRUE(warm_b) << warm_b.error().message();
-  auto small = a.try_lock("again", fixed(3s, "owner-a"));
+  auto small = a.try_lock("again", fixed(5s, "owner-a"));
   ASSERT_TRUE(small) << small.error().message();
   ASSERT_TRUE(set_->replicated(0));
   const std::size_t replica = 1;
@@ -267,17 +293,13 @@ TEST_F(SentinelNodeTest, DISABLED_AReentrantLargerTtlSurvivesALossyFailover) {
   auto cut = set_->command(set_->master(), {"CLIENT", "KILL", "TYPE", "replica"});
   ASSERT_TRUE(cut && cut->integer == 1);
   auto lease = a.try_lock("again", fixed(30s, "owner-a"));
-  ASSERT_TRUE(lease) << "reentrant 30 s: " << lease.error().message();
-  ASSERT_GT(lease->validity(), 20s);
-  const std::size_t promoted = fail_over("again", b, *lease, replica);
+  ASSERT_FALSE(lease) << "reentrant 30 s with the replica cut off; validity "
+                      << lease->validity().count() << " ms";
+  EXPECT_NE(lease.error().message().find("REPLICAS"), std::string::npos) << lease.error().message();
+  EXPECT_TRUE(small->is_held()) << "a refused reentrant acquisition lost the lease it joined";
+  const std::size_t promoted = fail_over("again", b, *small, replica);
   ASSERT_EQ(promoted, replica);
-  while (lease->validity() > 0ms) {
-    auto other = b.try_lock("again", fixed(1s));
-    ASSERT_FALSE(other && lease->validity() > 0ms)
-        << "two holders after a reentrant acquisition of a larger ttl; "
-        << lease->validity().count() << " ms of validity left";
-    std::this_thread::sleep_for(200ms);
-  }
+  expect_no_second_holder("again", b, *small);
 }
 
 // WAIT n counts acknowledgements from any n replicas. A replica Sentinel flagged s_down (so not

@@ -71,6 +71,28 @@ TEST(CallsTest, AnAcquisitionSaysWhichTtlToRecordAndHow) {
   EXPECT_TRUE(record.is_node_key(0));
 }
 
+// A renewal round's record is the bare ttl for twice the ttl, and a node confirms it like a
+// grant's (Call::records_itself): nothing raised before it, its integer reply the "grant".
+TEST(CallsTest, ARenewalRoundsRecordIsConfirmedLikeAGrantsRecord) {
+  const node::Call call = max_ttl_raise_call(std::chrono::milliseconds(5000));
+  EXPECT_EQ(call.keys.to_vector(), std::vector<std::string>{kMaxTtlKey});
+  EXPECT_EQ(call.args.to_vector(), (std::vector<std::string>{"5000", "10000"}));
+  ASSERT_TRUE(call.record_ttl.has_value());
+  EXPECT_EQ(*call.record_ttl, std::chrono::milliseconds(5000));
+  EXPECT_TRUE(call.records_itself);
+  ASSERT_NE(call.record_call, nullptr);
+  EXPECT_EQ(call.record_call(*call.record_ttl, "").args, call.args);
+  ASSERT_NE(call.granted, nullptr);
+  resp::Reply raised;
+  raised.type = resp::Reply::Type::integer;
+  raised.integer = 5000;
+  EXPECT_TRUE(call.granted(raised));
+  resp::Reply oom;
+  oom.type = resp::Reply::Type::error;
+  oom.str = "OOM command not allowed";
+  EXPECT_FALSE(call.granted(oom));
+}
+
 // fence_raise.lua names the hold where it lives: the lock key of a write hold (a semaphore's
 // slot is one), the readers of a read hold; in the name's slot either way.
 TEST(CallsTest, AFenceRaiseNamesTheHoldWhereItLives) {
