@@ -82,7 +82,12 @@ ClusterNode::ClusterNode(asio::io_context& io, net::NodeAddress seed,
       display_(seed_.display()),
       refresher_(io, kRefreshInterval, [this] { ask_for_slot_map(); }),
       scan_timer_(io),
-      waiting_(io, "the slot map of " + display_) {}
+      waiting_(io, "the slot map of " + display_),
+      home_confirmations_("slot 0's master",
+                          {[this] { return closing_; }, [this] { return epoch(); },
+                           [this](const Error& e) {
+                             if (e.is(errc::io_error)) refresh();
+                           }}) {}
 
 ClusterNode::~ClusterNode() {
   // The io thread has stopped (NodeSet joins it first): no callback runs any more.
@@ -165,11 +170,11 @@ void ClusterNode::record_grant_after(const Call& call, std::uint16_t slot, Reque
     // The lock's key and slot 0's record on one master: a lossy failover of it loses both, so
     // the record must be on its replicas (docs/safety.md, "What a failover can still hide").
     const bool shared = owner_[slot] == nullptr || owner_[slot] == owner_[kHomeSlot];
-    if (shared ? home_replicated_.covers(ttl, epoch()) : home_grant_covers(ttl)) {
+    if (shared ? home_confirmations_.record().covers(ttl, epoch()) : home_grant_covers(ttl)) {
       return done(std::move(r));
     }
-    if (shared && home_replicated_.refusing(epoch())) {
-      return done(recently_not_confirmed("slot 0's master"));
+    if (shared && home_confirmations_.record().refusing(epoch())) {
+      return done(recently_not_confirmed(home_confirmations_.master()));
     }
     const Recorded recorded{ttl, epoch(), net::Clock::now(), deadline};
     auto join = std::make_shared<Confirmation>();
@@ -241,9 +246,11 @@ void ClusterNode::confirm_when_counted(const Recorded& recorded,
                                std::move(join->done));
   }
   const std::size_t replicas = join->to_wait_for();
-  if (replicas == 0) return confirmed(recorded, std::move(join->grant), join->done);
-  wait_for_replicas(*join->writer, recorded, replicas, std::move(join->grant),
-                    std::move(join->done));
+  if (replicas == 0) {
+    return home_confirmations_.confirmed(recorded, std::move(join->grant), join->done);
+  }
+  home_confirmations_.wait_for_replicas(*join->writer, recorded, replicas, std::move(join->grant),
+                                        std::move(join->done));
 }
 
 bool ClusterNode::home_grant_covers(std::int64_t ttl) const {
@@ -277,41 +284,6 @@ void ClusterNode::confirm_on_replicas(ServerNode& master, Recorded recorded, res
     join->take_connected(r);
     confirm_when_counted(recorded, join);
   });
-}
-
-void ClusterNode::wait_for_replicas(ServerNode& master, Recorded recorded, std::size_t replicas,
-                                    resp::Reply grant, net::Connection::Callback done) {
-  // WAIT counts what the connection it is sent on wrote, so it goes where the record went, on
-  // the same connection (a new connection or master changes the epoch, and the confirmation
-  // then does not count).
-  static const std::string kMaster = "slot 0's master";
-  auto wait = wait_call(replicas, recorded.deadline);
-  if (!wait) return done(not_confirmed(nullptr, replicas, kMaster, recorded));
-  master.run(std::move(wait), recorded.deadline,
-             [this, recorded, replicas, grant = std::move(grant),
-              done = std::move(done)](Result<resp::Reply> w) mutable {
-               if (closing_) return;
-               if (!w || !confirms(*w, replicas)) home_replicated_.refuse(recorded.epoch);
-               if (!w) {
-                 if (w.error().is(errc::io_error)) refresh();
-                 return done(std::move(w));
-               }
-               if (!confirms(*w, replicas)) {
-                 return done(not_confirmed(&*w, replicas, kMaster, recorded));
-               }
-               confirmed(recorded, std::move(grant), done);
-             });
-}
-
-void ClusterNode::confirmed(const Recorded& recorded, resp::Reply grant,
-                            net::Connection::Callback& done) {
-  if (recorded.epoch != epoch()) {
-    // Another master or connection since the grant: what was confirmed is not known.
-    return done(Error(errc::io_error, "slot 0's master changed while its record was confirmed"));
-  }
-  home_replicated_ = ReplicatedRecord{recorded.ttl, recorded.epoch,
-                                      record_lives_until(recorded.sent, recorded.ttl)};
-  done(std::move(grant));
 }
 
 void ClusterNode::run_split_by_key(const Call& call, net::Clock::time_point deadline,

@@ -125,9 +125,6 @@ class ClusterNode final : public Node {
   // error reply "REPLICAS ...".
   void confirm_on_replicas(ServerNode& master, Recorded recorded, resp::Reply grant,
                            net::Connection::Callback done);
-  void wait_for_replicas(ServerNode& master, Recorded recorded, std::size_t replicas,
-                         resp::Reply grant, net::Connection::Callback done);
-  void confirmed(const Recorded& recorded, resp::Reply grant, net::Connection::Callback& done);
   // INFO for the cluster as a whole: asked of every master, answered as one server would, with
   // a run_id that changes whenever any master does (see the header comment).
   void identify(Request request);
@@ -192,8 +189,9 @@ class ClusterNode final : public Node {
   std::uint64_t home_grant_epoch_ = 0;
   net::Clock::time_point home_grant_until_{};
   // The last such entry confirmed on every replica of slot 0's master (or raised on a master
-  // without any): record_grant_after need not confirm a ttl it covers again.
-  ReplicatedRecord home_replicated_;
+  // without any): record_grant_after need not confirm a ttl it covers again; and the WAIT
+  // that confirms one.
+  RecordConfirmations home_confirmations_;
 
   std::map<std::string, ServerNode*> channels_;  // subscribed channel -> where (null: moving)
 };

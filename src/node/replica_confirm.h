@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -181,5 +182,41 @@ inline resp::Reply connected_not_listed(const std::string& master, const std::st
 inline bool confirms(const resp::Reply& wait, std::size_t replicas) {
   return wait.is_integer() && wait.integer >= static_cast<long long>(replicas);
 }
+
+// The last step of a confirmation, WAIT on the master that wrote the record, and the cache of
+// what was confirmed there: one per node (a sentinel node's master, a cluster node's slot 0
+// master), the same for both but for the words naming the master and what the node does when
+// that master's connection fails. Io thread only.
+class RecordConfirmations {
+ public:
+  struct Hooks {
+    std::function<bool()> closing;                  // the node is closing: replies are dropped
+    std::function<std::uint64_t()> epoch;           // the node's connection epoch now
+    std::function<void(const Error&)> wait_failed;  // WAIT got no reply (a refresh, say)
+  };
+
+  // `master`: the words naming the master in errors ("the master", "slot 0's master").
+  RecordConfirmations(std::string master, Hooks hooks)
+      : master_(std::move(master)), hooks_(std::move(hooks)) {}
+
+  const ReplicatedRecord& record() const { return record_; }
+  const std::string& master() const { return master_; }
+
+  // WAIT for `replicas` on `master`, the server that wrote the record, on its connection (WAIT
+  // counts what that connection wrote; a new connection or master changes the epoch, and the
+  // confirmation then does not count), within the record's deadline: `grant` is handed on once
+  // every one confirmed, else an error reply "REPLICAS ..." (and the next second's grants that
+  // would need a confirmation are refused at once: ReplicatedRecord::refuse).
+  void wait_for_replicas(ServerNode& master, const Recorded& recorded, std::size_t replicas,
+                         resp::Reply grant, net::Connection::Callback done);
+  // Every replica confirmed (or there were none to wait for): the record is cached if the
+  // node's epoch is still the record's, and `grant` handed on; else an io error.
+  void confirmed(const Recorded& recorded, resp::Reply grant, net::Connection::Callback& done);
+
+ private:
+  std::string master_;
+  Hooks hooks_;
+  ReplicatedRecord record_;
+};
 
 }  // namespace dlock::node

@@ -62,7 +62,10 @@ SentinelNode::SentinelNode(asio::io_context& io, net::NodeAddress address,
       display_(address_.display()),
       resolver_(io, kResolveInterval,
                 [this] { ask_sentinel(0, Error(errc::io_error, "no sentinel to ask")); }),
-      waiting_(io, "the master '" + address_.master_name + "' of " + display_) {
+      waiting_(io, "the master '" + address_.master_name + "' of " + display_),
+      confirmations_("the master", {[this] { return closing_; }, [this] { return epoch(); },
+                                    // A master gone is seen by the send that follows.
+                                    [](const Error&) {}}) {
   for (const auto& [host, port] : address_.sentinels) {
     net::NodeAddress sentinel;
     sentinel.host = host;
@@ -143,10 +146,13 @@ net::Connection::Callback SentinelNode::record_grant_after(const Call& call, Ser
     // The lock's key and every record of its ttl are on the master alone: a lossy failover
     // loses them together unless the record is on the replicas (docs/safety.md).
     if (!r || !granted(*r)) return done(std::move(r));
-    if (renewal ? replicated_.covers_in_any_epoch(ttl) : replicated_.covers(ttl, sent_epoch)) {
+    if (renewal ? confirmations_.record().covers_in_any_epoch(ttl)
+                : confirmations_.record().covers(ttl, sent_epoch)) {
       return done(std::move(r));
     }
-    if (replicated_.refusing(sent_epoch)) return done(recently_not_confirmed("the master"));
+    if (confirmations_.record().refusing(sent_epoch)) {
+      return done(recently_not_confirmed(confirmations_.master()));
+    }
     const Recorded recorded{ttl, sent_epoch, net::Clock::now(), deadline};
     auto join = std::make_shared<Confirmation>();
     join->grant = std::move(*r);
@@ -204,39 +210,11 @@ void SentinelNode::confirm_when_counted(const Recorded& recorded,
     return join->done(connected_not_listed("the master", join->connected_error));
   }
   const std::size_t replicas = join->to_wait_for();
-  if (replicas == 0) return confirmed(recorded, std::move(join->grant), join->done);
-  wait_for_replicas(*join->writer, recorded, replicas, std::move(join->grant),
-                    std::move(join->done));
-}
-
-void SentinelNode::wait_for_replicas(ServerNode& master, Recorded recorded, std::size_t replicas,
-                                     resp::Reply grant, net::Connection::Callback done) {
-  // On the master's connection, after the record: WAIT counts what that connection wrote (a new
-  // connection or master changes the epoch, and the confirmation then does not count).
-  static const std::string kMaster = "the master";
-  auto wait = wait_call(replicas, recorded.deadline);
-  if (!wait) return done(not_confirmed(nullptr, replicas, kMaster, recorded));
-  master.run(std::move(wait), recorded.deadline,
-             [this, recorded, replicas, grant = std::move(grant),
-              done = std::move(done)](Result<resp::Reply> w) mutable {
-               if (closing_) return;
-               if (!w || !confirms(*w, replicas)) replicated_.refuse(recorded.epoch);
-               if (!w) return done(std::move(w));
-               if (!confirms(*w, replicas)) {
-                 return done(not_confirmed(&*w, replicas, kMaster, recorded));
-               }
-               confirmed(recorded, std::move(grant), done);
-             });
-}
-
-void SentinelNode::confirmed(const Recorded& recorded, resp::Reply grant,
-                             net::Connection::Callback& done) {
-  if (recorded.epoch != epoch()) {
-    return done(Error(errc::io_error, "the master changed while its record was confirmed"));
+  if (replicas == 0) {
+    return confirmations_.confirmed(recorded, std::move(join->grant), join->done);
   }
-  replicated_ = ReplicatedRecord{recorded.ttl, recorded.epoch,
-                                 record_lives_until(recorded.sent, recorded.ttl)};
-  done(std::move(grant));
+  confirmations_.wait_for_replicas(*join->writer, recorded, replicas, std::move(join->grant),
+                                   std::move(join->done));
 }
 
 void SentinelNode::identify(net::Clock::time_point deadline, net::Connection::Callback done) {

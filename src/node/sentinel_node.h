@@ -86,9 +86,6 @@ class SentinelNode final : public Node {
   void count_replicas(std::size_t k, const Recorded& recorded,
                       const std::shared_ptr<Confirmation>& join);
   void confirm_when_counted(const Recorded& recorded, const std::shared_ptr<Confirmation>& join);
-  void wait_for_replicas(ServerNode& master, Recorded recorded, std::size_t replicas,
-                         resp::Reply grant, net::Connection::Callback done);
-  void confirmed(const Recorded& recorded, resp::Reply grant, net::Connection::Callback& done);
   // INFO: the master's identity (run_id and replication id), as node/server_identity.h says.
   void identify(net::Clock::time_point deadline, net::Connection::Callback done);
   // Runs `go` once a master is known (or fails it by the deadline).
@@ -127,8 +124,9 @@ class SentinelNode final : public Node {
   PendingRequests waiting_;  // for a master
 
   std::set<std::string> channels_;  // subscribed, on master_
-  // The last bare record of a ttl confirmed on the master's replicas (record_grant_after).
-  ReplicatedRecord replicated_;
+  // The last bare record of a ttl confirmed on the master's replicas (record_grant_after), and
+  // the WAIT that confirms one.
+  RecordConfirmations confirmations_;
 };
 
 }  // namespace dlock::node

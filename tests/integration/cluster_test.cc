@@ -285,6 +285,14 @@ class ClusterFailoverTest : public ::testing::Test {
     cluster_ = std::make_unique<test::ShardedCluster>(3, 1);
   }
 
+  // Replica `replica` paused and its link to `master` cut (the master drops it at once): it
+  // misses every write from now on, and may still be promoted with what it had.
+  bool cut_off(std::size_t replica, std::size_t master) {
+    cluster_->server(replica).pause();
+    auto cut = cluster_->command(master, {"CLIENT", "KILL", "TYPE", "replica"});
+    return cut && cut->integer == 1;
+  }
+
   // Kills `master` (which serves `name`), lets `replica` run if it was paused, and waits until
   // the replica serves the slot; meanwhile `contender` never gets the lock while `lease` is
   // valid.
@@ -351,9 +359,7 @@ TEST_F(ClusterFailoverTest, ALockTheReplicaLostIsNeverHeldTwice) {
   ASSERT_NE(replica, test::ShardedCluster::npos);
   // The write that replication loses: the replica is stopped and cut off before it, and its
   // master dies before the replica can ask for it again.
-  cluster_->server(replica).pause();
-  auto cut = cluster_->command(master, {"CLIENT", "KILL", "TYPE", "replica"});
-  ASSERT_TRUE(cut && cut->integer == 1);
+  ASSERT_TRUE(cut_off(replica, master));
   auto lease = a.try_lock(name, renewed(15s));
   ASSERT_TRUE(lease) << lease.error().message();
   fail_over(name, master, replica, b, *lease);
@@ -397,9 +403,7 @@ TEST_F(ClusterFailoverTest, ALeaseWhoseHolderWasRefusedALargerTtlIsNeverHeldTwic
   const std::size_t master = cluster_->master_of(name);
   const std::size_t replica = cluster_->replica_of(master);
   ASSERT_NE(replica, test::ShardedCluster::npos);
-  cluster_->server(replica).pause();
-  auto cut = cluster_->command(master, {"CLIENT", "KILL", "TYPE", "replica"});
-  ASSERT_TRUE(cut && cut->integer == 1);
+  ASSERT_TRUE(cut_off(replica, master));
   auto lease = a.try_lock(name, fixed(20s));
   ASSERT_TRUE(lease) << lease.error().message();
   auto larger = a.try_lock(foreign, fixed(40s));
@@ -441,9 +445,7 @@ TEST_F(ClusterFailoverTest, ALossyFailoverOfTheHomeMasterLosingANewTtl) {
   for (std::size_t m : cluster_->masters()) ASSERT_TRUE(cluster_->replicated(m));
   const std::size_t replica = cluster_->replica_of(home);
   ASSERT_NE(replica, test::ShardedCluster::npos);
-  cluster_->server(replica).pause();
-  auto cut = cluster_->command(home, {"CLIENT", "KILL", "TYPE", "replica"});
-  ASSERT_TRUE(cut && cut->integer == 1);
+  ASSERT_TRUE(cut_off(replica, home));
   auto lease = a.try_lock(name, fixed(20s));
   if (!lease) {
     const std::string why = lease.error().message();
@@ -495,9 +497,7 @@ TEST_F(ClusterFailoverTest, AReentrantLargerTtlOnTheHomeMasterWithItsReplicaCutO
   for (std::size_t m : cluster_->masters()) ASSERT_TRUE(cluster_->replicated(m));
   const std::size_t replica = cluster_->replica_of(home);
   ASSERT_NE(replica, test::ShardedCluster::npos);
-  cluster_->server(replica).pause();
-  auto cut = cluster_->command(home, {"CLIENT", "KILL", "TYPE", "replica"});
-  ASSERT_TRUE(cut && cut->integer == 1);
+  ASSERT_TRUE(cut_off(replica, home));
   auto lease = a.try_lock(name, fixed(30s, "owner-a"));
   ASSERT_FALSE(lease) << "reentrant 30 s with the replica cut off; validity "
                       << lease->validity().count() << " ms";
@@ -548,9 +548,7 @@ TEST_F(ClusterFailoverTest, ATtlItsReplicaConfirmedIsNotWaitedForAgainAndStillPr
 
   const std::size_t replica = cluster_->replica_of(home);
   ASSERT_NE(replica, test::ShardedCluster::npos);
-  cluster_->server(replica).pause();
-  auto cut = cluster_->command(home, {"CLIENT", "KILL", "TYPE", "replica"});
-  ASSERT_TRUE(cut && cut->integer == 1);
+  ASSERT_TRUE(cut_off(replica, home));
   const long long waits = calls_of(*cluster_, home, "wait");
   auto lease = a.try_lock(names[1], fixed(20s));
   ASSERT_TRUE(lease) << "a ttl the replica has was waited for again: " << lease.error().message();

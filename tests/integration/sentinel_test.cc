@@ -61,6 +61,14 @@ class SentinelNodeTest : public ::testing::Test {
     return set_->master();
   }
 
+  // Replica `i` paused and its link to the master cut (the master drops it at once): it misses
+  // every write from now on, and may still be promoted with what it had.
+  bool cut_off(std::size_t i) {
+    set_->server(i).pause();
+    auto cut = set_->command(set_->master(), {"CLIENT", "KILL", "TYPE", "replica"});
+    return cut && cut->integer == 1;
+  }
+
   // Calls of `command` (INFO commandstats) that server `i` ran so far.
   long long calls_of(std::size_t i, const std::string& command) const {
     auto stats = set_->command(i, {"INFO", "commandstats"});
@@ -149,9 +157,7 @@ TEST_F(SentinelNodeTest, ALockTheReplicaLostIsNeverHeldTwice) {
   ASSERT_TRUE(warm_up->unlock());
   ASSERT_TRUE(set_->replicated(0));
   const std::size_t replica = 1;
-  set_->server(replica).pause();
-  auto cut = set_->command(set_->master(), {"CLIENT", "KILL", "TYPE", "replica"});
-  ASSERT_TRUE(cut && cut->integer == 1);
+  ASSERT_TRUE(cut_off(replica));
   auto lease = a.try_lock("lost-on-failover", renewed(15s));
   ASSERT_TRUE(lease) << lease.error().message();
   const std::size_t promoted = fail_over("lost-on-failover", b, *lease, replica);
@@ -186,9 +192,7 @@ TEST_F(SentinelNodeTest, ALossyFailoverLosingANewTtlWithTheLock) {
   ASSERT_TRUE(warm_b) << warm_b.error().message();
   ASSERT_TRUE(set_->replicated(0));
   const std::size_t replica = 1;
-  set_->server(replica).pause();
-  auto cut = set_->command(set_->master(), {"CLIENT", "KILL", "TYPE", "replica"});
-  ASSERT_TRUE(cut && cut->integer == 1);
+  ASSERT_TRUE(cut_off(replica));
   const std::string name = "new-ttl";
   auto lease = a.try_lock(name, fixed(20s));
   if (!lease) {
@@ -226,9 +230,7 @@ TEST_F(SentinelNodeTest, ATtlTheReplicaConfirmedIsNotWaitedForAgainAndStillProte
   ASSERT_TRUE(first->unlock());
   ASSERT_TRUE(set_->replicated(0));
   const std::size_t replica = 1;
-  set_->server(replica).pause();
-  auto cut = set_->command(set_->master(), {"CLIENT", "KILL", "TYPE", "replica"});
-  ASSERT_TRUE(cut && cut->integer == 1);
+  ASSERT_TRUE(cut_off(replica));
   auto lease = a.try_lock("second", fixed(20s));
   ASSERT_TRUE(lease) << "a ttl the replica has was waited for again: " << lease.error().message();
   const std::size_t promoted = fail_over("second", b, *lease, replica);
@@ -262,9 +264,7 @@ TEST_F(SentinelNodeTest, AnExtensionToALargerTtlWaitsForTheReplicaOrIsRefused) {
   EXPECT_GT(calls_of(set_->master(), "wait"), waits) << "a larger ttl counted without WAIT";
   ASSERT_TRUE(set_->replicated(0));
   const std::size_t replica = 1;
-  set_->server(replica).pause();
-  auto cut = set_->command(set_->master(), {"CLIENT", "KILL", "TYPE", "replica"});
-  ASSERT_TRUE(cut && cut->integer == 1);
+  ASSERT_TRUE(cut_off(replica));
   auto grown = lease->extend(30s);
   ASSERT_FALSE(grown) << "extended to 30 s with its replica cut off; validity "
                       << lease->validity().count() << " ms";
@@ -289,9 +289,7 @@ TEST_F(SentinelNodeTest, AReentrantLargerTtlWithTheReplicaCutOffIsRefused) {
   ASSERT_TRUE(small) << small.error().message();
   ASSERT_TRUE(set_->replicated(0));
   const std::size_t replica = 1;
-  set_->server(replica).pause();
-  auto cut = set_->command(set_->master(), {"CLIENT", "KILL", "TYPE", "replica"});
-  ASSERT_TRUE(cut && cut->integer == 1);
+  ASSERT_TRUE(cut_off(replica));
   auto lease = a.try_lock("again", fixed(30s, "owner-a"));
   ASSERT_FALSE(lease) << "reentrant 30 s with the replica cut off; validity "
                       << lease->validity().count() << " ms";
