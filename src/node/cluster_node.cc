@@ -164,7 +164,8 @@ void ClusterNode::record_grant_after(const Call& call, std::uint16_t slot, Reque
   auto record = std::make_shared<const Call>(
       in_slot(call.record_call(*call.record_ttl, std::string()), kHomeSlot));
   acquisition.done = [this, slot, ttl = call.record_ttl->count(), granted = call.granted,
-                      record = std::move(record), deadline = acquisition.deadline,
+                      renewal = call.records_itself, record = std::move(record),
+                      deadline = acquisition.deadline,
                       done = std::move(acquisition.done)](Result<resp::Reply> r) mutable {
     if (!r || !granted(*r)) return done(std::move(r));
     // The lock's key and slot 0's record on one master: a lossy failover of it loses both, so
@@ -174,9 +175,9 @@ void ClusterNode::record_grant_after(const Call& call, std::uint16_t slot, Reque
       return done(std::move(r));
     }
     if (shared && home_confirmations_.record().refusing(epoch())) {
-      return done(recently_not_confirmed(home_confirmations_.master()));
+      return done(recently_not_confirmed(home_confirmations_.master(), renewal));
     }
-    const Recorded recorded{ttl, epoch(), net::Clock::now(), deadline};
+    const Recorded recorded{ttl, epoch(), net::Clock::now(), deadline, renewal};
     auto join = std::make_shared<Confirmation>();
     join->grant = std::move(*r);
     join->done = std::move(done);

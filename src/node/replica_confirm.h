@@ -60,8 +60,10 @@ struct ReplicatedRecord {
   // or connection does not make it less true. Right after a graceful failover the old master
   // takes seconds to become a synced replica (Sentinel reconfigures it some seconds later, then
   // a full sync): no WAIT can succeed meanwhile, and an epoch-bound cache refused every renewal
-  // there (SentinelNodeTest.AGracefulFailoverMovesTheNodeOffTheOldMaster lost its lock). Not
-  // for grants: a grant's confirmation stays bound to its epoch (docs/safety.md).
+  // there (SentinelNodeTest.AGracefulFailoverMovesTheNodeOffTheOldMaster lost its lock). A
+  // lease whose record ends within that gap is still refused, and lost (safe over available:
+  // the old master lacks the renewals made since the switch). Not for grants: a grant's
+  // confirmation stays bound to its epoch (docs/safety.md).
   bool covers_in_any_epoch(std::int64_t lease_ttl) const {
     return lease_ttl <= ttl && net::Clock::now() + std::chrono::milliseconds(lease_ttl) <= until;
   }
@@ -81,6 +83,7 @@ struct Recorded {
   std::uint64_t epoch = 0;
   net::Clock::time_point sent;
   net::Clock::time_point deadline;
+  bool renewal = false;  // a renewal round's record (Call::records_itself), not a grant's
 };
 
 class ServerNode;
@@ -152,18 +155,20 @@ inline resp::Reply not_confirmed(const resp::Reply* wait, std::size_t replicas,
                           : wait->is_integer() ? std::to_string(wait->integer)
                                                : "WAIT: " + wait->str;
   return refusal("REPLICAS " + got + " of the " + std::to_string(replicas) + " replicas of " +
-                 master + " confirmed the record of a new ttl (" + std::to_string(recorded.ttl) +
-                 " ms) in time: a lossy failover could lose it with the lock, so this grant does "
-                 "not count (docs/safety.md)");
+                 master + " confirmed the record of a " + (recorded.renewal ? "renewed" : "new") +
+                 " ttl (" + std::to_string(recorded.ttl) +
+                 " ms) in time: a lossy failover could lose it with the lock, so this " +
+                 (recorded.renewal ? "renewal" : "grant") + " does not count (docs/safety.md)");
 }
 
-// The node's answer to a grant that needs a confirmation within a second of one that failed.
-inline resp::Reply recently_not_confirmed(const std::string& master) {
-  return refusal("REPLICAS the replicas of " + master +
-                 " did not confirm the record of a new ttl a moment ago (asked again after " +
+// The node's answer to a grant (or a renewal) that needs a confirmation within a second of one
+// that failed.
+inline resp::Reply recently_not_confirmed(const std::string& master, bool renewal) {
+  return refusal("REPLICAS the replicas of " + master + " did not confirm the record of a " +
+                 (renewal ? "renewed" : "new") + " ttl a moment ago (asked again after " +
                  std::to_string(ReplicatedRecord::kRefusedFor.count()) +
-                 " s): a lossy failover could lose it with the lock, so this grant does not count "
-                 "(docs/safety.md)");
+                 " s): a lossy failover could lose it with the lock, so this " +
+                 (renewal ? "renewal" : "grant") + " does not count (docs/safety.md)");
 }
 
 // INFO replication: the replicas connected to the master that answers (Confirmation).

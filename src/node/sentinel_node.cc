@@ -151,9 +151,9 @@ net::Connection::Callback SentinelNode::record_grant_after(const Call& call, Ser
       return done(std::move(r));
     }
     if (confirmations_.record().refusing(sent_epoch)) {
-      return done(recently_not_confirmed(confirmations_.master()));
+      return done(recently_not_confirmed(confirmations_.master(), renewal));
     }
-    const Recorded recorded{ttl, sent_epoch, net::Clock::now(), deadline};
+    const Recorded recorded{ttl, sent_epoch, net::Clock::now(), deadline, renewal};
     auto join = std::make_shared<Confirmation>();
     join->grant = std::move(*r);
     join->done = std::move(done);

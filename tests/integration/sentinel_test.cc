@@ -265,12 +265,16 @@ TEST_F(SentinelNodeTest, AnExtensionToALargerTtlWaitsForTheReplicaOrIsRefused) {
   ASSERT_TRUE(set_->replicated(0));
   const std::size_t replica = 1;
   ASSERT_TRUE(cut_off(replica));
+  const auto had = lease->validity();
+  const auto asked = std::chrono::steady_clock::now();
   auto grown = lease->extend(30s);
   ASSERT_FALSE(grown) << "extended to 30 s with its replica cut off; validity "
                       << lease->validity().count() << " ms";
   EXPECT_NE(grown.error().message().find("REPLICAS"), std::string::npos) << grown.error().message();
+  // The lease keeps the validity it had: neither extended nor cut short.
   EXPECT_TRUE(lease->is_held()) << "a refused extension lost the lease it had";
-  EXPECT_LE(lease->validity(), 8s);
+  EXPECT_LE(lease->validity(), had);
+  EXPECT_GE(lease->validity() + (std::chrono::steady_clock::now() - asked) + 50ms, had);
   const std::size_t promoted = fail_over("grown", b, *lease, replica);
   ASSERT_EQ(promoted, replica);
   expect_no_second_holder("grown", b, *lease);
@@ -298,6 +302,34 @@ TEST_F(SentinelNodeTest, AReentrantLargerTtlWithTheReplicaCutOffIsRefused) {
   const std::size_t promoted = fail_over("again", b, *small, replica);
   ASSERT_EQ(promoted, replica);
   expect_no_second_holder("again", b, *small);
+}
+
+// Known limit (docs/safety.md, "What it does not cover"), found in review: a replica frozen
+// (SIGSTOP, a paused VM) and cut off is flagged s_down after down-after-milliseconds (1 s
+// here); from then on it is neither promotable nor connected, so the confirmation of an
+// extension to 30 s waits for no replica and counts on the master alone. When the master dies
+// 12 s later and the replica thaws, its own link-down time starts only when it notices the
+// dead link, so Sentinel's limit of ten times down-after-milliseconds does not hold it back:
+// it is promoted knowing only the 8 s ttl, and a second owner gets the lock with about 10 s of
+// the extension left (on main before the renewal confirmation too). Kept to pass once closed.
+TEST_F(SentinelNodeTest, DISABLED_AnExtensionPastAFrozenReplicaFlaggedDownSurvivesItsPromotion) {
+  Client a = client_of(set_->url());
+  Client b = client_of(set_->url());
+  auto warm_b = b.try_lock("warm-up-b", fixed(1s));
+  ASSERT_TRUE(warm_b) << warm_b.error().message();
+  auto lease = a.try_lock("frozen", fixed(8s));
+  ASSERT_TRUE(lease) << lease.error().message();
+  ASSERT_TRUE(set_->replicated(0));
+  const std::size_t replica = 1;
+  ASSERT_TRUE(cut_off(replica));
+  std::this_thread::sleep_for(2500ms);  // s_down after down-after (1 s)
+  auto grown = lease->extend(30s);
+  ASSERT_TRUE(grown) << "refused: " << grown.error().message();
+  std::this_thread::sleep_for(12s);
+  ASSERT_GT(lease->validity(), 10s);
+  const std::size_t promoted = fail_over("frozen", b, *lease, replica);
+  ASSERT_EQ(promoted, replica);
+  expect_no_second_holder("frozen", b, *lease);
 }
 
 // WAIT n counts acknowledgements from any n replicas. A replica Sentinel flagged s_down (so not
