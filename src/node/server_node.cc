@@ -160,9 +160,16 @@ void ServerNode::ask_read_only(net::Clock::time_point deadline,
                    });
 }
 
+namespace {
+std::int64_t nanos(net::Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+}  // namespace
+
 void ServerNode::learn_read_only(const Result<resp::Reply>& reply,
                                  const std::atomic<bool>* loaded) {
-  const auto now = net::Clock::now().time_since_epoch();
+  const auto now = net::Clock::now();
   if (!reply) {
     // Not answered (the connection failed, or a borrower stopped waiting): nothing learned;
     // asked again with the next script.
@@ -175,33 +182,29 @@ void ServerNode::learn_read_only(const Result<resp::Reply>& reply,
     loaded_epoch_.store(epoch, std::memory_order_release);
   }
   // ["replica-read-only", "yes"]; anything else (no, an error: CONFIG renamed, disabled or
-  // denied) keeps the check. An error is not asked again on this connection.
+  // denied) keeps the check, and is not asked again on this connection.
   const bool yes = reply->is_array() && reply->elements.size() == 2 &&
                    reply->elements[1].str == "yes" &&
                    loaded_epoch_.load(std::memory_order_acquire) == epoch;
+  trusted_until_.store(yes ? nanos(now + kReadOnlyTrust) : 0, std::memory_order_release);
+  recheck_at_.store(yes ? nanos(now + kReadOnlyTrust / 2) : kNever, std::memory_order_relaxed);
   read_only_epoch_.store(yes ? epoch : 0, std::memory_order_release);
-  recheck_at_.store(
-      yes ? std::chrono::duration_cast<std::chrono::nanoseconds>(now + kReadOnlyRecheck).count()
-          : std::numeric_limits<std::int64_t>::max(),
-      std::memory_order_relaxed);
 }
 
-bool ServerNode::unguarded(const scripts::Script& script, std::uint64_t epoch) const {
-  return script.has_unguarded() && epoch != 0 &&
-         read_only_epoch_.load(std::memory_order_acquire) == epoch;
-}
-
-void ServerNode::recheck_read_only(net::Clock::time_point deadline) {
-  const std::int64_t now =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(net::Clock::now().time_since_epoch())
-          .count();
-  std::int64_t due = recheck_at_.load(std::memory_order_relaxed);
-  // One sender per recheck: the one that moves the time on.
-  if (now < due || !recheck_at_.compare_exchange_strong(
-                       due, std::numeric_limits<std::int64_t>::max(), std::memory_order_relaxed)) {
-    return;
+bool ServerNode::unguarded(const scripts::Script& script, std::uint64_t epoch,
+                           net::Clock::time_point deadline) {
+  if (!script.has_unguarded() || epoch == 0 ||
+      read_only_epoch_.load(std::memory_order_acquire) != epoch) {
+    return false;
   }
-  ask_read_only(deadline, nullptr);
+  const std::int64_t now = nanos(net::Clock::now());
+  std::int64_t due = recheck_at_.load(std::memory_order_relaxed);
+  // One sender per question: the one that moves the time on. Sent before the script, whose
+  // text is chosen by the answer before it.
+  if (now >= due && recheck_at_.compare_exchange_strong(due, kNever, std::memory_order_relaxed)) {
+    ask_read_only(deadline, nullptr);
+  }
+  return now < trusted_until_.load(std::memory_order_acquire);
 }
 
 void ServerNode::run(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
@@ -229,8 +232,7 @@ void ServerNode::send(std::shared_ptr<const Call> shared, net::Clock::time_point
   // The unguarded text only on the connection whose server is known to refuse it as a
   // replica, and bound to it (see run()).
   const std::uint64_t epoch = connection_.ready_epoch();
-  const bool bare = unguarded(*call.script, epoch);
-  if (bare) recheck_read_only(deadline);
+  const bool bare = unguarded(*call.script, epoch, deadline);
   // NOSCRIPT (and an ACL that denies EVALSHA) is answered by reissue(), which the connection
   // asks before `done`; so is a NOPERM completed with what dlock's ACL user needs.
   const bool eval_only = eval_only_.load(std::memory_order_relaxed);
@@ -257,7 +259,7 @@ bool ServerNode::reissue(resp::Reply& reply, const std::shared_ptr<const void>& 
   const Call& again = *static_cast<const Call*>(subject.get());
   // Chosen again as send() chooses (on the connection the refusal came on).
   const std::uint64_t epoch = connection_.ready_epoch();
-  const bool bare = unguarded(*again.script, epoch);
+  const bool bare = unguarded(*again.script, epoch, deadline);
   // ASKING holds for the one command after it: both are queued back to back on this thread.
   std::string kept;
   const std::string_view command = asked_first(
