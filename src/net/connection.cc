@@ -74,17 +74,23 @@ Error Connection::error(errc code, const std::string& reason) const {
   return Error(code, reason);
 }
 
+std::string Connection::not_on_epoch() const {
+  return (last_error_.empty() ? std::string("the connection was remade") : last_error_) +
+         " (the request was bound to the connection before)";
+}
+
 void Connection::post_error(Callback done, errc code, std::string reason) {
   asio::post(io_, [done = std::move(done), e = error(code, reason)]() { done(e); });
 }
 
 void Connection::send(std::string_view command, Clock::time_point deadline, Callback done,
-                      Reissue reissue) {
+                      Reissue reissue, std::uint64_t epoch) {
   auto now = Clock::now();
   {
     std::lock_guard lock(lend_mu_);
     if (lent_ && lent_to_ == std::this_thread::get_id()) {
-      // The borrower's own request: its next borrowed_flush() writes it.
+      // The borrower's own request: its next borrowed_flush() writes it, on the epoch the loan
+      // was made on (a loan never outlives its connection), so a bound `epoch` is that one.
       Pending p{
           {}, deadline, now, std::move(done), sunsubscribed_channel(command), std::move(reissue)};
       enqueue(command, std::move(p));
@@ -96,7 +102,7 @@ void Connection::send(std::string_view command, Clock::time_point deadline, Call
       deferred_ = true;
       std::string sunsubscribe = sunsubscribed_channel(command);
       waiting_.push_back(Pending{std::string(command), deadline, now, std::move(done),
-                                 std::move(sunsubscribe), std::move(reissue)});
+                                 std::move(sunsubscribe), std::move(reissue), epoch});
       arm_timer(deadline);
       return;
     }
@@ -112,6 +118,11 @@ void Connection::send(std::string_view command, Clock::time_point deadline, Call
     command = kept;
     fail(errc::io_error, "connection closed by the server");
     now = Clock::now();
+  }
+  if (epoch != 0 && (state_ != State::ready || epoch_.load(std::memory_order_relaxed) != epoch)) {
+    // Bound to a connection that is gone: not written on the next one.
+    post_error(std::move(done), errc::io_error, not_on_epoch());
+    return;
   }
   if (state_ == State::idle) {
     if (now < retry_at_) {
@@ -248,9 +259,12 @@ void Connection::become_ready() {
 
 // Writes the requests that waited for the connection (or for a loan to end).
 void Connection::drain_waiting() {
+  const std::uint64_t now_on = epoch_.load(std::memory_order_relaxed);
   while (!waiting_.empty()) {
     Pending& front = waiting_.front();
-    if (front.done) {
+    if (front.done && front.epoch != 0 && front.epoch != now_on) {
+      post_error(take(front), errc::io_error, not_on_epoch());
+    } else if (front.done) {
       // As enqueue(), and the entry leaves waiting_ only once it is in in_flight_: a bad_alloc
       // leaves it waiting, its callback kept (a deque's push_back that throws changes nothing).
       out_.reserve(out_.size() + front.command.size());

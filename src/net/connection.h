@@ -99,9 +99,11 @@ class Connection {
   // borrower's `abandoned`). `done` never runs inside send() itself. On the io thread, or on
   // the thread that holds the loan (then it is written by the next borrowed_flush()). The
   // command is copied (into the bytes to write, or the queue): a caller may reuse its buffer.
-  // `reissue`: see Reissuer.
+  // `reissue`: see Reissuer. `epoch` (0: any): the request is written on that connection
+  // epoch or not at all, failing with io_error if the connection it was bound to is gone (a
+  // caller that chose what to send by what that connection's server said: see ready_epoch()).
   void send(std::string_view command, Clock::time_point deadline, Callback done,
-            Reissue reissue = {});
+            Reissue reissue = {}, std::uint64_t epoch = 0);
 
   // For a subscriber connection: `on_message` gets every pub/sub message pushed by the server
   // (["message" or "smessage", channel, payload], or ["sunsubscribe", channel, count] when a
@@ -156,6 +158,13 @@ class Connection {
   // How many times a connection was established (handshake done). A change tells that the
   // server may be a new process: see lock/membership.h. Readable from any thread.
   std::uint64_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
+  // The epoch a request sent now may be bound to (send's `epoch`), or 0 when the connection is
+  // known to be gone and the next request will meet a new one. Any thread. A connection that
+  // fails between this and send() fails a request bound to it.
+  std::uint64_t ready_epoch() const noexcept {
+    if (dropped_while_ready_.load(std::memory_order_acquire)) return 0;
+    return epoch_.load(std::memory_order_acquire);
+  }
 
  private:
   enum class State { idle, connecting, ready };
@@ -172,6 +181,7 @@ class Connection {
     // when it drops a shard channel by itself, and is told from one by the channel it names.
     std::string sunsubscribe = {};
     Reissue reissue = {};
+    std::uint64_t epoch = 0;  // written only on this connection epoch (0: any)
   };
   // Takes the callback of `p` (nobody waits for its reply any more), and drops its reissue.
   static Callback take(Pending& p) {
@@ -216,6 +226,8 @@ class Connection {
   void on_timer();
   void expire_waiting(Clock::time_point now);  // during a loan: the requests queued behind it
   void post_error(Callback done, errc code, std::string reason);
+  // Why a request bound to an epoch (send's `epoch`) was not written.
+  std::string not_on_epoch() const;
   Error error(errc code, const std::string& reason) const;
 
   asio::io_context& io_;

@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cstring>
+#include <limits>
 
 #include "resp/encode.h"
 
@@ -97,18 +98,7 @@ ServerNode::ServerNode(asio::io_context& io, net::NodeAddress address,
       connection_(io, address, options),
       subscriber_(io, address, options),
       resubscribe_timeout_(options.connect_timeout) {
-  // Load every script on each new connection, before the fast path can take it: a request the
-  // fast path stops waiting for (it returned at a quorum) could otherwise meet NOSCRIPT with
-  // nobody left to send the source. Only SCRIPT FLUSH on a live server can still cause that,
-  // and then only on a minority of nodes, which the quorum does without.
-  connection_.set_on_ready([this] {
-    const auto deadline = net::Clock::now() + resubscribe_timeout_;
-    for (const auto* script : scripts::all()) {
-      connection_.send(resp::encode_command({"SCRIPT", "LOAD", script->source}), deadline,
-                       [](Result<resp::Reply>) {});
-    }
-    if (sharding_.on_reconnect) sharding_.on_reconnect();
-  });
+  connection_.set_on_ready([this] { greet_connection(); });
   subscriber_.set_push_handlers(
       [this, on_message](const resp::Reply& push) {
         if (push.elements[0].str == "sunsubscribe") {
@@ -140,6 +130,83 @@ ServerNode::ServerNode(asio::io_context& io, net::NodeAddress address,
       });
 }
 
+void ServerNode::greet_connection() {
+  // Load every script on each new connection, before the fast path can take it: a request the
+  // fast path stops waiting for (it returned at a quorum) could otherwise meet NOSCRIPT with
+  // nobody left to send the source. Only SCRIPT FLUSH on a live server can still cause that,
+  // and then only on a minority of nodes, which the quorum does without.
+  const auto deadline = net::Clock::now() + resubscribe_timeout_;
+  read_only_epoch_.store(0, std::memory_order_release);  // nothing known of this server yet
+  // Replies come in order: every load has answered when CONFIG GET does.
+  auto loaded = std::make_shared<std::atomic<bool>>(true);
+  for (const auto* script : scripts::all()) {
+    connection_.send(resp::encode_command({"SCRIPT", "LOAD", script->source}), deadline,
+                     [](Result<resp::Reply>) {});
+    if (!script->has_unguarded()) continue;
+    connection_.send(resp::encode_command({"SCRIPT", "LOAD", script->unguarded_source}), deadline,
+                     [loaded](Result<resp::Reply> r) {
+                       if (!r || r->is_error()) loaded->store(false, std::memory_order_relaxed);
+                     });
+  }
+  ask_read_only(deadline, std::move(loaded));
+  if (sharding_.on_reconnect) sharding_.on_reconnect();
+}
+
+void ServerNode::ask_read_only(net::Clock::time_point deadline,
+                               std::shared_ptr<const std::atomic<bool>> loaded) {
+  connection_.send(resp::encode_command({"CONFIG", "GET", "replica-read-only"}), deadline,
+                   [this, loaded = std::move(loaded)](Result<resp::Reply> r) {
+                     learn_read_only(r, loaded.get());
+                   });
+}
+
+namespace {
+std::int64_t nanos(net::Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+}  // namespace
+
+void ServerNode::learn_read_only(const Result<resp::Reply>& reply,
+                                 const std::atomic<bool>* loaded) {
+  const auto now = net::Clock::now();
+  if (!reply) {
+    // Not answered (the connection failed, or a borrower stopped waiting): nothing learned;
+    // asked again with the next script.
+    recheck_at_.store(0, std::memory_order_relaxed);
+    return;
+  }
+  // A reply is read on the connection it was sent on: this one.
+  const std::uint64_t epoch = connection_.epoch();
+  if (loaded != nullptr && loaded->load(std::memory_order_relaxed)) {
+    loaded_epoch_.store(epoch, std::memory_order_release);
+  }
+  // ["replica-read-only", "yes"]; anything else (no, an error: CONFIG renamed, disabled or
+  // denied) keeps the check, and is not asked again on this connection.
+  const bool yes = reply->is_array() && reply->elements.size() == 2 &&
+                   reply->elements[1].str == "yes" &&
+                   loaded_epoch_.load(std::memory_order_acquire) == epoch;
+  trusted_until_.store(yes ? nanos(now + kReadOnlyTrust) : 0, std::memory_order_release);
+  recheck_at_.store(yes ? nanos(now + kReadOnlyTrust / 2) : kNever, std::memory_order_relaxed);
+  read_only_epoch_.store(yes ? epoch : 0, std::memory_order_release);
+}
+
+bool ServerNode::unguarded(const scripts::Script& script, std::uint64_t epoch,
+                           net::Clock::time_point deadline) {
+  if (!script.has_unguarded() || epoch == 0 ||
+      read_only_epoch_.load(std::memory_order_acquire) != epoch) {
+    return false;
+  }
+  const std::int64_t now = nanos(net::Clock::now());
+  std::int64_t due = recheck_at_.load(std::memory_order_relaxed);
+  // One sender per question: the one that moves the time on. Sent before the script, whose
+  // text is chosen by the answer before it.
+  if (now >= due && recheck_at_.compare_exchange_strong(due, kNever, std::memory_order_relaxed)) {
+    ask_read_only(deadline, nullptr);
+  }
+  return now < trusted_until_.load(std::memory_order_acquire);
+}
+
 void ServerNode::run(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
                      net::Connection::Callback done) {
   send(std::move(call), deadline, std::move(done), false);
@@ -162,17 +229,21 @@ void ServerNode::send(std::shared_ptr<const Call> shared, net::Clock::time_point
     return connection_.send(command, deadline, std::move(done));
   }
   if (call.min_replicas > 0) done = guarded(call, deadline, std::move(done));
+  // The unguarded text only on the connection whose server is known to refuse it as a
+  // replica, and bound to it (see run()).
+  const std::uint64_t epoch = connection_.ready_epoch();
+  const bool bare = unguarded(*call.script, epoch, deadline);
   // NOSCRIPT (and an ACL that denies EVALSHA) is answered by reissue(), which the connection
   // asks before `done`; so is a NOPERM completed with what dlock's ACL user needs.
   const bool eval_only = eval_only_.load(std::memory_order_relaxed);
   std::string kept;
   const std::string_view command =
       asked_first(asking, deadline,
-                  eval_only ? encode_eval("EVAL", call.script->source, call, publish_verb())
-                            : encode_eval("EVALSHA", call.script->sha1, call, publish_verb()),
+                  eval_only ? encode_eval("EVAL", call.script->text(bare), call, publish_verb())
+                            : encode_eval("EVALSHA", call.script->sha(bare), call, publish_verb()),
                   kept);
   connection_.send(command, deadline, std::move(done),
-                   net::Connection::Reissue{this, std::move(shared), asking});
+                   net::Connection::Reissue{this, std::move(shared), asking}, bare ? epoch : 0);
 }
 
 bool ServerNode::reissue(resp::Reply& reply, const std::shared_ptr<const void>& subject,
@@ -186,13 +257,16 @@ bool ServerNode::reissue(resp::Reply& reply, const std::shared_ptr<const void>& 
   // Denied or renamed, not missing: EVAL from now on (SCRIPT LOAD is denied too).
   if (evalsha_refused(reply)) eval_only_.store(true, std::memory_order_relaxed);
   const Call& again = *static_cast<const Call*>(subject.get());
+  // Chosen again as send() chooses (on the connection the refusal came on).
+  const std::uint64_t epoch = connection_.ready_epoch();
+  const bool bare = unguarded(*again.script, epoch, deadline);
   // ASKING holds for the one command after it: both are queued back to back on this thread.
   std::string kept;
   const std::string_view command = asked_first(
-      asking, deadline, encode_eval("EVAL", again.script->source, again, publish_verb()), kept);
+      asking, deadline, encode_eval("EVAL", again.script->text(bare), again, publish_verb()), kept);
   // With a reissuer again, for the hint on a NOPERM (an EVAL's never matches eval_may_run).
   connection_.send(command, deadline, std::move(done),
-                   net::Connection::Reissue{this, subject, asking});
+                   net::Connection::Reissue{this, subject, asking}, bare ? epoch : 0);
   return true;
 }
 

@@ -32,6 +32,13 @@ struct Sharding {
 
 class ServerNode final : public Node, private net::Connection::Reissuer {
  public:
+  // How long a server's `replica-read-only yes` is trusted after it came: a script sent later
+  // gets the checked text until the server said yes again. It is asked again after half of
+  // this, with the next script, so that a busy connection never waits for the answer. An
+  // operator's CONFIG SET to `no` followed by a demotion is so noticed within this much
+  // (docs/safety.md).
+  static constexpr std::chrono::milliseconds kReadOnlyTrust{1000};
+
   // `observer` (may be null) hears of every request run() makes, as node `index`.
   ServerNode(asio::io_context& io, net::NodeAddress address, net::ConnectionOptions options,
              MessageHandler on_message, std::size_t index = 0, Observer* observer = nullptr,
@@ -43,6 +50,16 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
   // that publishes (Script::publishes) gets this node's PUBLISH verb as its last argument. A
   // NOPERM reply is completed with what dlock's ACL user needs. So is a server that renamed
   // EVALSHA away (rename-command); one without EVAL is named as such in the error.
+  //
+  // A script with an unguarded text (scripts::Script::unguarded_source: no role check, a
+  // shebang that a read-only replica refuses up front) is sent that text only on a connection
+  // whose server said `replica-read-only yes` at most kReadOnlyTrust ago (CONFIG GET, asked on
+  // every new connection after the scripts are loaded, and again with the scripts while it
+  // keeps saying yes) and loaded every unguarded text there (a server before Redis 7 cannot: no
+  // shebang), and only bound to that connection (net::Connection::send's epoch): a request that
+  // would meet a new connection gets the checked text, or fails if the connection went after it was
+  // chosen. A CONFIG refused (renamed, disabled, an ACL without it) keeps the check on that
+  // connection.
   void run(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
            net::Connection::Callback done) override;
   // run(), preceded by ASKING (a cluster's ASK redirection to this server). Io thread.
@@ -78,6 +95,17 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
   // copied into `kept`); what to send.
   std::string_view asked_first(bool asking, net::Clock::time_point deadline,
                                std::string_view encoded, std::string& kept);
+  // On a new connection: loads every script (and unguarded text), then asks replica-read-only.
+  void greet_connection();
+  // Asks CONFIG GET replica-read-only on the command connection; `loaded` (null for a
+  // recheck): whether every unguarded text loaded on it, known when the answer comes.
+  void ask_read_only(net::Clock::time_point deadline,
+                     std::shared_ptr<const std::atomic<bool>> loaded);
+  void learn_read_only(const Result<resp::Reply>& reply, const std::atomic<bool>* loaded);
+  // Whether `script` goes unguarded on connection epoch `epoch` (0: a new connection), now;
+  // sends the next CONFIG GET first when one is due (any thread that may send).
+  bool unguarded(const scripts::Script& script, std::uint64_t epoch,
+                 net::Clock::time_point deadline);
   // `done`, called only once WAIT confirmed call.min_replicas replicas (the replica guard).
   net::Connection::Callback guarded(const Call& call, net::Clock::time_point deadline,
                                     net::Connection::Callback done);
@@ -92,6 +120,14 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
   std::set<std::string> channels_;  // io thread only
   // The server's ACL denies EVALSHA: scripts go by EVAL (the io thread or a borrower sets it).
   std::atomic<bool> eval_only_{false};
+  // The connection epoch whose server loaded every unguarded text, and the one whose server
+  // said replica-read-only yes at the last answer (0: none). Any thread.
+  std::atomic<std::uint64_t> loaded_epoch_{0};
+  std::atomic<std::uint64_t> read_only_epoch_{0};
+  // While the server says yes (steady clock, ns): when to ask again, and until when the last
+  // yes is trusted.
+  std::atomic<std::int64_t> recheck_at_{0};
+  std::atomic<std::int64_t> trusted_until_{0};
   const std::chrono::milliseconds resubscribe_timeout_;
 };
 

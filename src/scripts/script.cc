@@ -8,19 +8,38 @@
 namespace dlock::scripts {
 namespace {
 
+// Which check a script opens with. `master_only`: master_only.lua goes first, so that the
+// script refuses to run on a replica (one that accepts writes would keep them to itself), and
+// the script has an unguarded text (Script::unguarded_source) that opens with Redis 7's
+// shebang instead. Its flags: none for the scripts that grant (acquire, fair_acquire), which a
+// full server (maxmemory, noeviction) then refuses with OOM before they run (the checked text
+// is refused at its first write that may take memory); `allow-oom` for those that extend,
+// raise or release, which must keep working on a full server (docs/safety.md, full memory)
+// and whose first write takes no memory anyway (fence_raise's counter SET aside).
+enum class Guard { none, master_only, master_only_allow_oom };
+
+constexpr std::string_view kShebang = "#!lua\n";
+constexpr std::string_view kShebangAllowOom = "#!lua flags=allow-oom\n";
+
 // `clocked`: the script keeps deadlines inside keys, on the keys' own clocks; key_clock.lua's
 // functions go before its text, so that every such script reads those clocks the same way.
-// `master_only`: master_only.lua goes first: the script refuses to run on a replica (one that
-// accepts writes would keep them to itself).
 Script load(std::string_view name, bool publishes = false, bool clocked = false,
-            bool master_only = false) {
+            Guard guard = Guard::none) {
   std::string_view body = embedded_source(name);
   if (body.empty()) throw std::logic_error("no embedded script " + std::string(name));
-  std::string source = master_only ? std::string(embedded_source("master_only")) : std::string();
-  if (clocked) source += embedded_source("key_clock");
-  source += body;
-  std::string sha1 = sha1_hex(source);
-  return Script{name, std::move(source), std::move(sha1), publishes};
+  std::string text = clocked ? std::string(embedded_source("key_clock")) : std::string();
+  text += body;
+  Script script{name, std::string(), std::string(), {}, {}, publishes};
+  if (guard == Guard::none) {
+    script.source = std::move(text);
+  } else {
+    script.source = std::string(embedded_source("master_only")) + text;
+    script.unguarded_source =
+        std::string(guard == Guard::master_only ? kShebang : kShebangAllowOom) + text;
+    script.unguarded_sha1 = sha1_hex(script.unguarded_source);
+  }
+  script.sha1 = sha1_hex(script.source);
+  return script;
 }
 
 }  // namespace
@@ -41,11 +60,11 @@ std::string sha1_hex(std::string_view text) {
 }
 
 const Script& acquire() {
-  static const Script s = load("acquire", false, true, true);
+  static const Script s = load("acquire", false, true, Guard::master_only);
   return s;
 }
 const Script& release() {
-  static const Script s = load("release", true, true, true);
+  static const Script s = load("release", true, true, Guard::master_only_allow_oom);
   return s;
 }
 const Script& inspect() {
@@ -54,11 +73,11 @@ const Script& inspect() {
 }
 
 const Script& renew() {
-  static const Script s = load("renew", false, true, true);
+  static const Script s = load("renew", false, true, Guard::master_only_allow_oom);
   return s;
 }
 const Script& fence_raise() {
-  static const Script s = load("fence_raise", false, false, true);
+  static const Script s = load("fence_raise", false, false, Guard::master_only_allow_oom);
   return s;
 }
 const Script& floor_raise() {
@@ -71,7 +90,7 @@ const Script& hello() {
 }
 
 const Script& fair_acquire() {
-  static const Script s = load("fair_acquire", false, true, true);
+  static const Script s = load("fair_acquire", false, true, Guard::master_only);
   return s;
 }
 const Script& fair_leave() {
@@ -100,7 +119,7 @@ const Script& max_ttl_retract() {
 }
 
 const Script& force_release() {
-  static const Script s = load("force_release", true, false, true);
+  static const Script s = load("force_release", true, false, Guard::master_only_allow_oom);
   return s;
 }
 

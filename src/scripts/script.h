@@ -16,10 +16,27 @@ struct Script {
   // scripts that keep deadlines inside keys (script.cc).
   std::string source;
   std::string sha1;  // hex, as EVALSHA wants it
+  // The scripts that open with master_only.lua's role check (it reads INFO: 2-3 us of the
+  // server's CPU per call) have a second text without it, for a server that refuses them by
+  // itself when it is a replica: Redis 7's shebang first (#!lua, with no `no-writes` flag), so
+  // that a read-only replica (`replica-read-only yes`) refuses the whole script before it runs,
+  // whichever way it would have gone, also the ways that only read. A node sends it only on a
+  // connection whose server said so (node/server_node.h). Empty for the other scripts.
+  std::string unguarded_source = {};
+  std::string unguarded_sha1 = {};
   // The script publishes releases: the node appends the command it publishes with as the last
   // argument ("publish", or "spublish" on a Redis Cluster, where waiters listen on shard
   // channels of the lock's slot).
   bool publishes = false;
+
+  bool has_unguarded() const { return !unguarded_source.empty(); }
+  // The text or SHA1 to send: the unguarded one if `unguarded` and the script has one.
+  const std::string& text(bool unguarded) const {
+    return unguarded && has_unguarded() ? unguarded_source : source;
+  }
+  const std::string& sha(bool unguarded) const {
+    return unguarded && has_unguarded() ? unguarded_sha1 : sha1;
+  }
 };
 
 const Script& acquire();

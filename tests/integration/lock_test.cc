@@ -316,6 +316,16 @@ TEST_F(LockTest, EveryScriptLoadsWithTheShaWeCallItBy) {
     auto r = server_->command({"SCRIPT", "LOAD", std::string(s->source)});
     ASSERT_EQ(r->type, REDIS_REPLY_STRING) << s->name << ": " << (r->str ? r->str : "");
     EXPECT_EQ(std::string(r->str), s->sha1) << s->name;
+    if (!s->has_unguarded()) continue;
+    // Without the role check, and refused whole by a read-only replica (the shebang, without
+    // a no-writes flag): docs/safety.md.
+    EXPECT_EQ(s->unguarded_source.rfind("#!lua", 0), 0U) << s->name;
+    EXPECT_EQ(s->unguarded_source.find("no-writes"), std::string::npos) << s->name;
+    EXPECT_EQ(s->unguarded_source.find("'info', 'replication'"), std::string::npos) << s->name;
+    EXPECT_NE(s->source.find("'info', 'replication'"), std::string::npos) << s->name;
+    r = server_->command({"SCRIPT", "LOAD", s->unguarded_source});
+    ASSERT_EQ(r->type, REDIS_REPLY_STRING) << s->name << " unguarded: " << (r->str ? r->str : "");
+    EXPECT_EQ(std::string(r->str), s->unguarded_sha1) << s->name;
   }
 }
 

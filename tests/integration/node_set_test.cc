@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "node/server_node.h"
+#include "resp/encode.h"
 #include "support/redis_server.h"
 #include "support/tcp_proxy.h"
 
@@ -328,6 +329,48 @@ TEST(ServerNodeTest, AnEncodingThatFailsSendsNoLoneAsking) {
   const std::string text(stats->str, stats->len);
   // The ASKING before the EVALSHA, and none before the EVAL that never went.
   EXPECT_NE(text.find("cmdstat_asking:calls=1,"), std::string::npos) << text;
+  work.reset();
+  io.stop();
+  io_thread.join();
+}
+
+// A request bound to a connection epoch (a ServerNode's script text chosen by what that
+// connection's server said: node/server_node.h) is written on that connection or not at all:
+// here the server closed the idle connection before the request was sent, which would have
+// reconnected and written it on the next one.
+TEST(ConnectionTest, ARequestBoundToAnEpochIsNeverWrittenOnTheNextConnection) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  std::thread io_thread([&] { io.run(); });
+  net::Connection connection(io, net::parse_node_url(server.url()).value(), {});
+  auto send = [&](std::vector<std::string_view> command, std::uint64_t epoch) {
+    std::promise<Result<resp::Reply>> replied;
+    asio::post(io, [&] {
+      connection.send(
+          resp::encode_command(command), net::Clock::now() + 2s,
+          [&](Result<resp::Reply> r) { replied.set_value(std::move(r)); }, {}, epoch);
+    });
+    return replied.get_future().get();
+  };
+  ASSERT_TRUE(send({"PING"}, 0));
+  const std::uint64_t first = connection.ready_epoch();
+  ASSERT_NE(first, 0U);
+  ASSERT_TRUE(send({"PING"}, first)) << "a request bound to the connection of now";
+  auto killed = server.command({"CLIENT", "KILL", "TYPE", "normal"});
+  ASSERT_TRUE(killed && killed->type == REDIS_REPLY_INTEGER && killed->integer == 1);
+  ASSERT_TRUE(eventually([&] { return connection.closed_by_server(); }));
+  auto bound = send({"INCR", "written"}, first);
+  EXPECT_FALSE(bound) << "written on another connection than the one it was bound to";
+  if (!bound) {
+    EXPECT_TRUE(bound.error().is(errc::io_error)) << bound.error().message();
+  }
+  EXPECT_EQ(connection.ready_epoch(), 0U) << "the next request meets a new connection";
+  auto unbound = send({"INCR", "written"}, 0);
+  ASSERT_TRUE(unbound) << unbound.error().message();
+  EXPECT_EQ(unbound->integer, 1) << "the bound request was written after all";
+  EXPECT_GT(connection.ready_epoch(), first);
   work.reset();
   io.stop();
   io_thread.join();

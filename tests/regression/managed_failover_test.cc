@@ -5,6 +5,8 @@
 //      catches up, FAILOVER (the old master becomes a replica of the new one), the address
 //      moved; and the same failover of a master whose replicas accept writes
 //      (replica-read-only no), seen by a client that keeps its connection to the old master;
+//      and where replicas refuse writes (replica-read-only yes, Redis's default), where the
+//      scripts go without their role check (master_only.lua) and are refused all the same;
 //   2. a server whose wall clock steps (NTP in step mode): Redis expires keys by it, and the
 //      nodes' own records (dlock:boots) are kept on it;
 //   3. another program's slow script (busy-reply-threshold): BUSY replies;
@@ -15,6 +17,7 @@
 
 #include <atomic>
 #include <future>
+#include <iostream>
 #include <string>
 #include <thread>
 
@@ -199,6 +202,14 @@ TEST(ManagedFailoverTest, AMasterDemotedWhileItAcceptsWritesNeitherGrantsNorExte
   ASSERT_TRUE(test::replicas_caught_up([&] { return info_text(first, "replication"); }));
   fail_over(first, second);
 
+  // A ttl the key still outlives: renew.lua needs no write for it, so only the role check
+  // refuses it here (the server runs scripts that only read, also as a read-only replica).
+  auto shorter = lease->extend(5s);
+  EXPECT_FALSE(shorter) << "an extension that only the demoted server made was reported";
+  if (!shorter) {
+    EXPECT_NE(shorter.error().message().find("role:slave"), std::string::npos)
+        << "not refused by the role check: " << shorter.error().message();
+  }
   // The lease's own ttl, and one no larger: a larger ttl would make the client greet first.
   auto extended = lease->extend();
   EXPECT_FALSE(extended) << "an extension that only the demoted server made was reported";
@@ -211,6 +222,157 @@ TEST(ManagedFailoverTest, AMasterDemotedWhileItAcceptsWritesNeitherGrantsNorExte
   EXPECT_FALSE(first.exists("other"));
   auto released = lease->unlock();
   EXPECT_FALSE(released) << "a release that only the demoted server made was reported";
+  EXPECT_TRUE(second.exists("job"));
+}
+
+// How many INFO commands `server` ran: commandstats counts those that scripts run (the role
+// check of master_only.lua reads INFO replication), and the queries made here.
+long long info_calls(const RedisServer& server) {
+  const std::string stats = info_field(server, "commandstats", "cmdstat_info");  // calls=N,...
+  if (stats.rfind("calls=", 0) != 0) return 0;
+  return std::atoll(stats.c_str() + 6);
+}
+
+// The INFO commands `server` ran during `cycles` lock cycles (try_lock and unlock of `name`)
+// of `client`: two a cycle when the scripts check the role, none when they do not (a greeting
+// reads INFO too, once per new connection or 30 s).
+long long info_per_cycles(const RedisServer& server, Client& client, int cycles,
+                          const std::string& name = "cycle") {
+  const long long before = info_calls(server);
+  for (int i = 0; i < cycles; ++i) {
+    auto lease = client.try_lock(name, fixed(20s, "cycler"));
+    EXPECT_TRUE(lease) << lease.error().message();
+    if (lease) {
+      EXPECT_TRUE(lease->unlock());
+    }
+  }
+  return info_calls(server) - before - 1;  // the first query is counted by the second
+}
+
+// True once `client`'s scripts on `server` run without the role check (a new connection asks
+// replica-read-only after its first requests).
+bool check_skipped(const RedisServer& server, Client& client, const std::string& name = "cycle") {
+  return eventually([&] { return info_per_cycles(server, client, 10, name) < 10; });
+}
+
+// Where a replica refuses writes by itself (replica-read-only yes, Redis's default), the scripts
+// go without the role check; where it would not, and where the server cannot be asked (CONFIG
+// renamed away, or denied by an ACL: managed services do both), they keep it.
+TEST(ManagedRoleCheckTest, SkippedOnlyWhereTheServerSaysItsReplicasRefuseWrites) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer read_only;
+  RedisServer writable(with({"--replica-read-only", "no"}));
+  Client on_read_only = client_of({read_only.url()});
+  Client on_writable = client_of({writable.url()});
+  EXPECT_TRUE(check_skipped(read_only, on_read_only))
+      << "the role check is still sent to a server whose replicas refuse writes";
+  ASSERT_TRUE(on_writable.try_lock("warm-up", fixed(20s, "w"))->unlock());
+  std::this_thread::sleep_for(200ms);  // the connection's question answered
+  EXPECT_GE(info_per_cycles(writable, on_writable, 10), 20)
+      << "the role check was left out where a demoted master would keep the writes";
+}
+
+TEST(ManagedRoleCheckTest, AServerWhoseConfigIsRenamedOrDeniedKeepsTheCheck) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer renamed(with({"--rename-command", "CONFIG", ""}));
+  RedisServer denied;
+  // docs/safety.md's ACL user: @dangerous (CONFIG among it) denied, INFO allowed.
+  ASSERT_TRUE(denied.command({"ACL", "SETUSER", "app", "on", ">pw", "~app:*", "~dlock:*",
+                              "&dlock:*", "+@all", "-@dangerous", "+info"}));
+  Client on_renamed = client_of({renamed.url()});
+  Client on_denied = client_of({"redis://app:pw@127.0.0.1:" + std::to_string(denied.port())});
+  for (auto* c : {&on_renamed, &on_denied}) {
+    ASSERT_TRUE(c->try_lock("app:warm-up", fixed(20s, "w"))->unlock());
+  }
+  std::this_thread::sleep_for(200ms);  // the connections' questions answered (refused)
+  EXPECT_GE(info_per_cycles(renamed, on_renamed, 10, "app:cycle"), 20)
+      << "the role check was left out on a server that renamed CONFIG away";
+  EXPECT_GE(info_per_cycles(denied, on_denied, 10, "app:cycle"), 20)
+      << "the role check was left out for a user whose ACL denies CONFIG";
+}
+
+// replica-read-only turned to `no` on a live connection is noticed (it is asked again while it
+// says yes), and kept until the connection is new: a new connection asks again.
+TEST(ManagedRoleCheckTest, AConfigSetIsNoticedAndANewConnectionAsksAgain) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client client = client_of({server.url()});
+  ASSERT_TRUE(check_skipped(server, client));
+  ASSERT_TRUE(ok(server.command({"CONFIG", "SET", "replica-read-only", "no"})));
+  EXPECT_TRUE(eventually([&] { return info_per_cycles(server, client, 10) >= 20; }))
+      << "the role check did not come back once replicas accept writes";
+  ASSERT_TRUE(ok(server.command({"CONFIG", "SET", "replica-read-only", "yes"})));
+  EXPECT_GE(info_per_cycles(server, client, 10), 20) << "a `no` is kept on its connection";
+  auto killed = server.command({"CLIENT", "KILL", "TYPE", "normal"});
+  ASSERT_TRUE(killed && killed->type == REDIS_REPLY_INTEGER && killed->integer > 0);
+  EXPECT_TRUE(check_skipped(server, client)) << "a new connection did not ask again";
+}
+
+// The failover of the test above, where replicas refuse writes (replica-read-only yes): the
+// client sent its scripts without the role check before, and goes on doing so on the same
+// connection after the demotion (it greets again only after a ttl, or 30 s). The demoted server
+// must refuse each of them, also those that would only read: an acquisition of a lock held
+// (acquire.lua's refusal), a release of a hold that is not there (release.lua's "not held"),
+// an extension to a ttl the key still outlives (renew.lua writes nothing then; the round's
+// max_ttl_raise.lua, which writes, is refused too). Their shebang (#!lua) makes a read-only
+// replica refuse the whole script before it runs: the server's own READONLY, not the role
+// check's.
+TEST(ManagedFailoverTest, AMasterDemotedWhileItRefusesWritesRunsNoScriptWithoutTheCheck) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer first(master_options());
+  RedisServer second(replica_options(first));
+  ASSERT_TRUE(eventually([&] { return in_sync(second); }));
+  Client client = client_of({first.url()});
+  ASSERT_TRUE(check_skipped(first, client)) << "the role check is still sent";
+  auto lease = client.try_lock("job", fixed(20s, "holder"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  ASSERT_TRUE(test::replicas_caught_up([&] { return info_text(first, "replication"); }));
+  fail_over(first, second);
+
+  // A node trusts a `yes` for a second (ServerNode::kReadOnlyTrust): after the failover's
+  // quiet time its first script goes with the check, and asks again. A probe (an acquisition
+  // of a new name, refused) before each call below brings the node back to the scripts without
+  // it, which the probe's refusal shows (the server's READONLY, not the check's), and leaves
+  // the call at least half a second of trust.
+  constexpr std::string_view kUpFront = "You can't write against a read only replica";
+  const auto probe = [&] {
+    ASSERT_TRUE(eventually([&] {
+      auto r = client.try_lock("probe", fixed(20s, "probe"));
+      return !r && r.error().message().find(kUpFront) != std::string::npos;
+    })) << "the client never went back to the scripts without the role check";
+  };
+  int up_front = 0;
+  const auto refused = [&](const char* what, const Error& e) {
+    const bool by_server = e.message().find(kUpFront) != std::string::npos;
+    const bool by_check = e.message().find("role:slave") != std::string::npos;
+    up_front += by_server ? 1 : 0;
+    // Never the normal reply of a path that only reads ("held", "not held", "renewed").
+    EXPECT_TRUE(by_server || by_check) << what << ": " << e.message();
+    if (by_check) std::cout << what << ": refused by the role check (a stall past the trust)\n";
+  };
+  probe();
+  auto shorter = lease->extend(5s);
+  EXPECT_FALSE(shorter) << "an extension no write made was reported by the demoted server";
+  if (!shorter) refused("extension to a shorter ttl", shorter.error());
+  probe();
+  auto taken = client.try_lock("job", fixed(20s, "intruder"));
+  EXPECT_FALSE(taken);
+  if (!taken) refused("acquisition of a held lock", taken.error());
+  probe();
+  auto granted = client.try_lock("other", fixed(20s, "second"));
+  EXPECT_FALSE(granted) << "a server that is a replica now granted a lock its master never saw";
+  if (!granted) refused("acquisition", granted.error());
+  probe();
+  auto nobody = client.unlock("free", OwnerToken("nobody"));
+  EXPECT_FALSE(nobody);
+  if (!nobody) refused("release of a hold not there", nobody.error());
+  probe();
+  auto released = lease->unlock();
+  EXPECT_FALSE(released) << "a release that only the demoted server made was reported";
+  if (!released) refused("release", released.error());
+  EXPECT_GT(up_front, 0) << "every call went with the role check";
+  EXPECT_FALSE(first.exists("other"));
+  EXPECT_FALSE(first.exists("probe"));
   EXPECT_TRUE(second.exists("job"));
 }
 
