@@ -181,6 +181,13 @@ void ServerNode::learn_read_only(const Result<resp::Reply>& reply,
   if (loaded != nullptr && loaded->load(std::memory_order_relaxed)) {
     loaded_epoch_.store(epoch, std::memory_order_release);
   }
+  if (reply->is_error_code("BUSY") || reply->is_error_code("LOADING")) {
+    // Busy with another program's slow script, or loading its data: no answer yet, not a no.
+    // Asked again with the next script (unguarded() asks on a connection whose texts loaded
+    // even while it does not trust it); the trust it had ends by its time.
+    recheck_at_.store(0, std::memory_order_relaxed);
+    return;
+  }
   // ["replica-read-only", "yes"]; anything else (no, an error: CONFIG renamed, disabled or
   // denied) keeps the check, and is not asked again on this connection.
   const bool yes = reply->is_array() && reply->elements.size() == 2 &&
@@ -194,16 +201,22 @@ void ServerNode::learn_read_only(const Result<resp::Reply>& reply,
 bool ServerNode::unguarded(const scripts::Script& script, std::uint64_t epoch,
                            net::Clock::time_point deadline) {
   if (!script.has_unguarded() || epoch == 0 ||
-      read_only_epoch_.load(std::memory_order_acquire) != epoch) {
+      loaded_epoch_.load(std::memory_order_acquire) != epoch) {
     return false;
   }
   const std::int64_t now = nanos(net::Clock::now());
   std::int64_t due = recheck_at_.load(std::memory_order_relaxed);
   // One sender per question: the one that moves the time on. Sent before the script, whose
-  // text is chosen by the answer before it.
+  // text is chosen by the answer before it. Also while not trusted: a question that was
+  // answered BUSY is asked again (a no never is: kNever).
   if (now >= due && recheck_at_.compare_exchange_strong(due, kNever, std::memory_order_relaxed)) {
     ask_read_only(deadline, nullptr);
   }
+  if (read_only_epoch_.load(std::memory_order_acquire) != epoch) return false;
+  // A server that closed this idle connection is found out by the send (which reconnects), too
+  // late for a request bound to this epoch: it would fail instead of going on the next
+  // connection. So the checked text, unbound, whenever the server may be gone.
+  if (connection_.closed_by_server()) return false;
   return now < trusted_until_.load(std::memory_order_acquire);
 }
 

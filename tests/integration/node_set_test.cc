@@ -19,6 +19,7 @@
 
 #include "node/server_node.h"
 #include "resp/encode.h"
+#include "scripts/script.h"
 #include "support/redis_server.h"
 #include "support/tcp_proxy.h"
 
@@ -329,6 +330,58 @@ TEST(ServerNodeTest, AnEncodingThatFailsSendsNoLoneAsking) {
   const std::string text(stats->str, stats->len);
   // The ASKING before the EVALSHA, and none before the EVAL that never went.
   EXPECT_NE(text.find("cmdstat_asking:calls=1,"), std::string::npos) << text;
+  work.reset();
+  io.stop();
+  io_thread.join();
+}
+
+// Found in review: the same, one step up. An ASK redirection sends ASKING (unbound) before
+// the script (bound to its epoch, the unguarded text). Where the server closed the idle
+// connection, the ASKING's send noticed it and reconnected, and the script was then refused as
+// bound to the connection before: ASKING went alone on the new connection, where it holds for
+// whatever comes next (AnEncodingThatFailsSendsNoLoneAsking's defect, by another way). Now a
+// node that may have lost its connection sends the checked text, unbound, behind the ASKING.
+TEST(ServerNodeTest, ABoundScriptThatMeetsAClosedConnectionSendsNoLoneAsking) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  std::thread io_thread([&] { io.run(); });
+  node::ServerNode node(io, net::parse_node_url(server.url()).value(), {}, {});
+  const auto run = [&](node::Call call, bool asking) {
+    std::promise<Result<resp::Reply>> replied;
+    asio::post(io, [&] {
+      auto shared = std::make_shared<const node::Call>(std::move(call));
+      auto done = [&](Result<resp::Reply> r) { replied.set_value(std::move(r)); };
+      if (asking) {
+        node.run_asking(std::move(shared), net::Clock::now() + 2s, done);
+      } else {
+        node.run(std::move(shared), net::Clock::now() + 2s, done);
+      }
+    });
+    return replied.get_future().get();
+  };
+  ASSERT_TRUE(run(node::Call{nullptr, {"PING"}, {}}, false));
+  std::this_thread::sleep_for(200ms);  // the greeting's CONFIG GET answered: yes
+  auto killed = server.command({"CLIENT", "KILL", "TYPE", "normal"});
+  ASSERT_TRUE(killed && killed->type == REDIS_REPLY_INTEGER && killed->integer >= 1);
+  ASSERT_TRUE(eventually([&] { return node.lendable_connection()->closed_by_server(); }));
+  // release.lua, "not held" (arguments as lock/calls.cc builds them; the node appends PUBLISH).
+  auto released =
+      run(node::Call{&scripts::release(),
+                     {"k", "dlock:queue:{k}", "dlock:queue-alive:{k}", "dlock:readers:{k}"},
+                     {"owner", "dlock:release:{k}", "0", "1"}},
+          true);
+  std::this_thread::sleep_for(200ms);  // whatever went has been run
+  auto stats = server.command({"INFO", "commandstats"});
+  ASSERT_TRUE(stats);
+  const std::string text(stats->str, stats->len);
+  const bool asking = text.find("cmdstat_asking:") != std::string::npos;
+  const bool script = text.find("cmdstat_evalsha:") != std::string::npos ||
+                      text.find("cmdstat_eval:") != std::string::npos;
+  EXPECT_FALSE(asking && !script) << "ASKING went alone: "
+                                  << (released ? std::string("(replied)")
+                                               : released.error().message());
   work.reset();
   io.stop();
   io_thread.join();

@@ -12,9 +12,11 @@
 //   3. another program's slow script (busy-reply-threshold): BUSY replies;
 //   4. commands renamed (rename-command EVALSHA / EVAL), a database the server lacks.
 // docs/safety.md ("What dlock needs from a managed or hardened Redis") sums it up.
+#include <dlock/async.h>
 #include <dlock/dlock.h>
 #include <gtest/gtest.h>
 
+#include <asio/use_future.hpp>
 #include <atomic>
 #include <future>
 #include <iostream>
@@ -306,6 +308,102 @@ TEST(ManagedRoleCheckTest, AConfigSetIsNoticedAndANewConnectionAsksAgain) {
   auto killed = server.command({"CLIENT", "KILL", "TYPE", "normal"});
   ASSERT_TRUE(killed && killed->type == REDIS_REPLY_INTEGER && killed->integer > 0);
   EXPECT_TRUE(check_skipped(server, client)) << "a new connection did not ask again";
+}
+
+// Found in review: a request bound to its connection epoch fails with io_error where an
+// unbound one reconnects. A server that closed the client's idle connection (CLIENT KILL, a
+// restart, a proxy's idle timeout) within a second of the last `replica-read-only yes` made
+// the next call fail, where the checked text reconnected and went through: the node chose the
+// unguarded text from ready_epoch() (the close not known yet), and Connection::send noticed the
+// close (peer_closed) only afterwards, then refused to write the bound request on the new
+// connection. On the io thread (the asio API; the blocking fast path notices the close in
+// try_borrow and falls back after fail()). Now the node asks closed_by_server() first and
+// sends the checked text, unbound, where the server may be gone.
+// How many of 5 renewals and 5 releases (asio API, or the blocking one if `blocking`) failed
+// right after the server closed the client's idle connection (CLIENT KILL); `why`: the last.
+int failed_after_kills(RedisServer& server, Client& client, bool blocking, std::string& why) {
+  int failed = 0;
+  for (int round = 0; round < 5; ++round) {
+    // A fresh yes: a cycle whose recheck was answered (asked every half second).
+    for (int i = 0; i < 3; ++i) {
+      auto lease = client.try_lock("warm", fixed(20s, "w"));
+      EXPECT_TRUE(lease && lease->unlock());
+      std::this_thread::sleep_for(100ms);
+    }
+    auto held = client.try_lock("held", fixed(20s, "h"));
+    EXPECT_TRUE(held) << held.error().message();
+    if (!held) return -1;
+    auto killed = server.command({"CLIENT", "KILL", "TYPE", "normal"});
+    EXPECT_TRUE(killed && killed->type == REDIS_REPLY_INTEGER && killed->integer > 0);
+    std::this_thread::sleep_for(20ms);  // the FIN arrived
+    // An acquisition greets first (a closed connection may be a new server to the membership),
+    // which reconnects; a renewal and a release do not.
+    auto extended = blocking ? held->extend(20s) : async_extend(*held, 20s, asio::use_future).get();
+    if (!extended) {
+      ++failed;
+      why = "extend: " + extended.error().message();
+    }
+    killed = server.command({"CLIENT", "KILL", "TYPE", "normal"});
+    std::this_thread::sleep_for(20ms);
+    auto released = blocking ? held->unlock() : async_unlock(*held, asio::use_future).get();
+    if (!released) {
+      ++failed;
+      why = "unlock: " + released.error().message();
+      (void)client.unlock("held", OwnerToken("h"));
+    }
+  }
+  return failed;
+}
+
+TEST(ManagedRoleCheckTest, AnIdleConnectionClosedByTheServerDoesNotFailTheNextCall) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  // Control: where the check stays (CONFIG renamed away) nothing is bound, and every call
+  // reconnects and goes through.
+  RedisServer renamed(with({"--rename-command", "CONFIG", ""}));
+  Client on_renamed = client_of({renamed.url()});
+  std::string why;
+  EXPECT_EQ(failed_after_kills(renamed, on_renamed, false, why), 0) << why;
+  RedisServer server;
+  Client client = client_of({server.url()});
+  ASSERT_TRUE(check_skipped(server, client));
+  why.clear();
+  EXPECT_EQ(failed_after_kills(server, client, false, why), 0)
+      << "asio API: calls failed only because their idle connection had been closed: " << why;
+  why.clear();
+  EXPECT_EQ(failed_after_kills(server, client, true, why), 0)
+      << "blocking API: calls failed only because their idle connection had been closed: " << why;
+}
+
+// Found in review: learn_read_only() took any answer but `yes` to a recheck as a `no` kept
+// until the connection was new, also a transient error: BUSY (another program's slow script past
+// busy-reply-threshold; CONFIG is not allowed while busy). The role check then stayed on that
+// connection for good (an idle `timeout` or a restart aside), though the server still said
+// yes. Now BUSY and LOADING are no answer: asked again with the next script.
+TEST(ManagedRoleCheckTest, ABusyAnswerToARecheckDoesNotKeepTheCheckForGood) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(with({"--busy-reply-threshold", "100"}));
+  Client client = client_of({server.url()});
+  ASSERT_TRUE(check_skipped(server, client));
+  const std::string spin =
+      "local s = redis.call('time') while true do local n = redis.call('time') "
+      "if (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > 1500000 then return 1 end end";
+  auto busy = std::async(std::launch::async, [&] { (void)server.command({"EVAL", spin, "0"}); });
+  ASSERT_TRUE(eventually([&] {
+    auto r = server.command({"PING"});
+    return r && r->type == REDIS_REPLY_ERROR && std::string(r->str).rfind("BUSY", 0) == 0;
+  }));
+  // Calls meanwhile (refused BUSY), past the half second after which a recheck goes.
+  for (int i = 0; i < 12; ++i) {
+    (void)client.try_lock("during", fixed(20s, "d"));
+    std::this_thread::sleep_for(100ms);
+  }
+  busy.wait();
+  ASSERT_TRUE(eventually([&] { return ok(server.command({"PING"})); }));
+  auto answer = server.command({"CONFIG", "GET", "replica-read-only"});
+  ASSERT_TRUE(answer && answer->type == REDIS_REPLY_ARRAY && answer->elements == 2 &&
+              std::string(answer->element[1]->str) == "yes");
+  EXPECT_TRUE(check_skipped(server, client))
+      << "the role check stays after a BUSY moment, the server still saying yes";
 }
 
 // The failover of the test above, where replicas refuse writes (replica-read-only yes): the
