@@ -251,6 +251,21 @@ long long info_per_cycles(const RedisServer& server, Client& client, int cycles,
   return info_calls(server) - before - 1;  // the first query is counted by the second
 }
 
+// True once `server` has answered (or refused, as an ACL does) CONFIG GET at least `n` times:
+// a client's question was answered, so what follows is what the answer decided, not what no
+// answer yet leaves (the check, either way).
+bool config_asked(const RedisServer& server, long long n = 1) {
+  return eventually([&] {
+    const std::string stats = info_field(server, "commandstats", "cmdstat_config|get");
+    if (stats.rfind("calls=", 0) != 0) return false;
+    long long calls = std::atoll(stats.c_str() + 6);
+    if (const auto at = stats.find("rejected_calls="); at != std::string::npos) {
+      calls += std::atoll(stats.c_str() + at + 15);
+    }
+    return calls >= n;
+  });
+}
+
 // True once `client`'s scripts on `server` run without the role check (a new connection asks
 // replica-read-only after its first requests).
 bool check_skipped(const RedisServer& server, Client& client, const std::string& name = "cycle") {
@@ -269,7 +284,7 @@ TEST(ManagedRoleCheckTest, SkippedOnlyWhereTheServerSaysItsReplicasRefuseWrites)
   EXPECT_TRUE(check_skipped(read_only, on_read_only))
       << "the role check is still sent to a server whose replicas refuse writes";
   ASSERT_TRUE(on_writable.try_lock("warm-up", fixed(20s, "w"))->unlock());
-  std::this_thread::sleep_for(200ms);  // the connection's question answered
+  ASSERT_TRUE(config_asked(writable)) << "the connection never asked";
   EXPECT_GE(info_per_cycles(writable, on_writable, 10), 20)
       << "the role check was left out where a demoted master would keep the writes";
 }
@@ -286,7 +301,10 @@ TEST(ManagedRoleCheckTest, AServerWhoseConfigIsRenamedOrDeniedKeepsTheCheck) {
   for (auto* c : {&on_renamed, &on_denied}) {
     ASSERT_TRUE(c->try_lock("app:warm-up", fixed(20s, "w"))->unlock());
   }
-  std::this_thread::sleep_for(200ms);  // the connections' questions answered (refused)
+  // The denied question is counted (rejected_calls); the renamed one leaves no trace, so it is
+  // given the time the denied one took and more.
+  ASSERT_TRUE(config_asked(denied)) << "the connection never asked";
+  std::this_thread::sleep_for(200ms);
   EXPECT_GE(info_per_cycles(renamed, on_renamed, 10, "app:cycle"), 20)
       << "the role check was left out on a server that renamed CONFIG away";
   EXPECT_GE(info_per_cycles(denied, on_denied, 10, "app:cycle"), 20)
