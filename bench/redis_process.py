@@ -15,11 +15,13 @@ def free_port():
     return port
 
 
-def start_server(port, cpu=None):
-    """(the process, a client) once it answers PING; `cpu`: pin it there with taskset."""
+def start_server(port, cpu=None, extra=()):
+    """(the process, a client) once it answers PING; `cpu`: pin it there with taskset;
+    `extra`: more redis-server arguments."""
     server = subprocess.Popen((["taskset", "-c", cpu] if cpu else []) +
                               ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                               "--save", "", "--appendonly", "no"], stdout=subprocess.DEVNULL)
+                               "--save", "", "--appendonly", "no", *extra],
+                              stdout=subprocess.DEVNULL)
     client = redis.Redis(port=port)
     for _ in range(100):
         try:

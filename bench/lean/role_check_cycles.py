@@ -19,23 +19,11 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
-import redis  # noqa: E402
-from redis_process import free_port  # noqa: E402
+from redis_process import free_port, start_server  # noqa: E402
 
 
 def start(port, extra):
-    server = subprocess.Popen(["taskset", "-c", "1", "redis-server", "--port", str(port), "--bind",
-                               "127.0.0.1", "--save", "", "--appendonly", "no", *extra],
-                              stdout=subprocess.DEVNULL)
-    client = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            return server, client
-        except redis.ConnectionError:
-            subprocess.run(["sleep", "0.05"])
-    server.kill()
-    raise RuntimeError("redis-server did not start")
+    return start_server(port, cpu="1", extra=extra)
 
 
 def cpu(r):
