@@ -14,7 +14,9 @@
 #include <thread>
 
 #include "scripts/script.h"
+#include "support/lock_clients.h"
 #include "support/redis_server.h"
+#include "support/replication.h"
 #include "support/tcp_proxy.h"
 
 namespace dlock {
@@ -25,59 +27,17 @@ using test::eventually;
 using test::RedisServer;
 using test::ServerOptions;
 
-Client client_of(std::vector<std::string> urls, bool allow_eviction = false) {
-  ClientOptions options;
-  options.nodes = std::move(urls);
-  options.node_timeout = 500ms;
-  options.reconnect_backoff_min = 20ms;
-  options.reconnect_backoff_max = 200ms;
-  options.allow_eviction = allow_eviction;
-  auto c = Client::create(options);
-  EXPECT_TRUE(c) << c.error().message();
-  return std::move(c).value();
-}
-
-LockOptions fixed(std::chrono::milliseconds ttl, std::string owner) {
-  LockOptions o;
-  o.ttl = ttl;
-  o.auto_renew = false;
-  o.owner = OwnerToken(std::move(owner));
-  return o;
-}
-
-std::string info_field(const RedisServer& server, const std::string& section,
-                       const std::string& field) {
-  auto r = server.command({"INFO", section});
-  if (!r || r->type != REDIS_REPLY_STRING) return {};
-  const std::string text(r->str, r->len);
-  const auto at = text.find(field + ":");
-  if (at == std::string::npos) return {};
-  const auto from = at + field.size() + 1;
-  return text.substr(from, text.find_first_of("\r\n", from) - from);
-}
-
-ServerOptions replica_of(const RedisServer& master, std::vector<std::string> extra = {}) {
-  ServerOptions o;
-  o.extra_args = {"--replicaof", "127.0.0.1", std::to_string(master.port())};
-  o.extra_args.insert(o.extra_args.end(), extra.begin(), extra.end());
-  return o;
-}
-
-bool in_sync(const RedisServer& replica) {
-  return info_field(replica, "replication", "master_link_status") == "up";
-}
+using test::client_of;
+using test::fixed;
+using test::in_sync;
+using test::info_field;
+using test::quick_master;
+using test::replica_of;
 
 // Item 1: the first of 3 URLs is an address that forwards to master A (keepalived, a load
 // balancer, a managed endpoint). A's replica has run longer than the ttl and missed the grant;
 // the address then forwards to the promoted replica. The replica's run_id is new to the other
 // nodes, but its uptime is long: judged by uptime it booted long ago, and it voted at once.
-// A master that starts a replica's sync at once (Redis 7 waits 5 s for more replicas).
-ServerOptions quick_master() {
-  ServerOptions o;
-  o.extra_args = {"--repl-diskless-sync-delay", "0"};
-  return o;
-}
-
 TEST(Issue28FailoverTest, APromotedReplicaBehindTheSameAddressIsARestart) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   RedisServer a(quick_master());
@@ -276,7 +236,11 @@ TEST(Issue28EvictionTest, NoevictionOrNoLimitVotes) {
 TEST(Issue28EvictionTest, AllowEvictionVotesAndEvictionReallyFreesAHeldLock) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   RedisServer server(evicting("volatile-ttl", "4mb"));
-  Client client = client_of({server.url()}, /*allow_eviction=*/true);
+  ClientOptions options;
+  options.nodes = {server.url()};
+  options.node_timeout = 500ms;
+  options.allow_eviction = true;
+  Client client = test::client_from(options);
   auto lease = client.try_lock("job", fixed(30s, "x"));
   ASSERT_TRUE(lease) << lease.error().message();
   // Other keys with longer ttls fill memory: volatile-ttl evicts the shortest ttl first.
@@ -565,10 +529,7 @@ TEST(Issue28FencingTest, AGreetingRaisesTheFloorOfANodeRestartedFromAnOldSnapsho
 TEST(Issue28SentinelMarginTest,
      AMasterStopsWritesWithinTheLagPlusTwoSecondsOfItsReplicaGoingSilent) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
-  ServerOptions o = quick_master();
-  o.extra_args.insert(o.extra_args.end(),
-                      {"--min-replicas-to-write", "1", "--min-replicas-max-lag", "1"});
-  RedisServer master(o);
+  RedisServer master(quick_master({"--min-replicas-to-write", "1", "--min-replicas-max-lag", "1"}));
   RedisServer replica(replica_of(master));
   ASSERT_TRUE(eventually([&] { return in_sync(replica); }));
   ASSERT_TRUE(eventually([&] {

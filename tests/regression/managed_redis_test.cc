@@ -23,6 +23,7 @@
 #include "lock/keys.h"
 #include "support/lock_clients.h"
 #include "support/redis_server.h"
+#include "support/replication.h"
 
 namespace dlock {
 namespace {
@@ -34,21 +35,14 @@ using test::RedisServer;
 using test::ServerOptions;
 
 using test::fixed;
+using test::in_sync;
+using test::info_field;
+using test::quick_master;
+using test::replica_of;
 using test::with;
 
 Client client_of(const std::vector<std::string>& urls) {
   return test::client_of(urls, 1000ms);  // generous: a loaded 2-core machine
-}
-
-std::string info_field(const RedisServer& server, const std::string& section,
-                       const std::string& field) {
-  auto r = server.command({"INFO", section});
-  if (!r || r->type != REDIS_REPLY_STRING) return {};
-  const std::string text(r->str, r->len);
-  const auto at = text.find(field + ":");
-  if (at == std::string::npos) return {};
-  const auto from = at + field.size() + 1;
-  return text.substr(from, text.find_first_of("\r\n", from) - from);
 }
 
 long long integer_of(const test::ReplyPtr& r) {
@@ -569,10 +563,9 @@ TEST(ManagedCommandsTest, ADeniedInfoIsNamedInTheError) {
 
 TEST(ManagedReplicaTest, AReadOnlyReplicaIsRefusedClearlyAndNeverCounted) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
-  RedisServer master(with({"--repl-diskless-sync-delay", "0"}));
-  RedisServer replica(with({"--replicaof", "127.0.0.1", std::to_string(master.port())}));
-  ASSERT_TRUE(
-      eventually([&] { return info_field(replica, "replication", "master_link_status") == "up"; }));
+  RedisServer master(quick_master());
+  RedisServer replica(replica_of(master));
+  ASSERT_TRUE(eventually([&] { return in_sync(replica); }));
   Client alone = client_of({replica.url()});
   auto lease = alone.try_lock("job", fixed(5s, "x"));
   ASSERT_FALSE(lease);
