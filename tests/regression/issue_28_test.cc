@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -322,6 +323,29 @@ TEST(Issue28EvictionTest, DlockRunRefusesAnEvictingNodeUnlessAllowed) {
   EXPECT_NE(allowed_out.find("ran"), std::string::npos) << allowed_out;
 }
 
+// Node 1 of `nodes` restarts empty, and its vote is needed for `name`: node 2 refuses it
+// (another library's lock) but vouches. How long a new client then took to get `name` for
+// 300 ms as `owner`, trying for up to `limit`; nothing (a failure added) if it never did.
+std::optional<std::chrono::steady_clock::duration> lock_after_a_restart(
+    test::RedisCluster& nodes, const std::string& name, const std::string& owner,
+    std::chrono::milliseconds limit) {
+  nodes[1].restart(/*keep_data=*/false);
+  nodes[2].command({"SET", name, "other-library", "PX", "60000"});
+  Client later = client_of(nodes.urls());
+  Result<Lease> lease = Error(errc::lock_held, "not tried");
+  const auto start = std::chrono::steady_clock::now();
+  if (!eventually(
+          [&] {
+            lease = later.try_lock(name, fixed(300ms, owner));
+            return lease.has_value();
+          },
+          limit)) {
+    ADD_FAILURE() << lease.error().message();
+    return std::nullopt;
+  }
+  return std::chrono::steady_clock::now() - start;
+}
+
 // Item 4: the largest ttl ever used was remembered forever, so a node that restarted was kept
 // out for it long after every lease of that ttl had ended. Now the record follows the leases
 // that may still live: one released 1.5 s lease, its ttl long past, keeps nobody out.
@@ -333,22 +357,10 @@ TEST(Issue28TtlRecordTest, ARestartIsNotQuarantinedForATtlNoLeaseStillHas) {
   ASSERT_TRUE(client.try_lock("short", fixed(300ms, "a"))->unlock());
   // No lease of 1.5 s can live now (an announcement's entry lasts two ttls: 3 s).
   std::this_thread::sleep_for(3200ms);
-  nodes[1].restart(/*keep_data=*/false);
-  // Node 1's vote is needed: node 2 refuses (another library's lock) but vouches.
-  nodes[2].command({"SET", "job", "other-library", "PX", "60000"});
-  Client later = client_of(nodes.urls());
-  Result<Lease> lease = Error(errc::lock_held, "not tried");
   // Quarantined, if at all, for the new client's own 300 ms, not for 1.5 s.
-  const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(eventually(
-      [&] {
-        lease = later.try_lock("job", fixed(300ms, "b"));
-        return lease.has_value();
-      },
-      5s))
-      << lease.error().message();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 1100ms)
-      << "kept out for a ttl that no live lease has";
+  const auto took = lock_after_a_restart(nodes, "job", "b", 5s);
+  ASSERT_TRUE(took);
+  EXPECT_LT(*took, 1100ms) << "kept out for a ttl that no live lease has";
 }
 
 // Item 4, the other side: a lease renewed long past its grant keeps its ttl recorded, so a node
@@ -617,21 +629,9 @@ TEST(Issue28TtlRecordTest, ARefusedAttemptDoesNotKeepARestartedNodeOutForItsTtl)
     }
   }
   ASSERT_TRUE(held->unlock());
-  nodes[1].restart(/*keep_data=*/false);
-  // Node 1's vote is needed: node 2 refuses (another library's lock) but vouches.
-  nodes[2].command({"SET", "next", "other-library", "PX", "60000"});
-  Client later = client_of(nodes.urls());
-  Result<Lease> lease = Error(errc::lock_held, "not tried");
-  const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(eventually(
-      [&] {
-        lease = later.try_lock("next", fixed(300ms, "later"));
-        return lease.has_value();
-      },
-      10s))
-      << lease.error().message();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s)
-      << "kept out for the refused attempt's ttl, not the live leases'";
+  const auto took = lock_after_a_restart(nodes, "next", "later", 10s);
+  ASSERT_TRUE(took);
+  EXPECT_LT(*took, 3s) << "kept out for the refused attempt's ttl, not the live leases'";
 }
 
 // Scenario 4 with the CLI, as the issue tells it: `dlock acquire -t 168h` (the issue's 7d; the

@@ -111,6 +111,25 @@ void mark_released(Waiting& w) {
   w.released.store(Clock::now().time_since_epoch().count());
 }
 
+// start_waiter, then true once the waiter has subscribed to `name`'s release channel.
+bool start_subscribed_waiter(Waiting& w, Client& waiter, const RedisServer& server,
+                             const std::string& name, std::chrono::milliseconds wait) {
+  start_waiter(w, waiter, name, wait);
+  return eventually([&] { return subscribers(server, lock::release_channel(name)) == 1; });
+}
+
+// True once the one subscriber to `channel` is another connection than those in `before`: the
+// waiter subscribed again after its subscriber was dropped.
+bool subscribed_again(const RedisServer& server, const std::set<std::string>& before,
+                      const std::string& channel) {
+  return eventually(
+      [&] {
+        const auto now = pubsub_clients(server);
+        return now.size() == 1 && now != before && subscribers(server, channel) == 1;
+      },
+      5s);
+}
+
 // The holder releases: the waiter gets the lock soon after, woken by the release (its lease's
 // ttl is far longer).
 void release_and_expect_woken(Waiting& w, Lease& lease) {
@@ -225,9 +244,8 @@ TEST(ManagedTimeoutTest, AWaiterSubscribedLongerThanTheTimeoutIsWokenByTheReleas
   auto lease = holder.try_lock("job", fixed(30s, "holder"));
   ASSERT_TRUE(lease) << lease.error().message();
   Waiting w;
-  start_waiter(w, waiter, "job", 20s);
+  ASSERT_TRUE(start_subscribed_waiter(w, waiter, server, "job", 20s));
   const std::string channel = lock::release_channel("job");
-  ASSERT_TRUE(eventually([&] { return subscribers(server, channel) == 1; }));
   std::this_thread::sleep_for(3s);  // holder and waiter idle past the timeout
   EXPECT_EQ(subscribers(server, channel), 1) << "the server closed an idle subscriber";
   release_and_expect_woken(w, *lease);
@@ -246,19 +264,12 @@ TEST(ManagedPubsubTest, AWaiterWhoseSubscriberIsKilledSubscribesAgainAndIsWoken)
   auto lease = holder.try_lock("job", fixed(30s, "holder"));
   ASSERT_TRUE(lease) << lease.error().message();
   Waiting w;
-  start_waiter(w, waiter, "job", 20s);
+  ASSERT_TRUE(start_subscribed_waiter(w, waiter, server, "job", 20s));
   const std::string channel = lock::release_channel("job");
-  ASSERT_TRUE(eventually([&] { return subscribers(server, channel) == 1; }));
   for (int kill = 0; kill < 3; ++kill) {
     const auto before = pubsub_clients(server);
     ASSERT_GE(integer_of(server.command({"CLIENT", "KILL", "TYPE", "pubsub"})), 1);
-    ASSERT_TRUE(eventually(
-        [&] {
-          const auto now = pubsub_clients(server);
-          return now.size() == 1 && now != before && subscribers(server, channel) == 1;
-        },
-        5s))
-        << "the waiter never subscribed again";
+    ASSERT_TRUE(subscribed_again(server, before, channel)) << "the waiter never subscribed again";
   }
   // No spinning while it waits: a second of waiting costs a few commands at most.
   const long long before = commands_processed(server);
@@ -275,20 +286,14 @@ TEST(ManagedPubsubTest, AWaiterDroppedForItsOutputBufferSubscribesAgainAndIsWoke
   auto lease = holder.try_lock("job", fixed(30s, "holder"));
   ASSERT_TRUE(lease) << lease.error().message();
   Waiting w;
-  start_waiter(w, waiter, "job", 20s);
+  ASSERT_TRUE(start_subscribed_waiter(w, waiter, server, "job", 20s));
   const std::string channel = lock::release_channel("job");
-  ASSERT_TRUE(eventually([&] { return subscribers(server, channel) == 1; }));
   const auto before = pubsub_clients(server);
   ASSERT_EQ(before.size(), 1u);
   // One message larger than the limit: the server drops the subscriber.
   const std::string big(256 * 1024, 'x');
   ASSERT_EQ(integer_of(server.command({"PUBLISH", channel, big})), 1);
-  ASSERT_TRUE(eventually(
-      [&] {
-        const auto now = pubsub_clients(server);
-        return now.size() == 1 && now != before && subscribers(server, channel) == 1;
-      },
-      5s))
+  ASSERT_TRUE(subscribed_again(server, before, channel))
       << "the waiter was not dropped, or never subscribed again";
   release_and_expect_woken(w, *lease);
 }
@@ -305,9 +310,8 @@ TEST(ManagedPubsubTest, AReleaseMissedWhileTheSubscriberWasDownDoesNotStrandTheW
   auto lease = holder.try_lock("job", fixed(30s, "holder"));
   ASSERT_TRUE(lease) << lease.error().message();
   Waiting w;
-  start_waiter(w, waiter, "job", 25s);
+  ASSERT_TRUE(start_subscribed_waiter(w, waiter, server, "job", 25s));
   const std::string channel = lock::release_channel("job");
-  ASSERT_TRUE(eventually([&] { return subscribers(server, channel) == 1; }));
   // The waiter's user is turned off: its subscriber's reconnections fail (AUTH) meanwhile.
   ASSERT_TRUE(server.command({"ACL", "SETUSER", "w", "off"}));
   ASSERT_GE(integer_of(server.command({"CLIENT", "KILL", "TYPE", "pubsub"})), 1);
@@ -490,16 +494,10 @@ TEST(ManagedAclTest, TheDocumentedUserLocksWaitsAndReleases) {
   auto lease = holder.try_lock("app:job", fixed(20s, "holder"));
   ASSERT_TRUE(lease) << lease.error().message();
   Waiting w;
-  start_waiter(w, waiter, "app:job", 15s);
-  ASSERT_TRUE(
-      eventually([&] { return subscribers(server, lock::release_channel("app:job")) == 1; }));
+  ASSERT_TRUE(start_subscribed_waiter(w, waiter, server, "app:job", 15s));
   auto extended = lease->extend();
   ASSERT_TRUE(extended) << extended.error().message();
-  mark_released(w);
-  ASSERT_TRUE(lease->unlock());
-  auto waited = w.result.get();
-  ASSERT_TRUE(waited) << waited.error().message();
-  EXPECT_LT(*waited, 3000ms);
+  release_and_expect_woken(w, *lease);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -515,8 +513,7 @@ TEST(ManagedCommandsTest, RenamedAdminCommandsAreNotNeeded) {
   auto lease = holder.try_lock("job", fixed(20s, "holder"));
   ASSERT_TRUE(lease) << lease.error().message();
   Waiting w;
-  start_waiter(w, waiter, "job", 15s);
-  ASSERT_TRUE(eventually([&] { return subscribers(server, lock::release_channel("job")) == 1; }));
+  ASSERT_TRUE(start_subscribed_waiter(w, waiter, server, "job", 15s));
   ASSERT_TRUE(lease->extend());
   mark_released(w);
   ASSERT_TRUE(lease->unlock());
