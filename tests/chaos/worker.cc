@@ -83,12 +83,41 @@ void emit(const Event& e) {
 
 namespace {
 
+// A worker's lock options: its ttl, retried every 20 ms.
+LockOptions cycle_options(const WorkerOptions& w) {
+  LockOptions o;
+  o.ttl = w.ttl;
+  o.retry_delay = milliseconds(20);
+  return o;
+}
+
+// An attempt that got nothing (timed out, or failed): its event says why, and is emitted.
+void emit_not_acquired(Event& e, const Error& error) {
+  e.outcome = error.is(errc::wait_timeout) ? "timeout" : "error";
+  e.acquire_ns = e.valid_until_ns = e.release_ns = real_now_ns();
+  e.detail = why(error);
+  emit(e);
+}
+
+// A lease (or permit) got: when, until when it is valid, and its token.
+void record_acquired(Event& e, const Lease& lease) {
+  e.acquire_ns = real_now_ns();
+  e.valid_until_ns = e.acquire_ns + lease.validity().count() * 1'000'000;
+  e.token = lease.fencing_token().value();
+}
+
+// If the controller asked for a pause: a GC pause here (SIGSTOP); the controller resumes us.
+void pause_if_asked(Event& e) {
+  if (take_pause_request()) {
+    e.paused = true;
+    raise(SIGSTOP);
+  }
+}
+
 // The plain and the skewed worker: lock, fenced read, +1, fenced write, unlock.
 void run_plain_cycles(const WorkerOptions& w, Client& client, FencedStore& store) {
-  LockOptions lock_options;
-  lock_options.ttl = w.ttl;
+  LockOptions lock_options = cycle_options(w);
   lock_options.auto_renew = !w.skewed;
-  lock_options.retry_delay = milliseconds(20);
   const std::string holder = "worker-" + std::to_string(w.id);
   unsigned cycles = 0;
   while (!g_stop) {
@@ -100,15 +129,10 @@ void run_plain_cycles(const WorkerOptions& w, Client& client, FencedStore& store
     auto lease = w.skewed ? poll_for_lock(client, w.wait, lock_options)
                           : client.lock(kName, w.wait, lock_options);
     if (!lease) {
-      e.outcome = lease.error().is(errc::wait_timeout) ? "timeout" : "error";
-      e.acquire_ns = e.valid_until_ns = e.release_ns = real_now_ns();
-      e.detail = why(lease.error());
-      emit(e);
+      emit_not_acquired(e, lease.error());
       continue;
     }
-    e.acquire_ns = real_now_ns();
-    e.valid_until_ns = e.acquire_ns + lease->validity().count() * 1'000'000;
-    e.token = lease->fencing_token().value();
+    record_acquired(e, *lease);
     // A fenced read: the resource now refuses every older holder's write.
     auto read = store.read(kName, lease->fencing_token());
     e.read_ns = real_now_ns();
@@ -120,10 +144,7 @@ void run_plain_cycles(const WorkerOptions& w, Client& client, FencedStore& store
       continue;
     }
     const long value = read->value ? std::stol(*read->value) : 0;
-    if (take_pause_request()) {
-      e.paused = true;
-      raise(SIGSTOP);  // a GC pause between the read and the write; the controller resumes us
-    }
+    pause_if_asked(e);  // between the read and the write
     // Every few cycles a skewed worker holds for most of its lease by its own clock, and writes
     // only if its clock says the lease still holds: a careful client with a wrong clock.
     const bool long_hold = w.skewed && ++cycles % 20 == 0;
@@ -144,9 +165,7 @@ void run_plain_cycles(const WorkerOptions& w, Client& client, FencedStore& store
 // The reader worker: read lock, fenced read, a short hold, unlock. Its windows may overlap
 // other readers' but never a writer's (history.h, check (a)).
 void run_reader_cycles(const WorkerOptions& w, Client& client, FencedStore& store) {
-  LockOptions lock_options;
-  lock_options.ttl = w.ttl;
-  lock_options.retry_delay = milliseconds(20);
+  const LockOptions lock_options = cycle_options(w);
   const std::string holder = "reader-" + std::to_string(w.id);
   unsigned cycles = 0;
   while (!g_stop) {
@@ -157,22 +176,14 @@ void run_reader_cycles(const WorkerOptions& w, Client& client, FencedStore& stor
     e.wait_ns = real_now_ns();
     auto lease = client.lock_shared(kName, w.wait, lock_options);
     if (!lease) {
-      e.outcome = lease.error().is(errc::wait_timeout) ? "timeout" : "error";
-      e.acquire_ns = e.valid_until_ns = e.release_ns = real_now_ns();
-      e.detail = why(lease.error());
-      emit(e);
+      emit_not_acquired(e, lease.error());
       continue;
     }
-    e.acquire_ns = real_now_ns();
-    e.valid_until_ns = e.acquire_ns + lease->validity().count() * 1'000'000;
-    e.token = lease->fencing_token().value();
+    record_acquired(e, *lease);
     // A fenced read registers the reader's token: a writer from before it can no longer write.
     auto read = store.read(kName, lease->fencing_token());
     e.read_ns = real_now_ns();
-    if (take_pause_request()) {
-      e.paused = true;
-      raise(SIGSTOP);  // a GC pause while reading; the controller resumes us
-    }
+    pause_if_asked(e);  // while reading
     // Readers hold a while, so that they overlap each other and a writer has to wait.
     std::this_thread::sleep_for(milliseconds(2 + ++cycles % 5));
     e.release_ns = real_now_ns();
@@ -189,10 +200,7 @@ void run_reader_cycles(const WorkerOptions& w, Client& client, FencedStore& stor
 // The permit holder: one permit of kSemaphore, a short hold, give it back. The holders' windows
 // may overlap up to the permit count, a slot's never (history.h, checks (a) and (d)).
 void run_permit_cycles(const WorkerOptions& w, Client& client) {
-  LockOptions lock_options;
-  lock_options.ttl = w.ttl;
-  lock_options.retry_delay = milliseconds(20);
-  Semaphore semaphore(client, kSemaphore, w.permits, lock_options);
+  Semaphore semaphore(client, kSemaphore, w.permits, cycle_options(w));
   const std::string holder = "permit-" + std::to_string(w.id);
   unsigned cycles = 0;
   while (!g_stop) {
@@ -203,20 +211,12 @@ void run_permit_cycles(const WorkerOptions& w, Client& client) {
     e.wait_ns = real_now_ns();
     auto permit = semaphore.acquire_lease(w.wait);
     if (!permit) {
-      e.outcome = permit.error().is(errc::wait_timeout) ? "timeout" : "error";
-      e.acquire_ns = e.valid_until_ns = e.release_ns = real_now_ns();
-      e.detail = why(permit.error());
-      emit(e);
+      emit_not_acquired(e, permit.error());
       continue;
     }
-    e.acquire_ns = real_now_ns();
-    e.valid_until_ns = e.acquire_ns + permit->validity().count() * 1'000'000;
-    e.token = permit->fencing_token().value();
+    record_acquired(e, *permit);
     e.slot = permit->name();
-    if (take_pause_request()) {
-      e.paused = true;
-      raise(SIGSTOP);  // a GC pause while holding a permit; the controller resumes us
-    }
+    pause_if_asked(e);  // while holding a permit
     std::this_thread::sleep_for(milliseconds(2 + ++cycles % 5));
     e.release_ns = real_now_ns();
     e.outcome = "held";

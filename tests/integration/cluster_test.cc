@@ -311,6 +311,17 @@ class ClusterFailoverTest : public ::testing::Test {
     }
   }
 
+  // `contender` never gets `name` while `lease` is valid, tried every 200 ms until it ends;
+  // `why` is what a second holder would mean.
+  static void expect_no_second_holder(const std::string& name, Client& contender,
+                                      const Lease& lease, const std::string& why) {
+    while (lease.validity() > 0ms) {
+      auto other = contender.try_lock(name, fixed(1s));
+      ASSERT_FALSE(other && lease.validity() > 0ms) << "two holders: " << why;
+      std::this_thread::sleep_for(200ms);
+    }
+  }
+
   std::unique_ptr<test::ShardedCluster> cluster_;
 };
 
@@ -412,12 +423,8 @@ TEST_F(ClusterFailoverTest, ALeaseWhoseHolderWasRefusedALargerTtlIsNeverHeldTwic
 
   fail_over(name, master, replica, b, *lease);
   EXPECT_FALSE(cluster_->exists(name)) << "the promoted replica never had the key";
-  while (lease->validity() > 0ms) {
-    auto other = b.try_lock(name, fixed(1s));
-    ASSERT_FALSE(other && lease->validity() > 0ms)
-        << "two holders: the second got the lock from the promoted replica";
-    std::this_thread::sleep_for(200ms);
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_no_second_holder(
+      name, b, *lease, "the second got the lock from the promoted replica"));
   EXPECT_TRUE(
       test::eventually([&] { return static_cast<bool>(b.try_lock(name, fixed(1s))); }, 60s));
 }
@@ -555,12 +562,8 @@ TEST_F(ClusterFailoverTest, ATtlItsReplicaConfirmedIsNotWaitedForAgainAndStillPr
   EXPECT_EQ(calls_of(*cluster_, home, "wait"), waits);
   fail_over(names[1], home, replica, b, *lease);
   EXPECT_FALSE(cluster_->exists(names[1])) << "the promoted replica never had the key";
-  while (lease->validity() > 0ms) {
-    auto other = b.try_lock(names[1], fixed(1s));
-    ASSERT_FALSE(other && lease->validity() > 0ms)
-        << "two holders: the promoted replica's quarantine ended before the lease it lost";
-    std::this_thread::sleep_for(200ms);
-  }
+  expect_no_second_holder(names[1], b, *lease,
+                          "the promoted replica's quarantine ended before the lease it lost");
 }
 
 // A cluster that grants a lock knows its ttl where its greeting reads the largest ttl (slot

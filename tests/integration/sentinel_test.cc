@@ -79,16 +79,46 @@ class SentinelNodeTest : public ::testing::Test {
     return std::stoll(text.substr(at + command.size() + 15));
   }
 
-  // Nobody else gets `name` while `lease` is valid, tried every 200 ms until it ends.
+  // Nobody else gets `name` while `lease` is valid, tried every 200 ms until it ends; `why`
+  // what a second holder would mean.
   static void expect_no_second_holder(const std::string& name, Client& contender,
-                                      const Lease& lease) {
+                                      const Lease& lease, const std::string& why = {}) {
     while (lease.validity() > 0ms) {
       auto other = contender.try_lock(name, fixed(1s));
       ASSERT_FALSE(other && lease.validity() > 0ms)
-          << "two holders of " << name << "; " << lease.validity().count()
+          << "two holders of " << name << why << "; " << lease.validity().count()
           << " ms of validity left";
       std::this_thread::sleep_for(200ms);
     }
+  }
+
+  // `lease` stays held for 20 s, and `contender` never gets `name` meanwhile.
+  static void expect_kept(const std::string& name, Client& contender, const Lease& lease) {
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < until) {
+      ASSERT_TRUE(lease.is_held()) << "the holder lost a lock whose key survived";
+      EXPECT_FALSE(contender.try_lock(name, fixed(5s)));
+      std::this_thread::sleep_for(500ms);
+    }
+  }
+
+  // The master's writes so far replicated, then replica 1 cut off (cut_off): what it will have
+  // if it is promoted.
+  static constexpr std::size_t kReplica = 1;
+  bool replicated_then_cut_off() {
+    if (!set_->replicated(0)) {
+      ADD_FAILURE() << "the master's writes did not reach the replica";
+      return false;
+    }
+    return cut_off(kReplica);
+  }
+
+  // fail_over() to the replica cut off before, which lacks `name`'s key.
+  void fail_over_to_the_cut_off_replica(const std::string& name, Client& contender,
+                                        const Lease& lease) {
+    const std::size_t promoted = fail_over(name, contender, lease, kReplica);
+    ASSERT_EQ(promoted, kReplica);
+    EXPECT_FALSE(on_server(promoted, name)) << "the promoted replica lacks the key";
   }
 
   std::unique_ptr<test::SentinelSet> set_;
@@ -130,12 +160,7 @@ TEST_F(SentinelNodeTest, TheHolderKeepsALockTheReplicaHad) {
   ASSERT_TRUE(set_->replicated(set_->master())) << "the key reached the replica";
   const std::size_t promoted = fail_over("kept", b, *lease);
   ASSERT_EQ(promoted, 1u);
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < until) {
-    ASSERT_TRUE(lease->is_held()) << "the holder lost a lock whose key survived";
-    EXPECT_FALSE(b.try_lock("kept", fixed(5s)));
-    std::this_thread::sleep_for(500ms);
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_kept("kept", b, *lease));
   EXPECT_TRUE(on_server(promoted, "kept"));
   EXPECT_TRUE(lease->unlock());
   EXPECT_FALSE(on_server(promoted, "kept"));
@@ -155,14 +180,10 @@ TEST_F(SentinelNodeTest, ALockTheReplicaLostIsNeverHeldTwice) {
   auto warm_up = a.try_lock("warm-up", fixed(15s));
   ASSERT_TRUE(warm_up) << warm_up.error().message();
   ASSERT_TRUE(warm_up->unlock());
-  ASSERT_TRUE(set_->replicated(0));
-  const std::size_t replica = 1;
-  ASSERT_TRUE(cut_off(replica));
+  ASSERT_TRUE(replicated_then_cut_off());
   auto lease = a.try_lock("lost-on-failover", renewed(15s));
   ASSERT_TRUE(lease) << lease.error().message();
-  const std::size_t promoted = fail_over("lost-on-failover", b, *lease, replica);
-  ASSERT_EQ(promoted, replica);
-  EXPECT_FALSE(on_server(promoted, "lost-on-failover")) << "the promoted replica lacks the key";
+  ASSERT_NO_FATAL_FAILURE(fail_over_to_the_cut_off_replica("lost-on-failover", b, *lease));
 
   const auto limit = std::chrono::steady_clock::now() + 60s;
   while (lease->validity() > 0ms && !lease->lost()) {
@@ -190,9 +211,7 @@ TEST_F(SentinelNodeTest, ALossyFailoverLosingANewTtlWithTheLock) {
   ASSERT_TRUE(warm_a) << warm_a.error().message();
   auto warm_b = b.try_lock("warm-up-b", fixed(1s));
   ASSERT_TRUE(warm_b) << warm_b.error().message();
-  ASSERT_TRUE(set_->replicated(0));
-  const std::size_t replica = 1;
-  ASSERT_TRUE(cut_off(replica));
+  ASSERT_TRUE(replicated_then_cut_off());
   const std::string name = "new-ttl";
   auto lease = a.try_lock(name, fixed(20s));
   if (!lease) {
@@ -201,19 +220,12 @@ TEST_F(SentinelNodeTest, ALossyFailoverLosingANewTtlWithTheLock) {
               std::string::npos)
         << why;
     EXPECT_FALSE(on_server(set_->master(), name)) << "the refused attempt left its key behind";
-    set_->server(replica).resume();
+    set_->server(kReplica).resume();
     return;
   }
-  const std::size_t promoted = fail_over(name, b, *lease, replica);
-  ASSERT_EQ(promoted, replica);
-  EXPECT_FALSE(on_server(promoted, name)) << "the promoted replica lacks the key";
-  while (lease->validity() > 0ms) {
-    auto other = b.try_lock(name, fixed(1s));
-    ASSERT_FALSE(other && lease->validity() > 0ms)
-        << "two holders: the promoted replica's quarantine ended before the lease it lost; "
-        << lease->validity().count() << " ms of validity left";
-    std::this_thread::sleep_for(200ms);
-  }
+  ASSERT_NO_FATAL_FAILURE(fail_over_to_the_cut_off_replica(name, b, *lease));
+  expect_no_second_holder(name, b, *lease,
+                          ": the promoted replica's quarantine ended before the lease it lost");
 }
 
 // The cheap side: a ttl the replica confirmed is not waited for again while its record lives.
@@ -228,20 +240,12 @@ TEST_F(SentinelNodeTest, ATtlTheReplicaConfirmedIsNotWaitedForAgainAndStillProte
   auto first = a.try_lock("first", fixed(20s));
   ASSERT_TRUE(first) << first.error().message();
   ASSERT_TRUE(first->unlock());
-  ASSERT_TRUE(set_->replicated(0));
-  const std::size_t replica = 1;
-  ASSERT_TRUE(cut_off(replica));
+  ASSERT_TRUE(replicated_then_cut_off());
   auto lease = a.try_lock("second", fixed(20s));
   ASSERT_TRUE(lease) << "a ttl the replica has was waited for again: " << lease.error().message();
-  const std::size_t promoted = fail_over("second", b, *lease, replica);
-  ASSERT_EQ(promoted, replica);
-  EXPECT_FALSE(on_server(promoted, "second")) << "the promoted replica lacks the key";
-  while (lease->validity() > 0ms) {
-    auto other = b.try_lock("second", fixed(1s));
-    ASSERT_FALSE(other && lease->validity() > 0ms)
-        << "two holders: the promoted replica's quarantine ended before the lease it lost";
-    std::this_thread::sleep_for(200ms);
-  }
+  ASSERT_NO_FATAL_FAILURE(fail_over_to_the_cut_off_replica("second", b, *lease));
+  expect_no_second_holder("second", b, *lease,
+                          ": the promoted replica's quarantine ended before the lease it lost");
 }
 
 // extend() to a larger ttl is a renewal round: its record of the ttl (max_ttl_raise) counts on
@@ -262,9 +266,7 @@ TEST_F(SentinelNodeTest, AnExtensionToALargerTtlWaitsForTheReplicaOrIsRefused) {
   auto confirmed = lease->extend(8s);
   ASSERT_TRUE(confirmed) << "extension with the replica listening: " << confirmed.error().message();
   EXPECT_GT(calls_of(set_->master(), "wait"), waits) << "a larger ttl counted without WAIT";
-  ASSERT_TRUE(set_->replicated(0));
-  const std::size_t replica = 1;
-  ASSERT_TRUE(cut_off(replica));
+  ASSERT_TRUE(replicated_then_cut_off());
   const auto had = lease->validity();
   const auto asked = std::chrono::steady_clock::now();
   auto grown = lease->extend(30s);
@@ -275,8 +277,8 @@ TEST_F(SentinelNodeTest, AnExtensionToALargerTtlWaitsForTheReplicaOrIsRefused) {
   EXPECT_TRUE(lease->is_held()) << "a refused extension lost the lease it had";
   EXPECT_LE(lease->validity(), had);
   EXPECT_GE(lease->validity() + (std::chrono::steady_clock::now() - asked) + 50ms, had);
-  const std::size_t promoted = fail_over("grown", b, *lease, replica);
-  ASSERT_EQ(promoted, replica);
+  const std::size_t promoted = fail_over("grown", b, *lease, kReplica);
+  ASSERT_EQ(promoted, kReplica);
   expect_no_second_holder("grown", b, *lease);
 }
 
@@ -291,16 +293,14 @@ TEST_F(SentinelNodeTest, AReentrantLargerTtlWithTheReplicaCutOffIsRefused) {
   ASSERT_TRUE(warm_b) << warm_b.error().message();
   auto small = a.try_lock("again", fixed(5s, "owner-a"));
   ASSERT_TRUE(small) << small.error().message();
-  ASSERT_TRUE(set_->replicated(0));
-  const std::size_t replica = 1;
-  ASSERT_TRUE(cut_off(replica));
+  ASSERT_TRUE(replicated_then_cut_off());
   auto lease = a.try_lock("again", fixed(30s, "owner-a"));
   ASSERT_FALSE(lease) << "reentrant 30 s with the replica cut off; validity "
                       << lease->validity().count() << " ms";
   EXPECT_NE(lease.error().message().find("REPLICAS"), std::string::npos) << lease.error().message();
   EXPECT_TRUE(small->is_held()) << "a refused reentrant acquisition lost the lease it joined";
-  const std::size_t promoted = fail_over("again", b, *small, replica);
-  ASSERT_EQ(promoted, replica);
+  const std::size_t promoted = fail_over("again", b, *small, kReplica);
+  ASSERT_EQ(promoted, kReplica);
   expect_no_second_holder("again", b, *small);
 }
 
@@ -319,16 +319,14 @@ TEST_F(SentinelNodeTest, DISABLED_AnExtensionPastAFrozenReplicaFlaggedDownSurviv
   ASSERT_TRUE(warm_b) << warm_b.error().message();
   auto lease = a.try_lock("frozen", fixed(8s));
   ASSERT_TRUE(lease) << lease.error().message();
-  ASSERT_TRUE(set_->replicated(0));
-  const std::size_t replica = 1;
-  ASSERT_TRUE(cut_off(replica));
+  ASSERT_TRUE(replicated_then_cut_off());
   std::this_thread::sleep_for(2500ms);  // s_down after down-after (1 s)
   auto grown = lease->extend(30s);
   ASSERT_TRUE(grown) << "refused: " << grown.error().message();
   std::this_thread::sleep_for(12s);
   ASSERT_GT(lease->validity(), 10s);
-  const std::size_t promoted = fail_over("frozen", b, *lease, replica);
-  ASSERT_EQ(promoted, replica);
+  const std::size_t promoted = fail_over("frozen", b, *lease, kReplica);
+  ASSERT_EQ(promoted, kReplica);
   expect_no_second_holder("frozen", b, *lease);
 }
 
@@ -396,14 +394,8 @@ TEST_F(SentinelTwoReplicasTest, AnSDownReplicaThatStillAcksCannotStandInForThePr
   const std::size_t promoted = set_->master();
   EXPECT_EQ(promoted, lagging);
   EXPECT_FALSE(on_server(promoted, name)) << "the promoted replica lacks the key";
-  while (lease->validity() > 0ms) {
-    auto other = b.try_lock(name, fixed(1s));
-    ASSERT_FALSE(other && lease->validity() > 0ms)
-        << "two holders: WAIT was satisfied by an s_down replica, the promoted one had "
-           "nothing; "
-        << lease->validity().count() << " ms of validity left";
-    std::this_thread::sleep_for(200ms);
-  }
+  expect_no_second_holder(
+      name, b, *lease, ": WAIT was satisfied by an s_down replica, the promoted one had nothing");
 }
 
 // SENTINEL FAILOVER, no server dies: the old master becomes a replica. The client moves to the
@@ -428,12 +420,7 @@ TEST_F(SentinelNodeTest, AGracefulFailoverMovesTheNodeOffTheOldMaster) {
       30s))
       << "the old master became a replica";
   // The holder keeps the lock, nobody else gets it, and the client works on the new master.
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < until) {
-    ASSERT_TRUE(lease->is_held());
-    EXPECT_FALSE(b.try_lock("moved", fixed(5s)));
-    std::this_thread::sleep_for(500ms);
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_kept("moved", b, *lease));
   EXPECT_TRUE(on_server(1, "moved"));
   auto scripts_on = [&](std::size_t server) {
     auto stats = set_->command(server, {"INFO", "commandstats"});

@@ -9,12 +9,15 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 
 #include "scripts/script.h"
+#include "support/lock_clients.h"
 #include "support/redis_server.h"
+#include "support/replication.h"
 #include "support/tcp_proxy.h"
 
 namespace dlock {
@@ -25,59 +28,17 @@ using test::eventually;
 using test::RedisServer;
 using test::ServerOptions;
 
-Client client_of(std::vector<std::string> urls, bool allow_eviction = false) {
-  ClientOptions options;
-  options.nodes = std::move(urls);
-  options.node_timeout = 500ms;
-  options.reconnect_backoff_min = 20ms;
-  options.reconnect_backoff_max = 200ms;
-  options.allow_eviction = allow_eviction;
-  auto c = Client::create(options);
-  EXPECT_TRUE(c) << c.error().message();
-  return std::move(c).value();
-}
-
-LockOptions fixed(std::chrono::milliseconds ttl, std::string owner) {
-  LockOptions o;
-  o.ttl = ttl;
-  o.auto_renew = false;
-  o.owner = OwnerToken(std::move(owner));
-  return o;
-}
-
-std::string info_field(const RedisServer& server, const std::string& section,
-                       const std::string& field) {
-  auto r = server.command({"INFO", section});
-  if (!r || r->type != REDIS_REPLY_STRING) return {};
-  const std::string text(r->str, r->len);
-  const auto at = text.find(field + ":");
-  if (at == std::string::npos) return {};
-  const auto from = at + field.size() + 1;
-  return text.substr(from, text.find_first_of("\r\n", from) - from);
-}
-
-ServerOptions replica_of(const RedisServer& master, std::vector<std::string> extra = {}) {
-  ServerOptions o;
-  o.extra_args = {"--replicaof", "127.0.0.1", std::to_string(master.port())};
-  o.extra_args.insert(o.extra_args.end(), extra.begin(), extra.end());
-  return o;
-}
-
-bool in_sync(const RedisServer& replica) {
-  return info_field(replica, "replication", "master_link_status") == "up";
-}
+using test::client_of;
+using test::fixed;
+using test::in_sync;
+using test::info_field;
+using test::quick_master;
+using test::replica_of;
 
 // Item 1: the first of 3 URLs is an address that forwards to master A (keepalived, a load
 // balancer, a managed endpoint). A's replica has run longer than the ttl and missed the grant;
 // the address then forwards to the promoted replica. The replica's run_id is new to the other
 // nodes, but its uptime is long: judged by uptime it booted long ago, and it voted at once.
-// A master that starts a replica's sync at once (Redis 7 waits 5 s for more replicas).
-ServerOptions quick_master() {
-  ServerOptions o;
-  o.extra_args = {"--repl-diskless-sync-delay", "0"};
-  return o;
-}
-
 TEST(Issue28FailoverTest, APromotedReplicaBehindTheSameAddressIsARestart) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   RedisServer a(quick_master());
@@ -276,7 +237,11 @@ TEST(Issue28EvictionTest, NoevictionOrNoLimitVotes) {
 TEST(Issue28EvictionTest, AllowEvictionVotesAndEvictionReallyFreesAHeldLock) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   RedisServer server(evicting("volatile-ttl", "4mb"));
-  Client client = client_of({server.url()}, /*allow_eviction=*/true);
+  ClientOptions options;
+  options.nodes = {server.url()};
+  options.node_timeout = 500ms;
+  options.allow_eviction = true;
+  Client client = test::client_from(options);
   auto lease = client.try_lock("job", fixed(30s, "x"));
   ASSERT_TRUE(lease) << lease.error().message();
   // Other keys with longer ttls fill memory: volatile-ttl evicts the shortest ttl first.
@@ -358,6 +323,29 @@ TEST(Issue28EvictionTest, DlockRunRefusesAnEvictingNodeUnlessAllowed) {
   EXPECT_NE(allowed_out.find("ran"), std::string::npos) << allowed_out;
 }
 
+// Node 1 of `nodes` restarts empty, and its vote is needed for `name`: node 2 refuses it
+// (another library's lock) but vouches. How long a new client then took to get `name` for
+// 300 ms as `owner`, trying for up to `limit`; nothing (a failure added) if it never did.
+std::optional<std::chrono::steady_clock::duration> lock_after_a_restart(
+    test::RedisCluster& nodes, const std::string& name, const std::string& owner,
+    std::chrono::milliseconds limit) {
+  nodes[1].restart(/*keep_data=*/false);
+  nodes[2].command({"SET", name, "other-library", "PX", "60000"});
+  Client later = client_of(nodes.urls());
+  Result<Lease> lease = Error(errc::lock_held, "not tried");
+  const auto start = std::chrono::steady_clock::now();
+  if (!eventually(
+          [&] {
+            lease = later.try_lock(name, fixed(300ms, owner));
+            return lease.has_value();
+          },
+          limit)) {
+    ADD_FAILURE() << lease.error().message();
+    return std::nullopt;
+  }
+  return std::chrono::steady_clock::now() - start;
+}
+
 // Item 4: the largest ttl ever used was remembered forever, so a node that restarted was kept
 // out for it long after every lease of that ttl had ended. Now the record follows the leases
 // that may still live: one released 1.5 s lease, its ttl long past, keeps nobody out.
@@ -369,22 +357,10 @@ TEST(Issue28TtlRecordTest, ARestartIsNotQuarantinedForATtlNoLeaseStillHas) {
   ASSERT_TRUE(client.try_lock("short", fixed(300ms, "a"))->unlock());
   // No lease of 1.5 s can live now (an announcement's entry lasts two ttls: 3 s).
   std::this_thread::sleep_for(3200ms);
-  nodes[1].restart(/*keep_data=*/false);
-  // Node 1's vote is needed: node 2 refuses (another library's lock) but vouches.
-  nodes[2].command({"SET", "job", "other-library", "PX", "60000"});
-  Client later = client_of(nodes.urls());
-  Result<Lease> lease = Error(errc::lock_held, "not tried");
   // Quarantined, if at all, for the new client's own 300 ms, not for 1.5 s.
-  const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(eventually(
-      [&] {
-        lease = later.try_lock("job", fixed(300ms, "b"));
-        return lease.has_value();
-      },
-      5s))
-      << lease.error().message();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 1100ms)
-      << "kept out for a ttl that no live lease has";
+  const auto took = lock_after_a_restart(nodes, "job", "b", 5s);
+  ASSERT_TRUE(took);
+  EXPECT_LT(*took, 1100ms) << "kept out for a ttl that no live lease has";
 }
 
 // Item 4, the other side: a lease renewed long past its grant keeps its ttl recorded, so a node
@@ -565,10 +541,7 @@ TEST(Issue28FencingTest, AGreetingRaisesTheFloorOfANodeRestartedFromAnOldSnapsho
 TEST(Issue28SentinelMarginTest,
      AMasterStopsWritesWithinTheLagPlusTwoSecondsOfItsReplicaGoingSilent) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
-  ServerOptions o = quick_master();
-  o.extra_args.insert(o.extra_args.end(),
-                      {"--min-replicas-to-write", "1", "--min-replicas-max-lag", "1"});
-  RedisServer master(o);
+  RedisServer master(quick_master({"--min-replicas-to-write", "1", "--min-replicas-max-lag", "1"}));
   RedisServer replica(replica_of(master));
   ASSERT_TRUE(eventually([&] { return in_sync(replica); }));
   ASSERT_TRUE(eventually([&] {
@@ -656,21 +629,9 @@ TEST(Issue28TtlRecordTest, ARefusedAttemptDoesNotKeepARestartedNodeOutForItsTtl)
     }
   }
   ASSERT_TRUE(held->unlock());
-  nodes[1].restart(/*keep_data=*/false);
-  // Node 1's vote is needed: node 2 refuses (another library's lock) but vouches.
-  nodes[2].command({"SET", "next", "other-library", "PX", "60000"});
-  Client later = client_of(nodes.urls());
-  Result<Lease> lease = Error(errc::lock_held, "not tried");
-  const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(eventually(
-      [&] {
-        lease = later.try_lock("next", fixed(300ms, "later"));
-        return lease.has_value();
-      },
-      10s))
-      << lease.error().message();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 3s)
-      << "kept out for the refused attempt's ttl, not the live leases'";
+  const auto took = lock_after_a_restart(nodes, "next", "later", 10s);
+  ASSERT_TRUE(took);
+  EXPECT_LT(*took, 3s) << "kept out for the refused attempt's ttl, not the live leases'";
 }
 
 // Scenario 4 with the CLI, as the issue tells it: `dlock acquire -t 168h` (the issue's 7d; the

@@ -38,25 +38,15 @@ using test::RedisServer;
 using test::ServerOptions;
 
 using test::fixed;
+using test::in_sync;
+using test::info_field;
+using test::info_text;
+using test::quick_master;
+using test::replica_of;
 using test::with;
 
 Client client_of(const std::vector<std::string>& urls) {
   return test::client_of(urls, 1000ms);  // generous: a loaded 2-core machine
-}
-
-std::string info_text(const RedisServer& server, const std::string& section) {
-  auto r = server.command({"INFO", section});
-  if (!r || r->type != REDIS_REPLY_STRING) return {};
-  return std::string(r->str, r->len);
-}
-
-std::string info_field(const RedisServer& server, const std::string& section,
-                       const std::string& field) {
-  const std::string text = info_text(server, section);
-  const auto at = text.find(field + ":");
-  if (at == std::string::npos) return {};
-  const auto from = at + field.size() + 1;
-  return text.substr(from, text.find_first_of("\r\n", from) - from);
 }
 
 bool ok(const test::ReplyPtr& r) {
@@ -70,21 +60,6 @@ long long pttl(const RedisServer& server, const std::string& key) {
 
 std::string role(const RedisServer& server) {
   return info_field(server, "replication", "role");
-}
-
-bool in_sync(const RedisServer& replica) {
-  return info_field(replica, "replication", "master_link_status") == "up";
-}
-
-// A master whose replica syncs at once (Redis 7 waits 5 s for more replicas), and its replica;
-// `extra` for both.
-ServerOptions master_options(std::vector<std::string> extra = {}) {
-  extra.insert(extra.begin(), {"--repl-diskless-sync-delay", "0"});
-  return with(std::move(extra));
-}
-ServerOptions replica_options(const RedisServer& master, std::vector<std::string> extra = {}) {
-  extra.insert(extra.begin(), {"--replicaof", "127.0.0.1", std::to_string(master.port())});
-  return with(std::move(extra));
 }
 
 // FAILOVER on `old_master`: it pauses writes until its replica has everything, becomes that
@@ -111,8 +86,8 @@ void fail_over(RedisServer& old_master, RedisServer& replica) {
 // which refuses them (READONLY).
 TEST(ManagedFailoverTest, ACoordinatedFailoverBehindOneAddressKeepsOneHolderAtATime) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
-  RedisServer first(master_options());
-  RedisServer second(replica_options(first));
+  RedisServer first(quick_master());
+  RedisServer second(replica_of(first));
   ASSERT_TRUE(eventually([&] { return in_sync(second); }));
   test::TcpProxy address("127.0.0.1", first.port());
   const std::string url = "redis://127.0.0.1:" + std::to_string(address.port());
@@ -195,8 +170,8 @@ TEST(ManagedFailoverTest, ScriptsHeldByAWritePauseRunLateAndLeaveNoLockTaken) {
 // client is granted there), and a release counted from it leaves the lock held.
 TEST(ManagedFailoverTest, AMasterDemotedWhileItAcceptsWritesNeitherGrantsNorExtends) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
-  RedisServer first(master_options({"--replica-read-only", "no"}));
-  RedisServer second(replica_options(first, {"--replica-read-only", "no"}));
+  RedisServer first(quick_master({"--replica-read-only", "no"}));
+  RedisServer second(replica_of(first, {"--replica-read-only", "no"}));
   ASSERT_TRUE(eventually([&] { return in_sync(second); }));
   Client client = client_of({first.url()});
   auto lease = client.try_lock("job", fixed(20s, "holder"));
@@ -435,8 +410,8 @@ TEST(ManagedRoleCheckTest, ABusyAnswerToARecheckDoesNotKeepTheCheckForGood) {
 // check's.
 TEST(ManagedFailoverTest, AMasterDemotedWhileItRefusesWritesRunsNoScriptWithoutTheCheck) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
-  RedisServer first(master_options());
-  RedisServer second(replica_options(first));
+  RedisServer first(quick_master());
+  RedisServer second(replica_of(first));
   ASSERT_TRUE(eventually([&] { return in_sync(second); }));
   Client client = client_of({first.url()});
   ASSERT_TRUE(check_skipped(first, client)) << "the role check is still sent";
@@ -533,8 +508,8 @@ TEST(ManagedClockTest, OneNodeOfThreeSteppingForwardDoesNotGiveTheLockTwice) {
 // lock a second time while the first lease, which it never had, was valid.
 TEST(ManagedClockTest, AQuarantineOutlastsTheNodesClockSteppingBack) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
-  RedisServer first(master_options());
-  ServerOptions replica = replica_options(first);
+  RedisServer first(quick_master());
+  ServerOptions replica = replica_of(first);
   replica.steppable_clock = true;
   RedisServer second(replica);
   ASSERT_TRUE(eventually([&] { return in_sync(second); }));

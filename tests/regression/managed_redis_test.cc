@@ -23,6 +23,7 @@
 #include "lock/keys.h"
 #include "support/lock_clients.h"
 #include "support/redis_server.h"
+#include "support/replication.h"
 
 namespace dlock {
 namespace {
@@ -34,21 +35,14 @@ using test::RedisServer;
 using test::ServerOptions;
 
 using test::fixed;
+using test::in_sync;
+using test::info_field;
+using test::quick_master;
+using test::replica_of;
 using test::with;
 
 Client client_of(const std::vector<std::string>& urls) {
   return test::client_of(urls, 1000ms);  // generous: a loaded 2-core machine
-}
-
-std::string info_field(const RedisServer& server, const std::string& section,
-                       const std::string& field) {
-  auto r = server.command({"INFO", section});
-  if (!r || r->type != REDIS_REPLY_STRING) return {};
-  const std::string text(r->str, r->len);
-  const auto at = text.find(field + ":");
-  if (at == std::string::npos) return {};
-  const auto from = at + field.size() + 1;
-  return text.substr(from, text.find_first_of("\r\n", from) - from);
 }
 
 long long integer_of(const test::ReplyPtr& r) {
@@ -115,6 +109,25 @@ void start_waiter(Waiting& w, Client& client, const std::string& name,
 
 void mark_released(Waiting& w) {
   w.released.store(Clock::now().time_since_epoch().count());
+}
+
+// start_waiter, then true once the waiter has subscribed to `name`'s release channel.
+bool start_subscribed_waiter(Waiting& w, Client& waiter, const RedisServer& server,
+                             const std::string& name, std::chrono::milliseconds wait) {
+  start_waiter(w, waiter, name, wait);
+  return eventually([&] { return subscribers(server, lock::release_channel(name)) == 1; });
+}
+
+// True once the one subscriber to `channel` is another connection than those in `before`: the
+// waiter subscribed again after its subscriber was dropped.
+bool subscribed_again(const RedisServer& server, const std::set<std::string>& before,
+                      const std::string& channel) {
+  return eventually(
+      [&] {
+        const auto now = pubsub_clients(server);
+        return now.size() == 1 && now != before && subscribers(server, channel) == 1;
+      },
+      5s);
 }
 
 // The holder releases: the waiter gets the lock soon after, woken by the release (its lease's
@@ -231,9 +244,8 @@ TEST(ManagedTimeoutTest, AWaiterSubscribedLongerThanTheTimeoutIsWokenByTheReleas
   auto lease = holder.try_lock("job", fixed(30s, "holder"));
   ASSERT_TRUE(lease) << lease.error().message();
   Waiting w;
-  start_waiter(w, waiter, "job", 20s);
+  ASSERT_TRUE(start_subscribed_waiter(w, waiter, server, "job", 20s));
   const std::string channel = lock::release_channel("job");
-  ASSERT_TRUE(eventually([&] { return subscribers(server, channel) == 1; }));
   std::this_thread::sleep_for(3s);  // holder and waiter idle past the timeout
   EXPECT_EQ(subscribers(server, channel), 1) << "the server closed an idle subscriber";
   release_and_expect_woken(w, *lease);
@@ -252,19 +264,12 @@ TEST(ManagedPubsubTest, AWaiterWhoseSubscriberIsKilledSubscribesAgainAndIsWoken)
   auto lease = holder.try_lock("job", fixed(30s, "holder"));
   ASSERT_TRUE(lease) << lease.error().message();
   Waiting w;
-  start_waiter(w, waiter, "job", 20s);
+  ASSERT_TRUE(start_subscribed_waiter(w, waiter, server, "job", 20s));
   const std::string channel = lock::release_channel("job");
-  ASSERT_TRUE(eventually([&] { return subscribers(server, channel) == 1; }));
   for (int kill = 0; kill < 3; ++kill) {
     const auto before = pubsub_clients(server);
     ASSERT_GE(integer_of(server.command({"CLIENT", "KILL", "TYPE", "pubsub"})), 1);
-    ASSERT_TRUE(eventually(
-        [&] {
-          const auto now = pubsub_clients(server);
-          return now.size() == 1 && now != before && subscribers(server, channel) == 1;
-        },
-        5s))
-        << "the waiter never subscribed again";
+    ASSERT_TRUE(subscribed_again(server, before, channel)) << "the waiter never subscribed again";
   }
   // No spinning while it waits: a second of waiting costs a few commands at most.
   const long long before = commands_processed(server);
@@ -281,20 +286,14 @@ TEST(ManagedPubsubTest, AWaiterDroppedForItsOutputBufferSubscribesAgainAndIsWoke
   auto lease = holder.try_lock("job", fixed(30s, "holder"));
   ASSERT_TRUE(lease) << lease.error().message();
   Waiting w;
-  start_waiter(w, waiter, "job", 20s);
+  ASSERT_TRUE(start_subscribed_waiter(w, waiter, server, "job", 20s));
   const std::string channel = lock::release_channel("job");
-  ASSERT_TRUE(eventually([&] { return subscribers(server, channel) == 1; }));
   const auto before = pubsub_clients(server);
   ASSERT_EQ(before.size(), 1u);
   // One message larger than the limit: the server drops the subscriber.
   const std::string big(256 * 1024, 'x');
   ASSERT_EQ(integer_of(server.command({"PUBLISH", channel, big})), 1);
-  ASSERT_TRUE(eventually(
-      [&] {
-        const auto now = pubsub_clients(server);
-        return now.size() == 1 && now != before && subscribers(server, channel) == 1;
-      },
-      5s))
+  ASSERT_TRUE(subscribed_again(server, before, channel))
       << "the waiter was not dropped, or never subscribed again";
   release_and_expect_woken(w, *lease);
 }
@@ -311,9 +310,8 @@ TEST(ManagedPubsubTest, AReleaseMissedWhileTheSubscriberWasDownDoesNotStrandTheW
   auto lease = holder.try_lock("job", fixed(30s, "holder"));
   ASSERT_TRUE(lease) << lease.error().message();
   Waiting w;
-  start_waiter(w, waiter, "job", 25s);
+  ASSERT_TRUE(start_subscribed_waiter(w, waiter, server, "job", 25s));
   const std::string channel = lock::release_channel("job");
-  ASSERT_TRUE(eventually([&] { return subscribers(server, channel) == 1; }));
   // The waiter's user is turned off: its subscriber's reconnections fail (AUTH) meanwhile.
   ASSERT_TRUE(server.command({"ACL", "SETUSER", "w", "off"}));
   ASSERT_GE(integer_of(server.command({"CLIENT", "KILL", "TYPE", "pubsub"})), 1);
@@ -496,16 +494,10 @@ TEST(ManagedAclTest, TheDocumentedUserLocksWaitsAndReleases) {
   auto lease = holder.try_lock("app:job", fixed(20s, "holder"));
   ASSERT_TRUE(lease) << lease.error().message();
   Waiting w;
-  start_waiter(w, waiter, "app:job", 15s);
-  ASSERT_TRUE(
-      eventually([&] { return subscribers(server, lock::release_channel("app:job")) == 1; }));
+  ASSERT_TRUE(start_subscribed_waiter(w, waiter, server, "app:job", 15s));
   auto extended = lease->extend();
   ASSERT_TRUE(extended) << extended.error().message();
-  mark_released(w);
-  ASSERT_TRUE(lease->unlock());
-  auto waited = w.result.get();
-  ASSERT_TRUE(waited) << waited.error().message();
-  EXPECT_LT(*waited, 3000ms);
+  release_and_expect_woken(w, *lease);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -521,8 +513,7 @@ TEST(ManagedCommandsTest, RenamedAdminCommandsAreNotNeeded) {
   auto lease = holder.try_lock("job", fixed(20s, "holder"));
   ASSERT_TRUE(lease) << lease.error().message();
   Waiting w;
-  start_waiter(w, waiter, "job", 15s);
-  ASSERT_TRUE(eventually([&] { return subscribers(server, lock::release_channel("job")) == 1; }));
+  ASSERT_TRUE(start_subscribed_waiter(w, waiter, server, "job", 15s));
   ASSERT_TRUE(lease->extend());
   mark_released(w);
   ASSERT_TRUE(lease->unlock());
@@ -569,10 +560,9 @@ TEST(ManagedCommandsTest, ADeniedInfoIsNamedInTheError) {
 
 TEST(ManagedReplicaTest, AReadOnlyReplicaIsRefusedClearlyAndNeverCounted) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
-  RedisServer master(with({"--repl-diskless-sync-delay", "0"}));
-  RedisServer replica(with({"--replicaof", "127.0.0.1", std::to_string(master.port())}));
-  ASSERT_TRUE(
-      eventually([&] { return info_field(replica, "replication", "master_link_status") == "up"; }));
+  RedisServer master(quick_master());
+  RedisServer replica(replica_of(master));
+  ASSERT_TRUE(eventually([&] { return in_sync(replica); }));
   Client alone = client_of({replica.url()});
   auto lease = alone.try_lock("job", fixed(5s, "x"));
   ASSERT_FALSE(lease);

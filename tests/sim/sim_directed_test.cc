@@ -25,6 +25,32 @@ bool is(const node::Call& call, std::string_view script) {
   return call.script && call.script->name == script;
 }
 
+// `other` was granted, and it and `held` are both valid now: two owners of one lock.
+bool two_owners(const std::shared_ptr<detail::LeaseState>& held,
+                const std::shared_ptr<detail::LeaseState>& other) {
+  return other && held_at(*held, Clock::now()) && held_at(*other, Clock::now());
+}
+
+// Client `client`'s acquisitions are never sent to node `at`; every other call goes through.
+Plan acquire_unsent(std::size_t client, std::size_t at) {
+  return [client, at](std::size_t c, std::size_t n, const node::Call& call) {
+    if (c == client && n == at && is(call, "acquire")) return std::optional(Fault::unsent);
+    return std::optional<Fault>();
+  };
+}
+
+// Only client `client`'s first acquisition is not sent to node `at`.
+Plan first_acquire_unsent(std::size_t client, std::size_t at) {
+  auto first = std::make_shared<bool>(true);
+  return [client, at, first](std::size_t c, std::size_t n, const node::Call& call) {
+    if (*first && c == client && n == at && is(call, "acquire")) {
+      *first = false;
+      return std::optional(Fault::unsent);
+    }
+    return std::optional<Fault>();
+  };
+}
+
 // Two clients over `nodes` nodes, faults only where `plan` says.
 class World {
  public:
@@ -86,6 +112,11 @@ class World {
     if (r) lease->valid_until = *r;
     return r.has_value();
   }
+  // Node `i` restarts empty, as trace step `step`.
+  void restart(std::size_t i, std::size_t step) {
+    trace_.step(step, "node " + std::to_string(i) + " restarts");
+    cluster_->restart(i, "directed");
+  }
   SimCluster& cluster() { return *cluster_; }
   SimFanout& fanout(std::size_t c) { return *fanouts_[c]; }
   Trace& trace() { return trace_; }
@@ -120,8 +151,7 @@ TEST(SimDirected, LateAcquireAndReleaseOfAnEarlierAttemptFreeTheNewerHold) {
   w.trace().step(2, "the delayed calls run");
   w.cluster().flush();
   const auto other = w.take(1, "p", 200ms);
-  EXPECT_FALSE(other && held_at(*newer, Clock::now()) && held_at(*other, Clock::now()))
-      << "two owners hold 'x'";
+  EXPECT_FALSE(two_owners(newer, other)) << "two owners hold 'x'";
 }
 
 bool is_join(const node::Call& call) {
@@ -145,11 +175,9 @@ TEST(SimDirected, NeverGreetedNodeVouchesForARestartedOne) {
   });
   const auto held = w.take(1, "b", 200ms);  // on nodes 0 and 1
   ASSERT_NE(held, nullptr);
-  w.trace().step(1, "node 0 restarts");
-  w.cluster().restart(0, "directed");
+  w.restart(0, 1);
   const auto other = w.take(0, "a", 200ms);
-  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
-      << "two owners hold 'x'";
+  EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
 
 // A brand-new set whose first greeting reaches only a quorum does not start (the case above,
@@ -181,15 +209,13 @@ TEST(SimDirected, ATtlThatMissedANodeIsNotLostWithTheRestartedOne) {
   w.end(1, warm);
   const auto held = w.take(1, "b", 400ms);  // on nodes 0 and 1 only
   ASSERT_NE(held, nullptr);
-  w.trace().step(2, "node 0 restarts");
-  w.cluster().restart(0, "directed");
+  w.restart(0, 2);
   std::shared_ptr<detail::LeaseState> other;
   for (int i = 0; i < 10 && !other; ++i) {
     other = w.take(0, "a", 20ms);
     std::this_thread::sleep_for(10ms);
   }
-  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
-      << "two owners hold 'x'";
+  EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
 
 // Finding 8 (random seed 2300480 on 3 nodes, one restart; introduced by ffcaf35): the lock is
@@ -208,11 +234,9 @@ TEST(SimDirected, GreetingThatNamesABareQuorumStillReportsARestart) {
   });
   const auto held = w.take(1, "b", 200ms);  // on nodes 0 and 2
   ASSERT_NE(held, nullptr);
-  w.trace().step(1, "node 0 restarts");
-  w.cluster().restart(0, "directed");
+  w.restart(0, 1);
   const auto other = w.take(0, "a", 200ms);
-  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
-      << "two owners hold 'x'";
+  EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
 
 // Finding 3 (read from the code, forced here): the greeting that announces a larger ttl gets an
@@ -241,13 +265,11 @@ TEST(SimDirected, TtlNeverAnnouncedToAQuorumShortensTheQuarantine) {
   const auto held = w.take(0, "a", 2000ms);
   EXPECT_EQ(held, nullptr) << "a lock whose ttl no quorum knows: restart protection cannot hold";
   if (!held) return;
-  w.trace().step(2, "node 0 restarts");
-  w.cluster().restart(0, "directed");
+  w.restart(0, 2);
   EXPECT_EQ(w.take(1, "b", 300ms), nullptr);  // node 0 sits out, but only for about 300 ms
   std::this_thread::sleep_for(400ms);
   const auto other = w.take(1, "b", 300ms);
-  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
-      << "two owners hold 'x'";
+  EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
 
 // Finding 4 (an adversarial review of c9cc26b): a reentrant acquisition's extension comes back
@@ -291,6 +313,48 @@ TEST(SimDirected, ExpiredReentrantExtensionNeverTakesOverALiveHold) {
   }
 }
 
+// Node 0 restarts while client 0's grant is under way. Once `armed`: client 0's acquisition is
+// never sent to node 1, and just before it runs on node 2 (late: a slow connection), node 0
+// restarts empty, client 0's connection to it breaks (replaced at its next use), and client
+// `greeter` tries 'x' as `owner` for `ttl` (`in_window`), which only greets: its acquisitions
+// are answered with an error meanwhile. `world` must be set before the grant.
+struct RestartBeforeALateGrant {
+  RestartBeforeALateGrant(std::size_t c, std::string as, std::chrono::milliseconds for_ttl)
+      : greeter(c), owner(std::move(as)), ttl(for_ttl) {}
+
+  std::size_t greeter;
+  std::string owner;
+  std::chrono::milliseconds ttl;
+  bool armed = false;
+  bool window = false;
+  World* world = nullptr;
+  std::shared_ptr<detail::LeaseState> in_window;
+
+  Plan plan() {
+    return [this](std::size_t client, std::size_t node, const node::Call& call) {
+      if (armed && client == 0 && node == 1 && is(call, "acquire")) {
+        return std::optional(Fault::unsent);
+      }
+      if (window && client == greeter && is(call, "acquire")) {
+        return std::optional(Fault::error_reply);
+      }
+      return std::optional<Fault>();
+    };
+  }
+  std::function<void(std::size_t, std::size_t, const node::Call&)> hook() {
+    return [this](std::size_t client, std::size_t node, const node::Call& call) {
+      if (!armed || client != 0 || node != 2 || !is(call, "acquire")) return;
+      armed = false;
+      world->trace().step(90, "node 0 restarts; the holder's connection breaks, replaced later");
+      world->cluster().node(0).restart("restarted-node-0");
+      world->fanout(0).drop(0, false);
+      window = true;
+      in_window = world->take(greeter, owner, ttl);
+      window = false;
+    };
+  }
+};
+
 // Review of 2d4e762: a grant records its ttl on a node only when it runs there. The lock is
 // granted on node 0 first; node 2's grant runs late (a slow connection), node 1's is not sent.
 // Between the two, node 0 restarts empty and another client greets: nodes 1 and 2 are counted,
@@ -299,43 +363,22 @@ TEST(SimDirected, ExpiredReentrantExtensionNeverTakesOverALiveHold) {
 // greeting's 20 ms. Node 2 then grants, the holder counts nodes 0 and 2 (node 0's connection is
 // replaced only at its next use), and the other client wins on nodes 0 and 1.
 TEST(SimDirected, AGrantThatRunsAfterAGreetingLeavesItsTtlUnknown) {
-  bool armed = false;
-  bool window = false;
-  World* world = nullptr;
-  std::shared_ptr<detail::LeaseState> in_window;
-  World w(
-      3,
-      [&](std::size_t client, std::size_t node, const node::Call& call) {
-        if (armed && client == 0 && node == 1 && is(call, "acquire")) {
-          return std::optional(Fault::unsent);
-        }
-        // The other client's first attempt (inside the window) only greets.
-        if (window && client == 1 && is(call, "acquire")) return std::optional(Fault::error_reply);
-        return std::optional<Fault>();
-      },
-      [&](std::size_t client, std::size_t node, const node::Call& call) {
-        if (!armed || client != 0 || node != 2 || !is(call, "acquire")) return;
-        armed = false;
-        world->trace().step(90, "node 0 restarts; the holder's connection breaks, replaced later");
-        world->cluster().node(0).restart("restarted-node-0");
-        world->fanout(0).drop(0, false);
-        window = true;
-        in_window = world->take(1, "b", 20ms);  // greets: nodes 1 and 2 know no 300 ms
-        window = false;
-      });
-  world = &w;
+  // The other client's first attempt (inside the window) only greets: nodes 1 and 2 know no
+  // 300 ms.
+  RestartBeforeALateGrant restart(1, "b", 20ms);
+  World w(3, restart.plan(), restart.hook());
+  restart.world = &w;
   const auto warm = w.take(0, "a", 300ms);  // every node a member; 300 ms announced and granted
   ASSERT_NE(warm, nullptr);
   w.end(0, warm);
   std::this_thread::sleep_for(350ms);  // every record of 300 ms lapses; no re-greeting for 30 s
-  armed = true;
+  restart.armed = true;
   const auto held = w.take(0, "a", 300ms);
   ASSERT_NE(held, nullptr) << "granted on nodes 0 and 2";
-  ASSERT_EQ(in_window, nullptr);
+  ASSERT_EQ(restart.in_window, nullptr);
   std::this_thread::sleep_for(40ms);  // node 0's 20 ms quarantine ends
   const auto other = w.take(1, "b", 20ms);
-  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
-      << "two owners hold 'x'";
+  EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
 
 // Issue 28: a failover behind one address. Node 0's replica copied the boot records but not
@@ -347,11 +390,7 @@ TEST(SimDirected, AGrantThatRunsAfterAGreetingLeavesItsTtlUnknown) {
 bool two_owners_after_a_lagging_failover(Mutation mutation) {
   World* world = nullptr;
   World w(
-      3,
-      [](std::size_t client, std::size_t node, const node::Call& call) {
-        if (client == 1 && node == 2 && is(call, "acquire")) return std::optional(Fault::unsent);
-        return std::optional<Fault>();
-      },
+      3, acquire_unsent(1, 2),
       [&](std::size_t client, std::size_t node, const node::Call& call) {
         // The replica is up to date until the grant: every boot record, not the lock key.
         if (client == 1 && node == 0 && is(call, "acquire")) world->cluster().node(0).replicate();
@@ -363,7 +402,7 @@ bool two_owners_after_a_lagging_failover(Mutation mutation) {
   w.trace().step(1, "node 0's address now reaches its promoted replica");
   w.cluster().fail_over(0, "directed");
   const auto other = w.take(0, "a", 200ms);
-  return other && held_at(*held, Clock::now()) && held_at(*other, Clock::now());
+  return two_owners(held, other);
 }
 
 TEST(SimDirected, AFailoverToALaggingReplicaIsARestart) {
@@ -378,13 +417,7 @@ TEST(SimDirected, AFailoverToALaggingReplicaIsARestart) {
 // have granted the first lease with node 1 (node 2 missed it), then evicted the lock key and
 // granted a second owner with node 2.
 bool two_owners_after_an_eviction(Mutation mutation) {
-  World w(
-      3,
-      [](std::size_t client, std::size_t node, const node::Call& call) {
-        if (client == 1 && node == 2 && is(call, "acquire")) return std::optional(Fault::unsent);
-        return std::optional<Fault>();
-      },
-      {}, 2, mutation);
+  World w(3, acquire_unsent(1, 2), {}, 2, mutation);
   w.cluster().node(0).set_evicting();
   // 2 s leases: both must still be valid when compared, also on a busy machine (the
   // mutation's two owners went unseen under load with 200 ms).
@@ -393,7 +426,7 @@ bool two_owners_after_an_eviction(Mutation mutation) {
   while (!w.cluster().node(0).evict(0).empty()) {
   }
   const auto other = w.take(0, "a", 2000ms);
-  return held && other && held_at(*held, Clock::now()) && held_at(*other, Clock::now());
+  return held && two_owners(held, other);
 }
 
 TEST(SimDirected, ANodeThatMayEvictNeverVotes) {
@@ -412,31 +445,10 @@ TEST(SimDirected, ANodeThatMayEvictNeverVotes) {
 // Node 2 then grants; client 0 holds on nodes 0 and 2 for ~295 ms. Client 2 (announced 150 ms,
 // so no new greeting for ~295 ms) takes 'x' on nodes 0 and 1 after 215 ms.
 TEST(SimDirected, ALearnedTtlLargerThanTheAnnouncedOneIsNotAnnounced) {
-  bool armed = false;
-  bool window = false;
-  World* world = nullptr;
-  std::shared_ptr<detail::LeaseState> in_window;
-  World w(
-      3,
-      [&](std::size_t client, std::size_t node, const node::Call& call) {
-        if (armed && client == 0 && node == 1 && is(call, "acquire")) {
-          return std::optional(Fault::unsent);
-        }
-        if (window && client == 2 && is(call, "acquire")) return std::optional(Fault::error_reply);
-        return std::optional<Fault>();
-      },
-      [&](std::size_t client, std::size_t node, const node::Call& call) {
-        if (!armed || client != 0 || node != 2 || !is(call, "acquire")) return;
-        armed = false;
-        world->trace().step(90, "node 0 restarts; the holder's connection breaks, replaced later");
-        world->cluster().node(0).restart("restarted-node-0");
-        world->fanout(0).drop(0, false);
-        window = true;
-        in_window = world->take(2, "c", 150ms);  // greets for 150 ms: learns 200 ms, no 300 ms
-        window = false;
-      },
-      3);
-  world = &w;
+  // Client 2 greets for 150 ms in the window: learns 200 ms, no 300 ms.
+  RestartBeforeALateGrant restart(2, "c", 150ms);
+  World w(3, restart.plan(), restart.hook(), 3);
+  restart.world = &w;
   const auto t0 = Clock::now();
   const auto big = w.take(1, "b", 300ms);  // 300 ms announced (for 600 ms) and granted
   ASSERT_NE(big, nullptr);
@@ -446,14 +458,13 @@ TEST(SimDirected, ALearnedTtlLargerThanTheAnnouncedOneIsNotAnnounced) {
   ASSERT_NE(small, nullptr);
   w.end(0, small);
   std::this_thread::sleep_until(t0 + 615ms);  // client 1's records of 300 ms have lapsed
-  armed = true;
+  restart.armed = true;
   const auto held = w.take(0, "a", 300ms);  // no new greeting: 300 <= the largest it learned
   ASSERT_NE(held, nullptr) << "granted on nodes 0 and 2";
-  ASSERT_EQ(in_window, nullptr);
+  ASSERT_EQ(restart.in_window, nullptr);
   std::this_thread::sleep_for(215ms);  // node 0's 200 ms quarantine ends
   const auto other = w.take(2, "c", 20ms);
-  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
-      << "two owners hold 'x'";
+  EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
 
 // Review of 859a53e / 714b02b: another server behind a node's address, one that is not a
@@ -462,10 +473,7 @@ TEST(SimDirected, ALearnedTtlLargerThanTheAnnouncedOneIsNotAnnounced) {
 // as a boot of an hour ago (hello.lua: now - uptime), longer than any ttl, so no quarantine: it
 // votes at once without the keys the old server held. Client 1 holds 'x' on nodes 0 and 1.
 TEST(SimDirected, AnotherServerWithALongUptimeBehindAnAddressVotesAtOnce) {
-  World w(3, [](std::size_t client, std::size_t node, const node::Call& call) {
-    if (client == 1 && node == 2 && is(call, "acquire")) return std::optional(Fault::unsent);
-    return std::optional<Fault>();
-  });
+  World w(3, acquire_unsent(1, 2));
   const auto held = w.take(1, "b", 300ms);  // on nodes 0 and 1
   ASSERT_NE(held, nullptr);
   w.trace().step(1, "node 0's address reaches another server, up for an hour; connections break");
@@ -473,8 +481,7 @@ TEST(SimDirected, AnotherServerWithALongUptimeBehindAnAddressVotesAtOnce) {
   w.fanout(0).drop(0, true);
   w.fanout(1).drop(0, true);
   const auto other = w.take(0, "a", 300ms);
-  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
-      << "two owners hold 'x'";
+  EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
 
 // The same on one connection (a proxy that kept it), seen by a client that knew the old server:
@@ -502,8 +509,7 @@ TEST(SimDirected, AnotherServerOnTheSameConnectionAfterAMissedGreetingVotesAtOnc
   w.trace().step(3, "node 0's proxy puts another server (up for an hour) on the same connection");
   w.cluster().node(0).replace("standby-server-0", 3600 * 1000);
   const auto other = w.take(0, "a", 500ms);  // a larger ttl: greets again, node 0 answers
-  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
-      << "two owners hold 'x'";
+  EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
 
 // Review: a failback behind one address. Address 0 moves from server S1 to a standby S2 (its own
@@ -551,8 +557,7 @@ TEST(SimDirected, DISABLED_AFailbackToAServerThatMissedGrantsVotesAtOnce) {
   ASSERT_NE(held, nullptr);
   move("address 0 moves back to S1 (never restarted; it has no key of 'x')");
   const auto other = w.take(0, "a", 100ms);
-  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
-      << "two owners hold 'x'";
+  EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
 
 // Review: a greeting that could not be trusted leaves the last trusted view in place: every node
@@ -609,8 +614,7 @@ TEST(SimDirected, AnUntrustedGreetingKeepsVotesPastTheAnnouncement) {
   ASSERT_EQ(in_window, nullptr);
   std::this_thread::sleep_for(160ms);  // node 0's 150 ms quarantine ends
   const auto other = w.take(1, "b", 20ms);
-  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
-      << "two owners hold 'x'";
+  EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
 
 // Review of 2d4e762: judge_greeting counts a node that answers "not in use" as fresh (never a
@@ -655,8 +659,7 @@ TEST(SimDirected, ARestartBetweenInfoAndHelloCountsAsAFreshNode) {
     other = w.take(1, "b", 20ms);
     if (!other) std::this_thread::sleep_for(30ms);
   }
-  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
-      << "two owners hold 'x'";
+  EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
 
 // Review: Membership::quarantine() counts a reported boot age back from `asked`, the time taken
@@ -670,11 +673,7 @@ TEST(SimDirected, ARestartBetweenInfoAndHelloCountsAsAFreshNode) {
 TEST(SimDirected, ASlowGreetingEndsAQuarantineEarly) {
   bool slow = false;
   World w(
-      3,
-      [](std::size_t client, std::size_t node, const node::Call& call) {
-        if (client == 0 && node == 1 && is(call, "acquire")) return std::optional(Fault::unsent);
-        return std::optional<Fault>();
-      },
+      3, acquire_unsent(0, 1),
       [&](std::size_t client, std::size_t node, const node::Call& call) {
         if (!slow || client != 2 || node != 0 || !is(call, "hello")) return;
         slow = false;
@@ -683,16 +682,14 @@ TEST(SimDirected, ASlowGreetingEndsAQuarantineEarly) {
       3);
   const auto held = w.take(0, "a", 1000ms);  // on nodes 0 and 2
   ASSERT_NE(held, nullptr);
-  w.trace().step(1, "node 0 restarts");
-  w.cluster().restart(0, "directed");
+  w.restart(0, 1);
   const auto booted = Clock::now();
   EXPECT_EQ(w.take(1, "b", 1000ms), nullptr);  // first sight of node 0's boot: quarantined
   slow = true;
   EXPECT_EQ(w.take(2, "c", 1000ms), nullptr);  // quarantines node 0 from its slow greeting
   std::this_thread::sleep_until(booted + 880ms);
   const auto other = w.take(2, "c", 1000ms);
-  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
-      << "two owners hold 'x'";
+  EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
 
 }  // namespace
@@ -746,8 +743,7 @@ TEST(SimDirected, ARefusedAttemptLeavesNoAnnouncementBehind) {
         << "node " << i << " still records the refused 1 s";
   }
   w.end(1, held);
-  w.trace().step(10, "node 0 restarts");
-  w.cluster().restart(0, "directed");
+  w.restart(0, 10);
   node_2_refuses = true;
   const auto start = Clock::now();
   std::shared_ptr<detail::LeaseState> later;
@@ -823,8 +819,21 @@ TEST(SimDirected, ARefusalDoesNotRetractWhileAnotherAttemptOfTheClientIsInFlight
   std::this_thread::sleep_until(restarted + 1075ms);  // a 1 s quarantine of node 0 has ended
   ASSERT_TRUE(held_at(*held, Clock::now()));
   const auto other = w.take(1, "b", 20ms);
-  EXPECT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
-      << "two owners hold 'x'";
+  EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
+}
+
+// Client `c` takes 'x' as `owner` for 20 ms again and again during `period`, letting go each
+// time: never while `held` is valid.
+void expect_no_second_owner_during(World& w, std::size_t c, const std::string& owner,
+                                   const std::shared_ptr<detail::LeaseState>& held,
+                                   std::chrono::milliseconds period) {
+  const auto start = Clock::now();
+  while (Clock::now() - start < period) {
+    const auto other = w.take(c, owner, 20ms);
+    ASSERT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
+    if (other) w.end(c, other);
+    std::this_thread::sleep_for(20ms);
+  }
 }
 
 // A lease granted earlier by the same client, still live, keeps its ttl known after the client
@@ -835,14 +844,7 @@ TEST(SimDirected, ARefusalDoesNotRetractWhileAnotherAttemptOfTheClientIsInFlight
 // greets (nodes 1 and 2 counted: node 1 has the grant's record of 400 ms) and must not win on
 // nodes 0 and 2 while the lease lives.
 TEST(SimDirected, ARetractionKeepsTheRecordOfALiveLeaseOfTheSameTtl) {
-  bool first = true;
-  World w(3, [&](std::size_t client, std::size_t node, const node::Call& call) {
-    if (first && client == 0 && node == 2 && is(call, "acquire")) {
-      first = false;
-      return std::optional(Fault::unsent);
-    }
-    return std::optional<Fault>();
-  });
+  World w(3, first_acquire_unsent(0, 2));
   const auto held = w.take(0, "a", 400ms);
   ASSERT_NE(held, nullptr);
   EXPECT_EQ(w.take(0, "c", 800ms), nullptr) << "held by owner a";
@@ -850,16 +852,8 @@ TEST(SimDirected, ARetractionKeepsTheRecordOfALiveLeaseOfTheSameTtl) {
     EXPECT_FALSE(records_ttl(w.cluster().node(2), ttl, /*announced=*/true))
         << "the announcement of " << ttl << " ms was taken back";
   }
-  w.trace().step(10, "node 0 restarts");
-  w.cluster().restart(0, "directed");
-  const auto start = Clock::now();
-  while (Clock::now() - start < 300ms) {
-    const auto other = w.take(1, "b", 20ms);
-    ASSERT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
-        << "two owners hold 'x'";
-    if (other) w.end(1, other);
-    std::this_thread::sleep_for(20ms);
-  }
+  w.restart(0, 10);
+  expect_no_second_owner_during(w, 1, "b", held, 300ms);
 }
 
 // Renewals after a retraction: the client greets again before the renewal counts (nothing of
@@ -868,14 +862,7 @@ TEST(SimDirected, ARetractionKeepsTheRecordOfALiveLeaseOfTheSameTtl) {
 // extends the lease past its grant's record; node 0 restarts; client 1 must not win on nodes 0
 // and 2.
 TEST(SimDirected, ARenewalAfterARetractionKeepsARestartedNodeOut) {
-  bool first = true;
-  World w(3, [&](std::size_t client, std::size_t node, const node::Call& call) {
-    if (first && client == 0 && node == 2 && is(call, "acquire")) {
-      first = false;
-      return std::optional(Fault::unsent);
-    }
-    return std::optional<Fault>();
-  });
+  World w(3, first_acquire_unsent(0, 2));
   const auto held = w.take(0, "a", 300ms);
   ASSERT_NE(held, nullptr);
   // A larger ttl: the retraction is not skipped for the live lease of its own ttl.
@@ -886,13 +873,11 @@ TEST(SimDirected, ARenewalAfterARetractionKeepsARestartedNodeOut) {
   std::this_thread::sleep_for(
       200ms);  // the grant's record of 300 ms has lapsed; the renewal's lives
   ASSERT_TRUE(held_at(*held, Clock::now()));
-  w.trace().step(20, "node 0 restarts");
-  w.cluster().restart(0, "directed");
+  w.restart(0, 20);
   const auto other = w.take(1, "b", 20ms);
   std::this_thread::sleep_for(40ms);
   const auto again = other ? other : w.take(1, "b", 20ms);
-  EXPECT_FALSE(again && held_at(*held, Clock::now()) && held_at(*again, Clock::now()))
-      << "two owners hold 'x'";
+  EXPECT_FALSE(two_owners(held, again)) << "two owners hold 'x'";
 }
 
 // A late grant of the refused attempt itself: client 0's acquire on node 2 runs after the
@@ -918,16 +903,8 @@ TEST(SimDirected, ALateGrantOfARefusedAttemptAfterItsRetraction) {
   w.trace().step(10, "the late grant runs on node 2");
   w.cluster().flush();
   EXPECT_TRUE(records_ttl(w.cluster().node(2), "600")) << "a grant records its ttl";
-  w.trace().step(11, "node 0 restarts");
-  w.cluster().restart(0, "directed");
-  const auto start = Clock::now();
-  while (Clock::now() - start < 250ms) {
-    const auto other = w.take(2, "c", 20ms);
-    ASSERT_FALSE(other && held_at(*held, Clock::now()) && held_at(*other, Clock::now()))
-        << "two owners hold 'x'";
-    if (other) w.end(2, other);
-    std::this_thread::sleep_for(20ms);
-  }
+  w.restart(0, 11);
+  expect_no_second_owner_during(w, 2, "c", held, 250ms);
 }
 
 // Seed 58 of MinorityRestartsWithPermits/N5 (the TSan CI run of 2138fa2): an extension began

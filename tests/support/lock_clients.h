@@ -14,16 +14,21 @@ namespace dlock::test {
 
 // A client of `nodes`: `node_timeout` per node, reconnecting after 20 to 200 ms (the tests kill
 // and restart servers). Bad options are the test's own error: thrown.
-inline Client client_of(const std::vector<std::string>& nodes,
-                        Millis node_timeout = std::chrono::milliseconds(500)) {
-  ClientOptions options;
-  options.nodes = nodes;
-  options.node_timeout = node_timeout;
+// `options` as given (nodes, and whatever else the test sets), reconnecting after 20 to 200 ms.
+inline Client client_from(ClientOptions options) {
   options.reconnect_backoff_min = std::chrono::milliseconds(20);
   options.reconnect_backoff_max = std::chrono::milliseconds(200);
   auto c = Client::create(options);
   if (!c) throw std::runtime_error(c.error().message());
   return std::move(c).value();
+}
+
+inline Client client_of(const std::vector<std::string>& nodes,
+                        Millis node_timeout = std::chrono::milliseconds(500)) {
+  ClientOptions options;
+  options.nodes = nodes;
+  options.node_timeout = node_timeout;
+  return client_from(std::move(options));
 }
 
 // Renewed by the watchdog while held; `owner` empty: the thread's default owner.
