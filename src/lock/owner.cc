@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "lock/owner.h"
 
+#include <pthread.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -34,6 +35,25 @@ std::string random_hex(std::size_t bytes) {
   return out;
 }
 
+namespace {
+
+// Bumped in a forked child (pthread_atfork), so that the per-thread owners below notice a fork
+// with one relaxed load instead of a getpid(2) system call per acquisition (glibc does not cache
+// the pid): the asio API asks for an owner on every acquisition (issue 32).
+std::atomic<std::uint64_t> fork_generation{1};
+
+std::uint64_t current_fork_generation() {
+  static const bool registered = [] {
+    // Only the child's handler: it runs in the forking thread, the only one the child has.
+    return pthread_atfork(nullptr, nullptr,
+                          [] { fork_generation.fetch_add(1, std::memory_order_relaxed); }) == 0;
+  }();
+  (void)registered;
+  return fork_generation.load(std::memory_order_relaxed);
+}
+
+}  // namespace
+
 std::string process_id() {
   static std::mutex mu;
   static pid_t pid = 0;
@@ -50,10 +70,10 @@ std::string process_id() {
 OwnerToken thread_owner() {
   // Built once per thread (and again in a forked child, whose pid and tid are new): every
   // acquisition without an explicit owner asks for it.
-  thread_local pid_t pid = 0;
+  thread_local std::uint64_t generation = 0;
   thread_local std::string owner;
-  if (pid != getpid()) {
-    pid = getpid();
+  if (const auto now = current_fork_generation(); generation != now) {
+    generation = now;
     owner = process_id() + ":" + std::to_string(gettid());
   }
   return OwnerToken(owner);
@@ -63,10 +83,10 @@ OwnerToken task_owner() {
   static std::atomic<std::uint64_t> next{0};
   // The prefix kept per thread (and made again in a forked child): one allocation per owner,
   // the token's own (every asio acquisition without an explicit owner asks for one).
-  thread_local pid_t pid = 0;
+  thread_local std::uint64_t generation = 0;
   thread_local std::string prefix;
-  if (pid != getpid()) {
-    pid = getpid();
+  if (const auto now = current_fork_generation(); generation != now) {
+    generation = now;
     prefix = process_id() + ":task-";
   }
   char digits[24];
