@@ -3,10 +3,15 @@
 // (core/operations.h), started on the client's io thread instead of waited for.
 #include <dlock/async.h>
 
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <vector>
+
 #include "core/access.h"
 #include "core/client_core.h"
 #include "core/operations.h"
 #include "engine/task.h"
+#include "engine/thread_role.h"
 #include "lock/owner.h"
 #include "lock/wait.h"
 
@@ -286,6 +291,81 @@ void start_detach(Lease& lease, std::function<void(Result<OwnerToken>)> done) {
                     done(std::move(owner));
                   }));
   });
+}
+
+namespace {
+
+using HandBacks = std::vector<std::unique_ptr<HandBack>>;
+
+// Runs a batch of completions on their executor: the first here, the others each posted on
+// its own first (from the executor's own thread: no wake-up), so that they still run in order
+// and an io_context run by several threads may still spread them.
+void run_batch(const asio::any_io_executor& executor, HandBacks batch) {
+  for (std::size_t i = 1; i < batch.size(); ++i) {
+    asio::post(executor, [completion = std::move(batch[i])] { completion->run(); });
+  }
+  auto first = std::move(batch[0]);
+  batch.clear();
+  first->run();
+}
+
+// The io thread's completions not yet handed back: posted once the handler that completed
+// them returns (by a handler posted behind it), or as the thread ends.
+class Pending {
+ public:
+  ~Pending() { flush(); }  // the io thread ends (io_context::stop may drop the posted flush)
+
+  void add(asio::io_context& io, const asio::any_io_executor& executor,
+           std::unique_ptr<HandBack> completion, std::shared_ptr<void> work) {
+    // Consecutive completions for one executor share one post.
+    if (batches_.empty() || batches_.back().executor != executor) {
+      batches_.push_back(Batch{executor, {}});
+    }
+    batches_.back().completions.push_back(std::move(completion));
+    works_.push_back(std::move(work));
+    if (!flush_posted_) {
+      flush_posted_ = true;
+      asio::post(io, [this] { flush(); });
+    }
+  }
+
+  void flush() {
+    flush_posted_ = false;
+    auto batches = std::move(batches_);
+    batches_.clear();
+    auto works = std::move(works_);
+    works_.clear();
+    for (auto& batch : batches) {
+      asio::post(batch.executor,
+                 [executor = batch.executor, completions = std::move(batch.completions)]() mutable {
+                   run_batch(executor, std::move(completions));
+                 });
+    }
+    // Only after every post() returned: see initiate (dlock/async.h).
+    works.clear();
+  }
+
+ private:
+  struct Batch {
+    asio::any_io_executor executor;
+    HandBacks completions;
+  };
+  std::vector<Batch> batches_;
+  std::vector<std::shared_ptr<void>> works_;
+  bool flush_posted_ = false;
+};
+
+}  // namespace
+
+void hand_back(const asio::any_io_executor& executor, std::unique_ptr<HandBack> completion,
+               std::shared_ptr<void> work) {
+  if (auto* io = engine::io_thread_context()) {
+    thread_local Pending pending;
+    return pending.add(*io, executor, std::move(completion), std::move(work));
+  }
+  // Elsewhere (a cancellation, on the thread that asked for it): at once.
+  asio::post(executor, [completion = std::move(completion)] { completion->run(); });
+  work.reset();  // only after post() returned: see initiate (dlock/async.h)
 }
 
 void cancel_pending_waits(ClientCore& core) {
