@@ -138,9 +138,10 @@ class HandBack {
 
 // The library side of a completion (src/api/async.cc): posts `completion` to `executor`, then
 // drops `work`. On the client's io thread it waits there until the handler that completed it
-// returns, with every other completion for the same executor completed meanwhile: the replies
-// of one read complete many operations, and one post for them all wakes the caller's thread
-// once instead of once each (a context switch each when both threads share a CPU; issue 32).
+// returns (or 16 wait), with every other completion for the same executor completed meanwhile:
+// the replies of one read complete many operations, and one post for them all wakes the
+// caller's thread once instead of once each (a context switch each when both threads share a
+// CPU; issue 32).
 void hand_back(const asio::any_io_executor& executor, std::unique_ptr<HandBack> completion,
                std::shared_ptr<void> work);
 

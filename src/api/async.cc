@@ -297,6 +297,8 @@ namespace {
 
 using HandBacks = std::vector<std::unique_ptr<HandBack>>;
 
+constexpr std::size_t kMaxBatch = 16;
+
 // Runs a batch of completions on their executor: the first here, the others each posted on
 // its own first (from the executor's own thread: no wake-up), so that they still run in order
 // and an io_context run by several threads may still spread them.
@@ -323,6 +325,11 @@ class Pending {
     }
     batches_.back().completions.push_back(std::move(completion));
     works_.push_back(std::move(work));
+    // Not more than this many at a time: the caller starts nothing of a batch before it gets
+    // it, and a batch of the whole read (up to every operation in flight) leaves Redis and the
+    // caller taking turns. At 64 in flight with both threads on one CPU: 29k cycles/s without a
+    // cap, 35k with 8, 40k with 16, 39k with 32 (28k to 32k before batching).
+    if (works_.size() >= kMaxBatch) return flush();
     if (!flush_posted_) {
       flush_posted_ = true;
       asio::post(io, [this] { flush(); });
