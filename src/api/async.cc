@@ -299,16 +299,28 @@ using HandBacks = std::vector<std::unique_ptr<HandBack>>;
 
 constexpr std::size_t kMaxBatch = 16;
 
-// Runs a batch of completions on their executor: the first here, the others each posted on
-// its own first (from the executor's own thread: no wake-up), so that they still run in order
-// and an io_context run by several threads may still spread them.
+// Runs a batch of completions on their executor, in the order the io thread made them (a later
+// batch is queued behind this one). Should one throw (asio lets a handler's exception out of
+// run()), those after it go on in a batch of their own, posted before the exception leaves.
 void run_batch(const asio::any_io_executor& executor, HandBacks batch) {
-  for (std::size_t i = 1; i < batch.size(); ++i) {
-    asio::post(executor, [completion = std::move(batch[i])] { completion->run(); });
+  std::size_t next = 0;
+  struct RestOnThrow {
+    const asio::any_io_executor& executor;
+    HandBacks& batch;
+    std::size_t& next;
+    ~RestOnThrow() {
+      if (next >= batch.size()) return;
+      HandBacks rest(std::make_move_iterator(batch.begin() + static_cast<std::ptrdiff_t>(next)),
+                     std::make_move_iterator(batch.end()));
+      asio::post(executor, [executor = executor, rest = std::move(rest)]() mutable {
+        run_batch(executor, std::move(rest));
+      });
+    }
+  } rest_on_throw{executor, batch, next};
+  while (next < batch.size()) {
+    auto completion = std::move(batch[next++]);
+    completion->run();
   }
-  auto first = std::move(batch[0]);
-  batch.clear();
-  first->run();
 }
 
 // The io thread's completions not yet handed back: posted once the handler that completed
