@@ -41,6 +41,7 @@
 #include <dlock/result.h>
 #include <dlock/status.h>
 
+#include <asio/any_io_executor.hpp>
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
@@ -128,6 +129,41 @@ void start_extend(Lease& lease, std::chrono::milliseconds ttl, std::shared_ptr<A
 void start_detach(Lease& lease, std::function<void(Result<OwnerToken>)> done);
 std::chrono::milliseconds lease_ttl(const Lease& lease);
 
+// A completion on its way to the caller's executor: the caller's handler with its outcome.
+class HandBack {
+ public:
+  virtual ~HandBack() = default;
+  virtual void run() = 0;
+};
+
+// The library side of a completion (src/api/async.cc): posts `completion` to `executor`, then
+// drops `work`. On the client's io thread it waits there until the handler that completed it
+// returns (or 16 wait), with every other completion for the same executor completed meanwhile:
+// the replies of one read complete many operations, and one post for them all wakes the
+// caller's thread once instead of once each (a context switch each when both threads share a
+// CPU; issue 32).
+void hand_back(const asio::any_io_executor& executor, std::unique_ptr<HandBack> completion,
+               std::shared_ptr<void> work);
+
+template <typename Handler, typename T>
+class Completion final : public HandBack {
+ public:
+  Completion(std::shared_ptr<Handler> handler, Result<T> result)
+      : handler_(std::move(handler)), result_(std::move(result)) {}
+  void run() override {
+    // The slot is left as it is: a late emit finds the operation over and does nothing,
+    // while clearing it here could race an emit on another thread.
+    // Taken out first: the user's handler (and what it captured) ends here, on its
+    // executor, not later on the io thread with the last copy of `handler_`.
+    auto to_call = std::move(*handler_);
+    std::move(to_call)(std::move(result_));
+  }
+
+ private:
+  std::shared_ptr<Handler> handler_;
+  Result<T> result_;
+};
+
 // Adapts a completion handler: hooks its cancellation slot to an AsyncCancel, keeps its
 // executor busy while the operation runs, and completes on that executor.
 template <typename T, typename Handler, typename Start>
@@ -149,21 +185,24 @@ void initiate(Handler handler, Start start) {
   using Work = asio::executor_work_guard<decltype(executor)>;
   auto work = std::make_shared<Work>(executor);
   auto shared = std::make_shared<Handler>(std::move(handler));
-  start(cancel, [shared, work, executor](Result<T> result) mutable {
-    asio::post(executor, [shared, result = std::move(result)]() mutable {
-      // The slot is left as it is: a late emit finds the operation over and does nothing,
-      // while clearing it here could race an emit on another thread.
-      // Taken out first: the user's handler (and what it captured) ends here, on its
-      // executor, not later on the io thread with the last copy of `shared`.
-      auto to_call = std::move(*shared);
-      std::move(to_call)(std::move(result));
+  if constexpr (std::is_convertible_v<decltype(executor), asio::any_io_executor>) {
+    start(cancel, [shared, work, executor](Result<T> result) mutable {
+      hand_back(executor,
+                std::make_unique<Completion<Handler, T>>(std::move(shared), std::move(result)),
+                std::move(work));
     });
-    // Only after post() returned: it still wakes one of the executor's threads after the
-    // handler can run there. Were the work released by the handler, its io_context could run
-    // out of work, return from run() and be destroyed by its owner while post() is still
-    // signalling it (ThreadSanitizer saw exactly that in AsyncTest.ManyInFlightFromOneThread).
-    work->reset();
-  });
+  } else {
+    start(cancel, [shared, work, executor](Result<T> result) mutable {
+      asio::post(executor,
+                 [completion = Completion<Handler, T>(
+                      std::move(shared), std::move(result))]() mutable { completion.run(); });
+      // Only after post() returned: it still wakes one of the executor's threads after the
+      // handler can run there. Were the work released by the handler, its io_context could run
+      // out of work, return from run() and be destroyed by its owner while post() is still
+      // signalling it (ThreadSanitizer saw exactly that in AsyncTest.ManyInFlightFromOneThread).
+      work->reset();
+    });
+  }
 }
 
 }  // namespace detail

@@ -3,10 +3,15 @@
 // (core/operations.h), started on the client's io thread instead of waited for.
 #include <dlock/async.h>
 
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <vector>
+
 #include "core/access.h"
 #include "core/client_core.h"
 #include "core/operations.h"
 #include "engine/task.h"
+#include "engine/thread_role.h"
 #include "lock/owner.h"
 #include "lock/wait.h"
 
@@ -286,6 +291,100 @@ void start_detach(Lease& lease, std::function<void(Result<OwnerToken>)> done) {
                     done(std::move(owner));
                   }));
   });
+}
+
+namespace {
+
+using HandBacks = std::vector<std::unique_ptr<HandBack>>;
+
+constexpr std::size_t kMaxBatch = 16;
+
+// Runs a batch of completions on their executor, in the order the io thread made them (a later
+// batch is queued behind this one). Should one throw (asio lets a handler's exception out of
+// run()), those after it go on in a batch of their own, posted before the exception leaves.
+void run_batch(const asio::any_io_executor& executor, HandBacks batch) {
+  std::size_t next = 0;
+  struct RestOnThrow {
+    const asio::any_io_executor& executor;
+    HandBacks& batch;
+    std::size_t& next;
+    ~RestOnThrow() {
+      if (next >= batch.size()) return;
+      HandBacks rest(std::make_move_iterator(batch.begin() + static_cast<std::ptrdiff_t>(next)),
+                     std::make_move_iterator(batch.end()));
+      asio::post(executor, [executor = executor, rest = std::move(rest)]() mutable {
+        run_batch(executor, std::move(rest));
+      });
+    }
+  } rest_on_throw{executor, batch, next};
+  while (next < batch.size()) {
+    auto completion = std::move(batch[next++]);
+    completion->run();
+  }
+}
+
+// The io thread's completions not yet handed back: posted once the handler that completed
+// them returns (by a handler posted behind it), or as the thread ends.
+class Pending {
+ public:
+  ~Pending() { flush(); }  // the io thread ends (io_context::stop may drop the posted flush)
+
+  void add(asio::io_context& io, const asio::any_io_executor& executor,
+           std::unique_ptr<HandBack> completion, std::shared_ptr<void> work) {
+    // Consecutive completions for one executor share one post.
+    if (batches_.empty() || batches_.back().executor != executor) {
+      batches_.push_back(Batch{executor, {}});
+    }
+    batches_.back().completions.push_back(std::move(completion));
+    works_.push_back(std::move(work));
+    // Not more than this many at a time: the caller starts nothing of a batch before it gets
+    // it, and a batch of the whole read (up to every operation in flight) leaves Redis and the
+    // caller taking turns. At 64 in flight with both threads on one CPU: 29k cycles/s without a
+    // cap, 35k with 8, 40k with 16, 39k with 32 (28k to 32k before batching).
+    if (works_.size() >= kMaxBatch) return flush();
+    if (!flush_posted_) {
+      flush_posted_ = true;
+      asio::post(io, [this] { flush(); });
+    }
+  }
+
+  void flush() {
+    flush_posted_ = false;
+    auto batches = std::move(batches_);
+    batches_.clear();
+    auto works = std::move(works_);
+    works_.clear();
+    for (auto& batch : batches) {
+      asio::post(batch.executor,
+                 [executor = batch.executor, completions = std::move(batch.completions)]() mutable {
+                   run_batch(executor, std::move(completions));
+                 });
+    }
+    // Only after every post() returned: see initiate (dlock/async.h).
+    works.clear();
+  }
+
+ private:
+  struct Batch {
+    asio::any_io_executor executor;
+    HandBacks completions;
+  };
+  std::vector<Batch> batches_;
+  std::vector<std::shared_ptr<void>> works_;
+  bool flush_posted_ = false;
+};
+
+}  // namespace
+
+void hand_back(const asio::any_io_executor& executor, std::unique_ptr<HandBack> completion,
+               std::shared_ptr<void> work) {
+  if (auto* io = engine::io_thread_context()) {
+    thread_local Pending pending;
+    return pending.add(*io, executor, std::move(completion), std::move(work));
+  }
+  // Elsewhere (a cancellation, on the thread that asked for it): at once.
+  asio::post(executor, [completion = std::move(completion)] { completion->run(); });
+  work.reset();  // only after post() returned: see initiate (dlock/async.h)
 }
 
 void cancel_pending_waits(ClientCore& core) {

@@ -4,6 +4,7 @@
 namespace dlock::engine {
 namespace {
 thread_local bool io_thread = false;
+thread_local asio::io_context* io_thread_io = nullptr;
 thread_local bool watchdog_thread = false;
 }  // namespace
 
@@ -11,8 +12,13 @@ bool on_io_thread() noexcept {
   return io_thread;
 }
 
-void become_io_thread() noexcept {
+void become_io_thread(asio::io_context& io) noexcept {
   io_thread = true;
+  io_thread_io = &io;
+}
+
+asio::io_context* io_thread_context() noexcept {
+  return io_thread_io;
 }
 
 bool on_client_thread() noexcept {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "lock/owner.h"
 
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cerrno>
 #include <charconv>
 #include <mutex>
+#include <new>
 #include <system_error>
 #include <vector>
 
@@ -34,6 +36,50 @@ std::string random_hex(std::size_t bytes) {
   return out;
 }
 
+namespace {
+
+// The per-thread owners below must be made again in a forked child (its pid and tid are new),
+// and they are asked for on every acquisition (the asio API: one per operation), so a fork is
+// noticed without a getpid(2) system call each time (glibc does not cache the pid; issue 32).
+// The mark is a word in a page the kernel zeroes in every child, however it was made: fork(),
+// _Fork() and a raw clone() run no pthread_atfork handler, and a child that kept its parent's
+// owners would share them (and owners are what reentrancy goes by: two holders). Where the
+// kernel cannot (before Linux 4.14), the pid is the mark, read each time as before.
+std::atomic<std::uint64_t>* map_wiped_on_fork() {
+  static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+  const long page = sysconf(_SC_PAGESIZE);
+  void* at = mmap(nullptr, static_cast<std::size_t>(page), PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (at == MAP_FAILED) return nullptr;
+  if (madvise(at, static_cast<std::size_t>(page), MADV_WIPEONFORK) != 0) {
+    munmap(at, static_cast<std::size_t>(page));
+    return nullptr;
+  }
+  return new (at) std::atomic<std::uint64_t>(1);
+}
+
+// Made as the library loads: on first use, a fork while another thread made it would leave the
+// child waiting on the half-done initialization for ever.
+std::atomic<std::uint64_t>* const wiped_on_fork = map_wiped_on_fork();
+// The marks handed out in this process (a child counts on from its parent's count).
+std::atomic<std::uint64_t> marks{1};
+
+// Changes in every forked child, and only there.
+std::uint64_t fork_mark() {
+  if (wiped_on_fork == nullptr) return static_cast<std::uint64_t>(getpid());
+  std::uint64_t mark = wiped_on_fork->load(std::memory_order_acquire);
+  if (mark != 0) return mark;
+  // A child, the first to ask here: a new mark (never 0, never one of its parent's), agreed on
+  // by every thread of the child that asks meanwhile.
+  const std::uint64_t fresh = marks.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (wiped_on_fork->compare_exchange_strong(mark, fresh, std::memory_order_acq_rel)) {
+    return fresh;
+  }
+  return mark;
+}
+
+}  // namespace
+
 std::string process_id() {
   static std::mutex mu;
   static pid_t pid = 0;
@@ -50,10 +96,10 @@ std::string process_id() {
 OwnerToken thread_owner() {
   // Built once per thread (and again in a forked child, whose pid and tid are new): every
   // acquisition without an explicit owner asks for it.
-  thread_local pid_t pid = 0;
+  thread_local std::uint64_t mark = 0;
   thread_local std::string owner;
-  if (pid != getpid()) {
-    pid = getpid();
+  if (const auto now = fork_mark(); mark != now) {
+    mark = now;
     owner = process_id() + ":" + std::to_string(gettid());
   }
   return OwnerToken(owner);
@@ -63,10 +109,10 @@ OwnerToken task_owner() {
   static std::atomic<std::uint64_t> next{0};
   // The prefix kept per thread (and made again in a forked child): one allocation per owner,
   // the token's own (every asio acquisition without an explicit owner asks for one).
-  thread_local pid_t pid = 0;
+  thread_local std::uint64_t mark = 0;
   thread_local std::string prefix;
-  if (pid != getpid()) {
-    pid = getpid();
+  if (const auto now = fork_mark(); mark != now) {
+    mark = now;
     prefix = process_id() + ":task-";
   }
   char digits[24];

@@ -58,7 +58,7 @@ NodeSet::NodeSet(const std::vector<net::NodeAddress>& addresses, net::Connection
     nodes_.push_back(make_node(io_, addresses[i], options, on_message, i, observer));
   }
   thread_ = engine::background_thread([this] {
-    engine::become_io_thread();
+    engine::become_io_thread(io_);
     io_.run();
   });
 }

@@ -4,11 +4,13 @@
 // before sending, while a node does not answer, and while renewing.
 #include <dlock/async.h>
 
+#include <algorithm>
 #include <asio.hpp>
 #include <asio/experimental/deferred.hpp>
 #include <atomic>
 #include <future>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 
 #include "lock/keys.h"
@@ -501,6 +503,68 @@ TEST_P(AsyncTest, CancelledWaitCompletesAtOnceAndNeverTakesTheLock) {
   ASSERT_TRUE(held->unlock());
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(nodes_with("job"), 0u);
+}
+
+// Found by review: completions batched on the io thread must still reach one executor in the
+// order the io thread made them (one batch runs them in order; the next is queued behind it).
+// Every status is answered before the caller's thread runs, so several batches wait at once.
+TEST_P(AsyncTest, CompletionsOnOneThreadKeepTheirOrder) {
+  Client client = make_client(2000ms);
+  asio::io_context io;
+  constexpr int kOps = 64;
+  std::vector<int> order;
+  for (int i = 0; i < kOps; ++i) {
+    dlock::async_status(
+        client, "order:" + std::to_string(i),
+        asio::bind_executor(io, [&, i](Result<LockStatus>) { order.push_back(i); }));
+  }
+  std::this_thread::sleep_for(500ms);
+  io.run_for(20s);
+  ASSERT_EQ(order.size(), static_cast<std::size_t>(kOps));
+  std::string seen;
+  for (int i : order) seen += std::to_string(i) + " ";
+  EXPECT_TRUE(std::is_sorted(order.begin(), order.end())) << seen;
+}
+
+// Every completion exactly once and on its strand, with handlers that throw in the middle of a
+// batch and an io_context run by three threads (review of the batching).
+TEST_P(AsyncTest, EveryCompletionRunsOnceOnItsStrandThoughHandlersThrow) {
+  Client client = make_client(2000ms);
+  asio::io_context io;
+  auto strand = asio::make_strand(io);
+  constexpr int kOps = 200;
+  std::vector<int> calls(kOps);  // touched on the strand only
+  int off_strand = 0;
+  std::vector<Lease> leases;
+  for (int i = 0; i < kOps; ++i) {
+    dlock::async_try_lock(client, "batch:" + std::to_string(i), fixed(10s),
+                          asio::bind_executor(strand, [&, i](Result<Lease> lease) {
+                            if (!strand.running_in_this_thread()) ++off_strand;
+                            ++calls[i];
+                            if (lease) leases.push_back(std::move(*lease));
+                            if (i % 7 == 3) throw std::runtime_error("a handler throws");
+                          }));
+  }
+  std::atomic<int> thrown{0};
+  const auto run = [&] {
+    for (;;) {
+      try {
+        io.run_for(20s);
+        return;
+      } catch (const std::runtime_error&) {
+        ++thrown;
+      }
+    }
+  };
+  std::thread a(run);
+  std::thread b(run);
+  run();
+  a.join();
+  b.join();
+  for (int i = 0; i < kOps; ++i) EXPECT_EQ(calls[i], 1) << i;
+  EXPECT_EQ(off_strand, 0);
+  EXPECT_EQ(thrown.load(), (kOps + 3) / 7);
+  EXPECT_EQ(leases.size(), static_cast<std::size_t>(kOps));
 }
 
 INSTANTIATE_TEST_SUITE_P(Nodes, AsyncTest, ::testing::Values(1, 5), test::node_count_name);
