@@ -185,7 +185,12 @@ void initiate(Handler handler, Start start) {
   using Work = asio::executor_work_guard<decltype(executor)>;
   auto work = std::make_shared<Work>(executor);
   auto shared = std::make_shared<Handler>(std::move(handler));
-  if constexpr (std::is_convertible_v<decltype(executor), asio::any_io_executor>) {
+  // Batched where one thread runs the handlers in turn anyway (an io_context, a strand), not on
+  // asio's system pool: a batch runs its handlers one after another, and a plain callback that
+  // blocks until another operation's callback has run (a promise) must not wait behind it.
+  using Executor = decltype(executor);
+  if constexpr (std::is_convertible_v<Executor, asio::any_io_executor> &&
+                !std::is_same_v<Executor, asio::system_executor>) {
     start(cancel, [shared, work, executor](Result<T> result) mutable {
       hand_back(executor,
                 std::make_unique<Completion<Handler, T>>(std::move(shared), std::move(result)),

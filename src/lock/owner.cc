@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "lock/owner.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -59,20 +60,33 @@ std::atomic<std::uint64_t>* map_wiped_on_fork() {
 }
 
 // Made as the library loads: on first use, a fork while another thread made it would leave the
-// child waiting on the half-done initialization for ever.
-std::atomic<std::uint64_t>* const wiped_on_fork = map_wiped_on_fork();
+// child waiting on the half-done initialization for ever. Until then (a lock taken by another
+// library's static initializer) the pid serves. Also zeroed by a pthread_atfork child handler:
+// an emulator (QEMU's user mode before 8.0) may accept MADV_WIPEONFORK and do nothing.
+constinit std::atomic<std::atomic<std::uint64_t>*> wiped_on_fork{nullptr};
+[[maybe_unused]] const bool wiped_on_fork_made = [] {
+  std::atomic<std::uint64_t>* word = map_wiped_on_fork();
+  if (word == nullptr) return false;
+  wiped_on_fork.store(word, std::memory_order_release);
+  // Async-signal-safe: one atomic store, in the child's only thread.
+  pthread_atfork(nullptr, nullptr, [] {
+    wiped_on_fork.load(std::memory_order_relaxed)->store(0, std::memory_order_relaxed);
+  });
+  return true;
+}();
 // The marks handed out in this process (a child counts on from its parent's count).
 std::atomic<std::uint64_t> marks{1};
 
 // Changes in every forked child, and only there.
 std::uint64_t fork_mark() {
-  if (wiped_on_fork == nullptr) return static_cast<std::uint64_t>(getpid());
-  std::uint64_t mark = wiped_on_fork->load(std::memory_order_acquire);
+  std::atomic<std::uint64_t>* word = wiped_on_fork.load(std::memory_order_acquire);
+  if (word == nullptr) return static_cast<std::uint64_t>(getpid());
+  std::uint64_t mark = word->load(std::memory_order_acquire);
   if (mark != 0) return mark;
   // A child, the first to ask here: a new mark (never 0, never one of its parent's), agreed on
   // by every thread of the child that asks meanwhile.
   const std::uint64_t fresh = marks.fetch_add(1, std::memory_order_relaxed) + 1;
-  if (wiped_on_fork->compare_exchange_strong(mark, fresh, std::memory_order_acq_rel)) {
+  if (word->compare_exchange_strong(mark, fresh, std::memory_order_acq_rel)) {
     return fresh;
   }
   return mark;

@@ -567,6 +567,40 @@ TEST_P(AsyncTest, EveryCompletionRunsOnceOnItsStrandThoughHandlersThrow) {
   EXPECT_EQ(leases.size(), static_cast<std::size_t>(kOps));
 }
 
+// Found by review of the batching: a plain callback (asio's system pool) may block until the
+// callback of another operation has run, as it could when each had a post of its own; batched,
+// B's callback waited behind A's in one batch (20 of 20 rounds). 60 operations before and after
+// A and B make one read of replies complete them together.
+TEST_P(AsyncTest, APlainCallbackMayWaitForAnotherOnesCallback) {
+  Client client = make_client(2000ms);
+  constexpr int kRounds = 5;
+  int waited_in_vain = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::string prefix = "wait:" + std::to_string(round) + ":";
+    // Shared with the callbacks: a promise must outlive the set_value() that ends its wait.
+    auto b_ran = std::make_shared<std::promise<void>>();
+    std::shared_future<void> b_ran_f = b_ran->get_future().share();
+    auto a_saw_b = std::make_shared<std::promise<bool>>();
+    auto a_saw_b_f = a_saw_b->get_future();
+    const auto fillers = [&](const char* which) {
+      for (int k = 0; k < 60; ++k) {
+        dlock::async_try_lock(client, prefix + which + std::to_string(k), fixed(10s),
+                              [](Result<Lease>) {});
+      }
+    };
+    fillers("f");
+    dlock::async_try_lock(client, prefix + "a", fixed(10s), [a_saw_b, b_ran_f](Result<Lease>) {
+      a_saw_b->set_value(b_ran_f.wait_for(10s) == std::future_status::ready);
+    });
+    dlock::async_try_lock(client, prefix + "b", fixed(10s),
+                          [b_ran](Result<Lease>) { b_ran->set_value(); });
+    fillers("g");
+    if (!a_saw_b_f.get()) ++waited_in_vain;
+    b_ran_f.wait();
+  }
+  EXPECT_EQ(waited_in_vain, 0) << "A's callback waited 10 s for B's, which was held behind it";
+}
+
 INSTANTIATE_TEST_SUITE_P(Nodes, AsyncTest, ::testing::Values(1, 5), test::node_count_name);
 
 }  // namespace
