@@ -42,10 +42,10 @@ namespace {
 // The per-thread owners below must be made again in a forked child (its pid and tid are new),
 // and they are asked for on every acquisition (the asio API: one per operation), so a fork is
 // noticed without a getpid(2) system call each time (glibc does not cache the pid; issue 32).
-// The mark is a word in a page the kernel zeroes in every child, however it was made: fork(),
-// _Fork() and a raw clone() run no pthread_atfork handler, and a child that kept its parent's
-// owners would share them (and owners are what reentrancy goes by: two holders). Where the
-// kernel cannot (before Linux 4.14), the pid is the mark, read each time as before.
+// The mark is a word in a page the kernel zeroes in every child, however it was made (fork(),
+// _Fork(), a raw clone(): the last two run no pthread_atfork handler), for a child that kept its
+// parent's owners would share them (and owners are what reentrancy goes by: two holders). Where
+// the kernel cannot (before Linux 4.14), the pid is the mark, read each time as before.
 std::atomic<std::uint64_t>* map_wiped_on_fork() {
   static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
   const long page = sysconf(_SC_PAGESIZE);
