@@ -8,7 +8,9 @@
 #include <asio.hpp>
 #include <asio/experimental/deferred.hpp>
 #include <atomic>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -575,6 +577,19 @@ TEST_P(AsyncTest, APlainCallbackMayWaitForAnotherOnesCallback) {
   Client client = make_client(2000ms);
   constexpr int kRounds = 5;
   int waited_in_vain = 0;
+  // Every callback has returned (its lease given back) before the test ends: the system pool's
+  // threads outlive the test, and one still releasing at exit meets destroyed statics.
+  struct Returned {
+    std::mutex mu;
+    std::condition_variable cv;
+    int count = 0;
+    void one() {
+      std::lock_guard lock(mu);
+      ++count;
+      cv.notify_all();
+    }
+  };
+  auto returned = std::make_shared<Returned>();
   for (int round = 0; round < kRounds; ++round) {
     const std::string prefix = "wait:" + std::to_string(round) + ":";
     // Shared with the callbacks: a promise must outlive the set_value() that ends its wait.
@@ -585,19 +600,30 @@ TEST_P(AsyncTest, APlainCallbackMayWaitForAnotherOnesCallback) {
     const auto fillers = [&](const char* which) {
       for (int k = 0; k < 60; ++k) {
         dlock::async_try_lock(client, prefix + which + std::to_string(k), fixed(10s),
-                              [](Result<Lease>) {});
+                              [returned](Result<Lease> lease) {
+                                { auto gone = std::move(lease); }
+                                returned->one();
+                              });
       }
     };
     fillers("f");
-    dlock::async_try_lock(client, prefix + "a", fixed(10s), [a_saw_b, b_ran_f](Result<Lease>) {
-      a_saw_b->set_value(b_ran_f.wait_for(10s) == std::future_status::ready);
+    dlock::async_try_lock(client, prefix + "a", fixed(10s),
+                          [a_saw_b, b_ran_f, returned](Result<Lease> lease) {
+                            a_saw_b->set_value(b_ran_f.wait_for(10s) == std::future_status::ready);
+                            { auto gone = std::move(lease); }
+                            returned->one();
+                          });
+    dlock::async_try_lock(client, prefix + "b", fixed(10s), [b_ran, returned](Result<Lease> lease) {
+      b_ran->set_value();
+      { auto gone = std::move(lease); }
+      returned->one();
     });
-    dlock::async_try_lock(client, prefix + "b", fixed(10s),
-                          [b_ran](Result<Lease>) { b_ran->set_value(); });
     fillers("g");
     if (!a_saw_b_f.get()) ++waited_in_vain;
     b_ran_f.wait();
   }
+  std::unique_lock lock(returned->mu);
+  EXPECT_TRUE(returned->cv.wait_for(lock, 60s, [&] { return returned->count == kRounds * 122; }));
   EXPECT_EQ(waited_in_vain, 0) << "A's callback waited 10 s for B's, which was held behind it";
 }
 
