@@ -128,12 +128,23 @@ const Script& semaphore_resize() {
   return s;
 }
 
+// Guarded as acquire and release: they grant and release the same holds.
+const Script& acquire_batch() {
+  static const Script s = load("acquire_batch", false, true, Guard::master_only);
+  return s;
+}
+const Script& release_batch() {
+  static const Script s = load("release_batch", true, false, Guard::master_only_allow_oom);
+  return s;
+}
+
 std::vector<const Script*> all() {
   return {&acquire(),         &release(),          &inspect(),
           &renew(),           &fence_raise(),      &hello(),
           &fair_acquire(),    &fair_leave(),       &fenced_write(),
           &fenced_read(),     &force_release(),    &max_ttl_raise(),
-          &max_ttl_retract(), &semaphore_resize(), &floor_raise()};
+          &max_ttl_retract(), &semaphore_resize(), &floor_raise(),
+          &acquire_batch(),   &release_batch()};
 }
 
 }  // namespace dlock::scripts

@@ -54,6 +54,9 @@ const Script& fenced_write();
 const Script& fenced_read();
 const Script& force_release();
 const Script& semaphore_resize();
+// Group commit (docs/protocol.md): many names in one call, each with its own outcome.
+const Script& acquire_batch();
+const Script& release_batch();
 
 // Every script, for tests that load them all on a server.
 std::vector<const Script*> all();
