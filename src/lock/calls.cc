@@ -37,6 +37,21 @@ node::Strings args_for(const HoldId& hold) {
   return args;
 }
 
+// Group commit (docs/protocol.md): acquire_batch.lua runs acquire.lua's fast path for a write
+// hold counted by the node's counter, the only path it has: nothing it would need to refuse,
+// register or count in a semaphore's permit record. Its item: NAME, the name's counter, the readers
+// (keys 0, 1, 4); owner, hold id, ttl (arguments 0-2). The floor and the max-ttl record (keys 2, 3)
+// once per batch call. None for any other acquisition.
+node::BatchForm acquire_batch_form(const HoldId& hold, bool fair, WriterWait writer,
+                                   TokenCounter counter, bool slot_of_semaphore) {
+  if (hold.kind != HoldKind::write || fair || counter != TokenCounter::node || writer.registered ||
+      slot_of_semaphore) {
+    return {};
+  }
+  return node::BatchForm{&scripts::acquire_batch(), key_bit(0) | key_bit(1) | key_bit(4),
+                         key_bit(0) | key_bit(1) | key_bit(2), key_bit(2) | key_bit(3)};
+}
+
 // Holds per renew script call: bounds the time one call blocks a node.
 constexpr std::size_t kRenewChunk = 256;
 
@@ -131,10 +146,12 @@ node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
     args.push_back(fair->enqueue ? "1" : "0");
   }
   // A semaphore's slot: its permit record, and the count this client uses.
-  if (const auto semaphore = semaphore_of_slot(name); permits > 0 && !semaphore.empty()) {
+  const auto semaphore = semaphore_of_slot(name);
+  if (permits > 0 && !semaphore.empty()) {
     push_key(keys, kPermitsPrefix, semaphore);
     args.push_back(std::to_string(permits));
   }
+  call.batch = acquire_batch_form(hold, fair.has_value(), writer, counter, !semaphore.empty());
   call.announcement = std::move(announcement);
   call.record_ttl = ttl;
   call.record_call = &announced_ttl_call;
@@ -171,6 +188,12 @@ node::Call release_call(const HoldId& hold) {
   // A semaphore's slot: its permit is counted off the record (deleted with the last one).
   if (const auto semaphore = semaphore_of_slot(name); !semaphore.empty()) {
     push_key(call.keys, kPermitsPrefix, semaphore);
+  } else if (hold.kind == HoldKind::write && !hold.id.empty()) {
+    // Group commit (docs/protocol.md): release_batch.lua frees a write hold by its id, or
+    // leaves it to this call when a fair queue exists. Its item: NAME, the queue; owner,
+    // channel, hold id.
+    call.batch = node::BatchForm{&scripts::release_batch(), key_bit(0) | key_bit(1),
+                                 key_bit(0) | key_bit(1) | key_bit(2), 0};
   }
   return call;
 }

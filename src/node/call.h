@@ -38,6 +38,19 @@ class SharedText {
   std::shared_ptr<const std::string> text_;
 };
 
+// A call's batch form (group commit, docs/protocol.md): the same request as an item of a batch
+// script, which runs many such items in one call on a server and replies an array with each
+// item's reply in its place: the reply the call's own script would have given, or nil for
+// "nothing changed here, send the call itself". The item's keys and arguments are chosen from
+// the call's own (bit i: keys[i] or args[i], in order), so a batch form costs no copy; the
+// node keys once per batch call, before every item's keys.
+struct BatchForm {
+  const scripts::Script* script = nullptr;  // null: the call is never batched
+  std::uint32_t item_keys = 0;
+  std::uint32_t item_args = 0;
+  std::uint32_t node_keys = 0;
+};
+
 // One request, sent to every node: a script call, or a plain command when script is null.
 struct Call {
   const scripts::Script* script = nullptr;
@@ -77,6 +90,9 @@ struct Call {
   // and the record (a lossy failover would lose them together): a cluster node raises nothing
   // before sending it, and its reply, if Call::granted, is confirmed like a grant.
   bool records_itself = false;
+  // How a server node may send this call in one batch call with others queued for it at the
+  // same time (node/coalescer.h). Never by a cluster, nor on a borrowed connection.
+  BatchForm batch{};
 
   bool is_node_key(std::size_t i) const { return i < 32 && (node_keys >> i & 1U) != 0; }
 };

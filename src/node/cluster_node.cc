@@ -507,6 +507,7 @@ ServerNode& ClusterNode::shard_at(const std::string& host, std::uint16_t port) {
   if (!shard) {
     Sharding sharding;
     sharding.sharded_pubsub = true;
+    sharding.group_commit = false;
     sharding.on_dropped = [this, id](const std::string& channel) {
       // The slot moved away: find where it went, and listen there (rebind_moved_channels).
       auto it = channels_.find(channel);

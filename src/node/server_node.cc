@@ -95,6 +95,11 @@ ServerNode::ServerNode(asio::io_context& io, net::NodeAddress address,
       observer_(observer),
       display_(observer != nullptr ? address.display() : std::string()),
       sharding_(std::move(sharding)),
+      coalescer_(io,
+                 [this](std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+                        net::Connection::Callback done) {
+                   send_observed(std::move(call), deadline, std::move(done), false);
+                 }),
       connection_(io, address, options),
       subscriber_(io, address, options),
       resubscribe_timeout_(options.connect_timeout) {
@@ -222,6 +227,12 @@ bool ServerNode::unguarded(const scripts::Script& script, std::uint64_t epoch,
 
 void ServerNode::run(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
                      net::Connection::Callback done) {
+  if (call->batch.script != nullptr && sharding_.group_commit && coalescer_.here()) {
+    // Observed here, once per call, whichever way it goes (alone, in a batch, or again alone
+    // after a batch left it alone), timed from now to its reply.
+    return coalescer_.add(std::move(call), deadline,
+                          observed(observer_, index_, display_, std::move(done)));
+  }
   send(std::move(call), deadline, std::move(done), false);
 }
 
@@ -233,7 +244,12 @@ void ServerNode::run_asking(std::shared_ptr<const Call> call, net::Clock::time_p
 void ServerNode::send(std::shared_ptr<const Call> shared, net::Clock::time_point deadline,
                       net::Connection::Callback done, bool asking) {
   // Timed from here to the reply (a NOSCRIPT retry included).
-  done = observed(observer_, index_, display_, std::move(done));
+  send_observed(std::move(shared), deadline, observed(observer_, index_, display_, std::move(done)),
+                asking);
+}
+
+void ServerNode::send_observed(std::shared_ptr<const Call> shared, net::Clock::time_point deadline,
+                               net::Connection::Callback done, bool asking) {
   const Call& call = *shared;
   if (call.script == nullptr) {
     std::vector<std::string_view> argv(call.keys.begin(), call.keys.end());

@@ -14,6 +14,7 @@
 
 #include "net/connection.h"
 #include "node/call.h"
+#include "node/coalescer.h"
 #include "node/node.h"
 #include "scripts/script.h"
 
@@ -28,6 +29,10 @@ struct Sharding {
   std::function<void(const std::string& channel)> on_dropped;
   // After each new command connection (the server may be a new process). Io thread.
   std::function<void()> on_reconnect;
+  // Group commit (node/coalescer.h) of the calls with a batch form run on the io thread. Off for
+  // a cluster's shard: the cluster routes each call by its keys and names the node keys of
+  // its slot, which a batch call of another shape would escape.
+  bool group_commit = true;
 };
 
 class ServerNode final : public Node, private net::Connection::Reissuer {
@@ -60,6 +65,10 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
   // would meet a new connection gets the checked text, or fails if the connection went after it was
   // chosen. A CONFIG refused (renamed, disabled, an ACL without it) keeps the check on that
   // connection.
+  //
+  // A call with a batch form (Call::batch) run on the io thread may go in one batch call with
+  // others (group commit, node/coalescer.h), unless Sharding::group_commit is off; on a thread
+  // that borrowed the connection it goes alone.
   void run(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
            net::Connection::Callback done) override;
   // run(), preceded by ASKING (a cluster's ASK redirection to this server). Io thread.
@@ -77,6 +86,9 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
  private:
   void send(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
             net::Connection::Callback done, bool asking);
+  // send(), for a `done` the observer already hears of (the coalescer's calls).
+  void send_observed(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+                     net::Connection::Callback done, bool asking);
   // A script's reply of NOSCRIPT, or NOPERM for EVALSHA (an ACL that allows EVAL only, kept
   // from then on): the script sent again by EVAL with its source (`subject` is its Call,
   // `asking` whether ASKING goes first), in the request's place. Any other NOPERM gets what
@@ -115,6 +127,9 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
   Observer* const observer_;
   const std::string display_;  // the address for the observer (password elided)
   const Sharding sharding_;
+  // Before the connections as well: a batch call's callback, run by a connection as it goes,
+  // reaches it. Io thread only.
+  Coalescer coalescer_;
   net::Connection connection_;
   net::Connection subscriber_;
   std::set<std::string> channels_;  // io thread only

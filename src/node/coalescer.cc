@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: MIT
+#include "node/coalescer.h"
+
+#include <algorithm>
+#include <bit>
+#include <string>
+#include <utility>
+
+namespace dlock::node {
+namespace {
+
+// What decides how a call is sent besides its batch script: calls differing in it never share
+// a batch call (the replica guard's WAIT covers a whole batch call).
+struct Kind {
+  const scripts::Script* script;
+  std::size_t min_replicas;
+  std::chrono::milliseconds replica_timeout;
+  explicit Kind(const Call& c)
+      : script(c.batch.script), min_replicas(c.min_replicas), replica_timeout(c.replica_timeout) {}
+  bool operator==(const Kind&) const = default;
+};
+
+// Appends the strings of `from` whose bit is set in `mask`, in order.
+void select(Strings& to, const Strings& from, std::uint32_t mask) {
+  for (std::size_t i = 0; i < from.size() && i < 32; ++i) {
+    if ((mask >> i & 1U) != 0) to.push_back(from[i]);
+  }
+}
+
+}  // namespace
+
+void Coalescer::add(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+                    net::Connection::Callback done) {
+  pending_.push_back(Item{std::move(call), deadline, std::move(done)});
+  if (armed_) return;
+  armed_ = true;
+  // Behind every handler already queued: the calls other callers started meanwhile join.
+  asio::post(io_, [this] { flush(); });
+}
+
+void Coalescer::flush() {
+  armed_ = false;
+  std::vector<Item> items = std::move(pending_);
+  pending_.clear();
+  std::vector<bool> taken(items.size(), false);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (taken[i]) continue;
+    const Kind kind(*items[i].call);
+    std::vector<Item> batch;
+    for (std::size_t j = i; j < items.size() && batch.size() < kMaxItems; ++j) {
+      if (taken[j] || !(Kind(*items[j].call) == kind)) continue;
+      taken[j] = true;
+      batch.push_back(std::move(items[j]));
+    }
+    send_batch(std::move(batch));
+  }
+}
+
+void Coalescer::send_batch(std::vector<Item> items) {
+  if (items.size() == 1) {
+    // Alone: the call itself, which costs the server less than a batch of one.
+    Item& item = items.front();
+    return send_(std::move(item.call), item.deadline, std::move(item.done));
+  }
+  const Call& first = *items.front().call;
+  const BatchForm& form = first.batch;
+  Call merged;
+  merged.script = form.script;
+  merged.min_replicas = first.min_replicas;
+  merged.replica_timeout = first.replica_timeout;
+  select(merged.keys, first.keys, form.node_keys);
+  const int node_keys = std::popcount(form.node_keys);
+  merged.node_keys = node_keys == 0 ? 0 : (std::uint32_t{1} << node_keys) - 1;
+  net::Clock::time_point deadline = items.front().deadline;
+  for (const Item& item : items) {
+    select(merged.keys, item.call->keys, item.call->batch.item_keys);
+    select(merged.args, item.call->args, item.call->batch.item_args);
+    deadline = std::min(deadline, item.deadline);
+  }
+  auto batch = std::make_shared<std::vector<Item>>(std::move(items));
+  send_(std::make_shared<const Call>(std::move(merged)), deadline,
+        [this, batch](Result<resp::Reply> r) { answer(*batch, std::move(r)); });
+}
+
+void Coalescer::answer(std::vector<Item>& items, Result<resp::Reply> r) {
+  if (r && !r->is_error() && (!r->is_array() || r->elements.size() != items.size())) {
+    resp::Reply wrong;
+    wrong.type = resp::Reply::Type::error;
+    wrong.str = "ERR group commit: a batch reply of " +
+                (r->is_array() ? std::to_string(r->elements.size()) + " elements" : "no array") +
+                " for " + std::to_string(items.size()) + " calls";
+    r = std::move(wrong);
+  }
+  if (!r || r->is_error()) {
+    for (Item& item : items) item.done(r);
+    return;
+  }
+  // The calls the batch left alone go first, sooner on the wire; then the others' replies.
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    Item& item = items[i];
+    if (r->elements[i].is_nil()) {
+      send_(std::move(item.call), item.deadline, std::exchange(item.done, nullptr));
+    }
+  }
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (items[i].done) items[i].done(std::move(r->elements[i]));
+  }
+}
+
+}  // namespace dlock::node
