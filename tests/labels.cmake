@@ -52,8 +52,8 @@ endfunction()
 
 dlock_label(unit ${unit_tests_TESTS})
 dlock_label("unit;sim" ${sim_test_TESTS})
-foreach(target integration_tests cluster_test sentinel_test node_set_test overload_test
-               examples_test tcp_proxy_test)
+foreach(target integration_tests cluster_test sentinel_test node_set_test group_commit_test
+               overload_test examples_test tcp_proxy_test)
   dlock_label(integration ${${target}_TESTS})
 endforeach()
 dlock_label("integration;regression" ${regression_tests_TESTS})

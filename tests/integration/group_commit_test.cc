@@ -1,0 +1,438 @@
+// SPDX-License-Identifier: MIT
+// Group commit (docs/protocol.md, "Group commit") on real servers: the batch scripts called
+// directly (a grant is acquire.lua's fast path, anything else is nil and changes nothing), the
+// node's coalescer (calls queued at once go in fewer script calls, each with the outcome its
+// own call gives; a failed batch call fails every call in it), and mutual exclusion through the
+// public asio API with many acquisitions in flight.
+#include <dlock/async.h>
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+
+#include <array>
+#include <asio.hpp>
+#include <atomic>
+#include <future>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lock/calls.h"
+#include "lock/keys.h"
+#include "lock/tally.h"
+#include "node/node_set.h"
+#include "scripts/script.h"
+#include "support/cluster_fixture.h"
+#include "support/redis_server.h"
+
+namespace dlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class GroupCommitTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DLOCK_REQUIRE_REDIS_OR_SKIP();
+    server_ = std::make_unique<RedisServer>();
+  }
+
+  ReplyPtr cmd(const std::vector<std::string>& args) const { return server_->command(args); }
+  std::string get(const std::string& key) const {
+    auto r = cmd({"GET", key});
+    return r && r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : std::string("-");
+  }
+  long long pttl(const std::string& key) const { return cmd({"PTTL", key})->integer; }
+  // HGETALL as "field=value;..." (a foreign key's error as "error").
+  std::string hash(const std::string& key) const {
+    auto r = cmd({"HGETALL", key});
+    if (r->type != REDIS_REPLY_ARRAY) return "error";
+    std::string out;
+    for (std::size_t i = 0; i + 1 < r->elements; i += 2) {
+      out += std::string(r->element[i]->str) + "=" + r->element[i + 1]->str + ";";
+    }
+    return out;
+  }
+
+  // acquire_batch.lua over `names` (owner "o<i>", hold id "c.<i>", ttl 10000 ms each).
+  ReplyPtr acquire_batch(const std::vector<std::string>& names, const std::string& ttl = "10000") {
+    std::vector<std::string> keys{std::string(lock::kFenceFloorKey), lock::kMaxTtlKey};
+    std::vector<std::string> args;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+      keys.insert(keys.end(), {names[i], lock::fence_key(names[i]), lock::readers_key(names[i])});
+      args.insert(args.end(), {"o" + std::to_string(i), "c." + std::to_string(i), ttl});
+    }
+    return eval(scripts::acquire_batch(), keys, args);
+  }
+  // release_batch.lua over (name, owner, hold id) triples.
+  ReplyPtr release_batch(const std::vector<std::array<std::string, 3>>& holds) {
+    std::vector<std::string> keys;
+    std::vector<std::string> args;
+    for (const auto& [name, owner, id] : holds) {
+      keys.insert(keys.end(), {name, lock::queue_key(name)});
+      args.insert(args.end(), {owner, lock::release_channel(name), id});
+    }
+    args.push_back("publish");
+    return eval(scripts::release_batch(), keys, args);
+  }
+  ReplyPtr eval(const scripts::Script& script, const std::vector<std::string>& keys,
+                const std::vector<std::string>& args) {
+    std::vector<std::string> c{"EVAL", script.source, std::to_string(keys.size())};
+    c.insert(c.end(), keys.begin(), keys.end());
+    c.insert(c.end(), args.begin(), args.end());
+    auto r = cmd(c);
+    EXPECT_TRUE(r);
+    EXPECT_EQ(r->type, REDIS_REPLY_ARRAY) << (r->str ? r->str : "");
+    return r;
+  }
+  static bool nil(const redisReply* r) { return r->type == REDIS_REPLY_NIL; }
+
+  std::unique_ptr<RedisServer> server_;
+};
+
+TEST_F(GroupCommitTest, FreshNamesShareOneTokenAboveTheFloorAndEveryNameCounter) {
+  cmd({"SET", std::string(lock::kFenceFloorKey), "1000"});
+  cmd({"SET", lock::fence_key("b"), "5000"});
+  auto r = acquire_batch({"a", "b", "c"});
+  ASSERT_EQ(r->elements, 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    ASSERT_EQ(r->element[i]->type, REDIS_REPLY_INTEGER) << i;
+    EXPECT_EQ(r->element[i]->integer, 5001) << i;
+  }
+  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), "5001");
+  EXPECT_EQ(get(lock::fence_key("b")), "-");  // taken away, as acquire.lua's GETDEL
+  EXPECT_EQ(hash("a"), "o0=c.0;");
+  EXPECT_EQ(hash("c"), "o2=c.2;");
+  EXPECT_GT(pttl("b"), 9000);
+  EXPECT_LE(pttl("b"), 10000);
+  EXPECT_TRUE(cmd({"ZSCORE", lock::kMaxTtlKey, "10000"})->str != nullptr) << "ttl not recorded";
+  // A second call: one INCR more, above the first.
+  r = acquire_batch({"d", "e"});
+  EXPECT_EQ(r->element[0]->integer, 5002);
+  EXPECT_EQ(r->element[1]->integer, 5002);
+}
+
+TEST_F(GroupCommitTest, TakenNamesAreNilAndUnchanged) {
+  cmd({"HSET", "held", "other", "x.1"});
+  cmd({"PEXPIRE", "held", "50000"});
+  cmd({"ZADD", lock::readers_key("read"), "99999999999999", "x.2 reader"});
+  cmd({"SET", "foreign", "v"});
+  cmd({"SET", std::string(lock::kFenceFloorKey), "7"});
+  auto r = acquire_batch({"held", "read", "free", "free", "foreign"});
+  ASSERT_EQ(r->elements, 5u);
+  EXPECT_TRUE(nil(r->element[0]));
+  EXPECT_TRUE(nil(r->element[1]));
+  ASSERT_EQ(r->element[2]->type, REDIS_REPLY_INTEGER);
+  EXPECT_EQ(r->element[2]->integer, 8);
+  EXPECT_TRUE(nil(r->element[3])) << "the same name twice: the second must run alone";
+  EXPECT_TRUE(nil(r->element[4]));
+  EXPECT_EQ(hash("held"), "other=x.1;");
+  EXPECT_GT(pttl("held"), 40000);
+  EXPECT_EQ(cmd({"EXISTS", "read"})->integer, 0);
+  EXPECT_EQ(cmd({"ZCARD", lock::readers_key("read")})->integer, 1);
+  EXPECT_EQ(hash("free"), "o2=c.2;");
+  EXPECT_EQ(get("foreign"), "v");
+  EXPECT_EQ(pttl("foreign"), -1);
+}
+
+TEST_F(GroupCommitTest, NothingGrantedWritesNothing) {
+  cmd({"HSET", "held", "other", "x.1"});
+  auto r = acquire_batch({"held", "held"});
+  EXPECT_TRUE(nil(r->element[0]));
+  EXPECT_TRUE(nil(r->element[1]));
+  EXPECT_EQ(cmd({"EXISTS", std::string(lock::kFenceFloorKey), lock::kMaxTtlKey})->integer, 0);
+}
+
+TEST_F(GroupCommitTest, NoFloorCountsFromTheClock) {
+  auto r = acquire_batch({"a", "b"});
+  const long long micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  ASSERT_EQ(r->element[0]->type, REDIS_REPLY_INTEGER);
+  EXPECT_GT(r->element[0]->integer, micros - 60'000'000);
+  EXPECT_EQ(r->element[0]->integer, r->element[1]->integer);
+  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), std::to_string(r->element[0]->integer));
+}
+
+TEST_F(GroupCommitTest, AFloorThatIsNoIntegerIsReadAndWrittenBack) {
+  cmd({"SET", std::string(lock::kFenceFloorKey), "1.7e+15"});
+  auto r = acquire_batch({"a"});
+  ASSERT_EQ(r->element[0]->type, REDIS_REPLY_INTEGER);
+  EXPECT_EQ(r->element[0]->integer, 1'700'000'000'000'001);
+  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), "1700000000000001");
+}
+
+TEST_F(GroupCommitTest, ReleasesByHoldIdAndLeavesQueuedNamesAlone) {
+  acquire_batch({"a", "b", "c", "d"});
+  cmd({"SET", "foreign", "v"});
+  cmd({"ZADD", lock::queue_key("c"), "1", "waiter"});
+  // A subscriber on d's channel: its release counts it.
+  redisContext* sub = redisConnect("127.0.0.1", server_->port());
+  ASSERT_TRUE(sub != nullptr && sub->err == 0);
+  const std::string channel = lock::release_channel("d");
+  freeReplyObject(redisCommand(sub, "SUBSCRIBE %b", channel.data(), channel.size()));
+  auto r = release_batch({{"a", "o0", "c.0"},
+                          {"b", "o1", "c.9"},
+                          {"c", "o2", "c.2"},
+                          {"d", "o3", "c.3"},
+                          {"foreign", "o4", "c.4"},
+                          {"none", "o5", "c.5"}});
+  ASSERT_EQ(r->elements, 6u);
+  EXPECT_EQ(r->element[0]->integer, 0);
+  EXPECT_EQ(r->element[1]->integer, -1);
+  EXPECT_TRUE(nil(r->element[2]));
+  EXPECT_EQ(r->element[3]->integer, 1);
+  EXPECT_EQ(r->element[4]->integer, -1);
+  EXPECT_EQ(r->element[5]->integer, -1);
+  EXPECT_EQ(cmd({"EXISTS", "a"})->integer, 0);
+  EXPECT_EQ(hash("b"), "o1=c.1;");
+  EXPECT_EQ(hash("c"), "o2=c.2;");
+  EXPECT_EQ(cmd({"ZCARD", lock::queue_key("c")})->integer, 1);
+  EXPECT_EQ(cmd({"EXISTS", "d"})->integer, 0);
+  EXPECT_EQ(get("foreign"), "v");
+  redisReply* message = nullptr;
+  ASSERT_EQ(redisGetReply(sub, reinterpret_cast<void**>(&message)), REDIS_OK);
+  ASSERT_EQ(message->elements, 3u);
+  EXPECT_EQ(std::string(message->element[2]->str), "~o3");
+  freeReplyObject(message);
+  redisFree(sub);
+}
+
+// The node layer: a NodeSet on the server, calls started together on its io thread.
+class CoalescerTest : public GroupCommitTest {
+ protected:
+  void SetUp() override {
+    GroupCommitTest::SetUp();
+    if (!server_) return;
+    connect(2000ms);
+  }
+  void connect(std::chrono::milliseconds timeout) {
+    nodes_.reset();
+    nodes_ = std::make_unique<node::NodeSet>(
+        std::vector<net::NodeAddress>{net::parse_node_url(server_->url()).value()},
+        net::ConnectionOptions{}, timeout);
+    // Connected, every script loaded: only the calls below count.
+    ASSERT_TRUE(nodes_->run_command({"PING"})[0]);
+  }
+
+  // Starts every call in one handler of the io thread (so they are queued at once), and
+  // returns each one's outcome.
+  std::vector<Result<resp::Reply>> run_together(std::vector<node::Call> calls) {
+    auto out = std::make_shared<std::vector<Result<resp::Reply>>>(
+        calls.size(), Result<resp::Reply>(Error(errc::cancelled, "no answer")));
+    auto left = std::make_shared<std::atomic<std::size_t>>(calls.size());
+    auto all = std::make_shared<std::promise<void>>();
+    auto done = all->get_future();
+    nodes_->post([this, calls = std::move(calls), out, left, all]() mutable {
+      for (std::size_t i = 0; i < calls.size(); ++i) {
+        nodes_->start_one(std::move(calls[i]), {}, [out, left, all, i](node::Outcomes o) {
+          (*out)[i] = std::move(o[0]);
+          if (--*left == 0) all->set_value();
+        });
+      }
+    });
+    EXPECT_EQ(done.wait_for(10s), std::future_status::ready);
+    return *out;
+  }
+  // One call at a time, from this thread (never batched).
+  Result<resp::Reply> run_alone(node::Call call) {
+    std::vector<node::Call> calls;
+    calls.push_back(std::move(call));
+    return std::move(nodes_->run(std::move(calls))[0][0]);
+  }
+  // EVALSHA and EVAL calls the server ran since the last reset.
+  long long script_calls() const {
+    auto r = cmd({"INFO", "commandstats"});
+    const std::string info(r->str, r->len);
+    long long n = 0;
+    for (const std::string name : {"cmdstat_evalsha:calls=", "cmdstat_eval:calls="}) {
+      const auto at = info.find(name);
+      if (at != std::string::npos) n += std::stoll(info.substr(at + name.size()));
+    }
+    return n;
+  }
+  void reset_stats() { cmd({"CONFIG", "RESETSTAT"}); }
+
+  static lock::HoldId hold(const std::string& name, const std::string& owner, const std::string& id,
+                           lock::HoldKind kind = lock::HoldKind::write) {
+    return lock::HoldId{name, OwnerToken(owner), id, kind};
+  }
+  static node::Call acquire(const lock::HoldId& h, std::chrono::milliseconds ttl = 10s) {
+    return lock::acquire_call(h, ttl, std::nullopt, {}, 0, {}, lock::TokenCounter::node);
+  }
+  static lock::AcquireReply::Kind kind(const Result<resp::Reply>& r) {
+    return lock::parse_acquire(r).kind;
+  }
+
+  std::unique_ptr<node::NodeSet> nodes_;
+};
+
+TEST_F(CoalescerTest, AcquisitionsQueuedTogetherGoInOneCallWithTheirOwnOutcomes) {
+  // Planted through single calls: a name held by another owner, one with a reader, and a
+  // stale hold of this client (c.1, taken over by c.2).
+  ASSERT_EQ(kind(run_alone(acquire(hold("held", "other", "x.1")))),
+            lock::AcquireReply::Kind::granted);
+  ASSERT_EQ(kind(run_alone(acquire(hold("read", "reader", "r.1", lock::HoldKind::read)))),
+            lock::AcquireReply::Kind::granted);
+  auto stale = lock::parse_acquire(run_alone(acquire(hold("mine", "me", "c.1"))));
+  ASSERT_EQ(stale.kind, lock::AcquireReply::Kind::granted);
+  reset_stats();
+  std::vector<node::Call> calls;
+  for (int i = 0; i < 20; ++i)
+    calls.push_back(acquire(hold("free" + std::to_string(i), "o", "c.3")));
+  calls.push_back(acquire(hold("held", "o", "c.3")));
+  calls.push_back(acquire(hold("read", "o", "c.3")));
+  calls.push_back(acquire(hold("dup", "o1", "d.1")));
+  calls.push_back(acquire(hold("dup", "o2", "e.1")));
+  calls.push_back(acquire(hold("mine", "me", "c.2")));
+  const auto out = run_together(std::move(calls));
+  // One batch call, then each name it left alone by itself: held, read, the second dup, mine.
+  EXPECT_EQ(script_calls(), 5);
+  std::uint64_t token = 0;
+  for (int i = 0; i < 20; ++i) {
+    const auto r = lock::parse_acquire(out[i]);
+    ASSERT_EQ(r.kind, lock::AcquireReply::Kind::granted) << i;
+    if (i > 0) {
+      EXPECT_EQ(r.counter, token) << "one token per batch call";
+    }
+    token = r.counter;
+  }
+  EXPECT_EQ(kind(out[20]), lock::AcquireReply::Kind::held);
+  EXPECT_EQ(kind(out[21]), lock::AcquireReply::Kind::held);
+  EXPECT_EQ(kind(out[22]), lock::AcquireReply::Kind::granted);
+  EXPECT_EQ(kind(out[23]), lock::AcquireReply::Kind::held);
+  const auto taken = lock::parse_acquire(out[24]);
+  ASSERT_EQ(taken.kind, lock::AcquireReply::Kind::granted);
+  EXPECT_GT(taken.counter, stale.counter);
+  EXPECT_GT(taken.counter, token) << "a takeover sent alone counts after the batch";
+  EXPECT_EQ(hash("free7"), "o=c.3;");
+  EXPECT_EQ(hash("held"), "other=x.1;");
+  EXPECT_EQ(hash("dup"), "o1=d.1;");
+  EXPECT_EQ(hash("mine"), "me=c.2;");
+}
+
+TEST_F(CoalescerTest, ReleasesQueuedTogetherGoInOneCall) {
+  std::vector<node::Call> calls;
+  for (int i = 0; i < 10; ++i) calls.push_back(acquire(hold("n" + std::to_string(i), "o", "c.1")));
+  for (const auto& r : run_together(std::move(calls))) {
+    ASSERT_EQ(kind(r), lock::AcquireReply::Kind::granted);
+  }
+  cmd({"ZADD", lock::queue_key("n3"), "1", "gone-waiter"});  // dead: release.lua drops it
+  reset_stats();
+  calls.clear();
+  for (int i = 0; i < 10; ++i) {
+    calls.push_back(lock::release_call(hold("n" + std::to_string(i), "o", i == 5 ? "c.2" : "c.1")));
+  }
+  const auto out = run_together(std::move(calls));
+  EXPECT_EQ(script_calls(), 2);  // the batch, then n3 alone (a queue exists)
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(out[i]) << i;
+    ASSERT_TRUE(out[i]->is_integer()) << i;
+    EXPECT_EQ(out[i]->integer, i == 5 ? -1 : 0) << i;
+    EXPECT_EQ(cmd({"EXISTS", "n" + std::to_string(i)})->integer, i == 5 ? 1 : 0) << i;
+  }
+  EXPECT_EQ(cmd({"EXISTS", lock::queue_key("n3")})->integer, 0) << "release.lua walked it";
+}
+
+TEST_F(CoalescerTest, AFailedBatchCallFailsEveryCallInIt) {
+  connect(300ms);
+  std::vector<node::Call> calls;
+  for (int i = 0; i < 8; ++i) calls.push_back(acquire(hold("p" + std::to_string(i), "o", "c.1")));
+  cmd({"CLIENT", "PAUSE", "1000", "ALL"});
+  const auto started = std::chrono::steady_clock::now();
+  const auto out = run_together(std::move(calls));
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 900ms);
+  for (const auto& r : out) {
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(r.error().is(errc::timeout)) << r.error().message();
+  }
+  // The batch call ran once the pause ended: every grant is released by its hold id.
+  std::this_thread::sleep_for(800ms);
+  calls.clear();
+  for (int i = 0; i < 8; ++i)
+    calls.push_back(lock::release_call(hold("p" + std::to_string(i), "o", "c.1")));
+  for (const auto& r : run_together(std::move(calls))) ASSERT_TRUE(r) << r.error().message();
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(cmd({"EXISTS", "p" + std::to_string(i)})->integer, 0);
+}
+
+TEST_F(CoalescerTest, ACallStartedAloneGoesAsItself) {
+  reset_stats();
+  const auto out = run_together({acquire(hold("solo", "o", "c.1"))});
+  EXPECT_EQ(kind(out[0]), lock::AcquireReply::Kind::granted);
+  EXPECT_EQ(script_calls(), 1);
+}
+
+// Through the public API: many acquisitions in flight on few names, one node (the node counter,
+// so group commit applies): never two holders of a name, tokens grow per name.
+class GroupCommitAsyncTest : public ClusterTest {};
+
+TEST_P(GroupCommitAsyncTest, ManyInFlightOnFewNamesNeverShareAName) {
+  Client client = make_client(2000ms);
+  asio::io_context io;
+  constexpr int kTasks = 64;
+  constexpr int kNames = 4;
+  constexpr int kRounds = 20;
+  std::map<std::string, int> inside;
+  std::map<std::string, std::uint64_t> last_token;
+  int overlaps = 0;
+  int shrinking = 0;
+  int done = 0;
+  for (int t = 0; t < kTasks; ++t) {
+    asio::co_spawn(
+        io,
+        [&, t]() -> asio::awaitable<void> {
+          for (int round = 0; round < kRounds; ++round) {
+            const std::string name = "gc:" + std::to_string((t + round) % kNames);
+            auto lease =
+                co_await dlock::async_lock(client, name, 60s, fixed(10s), asio::use_awaitable);
+            EXPECT_TRUE(lease) << lease.error().message();
+            if (!lease) co_return;
+            if (++inside[name] > 1) ++overlaps;
+            if (lease->fencing_token().value() <= last_token[name]) ++shrinking;
+            last_token[name] = lease->fencing_token().value();
+            asio::steady_timer pause(io, 1ms);
+            co_await pause.async_wait(asio::use_awaitable);
+            --inside[name];
+            auto r = co_await dlock::async_unlock(*lease, asio::use_awaitable);
+            EXPECT_TRUE(r) << r.error().message();
+          }
+          ++done;
+        },
+        asio::detached);
+  }
+  // Free names too, many at once: the shape group commit batches.
+  int free_granted = 0;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        for (int round = 0; round < 20; ++round) {
+          std::vector<std::future<Result<Lease>>> pending;
+          for (int i = 0; i < 64; ++i) {
+            pending.push_back(dlock::async_try_lock(client, "gc-free:" + std::to_string(i),
+                                                    fixed(10s), asio::use_future));
+          }
+          for (auto& f : pending) {
+            auto lease = f.get();
+            EXPECT_TRUE(lease) << lease.error().message();
+            if (!lease) continue;
+            ++free_granted;
+            auto r = co_await dlock::async_unlock(*lease, asio::use_awaitable);
+            EXPECT_TRUE(r) << r.error().message();
+          }
+        }
+      },
+      asio::detached);
+  io.run_for(180s);
+  EXPECT_EQ(done, kTasks);
+  EXPECT_EQ(overlaps, 0);
+  EXPECT_EQ(shrinking, 0);
+  EXPECT_EQ(free_granted, 20 * 64);
+  for (int i = 0; i < kNames; ++i) expect_released_everywhere("gc:" + std::to_string(i));
+  for (int i = 0; i < 64; i += 9) expect_released_everywhere("gc-free:" + std::to_string(i));
+}
+
+INSTANTIATE_TEST_SUITE_P(Nodes, GroupCommitAsyncTest, ::testing::Values(1, 3), node_count_name);
+
+}  // namespace
+}  // namespace dlock::test
