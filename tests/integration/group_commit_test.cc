@@ -199,6 +199,15 @@ TEST_F(GroupCommitTest, ReleasesByHoldIdAndLeavesQueuedNamesAlone) {
   redisFree(sub);
 }
 
+// Counts the requests the observer hears of, by how they ended.
+struct CountingObserver : Observer {
+  std::atomic<int> ok{0};
+  std::atomic<int> other{0};
+  void node_request(const NodeRequestEvent& e) noexcept override {
+    ++(e.result == NodeResult::ok ? ok : other);
+  }
+};
+
 // The node layer: a NodeSet on the server, calls started together on its io thread.
 class CoalescerTest : public GroupCommitTest {
  protected:
@@ -207,11 +216,11 @@ class CoalescerTest : public GroupCommitTest {
     if (!server_) return;
     connect(2000ms);
   }
-  void connect(std::chrono::milliseconds timeout) {
+  void connect(std::chrono::milliseconds timeout, Observer* observer = nullptr) {
     nodes_.reset();
     nodes_ = std::make_unique<node::NodeSet>(
         std::vector<net::NodeAddress>{net::parse_node_url(server_->url()).value()},
-        net::ConnectionOptions{}, timeout);
+        net::ConnectionOptions{}, timeout, node::MessageHandler{}, observer);
     // Connected, every script loaded: only the calls below count.
     ASSERT_TRUE(nodes_->run_command({"PING"})[0]);
   }
@@ -265,6 +274,7 @@ class CoalescerTest : public GroupCommitTest {
     return lock::parse_acquire(r).kind;
   }
 
+  CountingObserver observer_;  // outlives nodes_
   std::unique_ptr<node::NodeSet> nodes_;
 };
 
@@ -361,6 +371,22 @@ TEST_F(CoalescerTest, ACallStartedAloneGoesAsItself) {
   const auto out = run_together({acquire(hold("solo", "o", "c.1"))});
   EXPECT_EQ(kind(out[0]), lock::AcquireReply::Kind::granted);
   EXPECT_EQ(script_calls(), 1);
+}
+
+TEST_F(CoalescerTest, TheObserverHearsOfEveryCallOnce) {
+  CountingObserver& observer = observer_;
+  connect(2000ms, &observer);
+  ASSERT_TRUE(run_alone(acquire(hold("held", "other", "x.1"))));
+  observer.ok = 0;
+  observer.other = 0;
+  std::vector<node::Call> calls;
+  for (int i = 0; i < 6; ++i) calls.push_back(acquire(hold("f" + std::to_string(i), "o", "c.1")));
+  calls.push_back(acquire(hold("held", "o", "c.1")));  // nil, then sent alone
+  const auto out = run_together(std::move(calls));
+  EXPECT_EQ(kind(out[6]), lock::AcquireReply::Kind::held);
+  EXPECT_TRUE(eventually([&] { return observer.ok + observer.other >= 7; }));
+  EXPECT_EQ(observer.ok, 7);
+  EXPECT_EQ(observer.other, 0);
 }
 
 // Through the public API: many acquisitions in flight on few names, one node (the node counter,
