@@ -31,11 +31,13 @@ void select(Strings& to, const Strings& from, std::uint32_t mask) {
 
 void Coalescer::add(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
                     net::Connection::Callback done) {
+  if (!armed_) {
+    // Behind every handler already queued: the calls other callers started meanwhile join.
+    // Posted first: if that throws, nothing is held that no flush would send.
+    asio::post(io_, [this] { flush(); });
+    armed_ = true;
+  }
   pending_.push_back(Item{std::move(call), deadline, std::move(done)});
-  if (armed_) return;
-  armed_ = true;
-  // Behind every handler already queued: the calls other callers started meanwhile join.
-  asio::post(io_, [this] { flush(); });
 }
 
 void Coalescer::flush() {
