@@ -1178,6 +1178,38 @@ TEST(SimDirected, ABatchCallGivesEachCallItsSingleOutcome) {
   }
 }
 
+// (a) for releases by hold id (release_batch.lua): the hold named is freed, another hold id of
+// the owner and a name never held are -1, the same hold twice is freed once; each reply is
+// exactly the single call's, and the same keys are left on both nodes.
+TEST(SimDirected, AReleaseBatchCallGivesEachCallItsSingleReply) {
+  SimNode batched(NodeClock(Clock::now(), 1'700'000'000'000, 1.0), "node");
+  ASSERT_TRUE(granted(batched.execute(one_node_acquire("one", "a", "a.1"))));
+  ASSERT_TRUE(granted(batched.execute(one_node_acquire("two", "b", "b.1"))));
+  SimNode single = batched;
+  const auto release = [](const std::string& name, const std::string& owner,
+                          const std::string& hold) {
+    return lock::release_call(lock::HoldId{name, OwnerToken(owner), hold});
+  };
+  const std::vector<node::Call> calls{release("one", "a", "a.1"), release("two", "b", "b.9"),
+                                      release("none", "a", "a.1"), release("two", "b", "b.1"),
+                                      release("one", "a", "a.1")};
+  std::vector<const node::Call*> items;
+  for (const auto& c : calls) items.push_back(&c);
+  const resp::Reply batch =
+      node::checked_batch_reply(batched.execute(node::batch_call(items)), calls.size());
+  ASSERT_EQ(batch.elements.size(), calls.size()) << describe(batch);
+  const std::vector<std::int64_t> expected{0, -1, -1, 0, -1};
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    const resp::Reply alone = single.execute(calls[k]);
+    EXPECT_EQ(describe(batch.elements[k]), describe(alone)) << describe(calls[k]);
+    EXPECT_EQ(alone.integer, expected[k]) << describe(calls[k]);
+  }
+  for (const char* name : {"one", "two"}) {
+    EXPECT_EQ(batched.live_keys().count(name), 0U) << name;
+    EXPECT_EQ(single.live_keys().count(name), 0U) << name;
+  }
+}
+
 // (b) Client 0's acquisition of 'x' is stalled (late), and so is the release its failed attempt
 // sends; client 1's acquisition of 'y' then goes in one batch call with client 0's, and the
 // batch call's reply is lost after it ran: both were granted, and both attempts failed. The
