@@ -13,6 +13,9 @@
 //                        it took; two builds or runs compare with scripts/sim-digest-diff.py
 //   DLOCK_SIM_DIGEST=2   the same, and every schedule's trace after its line (to read where
 //                        two runs of a seed part)
+//   DLOCK_SIM_BATCHING=0 no group commit on the nodes (ScheduleOptions::batching): the schedules
+//                        of the simulation before it, draw for draw (a digest comparison with
+//                        an older build checks that the batch model changed nothing else)
 #include <gtest/gtest.h>
 #include <time.h>
 
@@ -174,8 +177,9 @@ TEST_P(SimTest, Schedules) {
 
   Tally tally;
   std::mutex out;
-  run_many({seed, c.nodes, c.profile, Mutation::none, c.permits, digest != 0}, seed, schedules,
-           at_once, [&](std::uint64_t s, const ScheduleReport& r, auto took) {
+  const bool batching = env("DLOCK_SIM_BATCHING", 1) != 0;
+  run_many({seed, c.nodes, c.profile, Mutation::none, c.permits, digest != 0, batching}, seed,
+           schedules, at_once, [&](std::uint64_t s, const ScheduleReport& r, auto took) {
              if (digest) {
                std::lock_guard lock(out);
                std::cout << digest_line(test, s, r, took) << (digest > 1 ? r.trace : "")
