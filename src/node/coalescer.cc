@@ -2,9 +2,9 @@
 #include "node/coalescer.h"
 
 #include <algorithm>
-#include <bit>
-#include <string>
 #include <utility>
+
+#include "node/batch_call.h"
 
 namespace dlock::node {
 namespace {
@@ -19,13 +19,6 @@ struct Kind {
       : script(c.batch.script), min_replicas(c.min_replicas), replica_timeout(c.replica_timeout) {}
   bool operator==(const Kind&) const = default;
 };
-
-// Appends the strings of `from` whose bit is set in `mask`, in order.
-void select(Strings& to, const Strings& from, std::uint32_t mask) {
-  for (std::size_t i = 0; i < from.size() && i < 32; ++i) {
-    if ((mask >> i & 1U) != 0) to.push_back(from[i]);
-  }
-}
 
 }  // namespace
 
@@ -64,35 +57,20 @@ void Coalescer::send_batch(std::vector<Item> items) {
     Item& item = items.front();
     return send_(std::move(item.call), item.deadline, std::move(item.done));
   }
-  const Call& first = *items.front().call;
-  const BatchForm& form = first.batch;
-  Call merged;
-  merged.script = form.script;
-  merged.min_replicas = first.min_replicas;
-  merged.replica_timeout = first.replica_timeout;
-  select(merged.keys, first.keys, form.node_keys);
-  const int node_keys = std::popcount(form.node_keys);
-  merged.node_keys = node_keys == 0 ? 0 : (std::uint32_t{1} << node_keys) - 1;
+  std::vector<const Call*> calls;
   net::Clock::time_point deadline = items.front().deadline;
   for (const Item& item : items) {
-    select(merged.keys, item.call->keys, item.call->batch.item_keys);
-    select(merged.args, item.call->args, item.call->batch.item_args);
+    calls.push_back(item.call.get());
     deadline = std::min(deadline, item.deadline);
   }
+  Call merged = batch_call(calls);
   auto batch = std::make_shared<std::vector<Item>>(std::move(items));
   send_(std::make_shared<const Call>(std::move(merged)), deadline,
         [this, batch](Result<resp::Reply> r) { answer(*batch, std::move(r)); });
 }
 
 void Coalescer::answer(std::vector<Item>& items, Result<resp::Reply> r) {
-  if (r && !r->is_error() && (!r->is_array() || r->elements.size() != items.size())) {
-    resp::Reply wrong;
-    wrong.type = resp::Reply::Type::error;
-    wrong.str = "ERR group commit: a batch reply of " +
-                (r->is_array() ? std::to_string(r->elements.size()) + " elements" : "no array") +
-                " for " + std::to_string(items.size()) + " calls";
-    r = std::move(wrong);
-  }
+  if (r) r = checked_batch_reply(std::move(*r), items.size());
   if (!r || r->is_error()) {
     for (Item& item : items) item.done(r);
     return;

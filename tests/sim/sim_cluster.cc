@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "node/batch_call.h"
 #include "sim/sim_fanout.h"
 
 namespace dlock::sim {
@@ -166,17 +167,125 @@ void SimCluster::run_due(std::size_t step) {
   for (const auto& d : due) {
     SimNode& n = *nodes_[d.node];
     if (n.generation() != d.generation) continue;
-    const auto delay = Clock::now() - d.sent;
-    for (const auto& call : d.calls) {
-      const resp::Reply r = n.execute(call);
-      ++stats_.late_runs;
-      trace_.line("late: node " + std::to_string(d.node) + " runs client " +
-                  std::to_string(d.client) + "'s " + describe(call) + " sent @" +
-                  trace_.at(d.sent) + "ms -> " + describe(r));
-      for (const auto& name : names_of(call)) {
-        late_delay_[name] = std::max(late_delay_[name], delay);
-      }
+    // A late round runs as it was sent: with group commit, its calls in a batch call.
+    const std::vector<resp::Reply> replies = execute(d.client, d.node, d.calls);
+    for (std::size_t k = 0; k < d.calls.size(); ++k) ran_late(d, d.calls[k], replies[k], "runs");
+  }
+}
+
+void SimCluster::ran_late(const Deferred& d, const node::Call& call, const resp::Reply& r,
+                          const char* how) {
+  ++stats_.late_runs;
+  trace_.line("late: node " + std::to_string(d.node) + " " + how + " client " +
+              std::to_string(d.client) + "'s " + describe(call) + " sent @" + trace_.at(d.sent) +
+              "ms -> " + describe(r));
+  const auto delay = Clock::now() - d.sent;
+  for (const auto& name : names_of(call)) {
+    late_delay_[name] = std::max(late_delay_[name], delay);
+  }
+}
+
+namespace {
+
+// What the coalescer's batch calls are split by (node/coalescer.cc, Kind): the batch script
+// and the replica guard.
+bool same_kind(const node::Call& a, const node::Call& b) {
+  return a.batch.script == b.batch.script && a.min_replicas == b.min_replicas &&
+         a.replica_timeout == b.replica_timeout;
+}
+
+}  // namespace
+
+std::vector<resp::Reply> SimCluster::execute(std::size_t client, std::size_t i,
+                                             const std::vector<node::Call>& calls) {
+  std::vector<resp::Reply> replies(calls.size());
+  std::vector<bool> done(calls.size(), false);
+  for (std::size_t c = 0; c < calls.size(); ++c) {
+    if (done[c]) continue;
+    if (!options_.batching || calls[c].batch.script == nullptr) {
+      replies[c] = nodes_[i]->execute(calls[c]);
+      continue;
     }
+    // The round's calls of this kind, in one batch call where the first of them is.
+    std::vector<Item> items;
+    for (std::size_t k = c; k < calls.size(); ++k) {
+      if (done[k] || calls[k].batch.script == nullptr || !same_kind(calls[k], calls[c])) continue;
+      done[k] = true;
+      items.push_back(Item{&calls[k], &replies[k], nullptr});
+    }
+    // Late calls of this kind, stuck on another connection to this node: they run late anyway,
+    // and running now inside this batch is one time at which they may run.
+    const std::vector<Deferred> late = take_late(i, calls[c]);
+    for (const Deferred& d : late) {
+      for (const auto& call : d.calls) items.push_back(Item{&call, nullptr, &d});
+    }
+    run_batch(client, i, std::move(items));
+  }
+  return replies;
+}
+
+std::vector<SimCluster::Deferred> SimCluster::take_late(std::size_t i, const node::Call& kind) {
+  std::vector<Deferred> taken;
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    const bool fits = it->node == i && it->generation == nodes_[i]->generation() &&
+                      std::all_of(it->calls.begin(), it->calls.end(), [&](const node::Call& c) {
+                        return c.batch.script != nullptr && same_kind(c, kind);
+                      });
+    if (fits && rng_.chance(options_.late_joins)) {
+      taken.push_back(std::move(*it));
+      it = deferred_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return taken;
+}
+
+void SimCluster::run_batch(std::size_t client, std::size_t i, std::vector<Item> items) {
+  SimNode& node = *nodes_[i];
+  const auto answer = [&](const Item& item, resp::Reply r) {
+    if (item.late) ran_late(*item.late, *item.call, r, "runs (in a batch call)");
+    if (item.reply) *item.reply = std::move(r);
+  };
+  // The coalescer sends a batch of one as the call itself; the batch script is legal too, and
+  // taken half the time, so that its model runs often.
+  if (items.size() == 1 && !rng_.chance(options_.batch_of_one)) {
+    return answer(items[0], node.execute(*items[0].call));
+  }
+  for (std::size_t k = items.size(); k > 1; --k) std::swap(items[k - 1], items[rng_.below(k)]);
+  std::vector<const node::Call*> calls;
+  for (const Item& item : items) calls.push_back(item.call);
+  const node::Call batch = node::batch_call(calls);
+  const resp::Reply reply = node::checked_batch_reply(node.execute(batch), items.size());
+  ++stats_.batch_calls;
+  stats_.batch_items += items.size();
+  for (const Item& item : items) stats_.batch_late_items += item.late ? 1 : 0;
+  trace_.line("node " + std::to_string(i) + " runs a batch call of " +
+              std::to_string(items.size()) + ": " + describe(batch) + " -> " + describe(reply));
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    if (reply.is_error()) {
+      answer(items[k], reply);
+    } else if (!reply.elements[k].is_nil()) {
+      answer(items[k], reply.elements[k]);
+    }
+  }
+  // The calls the batch left alone are sent alone after its reply, as the coalescer does (a
+  // restart meanwhile: on a new connection, to the new process).
+  for (std::size_t k = 0; k < items.size() && !reply.is_error(); ++k) {
+    if (!reply.elements[k].is_nil()) continue;
+    const std::uint64_t generation = node.generation();
+    if (options_.before_resend) options_.before_resend(client, i, *items[k].call);
+    if (node.generation() != generation) {
+      // A late call's connection died with the old process; this round's call goes again on a
+      // new connection (the node's epoch changes) to the new one.
+      if (items[k].late) continue;
+      if (client < fanouts_.size()) fanouts_[client]->drop(i, true);
+    }
+    resp::Reply alone = node.execute(*items[k].call);
+    ++stats_.batch_left_alone;
+    trace_.line("node " + std::to_string(i) + " runs the call left alone: " +
+                describe(*items[k].call) + " -> " + describe(alone));
+    answer(items[k], std::move(alone));
   }
 }
 

@@ -116,6 +116,18 @@ struct ClusterOptions {
   // order.
   std::function<void(std::size_t, std::size_t, const node::Call&)> before_deliver;
   bool in_order = false;
+  // Group commit (node/coalescer.h) on every node: a call with a batch form runs through its
+  // batch script (SimCluster::execute) together with the round's other calls of its kind and,
+  // at random, late calls of its kind waiting for the node. Off in the directed schedules
+  // written before it (their choices stay what they were), on in the sweeps.
+  bool batching = false;
+  // With batching: the chance that a call alone goes through its batch script (a batch of one;
+  // the coalescer sends it as itself), and that a late call of the kind joins a batch call.
+  double batch_of_one = 0.5;
+  double late_joins = 0.5;
+  // Directed schedules: runs after a batch call, before a call the batch left alone (nil) is
+  // sent alone: (client, node, that call).
+  std::function<void(std::size_t, std::size_t, const node::Call&)> before_resend;
 };
 
 class SimCluster {
@@ -141,6 +153,11 @@ class SimCluster {
   void fail_over(std::size_t i, const std::string& why);
   // Between two steps: replicas catch up, evicting nodes evict.
   void tick();
+
+  // Runs `calls` of `client` on node i, one after another, and returns their replies; with
+  // options().batching a call with a batch form goes in a batch call (run_batch).
+  std::vector<resp::Reply> execute(std::size_t client, std::size_t i,
+                                   const std::vector<node::Call>& calls);
 
   // Keeps `calls` of `client` to run on node i at a later step (dropped if the node restarts).
   void defer(std::size_t client, std::size_t i, const std::vector<node::Call>& calls);
@@ -168,6 +185,12 @@ class SimCluster {
     std::size_t restarts = 0;                   // failovers included
     std::size_t failovers = 0;
     std::size_t late_runs = 0;
+    // Group commit: batch calls run, their items, the late ones among them, and the items a
+    // batch left alone (nil) that were then run alone.
+    std::size_t batch_calls = 0;
+    std::size_t batch_items = 0;
+    std::size_t batch_late_items = 0;
+    std::size_t batch_left_alone = 0;
   };
   Stats& stats() { return stats_; }
 
@@ -192,6 +215,23 @@ class SimCluster {
   std::vector<SimFanout*> fanouts_;
   // A restart or a failover of node i: the bookkeeping both share.
   void replace(std::size_t i, bool failover, const std::string& why);
+
+  // One call of a batch: a call of the round (`reply`: where its reply goes) or a late one
+  // (`late`: its reply is dropped).
+  struct Item {
+    const node::Call* call;
+    resp::Reply* reply;
+    const Deferred* late;
+  };
+  // The late calls waiting for node i whose calls all have the batch form of `kind`'s, each
+  // taken out at random to join a batch call.
+  std::vector<Deferred> take_late(std::size_t i, const node::Call& kind);
+  // The items as one batch call on node i (a single one as itself, at random), in a random
+  // order; each item gets its element of the reply, or, for nil, its own call's reply, run
+  // alone right after.
+  void run_batch(std::size_t client, std::size_t i, std::vector<Item> items);
+  // A late call ran at last: counted, traced, and its names' keys may live that much longer.
+  void ran_late(const Deferred& d, const node::Call& call, const resp::Reply& r, const char* how);
 
   std::vector<Deferred> deferred_;
   std::map<std::string, Clock::duration> late_delay_;

@@ -6,11 +6,14 @@
 
 #include <atomic>
 #include <iostream>
+#include <map>
 #include <thread>
+#include <tuple>
 
 #include "lock/calls.h"
 #include "lock/holds.h"
 #include "lock/quorum_lock.h"
+#include "node/batch_call.h"
 #include "sim/sim_checker.h"
 #include "sim/sim_cluster.h"
 #include "sim/sim_fanout.h"
@@ -56,7 +59,8 @@ class World {
  public:
   World(std::size_t nodes, Plan plan,
         std::function<void(std::size_t, std::size_t, const node::Call&)> hook = {},
-        std::size_t clients = 2, Mutation mutation = Mutation::none)
+        std::size_t clients = 2, Mutation mutation = Mutation::none,
+        const std::function<void(ClusterOptions&)>& tweak = {})
       : rng_(1), trace_(Clock::now()) {
     ClusterOptions o;
     o.nodes = nodes;
@@ -65,6 +69,7 @@ class World {
     o.plan = std::move(plan);
     o.before_deliver = std::move(hook);
     o.in_order = static_cast<bool>(o.before_deliver);
+    if (tweak) tweak(o);
     cluster_ = std::make_unique<SimCluster>(o, rng_, trace_, Clock::now());
     for (std::size_t c = 0; c < clients; ++c) {
       fanouts_.push_back(std::make_unique<SimFanout>(*cluster_, c));
@@ -1080,6 +1085,207 @@ TEST(SimDirected, AFenceRaiseCountsOnlyOnTheConnectionOfTheGrant) {
   EXPECT_EQ(w.take(0, "a", 500ms), nullptr) << "a raise counted a node on a new connection";
   ASSERT_TRUE(fired) << "client 0's token was on a quorum: no raise";
   EXPECT_EQ(w.cluster().node(0).live_keys().count("x"), 0U) << "the refused attempt released";
+}
+
+// Group commit (issue 32, docs/protocol.md "Group commit"): the batch scripts' models run on the
+// batch calls the coalescer builds (node::batch_call), so these schedules see the server's side
+// of a batch as it would be.
+
+// A world of one node whose calls with a batch form go through their batch script: a call alone
+// too, and every late call of its kind joins the next batch call.
+std::function<void(ClusterOptions&)> batching(
+    std::function<void(std::size_t, std::size_t, const node::Call&)> before_resend = {}) {
+  return [before_resend](ClusterOptions& o) {
+    o.batching = true;
+    o.batch_of_one = 1.0;
+    o.late_joins = 1.0;
+    o.before_resend = before_resend;
+  };
+}
+
+// Production's acquisition on a lock set of one node (QuorumLock: the node's counter), which
+// has acquire_batch.lua's form.
+node::Call one_node_acquire(const std::string& name, const std::string& owner,
+                            const std::string& hold) {
+  return lock::acquire_call(lock::HoldId{name, OwnerToken(owner), hold}, 200ms, std::nullopt, {}, 0,
+                            {}, lock::TokenCounter::node);
+}
+
+bool granted(const resp::Reply& r) {
+  return r.type == resp::Reply::Type::integer && r.integer > 0;
+}
+
+// (a) One batch call holding a free name, a name another owner holds, the same free name for
+// two owners, a stale hold of a client and the same name for an older then a newer hold of one
+// client (a takeover), against the same calls one by one on a copy of the node: each call's
+// outcome (granted or held) is the single call's, and the same holds are on both nodes after;
+// the batch grants share one token above every earlier one, and each name's tokens grow (a
+// takeover left alone by the batch gets a token of its own INCR).
+TEST(SimDirected, ABatchCallGivesEachCallItsSingleOutcome) {
+  SimNode batched(NodeClock(Clock::now(), 1'700'000'000'000, 1.0), "node");
+  std::int64_t before = 0;
+  for (const auto& [name, owner, hold] :
+       {std::tuple{"held", "other", "o.1"}, std::tuple{"stale", "c", "c.1"}}) {
+    const resp::Reply r = batched.execute(one_node_acquire(name, owner, hold));
+    ASSERT_TRUE(granted(r));
+    before = std::max<std::int64_t>(before, r.integer);
+  }
+  SimNode single = batched;  // the same state, one call at a time
+  const std::vector<node::Call> calls{
+      one_node_acquire("free", "a", "a.1"),  one_node_acquire("held", "b", "b.1"),
+      one_node_acquire("twice", "a", "a.2"), one_node_acquire("twice", "b", "b.2"),
+      one_node_acquire("stale", "c", "c.2"), one_node_acquire("again", "c", "c.3"),
+      one_node_acquire("again", "c", "c.4")};
+  std::vector<const node::Call*> items;
+  for (const auto& c : calls) items.push_back(&c);
+  const resp::Reply batch =
+      node::checked_batch_reply(batched.execute(node::batch_call(items)), calls.size());
+  ASSERT_EQ(batch.elements.size(), calls.size()) << describe(batch);
+  std::map<std::string, std::int64_t> last;  // name -> its latest token, batch grants first
+  std::int64_t shared = 0;
+  std::vector<resp::Reply> replies(calls.size());
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    if (batch.elements[k].is_nil()) continue;
+    replies[k] = batch.elements[k];
+    ASSERT_TRUE(granted(replies[k])) << describe(replies[k]);
+    if (shared == 0) shared = replies[k].integer;
+    EXPECT_EQ(replies[k].integer, shared) << "one INCR per batch call";
+    last[std::string(calls[k].keys[0])] = replies[k].integer;
+  }
+  EXPECT_GT(shared, before);
+  for (std::size_t k = 0; k < calls.size(); ++k) {  // left alone: sent alone after the batch
+    if (!batch.elements[k].is_nil()) continue;
+    replies[k] = batched.execute(calls[k]);
+    const std::string name(calls[k].keys[0]);
+    if (granted(replies[k])) {
+      EXPECT_GT(replies[k].integer, std::max(last[name], before)) << name;
+      last[name] = replies[k].integer;
+    }
+  }
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    const resp::Reply alone = single.execute(calls[k]);
+    EXPECT_EQ(granted(replies[k]), granted(alone))
+        << describe(calls[k]) << ": batch " << describe(replies[k]) << ", alone "
+        << describe(alone);
+  }
+  const std::vector<bool> expected{true, false, true, false, true, true, true};
+  for (std::size_t k = 0; k < calls.size(); ++k) EXPECT_EQ(granted(replies[k]), expected[k]) << k;
+  for (const char* name : {"free", "held", "twice", "stale", "again"}) {
+    const auto& a = batched.live_keys();
+    const auto& b = single.live_keys();
+    ASSERT_TRUE(a.count(name) && b.count(name)) << name;
+    EXPECT_EQ(std::get<Hash>(a.at(name).value), std::get<Hash>(b.at(name).value)) << name;
+  }
+}
+
+// (a) for releases by hold id (release_batch.lua): the hold named is freed, another hold id of
+// the owner and a name never held are -1, the same hold twice is freed once; each reply is
+// exactly the single call's, and the same keys are left on both nodes.
+TEST(SimDirected, AReleaseBatchCallGivesEachCallItsSingleReply) {
+  SimNode batched(NodeClock(Clock::now(), 1'700'000'000'000, 1.0), "node");
+  ASSERT_TRUE(granted(batched.execute(one_node_acquire("one", "a", "a.1"))));
+  ASSERT_TRUE(granted(batched.execute(one_node_acquire("two", "b", "b.1"))));
+  SimNode single = batched;
+  const auto release = [](const std::string& name, const std::string& owner,
+                          const std::string& hold) {
+    return lock::release_call(lock::HoldId{name, OwnerToken(owner), hold});
+  };
+  const std::vector<node::Call> calls{release("one", "a", "a.1"), release("two", "b", "b.9"),
+                                      release("none", "a", "a.1"), release("two", "b", "b.1"),
+                                      release("one", "a", "a.1")};
+  std::vector<const node::Call*> items;
+  for (const auto& c : calls) items.push_back(&c);
+  const resp::Reply batch =
+      node::checked_batch_reply(batched.execute(node::batch_call(items)), calls.size());
+  ASSERT_EQ(batch.elements.size(), calls.size()) << describe(batch);
+  const std::vector<std::int64_t> expected{0, -1, -1, 0, -1};
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    const resp::Reply alone = single.execute(calls[k]);
+    EXPECT_EQ(describe(batch.elements[k]), describe(alone)) << describe(calls[k]);
+    EXPECT_EQ(alone.integer, expected[k]) << describe(calls[k]);
+  }
+  for (const char* name : {"one", "two"}) {
+    EXPECT_EQ(batched.live_keys().count(name), 0U) << name;
+    EXPECT_EQ(single.live_keys().count(name), 0U) << name;
+  }
+}
+
+// (b) Client 0's acquisition of 'x' is stalled (late), and so is the release its failed attempt
+// sends; client 1's acquisition of 'y' then goes in one batch call with client 0's, and the
+// batch call's reply is lost after it ran: both were granted, and both attempts failed. The
+// clean-up releases (client 1's now, client 0's late one, which joins a batch call or runs
+// last) leave nothing held, and the next holder of 'x' gets a larger token than the batch's.
+TEST(SimDirected, ABatchCallWhoseReplyIsLostFailsEveryCall) {
+  bool lose = false;
+  World w(
+      1,
+      [&](std::size_t client, std::size_t, const node::Call& call) {
+        if (client == 0 && (is(call, "acquire") || is(call, "release"))) {
+          return std::optional(Fault::late);
+        }
+        if (client == 1 && lose && is(call, "acquire")) {
+          lose = false;
+          return std::optional(Fault::reply_lost);
+        }
+        return std::optional<Fault>();
+      },
+      {}, 2, Mutation::none, batching());
+  const auto warm = w.take(1, "b", 200ms, "y");  // every greeting done: only the grant below
+  ASSERT_NE(warm, nullptr);
+  w.end(1, warm);
+  lose = true;
+  EXPECT_EQ(w.take(0, "a", 200ms, "x"), nullptr);  // stalled: timeout
+  const auto before = w.cluster().stats().batch_items;
+  EXPECT_EQ(w.take(1, "b", 200ms, "y"), nullptr) << "the batch call's reply was lost";
+  EXPECT_GE(w.cluster().stats().batch_items - before, 2U) << "client 0's call joined the batch";
+  std::int64_t batch_token = 0;
+  for (const auto& [key, entry] : w.cluster().node(0).live_keys()) {
+    if (key == "dlock:fence-floor") batch_token = std::stoll(std::get<std::string>(entry.value));
+  }
+  w.cluster().flush();  // client 0's late release
+  const auto& keys = w.cluster().node(0).live_keys();
+  EXPECT_EQ(keys.count("x"), 0U) << "a failed attempt's grant is still held";
+  EXPECT_EQ(keys.count("y"), 0U) << "a failed attempt's grant is still held";
+  const auto next = w.take(1, "c", 200ms, "x");
+  ASSERT_NE(next, nullptr);
+  EXPECT_GT(static_cast<std::int64_t>(next->hold->fence.value()), batch_token);
+}
+
+// (c) Client 0 holds 'x'; client 1's acquisition goes through acquire_batch.lua, which leaves it
+// alone (held: nil), and the node restarts empty before the call is sent alone, which then runs
+// on the new process (a new connection). Its node counter starts from the clock: any token it
+// hands out is larger than client 0's, and the client does not count a vote of a node it saw
+// restart (or the old holder is gone first).
+TEST(SimDirected, ARestartBetweenABatchCallAndACallItLeftAlone) {
+  bool armed = false;
+  World* world = nullptr;
+  World w(1, {}, {}, 2, Mutation::none,
+          batching([&](std::size_t client, std::size_t, const node::Call& call) {
+            if (!armed || client != 1 || !is(call, "acquire")) return;
+            armed = false;
+            std::this_thread::sleep_for(2ms);  // a restart takes time: the clock moves on
+            world->restart(0, 50);
+          }));
+  world = &w;
+  const auto held = w.take(0, "a", 300ms);
+  ASSERT_NE(held, nullptr);
+  const std::int64_t first = static_cast<std::int64_t>(held->hold->fence.value());
+  armed = true;
+  const auto other = w.take(1, "b", 300ms);
+  EXPECT_GE(w.cluster().stats().batch_left_alone, 1U);
+  EXPECT_FALSE(armed) << "the restart did not come between the batch and the resend";
+  EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
+  if (other) {
+    EXPECT_GT(static_cast<std::int64_t>(other->hold->fence.value()), first);
+  }
+  w.end(0, held);
+  std::shared_ptr<detail::LeaseState> next;
+  for (int i = 0; i < 40 && !next; ++i) {
+    next = w.take(1, "b", 300ms);
+    if (!next) std::this_thread::sleep_for(20ms);  // the restarted node's quarantine
+  }
+  ASSERT_NE(next, nullptr);
+  EXPECT_GT(static_cast<std::int64_t>(next->hold->fence.value()), first);
 }
 
 }  // namespace

@@ -53,13 +53,12 @@ std::vector<Result<resp::Reply>> SimFanout::deliver(std::size_t i, Fault fault,
                                                     const std::vector<node::Call>& calls) {
   if (cluster_.options().before_deliver)
     cluster_.options().before_deliver(client_, i, calls.front());
-  SimNode& node = cluster_.node(i);
   const auto fail = [&](errc code, const char* why) {
     return std::vector<Result<resp::Reply>>(calls.size(), Error(code, why));
   };
   const auto execute = [&] {
     std::vector<Result<resp::Reply>> replies;
-    for (const auto& c : calls) replies.emplace_back(node.execute(c));
+    for (auto& r : cluster_.execute(client_, i, calls)) replies.emplace_back(std::move(r));
     return replies;
   };
   switch (fault) {

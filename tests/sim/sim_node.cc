@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <stdexcept>
 
 namespace dlock::sim {
@@ -140,6 +141,8 @@ resp::Reply SimNode::run_script(const node::Call& call, std::int64_t now) {
   const std::string_view name = call.script->name;
   if (name == "acquire") return acquire(call, now);
   if (name == "release") return release(call, now);
+  if (name == "acquire_batch") return acquire_batch(call, now);
+  if (name == "release_batch") return release_batch(call, now);
   if (name == "renew") return renew(call, now);
   if (name == "fence_raise") return fence_raise(call, now);
   if (name == "hello") return hello(call, now);
@@ -195,15 +198,10 @@ std::int64_t SimNode::next_token(const node::Call& call, std::int64_t ttl, std::
   const std::int64_t step = mutation_ == Mutation::no_fence_increment ? 0 : 1;
   std::int64_t token = 0;
   if (at(call.args, 6) == "n") {
-    // ARGV[7] 'n': the node's counter (INCR, or with no floor the clock in microseconds); the
-    // name's is taken away (GETDEL) and passed if ahead.
+    // ARGV[7] 'n': the node's counter; the name's is taken away (GETDEL) and passed if ahead.
     const auto named = store_.get(fence, now);
     store_.del(fence);
-    const auto f = store_.get(floor, now);
-    const std::int64_t base = f ? number(*f) : 0;
-    token = (base <= 0 ? now * 1000 : base) + step;  // INCR answered 1 or less: the clock
-    if (named && token <= number(*named)) token = number(*named) + step;
-    store_.set(floor, std::to_string(token), std::nullopt, now);
+    token = node_token(floor, named ? std::optional(number(*named)) : std::nullopt, step, now);
   } else {
     token = counter(fence, floor, now) + step;
     store_.set(fence, std::to_string(token), ttl, now);
@@ -211,6 +209,17 @@ std::int64_t SimNode::next_token(const node::Call& call, std::int64_t ttl, std::
     if (token > (f ? number(*f) : 0)) store_.set(floor, std::to_string(token), std::nullopt, now);
   }
   record_granted_ttl(max_ttl, ttl, now);
+  return token;
+}
+
+std::int64_t SimNode::node_token(const std::string& floor, std::optional<std::int64_t> named,
+                                 std::int64_t step, std::int64_t now) {
+  const auto f = store_.get(floor, now);
+  const std::int64_t base = f ? number(*f) : 0;
+  std::int64_t token =
+      (base <= 0 ? now * 1000 : base) + step;  // INCR answered 1 or less: the clock
+  if (named && token <= *named) token = *named + step;
+  store_.set(floor, std::to_string(token), std::nullopt, now);
   return token;
 }
 
@@ -327,6 +336,69 @@ resp::Reply SimNode::release(const node::Call& call, std::int64_t now) {
   // ends at once; the release is published to nobody (no subscriber in the simulation).
   if (store_.exists(queue, now)) throw std::logic_error("sim: a fair queue exists");
   return integer(0);
+}
+
+// acquire_batch.lua, line by line: per name (KEYS[3i..3i+2] the key, its counter, its readers;
+// ARGV[3i-2..3i] owner, hold id, ttl) acquire.lua's fast path, a free name without readers, or
+// nil (nothing changed: the client sends that call alone). The node keys (KEYS[1] the floor,
+// KEYS[2] dlock:max-ttl) once: one INCR for every name granted (they share its token, above
+// the largest name counter taken away) and one record per ttl granted.
+resp::Reply SimNode::acquire_batch(const node::Call& call, std::int64_t now) {
+  const std::string& floor = at(call.keys, 0);
+  const std::string& max_ttl = at(call.keys, 1);
+  const std::size_t items = (call.keys.size() - 2) / 3;
+  std::vector<bool> granted(items, false);
+  std::set<std::int64_t> ttls;  // the ttls granted in this call, each once
+  std::int64_t named = 0;       // GETDEL's largest (a missing counter: '0')
+  for (std::size_t i = 0; i < items; ++i) {
+    const std::string& key = at(call.keys, 3 * i + 2);
+    const std::string& readers = at(call.keys, 3 * i + 4);
+    const bool free = !store_.exists(key, now) && !store_.exists(readers, now);
+    if (!free && mutation_ != Mutation::batch_grants_when_held) continue;
+    const std::int64_t ttl = ttl_of(at(call.args, 3 * i + 2));
+    store_.hset(key, at(call.args, 3 * i), at(call.args, 3 * i + 1), now);
+    store_.pexpire(key, ttl, now);
+    const std::string& fence = at(call.keys, 3 * i + 3);
+    if (const auto counted = store_.get(fence, now)) named = std::max(named, number(*counted));
+    store_.del(fence);
+    ttls.insert(ttl);
+    granted[i] = true;
+  }
+  resp::Reply out;
+  out.type = resp::Reply::Type::array;
+  out.elements.resize(items);  // nil each, until granted
+  if (ttls.empty()) return out;
+  const bool reuse =
+      mutation_ == Mutation::batch_reuses_floor || mutation_ == Mutation::no_fence_increment;
+  const std::int64_t token = node_token(floor, named, reuse ? 0 : 1, now);
+  for (const std::int64_t ttl : ttls) record_granted_ttl(max_ttl, ttl, now);
+  for (std::size_t i = 0; i < items; ++i) {
+    if (granted[i]) out.elements[i] = integer(token);
+  }
+  return out;
+}
+
+// release_batch.lua, line by line: per name (KEYS[2i-1], KEYS[2i] the key and its fair queue;
+// ARGV[3i-2..3i] owner, channel, hold id) release.lua's write release by hold id: -1 if this
+// hold is not here, nil if a fair queue exists (release.lua walks it), else the key deleted
+// and the release published (to nobody here: 0). ARGV[#ARGV], the PUBLISH verb, is the node's
+// to add (ServerNode), not the batch call's.
+resp::Reply SimNode::release_batch(const node::Call& call, std::int64_t now) {
+  resp::Reply out;
+  out.type = resp::Reply::Type::array;
+  for (std::size_t i = 0; i < call.keys.size() / 2; ++i) {
+    const std::string& key = at(call.keys, 2 * i);
+    const HGet id = store_.hget(key, at(call.args, 3 * i), now);
+    if (id.kind != HGet::Kind::value || id.value != at(call.args, 3 * i + 2)) {
+      out.elements.push_back(integer(-1));
+    } else if (store_.exists(at(call.keys, 2 * i + 1), now)) {
+      out.elements.emplace_back();  // nil
+    } else {
+      store_.del(key);
+      out.elements.push_back(integer(0));
+    }
+  }
+  return out;
 }
 
 resp::Reply SimNode::renew(const node::Call& call, std::int64_t now) {

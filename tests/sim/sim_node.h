@@ -32,6 +32,9 @@ enum class Mutation {
   promotion_unnoticed,  // INFO hides a promotion (no second_repl_offset): a long uptime
   eviction_unreported,  // INFO hides the eviction policy of a node that evicts
   ignore_permit_count,  // acquire grants a semaphore slot whatever count the node recorded
+  // Group commit (acquire_batch.lua), for the sweeps that send batch calls:
+  batch_grants_when_held,  // acquire_batch grants a name whose key exists (another holds it)
+  batch_reuses_floor,      // acquire_batch hands out the node's floor without incrementing it
 };
 
 class SimNode {
@@ -81,6 +84,9 @@ class SimNode {
   resp::Reply run_script(const node::Call& call, std::int64_t now);
   resp::Reply acquire(const node::Call& call, std::int64_t now);
   resp::Reply release(const node::Call& call, std::int64_t now);
+  // Group commit's scripts: an array with each item's reply, or nil where nothing changed.
+  resp::Reply acquire_batch(const node::Call& call, std::int64_t now);
+  resp::Reply release_batch(const node::Call& call, std::int64_t now);
   resp::Reply renew(const node::Call& call, std::int64_t now);
   resp::Reply fence_raise(const node::Call& call, std::int64_t now);
   resp::Reply hello(const node::Call& call, std::int64_t now);
@@ -99,6 +105,11 @@ class SimNode {
   // acquire.lua's counter() and next_token(): the name's counter, or the node's floor.
   std::int64_t counter(const std::string& fence, const std::string& floor, std::int64_t now);
   std::int64_t next_token(const node::Call& call, std::int64_t ttl, std::int64_t now);
+  // next_token() with the node's counter (ARGV[7] 'n'): the floor plus `step` (INCR, or with no
+  // floor the clock in microseconds), above `named` (the largest name counter taken away), set
+  // as the floor. acquire.lua's and acquire_batch.lua's.
+  std::int64_t node_token(const std::string& floor, std::optional<std::int64_t> named,
+                          std::int64_t step, std::int64_t now);
   void record_granted_ttl(const std::string& max_ttl, std::int64_t ttl, std::int64_t now);
 
   std::int64_t ttl_of(const std::string& arg) const;

@@ -36,6 +36,7 @@ Schedule::Schedule(const ScheduleOptions& options)
   co.mutation = options.mutation;
   co.failovers = true;
   co.evictions = true;
+  co.batching = options.batching;
   static constexpr double kFaultRates[] = {0.0, 0.05, 0.15, 0.3};
   co.fault_rate = kFaultRates[rng_.below(4)];
   co.restart_share = 0.1;
@@ -82,6 +83,12 @@ ScheduleReport Schedule::run() {
   report.counts["restarts"] += cluster_->stats().restarts;
   report.counts["failovers"] += cluster_->stats().failovers;
   report.counts["late runs"] += cluster_->stats().late_runs;
+  if (options_.batching) {  // without, the counts (and digests) of the schedules before it
+    report.counts["batch calls"] += cluster_->stats().batch_calls;
+    report.counts["batch items"] += cluster_->stats().batch_items;
+    report.counts["batch items run late"] += cluster_->stats().batch_late_items;
+    report.counts["batch items left alone, then run alone"] += cluster_->stats().batch_left_alone;
+  }
   report.counts["steps"] += k;
   report.decisions = rng_.digest();
   report.draws = rng_.draws();

@@ -33,6 +33,9 @@ struct ScheduleOptions {
   bool permits = false;
   // Fill ScheduleReport::shape and ::trail (DLOCK_SIM_DIGEST).
   bool digest = false;
+  // Group commit on the nodes (ClusterOptions::batching): acquisitions on one node and
+  // releases by hold id go through the batch scripts, alone or with late calls.
+  bool batching = true;
 };
 
 struct ScheduleReport {
