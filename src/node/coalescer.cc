@@ -20,6 +20,22 @@ struct Kind {
   bool operator==(const Kind&) const = default;
 };
 
+// Whether the calls of a batch call answered `error` are each sent alone, as if the batch had
+// left them alone. An error may be one call's, and must not be every call's: Redis checks
+// every key of a script call against the ACL user's key patterns before it runs (NOPERM for
+// one name outside them refused every other caller's grant and release in the batch, and a
+// release that fails is not tried again: its lock stayed held for its ttl), and one name's
+// data can make the script fail after it granted others (a name counter that is no number).
+// Sent alone, each call gets its own reply: an acquisition the batch wrote before it failed
+// is this very hold met again, granted again by acquire.lua with a larger token; a release the
+// batch did before it failed reads -1 ("not held", the cautious reading; release_batch.lua
+// fails midway on nothing dlock writes). Except the replica guard's REPLICAS: the batch ran
+// and its writes are not confirmed on the replicas, as each single call's would not be: each
+// call gets it.
+bool alone_after(const resp::Reply& error) {
+  return !error.is_error_code("REPLICAS");
+}
+
 }  // namespace
 
 void Coalescer::add(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
@@ -71,17 +87,18 @@ void Coalescer::send_batch(std::vector<Item> items) {
 
 void Coalescer::answer(std::vector<Item>& items, Result<resp::Reply> r) {
   if (r) r = checked_batch_reply(std::move(*r), items.size());
-  if (!r || r->is_error()) {
+  if (!r || (r->is_error() && !alone_after(*r))) {
     for (Item& item : items) item.done(r);
     return;
   }
   // The calls the batch left alone go first, sooner on the wire; then the others' replies.
   for (std::size_t i = 0; i < items.size(); ++i) {
     Item& item = items[i];
-    if (r->elements[i].is_nil()) {
+    if (r->is_error() || r->elements[i].is_nil()) {
       send_(std::move(item.call), item.deadline, std::exchange(item.done, nullptr));
     }
   }
+  if (r->is_error()) return;
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (items[i].done) items[i].done(std::move(r->elements[i]));
   }

@@ -1,7 +1,7 @@
 -- acquire_batch: group commit (docs/protocol.md, "Group commit"): K write acquisitions on one
 -- node in one call, each with an outcome of its own. Per name it runs only acquire.lua's fast
 -- path with the node's counter (ARGV[7] = 'n': a free name, no readers), or nothing at all; the
--- per-node work (one INCR of the floor, the max-ttl record) is done once per call.
+-- per-node work (one INCRBY of the floor, the max-ttl record) is done once per call.
 --
 -- KEYS[1]  dlock:fence-floor (acquire.lua KEYS[3]): the node's counter
 -- KEYS[2]  dlock:max-ttl (acquire.lua KEYS[4]): the ttls of leases that may still live here
@@ -12,9 +12,12 @@
 --          (acquire.lua ARGV[1..3])
 --
 -- Replies an array of K elements, the i-th for the i-th name:
---   fence  granted, exactly as acquire.lua grants a free name: every name granted in this call
---          gets the same fence, one INCR of the floor (tokens must grow per name, not differ
---          across names)
+--   fence  granted, exactly as acquire.lua grants a free name: the names granted in this call
+--          get the tokens above the floor in their order, one INCRBY of the floor by their
+--          number, so each is what K calls of acquire.lua one after the other would hand out:
+--          larger than every token this node handed out before, for any name
+--          (docs/features.md: on a lock set of one node the next holder of any name gets a
+--          larger one)
 --   nil    nothing was changed for this name (its key or its readers exist): the client sends
 --          it alone to acquire.lua, whose other paths (held, a stale hold taken over, readers)
 --          then apply. Never a refusal. The same name twice in one call: the first may be
@@ -23,7 +26,7 @@
 -- server_ms: key_clock.lua, put before this.
 local out = {}
 local granted = {}  -- the ttls (ms, as given) granted in this call, each once
-local any = false
+local count = 0  -- the names granted
 local named = 0  -- the largest name counter taken away (GETDEL), as acquire.lua's next_token
 for i = 1, (#KEYS - 2) / 3 do
   local key, readers = KEYS[3 * i], KEYS[3 * i + 2]
@@ -35,27 +38,29 @@ for i = 1, (#KEYS - 2) / 3 do
     local counted = tonumber(redis.call('getdel', KEYS[3 * i + 1]) or '0')
     if counted > named then named = counted end
     granted[ttl] = true
-    any = true
+    count = count + 1
     out[i] = 0  -- the fence, once known
   else
     out[i] = false
   end
 end
-if not any then return out end
--- acquire.lua's next_token() for ARGV[7] = 'n', once: see there for why each step.
-local token
-local counted = redis.pcall('incr', KEYS[1])
+if count == 0 then return out end
+-- acquire.lua's next_token() for ARGV[7] = 'n', once for `count` grants: see there for why each
+-- step. `base` is the floor before them (what INCR starts from); the grants get base + 1 ..
+-- base + count, and the floor ends at the last.
+local base
+local counted = redis.pcall('incrby', KEYS[1], count)
 if type(counted) == 'number' then
-  token = counted
+  base = counted - count
 else
-  token = math.floor(tonumber(redis.call('get', KEYS[1])) or 0) + 1
+  base = math.floor(tonumber(redis.call('get', KEYS[1])) or 0)
 end
-if token <= 1 then
+if base <= 0 then  -- there was no floor: count from the clock, as acquire.lua's counter() does
   local t = redis.call('time')
-  token = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 1
+  base = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
-if token <= named then token = named + 1 end
-if token ~= counted then redis.call('set', KEYS[1], token) end
+if base < named then base = named end
+if base + count ~= counted then redis.call('set', KEYS[1], base + count) end
 -- acquire.lua's record_ttl(), once per ttl granted (the twin of that function: keep them alike).
 local function record_ttl(ttl_arg)
   local now = server_ms()
@@ -72,7 +77,11 @@ local function record_ttl(ttl_arg)
   if redis.call('pttl', KEYS[2]) < 2 * ttl then redis.call('pexpire', KEYS[2], 2 * ttl) end
 end
 for ttl in pairs(granted) do record_ttl(ttl) end
+local token = base
 for i = 1, #out do
-  if out[i] then out[i] = token end
+  if out[i] then
+    token = token + 1
+    out[i] = token
+  end
 end
 return out

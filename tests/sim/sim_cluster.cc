@@ -262,17 +262,18 @@ void SimCluster::run_batch(std::size_t client, std::size_t i, std::vector<Item> 
   for (const Item& item : items) stats_.batch_late_items += item.late ? 1 : 0;
   trace_.line("node " + std::to_string(i) + " runs a batch call of " +
               std::to_string(items.size()) + ": " + describe(batch) + " -> " + describe(reply));
+  // An error reply (the replica guard's is not modelled) sends every item alone, as the
+  // coalescer does: it may be one item's.
+  const auto left_alone = [&](std::size_t k) {
+    return reply.is_error() || reply.elements[k].is_nil();
+  };
   for (std::size_t k = 0; k < items.size(); ++k) {
-    if (reply.is_error()) {
-      answer(items[k], reply);
-    } else if (!reply.elements[k].is_nil()) {
-      answer(items[k], reply.elements[k]);
-    }
+    if (!left_alone(k)) answer(items[k], reply.elements[k]);
   }
   // The calls the batch left alone are sent alone after its reply, as the coalescer does (a
   // restart meanwhile: on a new connection, to the new process).
-  for (std::size_t k = 0; k < items.size() && !reply.is_error(); ++k) {
-    if (!reply.elements[k].is_nil()) continue;
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    if (!left_alone(k)) continue;
     const std::uint64_t generation = node.generation();
     if (options_.before_resend) options_.before_resend(client, i, *items[k].call);
     if (node.generation() != generation) {

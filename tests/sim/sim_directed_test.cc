@@ -1119,8 +1119,9 @@ bool granted(const resp::Reply& r) {
 // two owners, a stale hold of a client and the same name for an older then a newer hold of one
 // client (a takeover), against the same calls one by one on a copy of the node: each call's
 // outcome (granted or held) is the single call's, and the same holds are on both nodes after;
-// the batch grants share one token above every earlier one, and each name's tokens grow (a
-// takeover left alone by the batch gets a token of its own INCR).
+// the batch grants get tokens of their own, growing in item order above every earlier one
+// (one INCRBY: as the single calls one after the other), and each name's tokens grow (a takeover
+// left alone by the batch gets a token of its own INCR).
 TEST(SimDirected, ABatchCallGivesEachCallItsSingleOutcome) {
   SimNode batched(NodeClock(Clock::now(), 1'700'000'000'000, 1.0), "node");
   std::int64_t before = 0;
@@ -1142,17 +1143,17 @@ TEST(SimDirected, ABatchCallGivesEachCallItsSingleOutcome) {
       node::checked_batch_reply(batched.execute(node::batch_call(items)), calls.size());
   ASSERT_EQ(batch.elements.size(), calls.size()) << describe(batch);
   std::map<std::string, std::int64_t> last;  // name -> its latest token, batch grants first
-  std::int64_t shared = 0;
+  std::int64_t previous = before;            // the batch's grants: each above the one before it
   std::vector<resp::Reply> replies(calls.size());
   for (std::size_t k = 0; k < calls.size(); ++k) {
     if (batch.elements[k].is_nil()) continue;
     replies[k] = batch.elements[k];
     ASSERT_TRUE(granted(replies[k])) << describe(replies[k]);
-    if (shared == 0) shared = replies[k].integer;
-    EXPECT_EQ(replies[k].integer, shared) << "one INCR per batch call";
+    EXPECT_EQ(replies[k].integer, previous + 1) << "one INCRBY per batch call, a token each";
+    previous = replies[k].integer;
     last[std::string(calls[k].keys[0])] = replies[k].integer;
   }
-  EXPECT_GT(shared, before);
+  EXPECT_GT(previous, before);
   for (std::size_t k = 0; k < calls.size(); ++k) {  // left alone: sent alone after the batch
     if (!batch.elements[k].is_nil()) continue;
     replies[k] = batched.execute(calls[k]);

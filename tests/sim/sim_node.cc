@@ -341,8 +341,8 @@ resp::Reply SimNode::release(const node::Call& call, std::int64_t now) {
 // acquire_batch.lua, line by line: per name (KEYS[3i..3i+2] the key, its counter, its readers;
 // ARGV[3i-2..3i] owner, hold id, ttl) acquire.lua's fast path, a free name without readers, or
 // nil (nothing changed: the client sends that call alone). The node keys (KEYS[1] the floor,
-// KEYS[2] dlock:max-ttl) once: one INCR for every name granted (they share its token, above
-// the largest name counter taken away) and one record per ttl granted.
+// KEYS[2] dlock:max-ttl) once: one INCRBY for the names granted (each its own token, in item
+// order, above the largest name counter taken away) and one record per ttl granted.
 resp::Reply SimNode::acquire_batch(const node::Call& call, std::int64_t now) {
   const std::string& floor = at(call.keys, 0);
   const std::string& max_ttl = at(call.keys, 1);
@@ -370,10 +370,23 @@ resp::Reply SimNode::acquire_batch(const node::Call& call, std::int64_t now) {
   if (ttls.empty()) return out;
   const bool reuse =
       mutation_ == Mutation::batch_reuses_floor || mutation_ == Mutation::no_fence_increment;
-  const std::int64_t token = node_token(floor, named, reuse ? 0 : 1, now);
+  // One INCRBY of the floor by the names granted: `base` is the floor before it (the clock when
+  // there was none), raised to the largest name counter; the grants get base + 1, base + 2, ...
+  // in item order (the mutation: the floor's value for each, no increment).
+  const std::int64_t count =
+      static_cast<std::int64_t>(std::count(granted.begin(), granted.end(), true));
+  const auto f = store_.get(floor, now);
+  std::int64_t base = f ? number(*f) : 0;
+  if (base <= 0) base = now * 1000;
+  base = std::max(base, named);
+  const std::int64_t step = reuse ? 0 : 1;
+  store_.set(floor, std::to_string(base + step * count), std::nullopt, now);
   for (const std::int64_t ttl : ttls) record_granted_ttl(max_ttl, ttl, now);
+  std::int64_t token = base;
   for (std::size_t i = 0; i < items; ++i) {
-    if (granted[i]) out.elements[i] = integer(token);
+    if (!granted[i]) continue;
+    token += step;
+    out.elements[i] = integer(token);
   }
   return out;
 }
