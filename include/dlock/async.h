@@ -176,19 +176,22 @@ void initiate(Handler handler, Start start) {
     });
   }
   auto executor = asio::get_associated_executor(handler, asio::system_executor());
-  if constexpr (std::is_same_v<decltype(executor), asio::system_executor>) {
+  using Executor = decltype(executor);
+  if constexpr (std::is_same_v<Executor, asio::system_executor> ||
+                !std::is_convertible_v<Executor, asio::any_io_executor>) {
     // asio starts the system executor's threads when it is first used: here, on the caller's
     // thread, so they get its signal mask, not that of the client's io thread, which blocks
-    // every asynchronous signal (a handler's child process would inherit that).
-    (void)executor.context();
+    // every asynchronous signal (a handler's child process would inherit that). Executors of
+    // other kinds may post there too: use_future's promise executor does
+    // (AsyncSignalTest.CallbacksRunWithTheCallersMaskAfterAFutureCameFirst).
+    (void)asio::system_executor().context();
   }
-  using Work = asio::executor_work_guard<decltype(executor)>;
+  using Work = asio::executor_work_guard<Executor>;
   auto work = std::make_shared<Work>(executor);
   auto shared = std::make_shared<Handler>(std::move(handler));
   // Batched where one thread runs the handlers in turn anyway (an io_context, a strand), not on
   // asio's system pool: a batch runs its handlers one after another, and a plain callback that
   // blocks until another operation's callback has run (a promise) must not wait behind it.
-  using Executor = decltype(executor);
   if constexpr (std::is_convertible_v<Executor, asio::any_io_executor> &&
                 !std::is_same_v<Executor, asio::system_executor>) {
     start(cancel, [shared, work, executor](Result<T> result) mutable {
