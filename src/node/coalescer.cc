@@ -29,11 +29,18 @@ struct Kind {
 // Sent alone, each call gets its own reply: an acquisition the batch wrote before it failed
 // is this very hold met again, granted again by acquire.lua with a larger token; a release the
 // batch did before it failed reads -1 ("not held", the cautious reading; release_batch.lua
-// fails midway on nothing dlock writes). Except the replica guard's REPLICAS: the batch ran
-// and its writes are not confirmed on the replicas, as each single call's would not be: each
-// call gets it.
+// fails midway on nothing dlock writes). Except the errors that are the server's, not a
+// call's, which every call sent alone would get too (K calls more, just when the server is
+// overloaded or changing roles): the replica guard's REPLICAS (the batch ran and its writes
+// are not confirmed on the replicas, as each single call's would not be), a script still
+// running (BUSY), a server loading its data (LOADING), a replica (READONLY, also master_only.lua's
+// refusal), a replica without its master (MASTERDOWN), a full server (OOM, refused before any
+// write).
 bool alone_after(const resp::Reply& error) {
-  return !error.is_error_code("REPLICAS");
+  for (const char* whole : {"REPLICAS", "BUSY", "LOADING", "READONLY", "MASTERDOWN", "OOM"}) {
+    if (error.is_error_code(whole)) return false;
+  }
+  return true;
 }
 
 }  // namespace

@@ -9,9 +9,10 @@
 // Each call still gets exactly the reply its own script would have given: the batch reply's
 // element for it, or, where the element is nil ("nothing changed here"), the reply of the call
 // itself, sent then under its own deadline. A batch call that fails (a timeout, a lost
-// connection) or is answered the replica guard's REPLICAS gives every call in it that failure
-// or error; answered any other error (which may be one call's: NOPERM for one key), each call
-// is sent alone, as for nil. A batch call's deadline is the earliest of its calls' deadlines.
+// connection) or is answered an error of the server's (the replica guard's REPLICAS, BUSY,
+// LOADING, READONLY, MASTERDOWN, OOM) gives every call in it that failure or error; answered
+// any other error (which may be one call's: NOPERM for one key), each call is sent alone, as
+// for nil. A batch call's deadline is the earliest of its calls' deadlines.
 //
 // Io thread only. The callbacks follow net::Connection::Callback's rules: each runs once, never
 // inside add().

@@ -18,30 +18,55 @@
 --          larger than every token this node handed out before, for any name
 --          (docs/features.md: on a lock set of one node the next holder of any name gets a
 --          larger one)
---   nil    nothing was changed for this name (its key or its readers exist): the client sends
---          it alone to acquire.lua, whose other paths (held, a stale hold taken over, readers)
---          then apply. Never a refusal. The same name twice in one call: the first may be
---          granted, the second meets its key and is nil (a takeover gets a larger token of its
---          own INCR).
+--          (exact while the floor plus K stays below 2^53, as acquire.lua's below 2^53: a
+--          counter from the clock in microseconds gets there in the 23rd century)
+--   nil    nothing was changed for this name (its key or its readers exist, its counter is no
+--          number, or the name came earlier in this call): the client sends it alone to
+--          acquire.lua, whose other paths (held, a stale hold taken over, readers) then apply.
+--          Never a refusal. The same name twice in one call: the first may be granted, the
+--          second is nil (alone, a takeover gets a larger token of its own INCR).
 -- server_ms: key_clock.lua, put before this.
 local out = {}
+local items = (#KEYS - 2) / 3
+-- Everything that could fail is read before anything is written. A script that failed after
+-- some grants would leave them written and their names' counters taken away; the call of each
+-- name, then sent alone (node/coalescer.cc), would count from the floor only, which may be
+-- behind a name's counter (a token below the name's last). So the floor must be a string or
+-- absent (else every name goes alone, where acquire.lua fails as it does), and a name's counter
+-- a number or absent (else that name goes alone).
+local floor = redis.pcall('get', KEYS[1])
+if type(floor) == 'table' then
+  for i = 1, items do out[i] = false end
+  return out
+end
+local counters = {}  -- per name granted: its counter's value, false if it has none
+local seen = {}      -- the names met in this call: the same name twice, the second is nil
+for i = 1, items do
+  local key, readers, fence = KEYS[3 * i], KEYS[3 * i + 2], KEYS[3 * i + 1]
+  -- acquire.lua's fast path: EXISTS of the key and its readers, both absent.
+  if not seen[key] and redis.call('exists', key, readers) == 0 then
+    local counted = redis.pcall('get', fence)
+    if counted == false or (type(counted) == 'string' and tonumber(counted) ~= nil) then
+      counters[i] = counted
+    end
+  end
+  seen[key] = true
+  out[i] = counters[i] ~= nil and 0 or false  -- a grant's fence, once known
+end
 local granted = {}  -- the ttls (ms, as given) granted in this call, each once
 local count = 0  -- the names granted
-local named = 0  -- the largest name counter taken away (GETDEL), as acquire.lua's next_token
-for i = 1, (#KEYS - 2) / 3 do
-  local key, readers = KEYS[3 * i], KEYS[3 * i + 2]
-  -- acquire.lua's fast path: EXISTS of the key and its readers, both absent.
-  if redis.call('exists', key, readers) == 0 then
+local named = 0  -- the largest name counter taken away, as acquire.lua's next_token (GETDEL)
+for i = 1, items do
+  if out[i] then
     local ttl = ARGV[3 * i]
-    redis.call('hset', key, ARGV[3 * i - 2], ARGV[3 * i - 1])
-    redis.call('pexpire', key, ttl)
-    local counted = tonumber(redis.call('getdel', KEYS[3 * i + 1]) or '0')
-    if counted > named then named = counted end
+    redis.call('hset', KEYS[3 * i], ARGV[3 * i - 2], ARGV[3 * i - 1])
+    redis.call('pexpire', KEYS[3 * i], ttl)
+    if counters[i] then
+      redis.call('del', KEYS[3 * i + 1])
+      if tonumber(counters[i]) > named then named = tonumber(counters[i]) end
+    end
     granted[ttl] = true
     count = count + 1
-    out[i] = 0  -- the fence, once known
-  else
-    out[i] = false
   end
 end
 if count == 0 then return out end
@@ -53,7 +78,7 @@ local counted = redis.pcall('incrby', KEYS[1], count)
 if type(counted) == 'number' then
   base = counted - count
 else
-  base = math.floor(tonumber(redis.call('get', KEYS[1])) or 0)
+  base = math.floor(tonumber(floor) or 0)  -- read above: a string INCRBY cannot count
 end
 if base <= 0 then  -- there was no floor: count from the clock, as acquire.lua's counter() does
   local t = redis.call('time')

@@ -456,6 +456,32 @@ TEST_F(CoalescerTest, ANameCounterThatIsNoNumberDoesNotFailTheOtherNames) {
   }
 }
 
+// A name whose counter is ahead of the floor (an allkeys eviction took the floor, a later grant
+// of another name set it lower), in one batch call with a name whose counter is no number: the
+// first version granted the first name, took its counter away (GETDEL), then failed on the
+// second; sent alone, acquire.lua met the first's own hold and counted from the floor only: a
+// token of 101 after the name's 500 (found by review). Everything that can fail is now read
+// before anything is written: the bad name is left alone, the other granted above its counter.
+TEST_F(CoalescerTest, ANameCounterAheadOfTheFloorIsNeverLostToAnotherNamesBadCounter) {
+  cmd({"SET", std::string(lock::kFenceFloorKey), "100"});
+  cmd({"SET", lock::fence_key("x"), "500"});
+  cmd({"SET", lock::fence_key("y"), "abc"});
+  auto r = acquire_batch({"x", "y"});
+  ASSERT_EQ(r->elements, 2u);
+  ASSERT_EQ(r->element[0]->type, REDIS_REPLY_INTEGER);
+  EXPECT_EQ(r->element[0]->integer, 501);
+  EXPECT_TRUE(nil(r->element[1]));
+  EXPECT_EQ(get(lock::fence_key("y")), "abc") << "a name left alone is not touched";
+  EXPECT_EQ(cmd({"EXISTS", "y"})->integer, 0);
+  // Through the coalescer: the same, with y's own call failing alone.
+  cmd({"SET", lock::fence_key("x2"), "900"});
+  const auto out = run_together({acquire(hold("x2", "o", "c.1")), acquire(hold("y", "o", "c.2"))});
+  EXPECT_EQ(kind(out[0]), lock::AcquireReply::Kind::granted);
+  EXPECT_GT(lock::parse_acquire(out[0]).counter, 900u);
+  ASSERT_TRUE(out[1]);
+  EXPECT_TRUE(out[1]->is_error());
+}
+
 // Through the public API: many acquisitions in flight on few names, one node (the node counter,
 // so group commit applies): never two holders of a name, tokens grow per name.
 class GroupCommitAsyncTest : public ClusterTest {};
