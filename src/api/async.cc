@@ -3,6 +3,7 @@
 // (core/operations.h), started on the client's io thread instead of waited for.
 #include <dlock/async.h>
 
+#include <asio/defer.hpp>
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
 #include <vector>
@@ -346,7 +347,9 @@ class Pending {
     if (held_.size() >= kMaxBatch) return flush();
     if (!flush_posted_) {
       flush_posted_ = true;
-      asio::post(io, [this] { flush(); });
+      // Deferred, not posted: on the io thread itself it joins the thread's own queue, which
+      // asio moves behind the other handlers as this one returns, without the context's lock.
+      asio::defer(io, [this] { flush(); });
     }
   }
 
