@@ -55,7 +55,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -135,60 +134,48 @@ std::chrono::milliseconds lease_ttl(const Lease& lease);
 class HandBack {
  public:
   virtual ~HandBack() = default;
-  // Calls the handler with the outcome (on the caller's executor).
   virtual void run() = 0;
-  // Lets the caller's executor run out of work: called once, after the post of run() returned.
-  virtual void release_work() = 0;
 };
 
 // The library side of a completion (src/api/async.cc): posts `completion` to `executor`, then
-// calls its release_work(). On the client's io thread it waits there until the handler that
-// completed it returns (or 16 wait), with every other completion for the same executor
-// completed meanwhile: the replies of one read complete many operations, and one post for them
-// all wakes the caller's thread once instead of once each (a context switch each when both
-// threads share a CPU; issue 32).
-void hand_back(const asio::any_io_executor& executor, std::shared_ptr<HandBack> completion);
+// drops `work`. On the client's io thread it waits there until the handler that completed it
+// returns (or 16 wait), with every other completion for the same executor completed meanwhile:
+// the replies of one read complete many operations, and one post for them all wakes the
+// caller's thread once instead of once each (a context switch each when both threads share a
+// CPU; issue 32).
+void hand_back(const asio::any_io_executor& executor, std::unique_ptr<HandBack> completion,
+               std::shared_ptr<void> work);
 
-// One operation's side of the caller, in one allocation (four were one of the costs of an
-// operation, issue 32): its cancellation, the caller's handler, the work that keeps the
-// handler's executor busy meanwhile, and the outcome on its way back.
-template <typename Handler, typename T, typename Executor>
-class Operation final : public HandBack {
+template <typename Handler, typename T>
+class Completion final : public HandBack {
  public:
-  Operation(Handler handler, const Executor& executor)
-      : handler_(std::move(handler)), executor_(executor), work_(executor) {}
-
-  AsyncCancel& cancel() { return cancel_; }
-  const Executor& executor() const { return executor_; }
-  void set_result(Result<T> result) { result_.emplace(std::move(result)); }
-
+  Completion(std::shared_ptr<Handler> handler, Result<T> result)
+      : handler_(std::move(handler)), result_(std::move(result)) {}
   void run() override {
     // The slot is left as it is: a late emit finds the operation over and does nothing,
     // while clearing it here could race an emit on another thread.
     // Taken out first: the user's handler (and what it captured) ends here, on its
-    // executor, not later on another thread with the last reference to the operation (which
-    // the library may hold for a while, as it holds the cancellation).
+    // executor, not later on the io thread with the last copy of `handler_`.
     auto to_call = std::move(*handler_);
-    handler_.reset();
-    auto result = std::move(*result_);
-    result_.reset();
-    std::move(to_call)(std::move(result));
+    std::move(to_call)(std::move(result_));
   }
-  void release_work() override { work_.reset(); }
 
  private:
-  AsyncCancel cancel_;
-  std::optional<Handler> handler_;
-  const Executor executor_;
-  asio::executor_work_guard<Executor> work_;
-  std::optional<Result<T>> result_;
+  std::shared_ptr<Handler> handler_;
+  Result<T> result_;
 };
 
 // Adapts a completion handler: hooks its cancellation slot to an AsyncCancel, keeps its
 // executor busy while the operation runs, and completes on that executor.
 template <typename T, typename Handler, typename Start>
 void initiate(Handler handler, Start start) {
+  auto cancel = std::make_shared<AsyncCancel>();
   auto slot = asio::get_associated_cancellation_slot(handler);
+  if (slot.is_connected()) {
+    slot.assign([cancel](asio::cancellation_type type) {
+      if (type != asio::cancellation_type::none) cancel->request();
+    });
+  }
   auto executor = asio::get_associated_executor(handler, asio::system_executor());
   if constexpr (std::is_same_v<decltype(executor), asio::system_executor>) {
     // asio starts the system executor's threads when it is first used: here, on the caller's
@@ -196,39 +183,30 @@ void initiate(Handler handler, Start start) {
     // every asynchronous signal (a handler's child process would inherit that).
     (void)executor.context();
   }
-  using Executor = decltype(executor);
-  using Op = Operation<Handler, T, Executor>;
-  auto op = std::make_shared<Op>(std::move(handler), executor);
-  std::shared_ptr<AsyncCancel> cancel(op, &op->cancel());
-  if (slot.is_connected()) {
-    // Weak: the handler may own the slot (an awaitable's cancellation state), and a strong
-    // reference there would make a cycle through the operation's handler.
-    slot.assign([weak = std::weak_ptr<AsyncCancel>(cancel)](asio::cancellation_type type) {
-      if (type == asio::cancellation_type::none) return;
-      if (auto c = weak.lock()) c->request();
-    });
-  }
+  using Work = asio::executor_work_guard<decltype(executor)>;
+  auto work = std::make_shared<Work>(executor);
+  auto shared = std::make_shared<Handler>(std::move(handler));
   // Batched where one thread runs the handlers in turn anyway (an io_context, a strand), not on
   // asio's system pool: a batch runs its handlers one after another, and a plain callback that
   // blocks until another operation's callback has run (a promise) must not wait behind it.
+  using Executor = decltype(executor);
   if constexpr (std::is_convertible_v<Executor, asio::any_io_executor> &&
                 !std::is_same_v<Executor, asio::system_executor>) {
-    start(std::move(cancel), [op](Result<T> result) mutable {
-      op->set_result(std::move(result));
-      // Named first: an argument moved from `op` may be made before another reads it. The
-      // executor lives in the operation, which hand_back holds throughout.
-      const auto& to = op->executor();
-      hand_back(to, std::move(op));
+    start(cancel, [shared, work, executor](Result<T> result) mutable {
+      hand_back(executor,
+                std::make_unique<Completion<Handler, T>>(std::move(shared), std::move(result)),
+                std::move(work));
     });
   } else {
-    start(std::move(cancel), [op](Result<T> result) mutable {
-      op->set_result(std::move(result));
-      asio::post(op->executor(), [op] { op->run(); });
+    start(cancel, [shared, work, executor](Result<T> result) mutable {
+      asio::post(executor,
+                 [completion = Completion<Handler, T>(
+                      std::move(shared), std::move(result))]() mutable { completion.run(); });
       // Only after post() returned: it still wakes one of the executor's threads after the
       // handler can run there. Were the work released by the handler, its io_context could run
       // out of work, return from run() and be destroyed by its owner while post() is still
       // signalling it (ThreadSanitizer saw exactly that in AsyncTest.ManyInFlightFromOneThread).
-      op->release_work();
+      work->reset();
     });
   }
 }

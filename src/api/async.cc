@@ -296,7 +296,7 @@ void start_detach(Lease& lease, std::function<void(Result<OwnerToken>)> done) {
 
 namespace {
 
-using HandBacks = std::vector<std::shared_ptr<HandBack>>;
+using HandBacks = std::vector<std::unique_ptr<HandBack>>;
 
 constexpr std::size_t kMaxBatch = 16;
 
@@ -331,20 +331,18 @@ class Pending {
   ~Pending() { flush(); }  // the io thread ends (io_context::stop may drop the posted flush)
 
   void add(asio::io_context& io, const asio::any_io_executor& executor,
-           std::shared_ptr<HandBack> completion) {
+           std::unique_ptr<HandBack> completion, std::shared_ptr<void> work) {
     // Consecutive completions for one executor share one post.
     if (batches_.empty() || batches_.back().executor != executor) {
-      batches_.push_back(Batch{executor, completion, {}});
-    } else {
-      batches_.back().more.push_back(completion);
+      batches_.push_back(Batch{executor, {}});
     }
-    // Kept until the batch's post returned, then its work released (see initiate).
-    held_.push_back(std::move(completion));
+    batches_.back().completions.push_back(std::move(completion));
+    works_.push_back(std::move(work));
     // Not more than this many at a time: the caller starts nothing of a batch before it gets
     // it, and a batch of the whole read (up to every operation in flight) leaves Redis and the
     // caller taking turns. At 64 in flight with both threads on one CPU: 29k cycles/s without a
     // cap, 35k with 8, 40k with 16, 39k with 32 (28k to 32k before batching).
-    if (held_.size() >= kMaxBatch) return flush();
+    if (works_.size() >= kMaxBatch) return flush();
     if (!flush_posted_) {
       flush_posted_ = true;
       // Deferred, not posted: on the io thread itself it joins the thread's own queue, which
@@ -355,51 +353,41 @@ class Pending {
 
   void flush() {
     flush_posted_ = false;
-    // Into members that keep their capacity: new vectors on every flush cost three
-    // allocations per operation at one in flight (issue 32). Swapped out first, so that
-    // nothing that runs meanwhile can add to what is being posted.
-    posting_.swap(batches_);
-    releasing_.swap(held_);
-    for (auto& batch : posting_) {
-      if (batch.more.empty()) {  // one operation in flight: no vector for a batch of one
-        asio::post(batch.executor, [first = std::move(batch.first)] { first->run(); });
-        continue;
-      }
-      batch.more.insert(batch.more.begin(), std::move(batch.first));
+    auto batches = std::move(batches_);
+    batches_.clear();
+    auto works = std::move(works_);
+    works_.clear();
+    for (auto& batch : batches) {
       asio::post(batch.executor,
-                 [executor = batch.executor, completions = std::move(batch.more)]() mutable {
+                 [executor = batch.executor, completions = std::move(batch.completions)]() mutable {
                    run_batch(executor, std::move(completions));
                  });
     }
-    posting_.clear();
     // Only after every post() returned: see initiate (dlock/async.h).
-    for (auto& completion : releasing_) completion->release_work();
-    releasing_.clear();
+    works.clear();
   }
 
  private:
   struct Batch {
     asio::any_io_executor executor;
-    std::shared_ptr<HandBack> first;
-    HandBacks more;  // those after the first, in order
+    HandBacks completions;
   };
   std::vector<Batch> batches_;
-  std::vector<Batch> posting_;
-  HandBacks held_;
-  HandBacks releasing_;
+  std::vector<std::shared_ptr<void>> works_;
   bool flush_posted_ = false;
 };
 
 }  // namespace
 
-void hand_back(const asio::any_io_executor& executor, std::shared_ptr<HandBack> completion) {
+void hand_back(const asio::any_io_executor& executor, std::unique_ptr<HandBack> completion,
+               std::shared_ptr<void> work) {
   if (auto* io = engine::io_thread_context()) {
     thread_local Pending pending;
-    return pending.add(*io, executor, std::move(completion));
+    return pending.add(*io, executor, std::move(completion), std::move(work));
   }
   // Elsewhere (a cancellation, on the thread that asked for it): at once.
-  asio::post(executor, [completion] { completion->run(); });
-  completion->release_work();  // only after post() returned: see initiate (dlock/async.h)
+  asio::post(executor, [completion = std::move(completion)] { completion->run(); });
+  work.reset();  // only after post() returned: see initiate (dlock/async.h)
 }
 
 void cancel_pending_waits(ClientCore& core) {
