@@ -48,6 +48,7 @@
 #include <asio/cancellation_type.hpp>
 #include <asio/executor_work_guard.hpp>
 #include <asio/post.hpp>
+#include <asio/strand.hpp>
 #include <asio/system_executor.hpp>
 #include <atomic>
 #include <chrono>
@@ -83,13 +84,14 @@ class AsyncCancel {
   }
   // Runs `hook` on every request from now on (at once if one came already).
   void on_request(std::function<void()> hook) {
-    bool now = false;
+    // Copied only when it must run now (rare): a copy per operation cost an allocation.
+    std::function<void()> now;
     {
       std::lock_guard lock(mu_);
-      hook_ = hook;
-      now = requested_;
+      if (requested_) now = hook;
+      hook_ = std::move(hook);
     }
-    if (now && hook) hook();
+    if (now) now();
   }
 
  private:
@@ -164,6 +166,22 @@ class Completion final : public HandBack {
   Result<T> result_;
 };
 
+// The executor whose work an operation keeps: a strand's inner one (the same count of work:
+// a strand passes its work on). The io thread lets the work go after its last post(), and with
+// it the guard's copy of the executor: a strand's last copy there would reach into its
+// service after the caller's context, out of work, may have been destroyed (ThreadSanitizer:
+// AsyncTest.BoundExecutorRunsTheCompletion); an io_context's executor is a pointer.
+template <typename Executor>
+struct WorkOf {
+  using type = Executor;
+  static const Executor& of(const Executor& executor) { return executor; }
+};
+template <typename Inner>
+struct WorkOf<asio::strand<Inner>> {
+  using type = Inner;
+  static Inner of(const asio::strand<Inner>& strand) { return strand.get_inner_executor(); }
+};
+
 // Adapts a completion handler: hooks its cancellation slot to an AsyncCancel, keeps its
 // executor busy while the operation runs, and completes on that executor.
 template <typename T, typename Handler, typename Start>
@@ -186,8 +204,8 @@ void initiate(Handler handler, Start start) {
     // (AsyncSignalTest.CallbacksRunWithTheCallersMaskAfterAFutureCameFirst).
     (void)asio::system_executor().context();
   }
-  using Work = asio::executor_work_guard<Executor>;
-  auto work = std::make_shared<Work>(executor);
+  using Work = asio::executor_work_guard<typename WorkOf<Executor>::type>;
+  auto work = std::make_shared<Work>(WorkOf<Executor>::of(executor));
   auto shared = std::make_shared<Handler>(std::move(handler));
   // Batched where one thread runs the handlers in turn anyway (an io_context, a strand), not on
   // asio's system pool: a batch runs its handlers one after another, and a plain callback that

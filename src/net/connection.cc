@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <utility>
 
@@ -15,8 +16,61 @@
 
 namespace dlock::net {
 
+namespace handler_memory {
+
+// Memory for one asio operation at a time: a connection has at most one read and one write
+// pending, and asio otherwise took each from its per-thread cache of two blocks, which the
+// other pending operations and the completions handed to other threads kept empty: a malloc
+// per read and per write (issue 32). Anything more at once (a TLS stream's own operations) or
+// larger gets the heap, as before. Used on the io thread only.
+class HandlerSlot {
+ public:
+  void* allocate(std::size_t size) {
+    if (busy_ || size > sizeof(storage_)) return ::operator new(size);
+    busy_ = true;
+    return storage_;
+  }
+  void deallocate(void* p) noexcept {
+    if (p == static_cast<void*>(storage_)) {
+      busy_ = false;
+    } else {
+      ::operator delete(p);
+    }
+  }
+
+ private:
+  alignas(std::max_align_t) unsigned char storage_[512];
+  bool busy_ = false;
+};
+
+template <typename T>
+class SlotAllocator {
+ public:
+  using value_type = T;
+  explicit SlotAllocator(HandlerSlot& slot) noexcept : slot_(&slot) {}
+  template <typename U>
+  SlotAllocator(const SlotAllocator<U>& other) noexcept : slot_(other.slot()) {}
+  T* allocate(std::size_t n) {
+    static_assert(alignof(T) <= alignof(std::max_align_t));
+    return static_cast<T*>(slot_->allocate(sizeof(T) * n));
+  }
+  void deallocate(T* p, std::size_t) noexcept { slot_->deallocate(p); }
+  HandlerSlot* slot() const noexcept { return slot_; }
+  template <typename U>
+  bool operator==(const SlotAllocator<U>& other) const noexcept {
+    return slot_ == other.slot();
+  }
+
+ private:
+  HandlerSlot* slot_;
+};
+
+}  // namespace handler_memory
+
 // The byte stream under a connection: plain TCP or TLS over TCP. Handlers of pending
-// operations hold a shared_ptr to it, so it outlives a reset connection until they have run.
+// operations hold a shared_ptr to it, so it outlives a reset connection until they have run;
+// so does the memory of their operations (read_slot, write_slot): asio frees an operation's
+// memory from a copy of its handler, before that copy goes.
 class Connection::Stream {
  public:
   Stream(asio::io_context& io, asio::ssl::context* tls) : tcp(io) {
@@ -46,6 +100,8 @@ class Connection::Stream {
 
   asio::ip::tcp::socket tcp;
   std::unique_ptr<asio::ssl::stream<asio::ip::tcp::socket&>> ssl;
+  handler_memory::HandlerSlot read_slot;
+  handler_memory::HandlerSlot write_slot;
 };
 
 namespace {
@@ -346,14 +402,17 @@ void Connection::flush() {
   writing_->swap(out_);
   auto buffer = writing_;
   const auto gen = generation_;
+  auto& slot = stream_->write_slot;
   stream_->write(asio::buffer(*buffer),
-                 [this, gen, buffer, s = stream_](const asio::error_code& ec, std::size_t) {
-                   if (gen != generation_) return;
-                   write_busy_ = false;
-                   if (ec) return fail(errc::io_error, "write failed: " + ec.message());
-                   flush();
-                   update_lendable();
-                 });
+                 asio::bind_allocator(
+                     handler_memory::SlotAllocator<void>(slot),
+                     [this, gen, buffer, s = stream_](const asio::error_code& ec, std::size_t) {
+                       if (gen != generation_) return;
+                       write_busy_ = false;
+                       if (ec) return fail(errc::io_error, "write failed: " + ec.message());
+                       flush();
+                       update_lendable();
+                     }));
 }
 
 void Connection::ensure_reading() {
@@ -386,15 +445,18 @@ void Connection::start_read() {
   if (!unpark()) return;
   reading_ = true;
   const auto gen = generation_;
-  stream_->read_some(asio::buffer(read_buf_),
-                     [this, gen, s = stream_](const asio::error_code& ec, std::size_t n) {
-                       if (gen != generation_) return;
-                       if (ec == asio::error::eof) {
-                         return fail(errc::io_error, "connection closed by the server");
-                       }
-                       if (ec) return fail(errc::io_error, "read failed: " + ec.message());
-                       on_read(n);
-                     });
+  auto& slot = stream_->read_slot;
+  stream_->read_some(
+      asio::buffer(read_buf_),
+      asio::bind_allocator(handler_memory::SlotAllocator<void>(slot),
+                           [this, gen, s = stream_](const asio::error_code& ec, std::size_t n) {
+                             if (gen != generation_) return;
+                             if (ec == asio::error::eof) {
+                               return fail(errc::io_error, "connection closed by the server");
+                             }
+                             if (ec) return fail(errc::io_error, "read failed: " + ec.message());
+                             on_read(n);
+                           }));
 }
 
 void Connection::on_read(std::size_t n) {

@@ -15,16 +15,12 @@ namespace {
 
 // One round on the io thread: each outcome as it comes, until all or enough are in.
 struct Gathering {
-  Gathering(asio::io_context& io, std::size_t calls, std::vector<Call> kept_calls,
-            std::size_t nodes, Enough enough, NodeSet::Finish finished_with)
+  Gathering(std::size_t calls, std::vector<Call> kept_calls, std::size_t nodes, Enough enough,
+            NodeSet::Finish finished_with)
       : kept(std::move(kept_calls)),
-        guard(io),
         round(calls, nodes, std::move(enough)),
         done(std::move(finished_with)) {}
   const std::vector<Call> kept;  // the calls a round sends (NodeSet::start), else empty
-  // Each connection enforces the deadline itself; this timer, a second after it, only keeps a
-  // bug there from hanging the round (and every Task waiting behind it) for good.
-  asio::steady_timer guard;
   RoundOutcomes round;
   NodeSet::Finish done;
 
@@ -33,9 +29,8 @@ struct Gathering {
     round.add(c, i, std::move(r));
     if (round.complete()) finish(false);
   }
-  // `guarded`: the guard timer ended the round; the missing answers timed out.
+  // `guarded`: the guard (NodeSet::on_guard) ended the round; the missing answers timed out.
   void finish(bool guarded) {
-    guard.cancel();
     if (auto* one = std::get_if<Fanout::DoneOne>(&done)) {
       auto out = round.take_one(!guarded);
       auto d = std::move(*one);
@@ -142,15 +137,12 @@ void NodeSet::unsubscribe(const std::string& channel, std::function<bool()> keep
 template <typename Send>
 void NodeSet::gather(std::size_t calls, std::vector<Call> kept, Send send, Enough enough,
                      Finish done) {
-  auto g = std::make_shared<Gathering>(io_, calls, std::move(kept), nodes_.size(),
-                                       std::move(enough), std::move(done));
+  auto g = std::make_shared<Gathering>(calls, std::move(kept), nodes_.size(), std::move(enough),
+                                       std::move(done));
   auto go = [this, g, calls, send = std::move(send)] {
     // Each connection enforces the deadline itself and calls back exactly once.
     const auto deadline = net::Clock::now() + node_timeout_;
-    g->guard.expires_at(deadline + std::chrono::seconds(1));
-    g->guard.async_wait([g](const asio::error_code& ec) {
-      if (!ec && !g->round.taken()) g->finish(true);
-    });
+    guard(deadline + std::chrono::seconds(1), g);
     for (std::size_t c = 0; c < calls; ++c) {
       const std::shared_ptr<const Call> shared =
           g->kept.empty() ? nullptr : std::shared_ptr<const Call>(g, &g->kept[c]);
@@ -166,6 +158,47 @@ void NodeSet::gather(std::size_t calls, std::vector<Call> kept, Send send, Enoug
   } else {
     asio::post(io_, std::move(go));
   }
+}
+
+namespace {
+
+// An open round of the guard's queue: null once it finished.
+Gathering* open_round(const std::shared_ptr<void>& round) {
+  auto* g = static_cast<Gathering*>(round.get());
+  return g->round.taken() ? nullptr : g;
+}
+
+}  // namespace
+
+void NodeSet::guard(net::Clock::time_point at, std::shared_ptr<void> round) {
+  // Rounds finish about in the order they started: those done at the front go now, so that
+  // the queue holds about the rounds in flight.
+  while (!guarded_.empty() && open_round(guarded_.front().round) == nullptr) guarded_.pop_front();
+  guarded_.push_back(Guarded{at, std::move(round)});
+  arm_guard();
+}
+
+void NodeSet::arm_guard() {
+  if (guard_armed_ || guarded_.empty()) return;  // armed for the front, not later than the rest
+  guard_armed_ = true;
+  guard_timer_.expires_at(guarded_.front().at);
+  guard_timer_.async_wait([this](const asio::error_code& ec) {
+    if (!ec) on_guard();
+  });
+}
+
+void NodeSet::on_guard() {
+  guard_armed_ = false;
+  const auto now = net::Clock::now();
+  while (!guarded_.empty()) {
+    auto* g = open_round(guarded_.front().round);
+    if (g != nullptr && guarded_.front().at > now) break;
+    auto held = std::move(guarded_.front().round);
+    guarded_.pop_front();
+    // The missing answers timed out. May start rounds, which join the back of the queue.
+    if (g != nullptr) g->finish(true);
+  }
+  arm_guard();
 }
 
 }  // namespace dlock::node

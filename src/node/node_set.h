@@ -17,6 +17,7 @@
 #include <dlock/result.h>
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -81,8 +82,27 @@ class NodeSet final : public Fanout {
   template <typename Send>
   void gather(std::size_t calls, std::vector<Call> kept, Send send, Enough enough, Finish done);
 
+  // Each connection enforces a round's deadline itself; a guard a second after it only keeps a
+  // bug there from hanging the round (and every Task waiting behind it) for good. One timer for
+  // every round, not one each (arming, cancelling and running a cancelled timer per round cost
+  // more than a tenth of an asynchronous cycle, issue 32): every guard is the same time after
+  // its round started, so the rounds wait for it in the order they started. The io thread's.
+  // The queue holds its rounds, as each round's timer held it: a node that lost a round's
+  // callback (the bug the guard is for) must not take the round with it. Finished rounds leave
+  // from the front, so it holds at most the rounds started since the oldest open one.
+  void guard(net::Clock::time_point at, std::shared_ptr<void> round);
+  void arm_guard();
+  void on_guard();
+  struct Guarded {
+    net::Clock::time_point at;
+    std::shared_ptr<void> round;  // a Gathering (node_set.cc)
+  };
+
   std::vector<std::unique_ptr<Node>> nodes_;
   const std::chrono::milliseconds node_timeout_;
+  std::deque<Guarded> guarded_;  // by `at`
+  asio::steady_timer guard_timer_{io_};
+  bool guard_armed_ = false;
   std::thread thread_;
 };
 
