@@ -37,6 +37,10 @@ const char* kind_name(Violation::Kind k) {
       return "shared-owner-overlap";
     case Violation::Kind::fence:
       return "fence";
+    case Violation::Kind::token_not_above_earlier_holder_on_one_node:
+      return "token-not-above-earlier-holder-on-one-node";
+    case Violation::Kind::grant_not_above_earlier_grant_on_one_node:
+      return "grant-not-above-earlier-grant-on-one-node";
     case Violation::Kind::hold_key:
       return "hold-key";
     case Violation::Kind::name_key:
@@ -154,6 +158,7 @@ void Checker::acquired(const LeaseRecord& lease, const std::vector<LeaseRecord>&
   overlaps(held, "when lease #" + std::to_string(lease.id) + " was acquired");
   permit_counts(lease, all);
   if (lease.reentrant) return;
+  one_node_order(lease, all, cluster);
   const std::uint64_t token = lease.state->hold->fence.value();
   auto& last = last_token_[lease.name];
   if (token <= last) {
@@ -174,7 +179,53 @@ void Checker::acquired(const LeaseRecord& lease, const std::vector<LeaseRecord>&
   last = token;
 }
 
+void Checker::one_node_order(const LeaseRecord& lease, const std::vector<LeaseRecord>& all,
+                             const SimCluster& cluster) {
+  if (cluster.size() != 1) return;
+  const auto token = lease.state->hold->fence.value();
+  // The earlier new hold with the largest token not below this one's, among those with no
+  // restart since they ended (a violation), and among the others (tallied apart).
+  const LeaseRecord* worst[2] = {nullptr, nullptr};
+  for (const auto& l : all) {
+    if (l.id == lease.id || l.reentrant || l.acquired_at > lease.started_at) continue;
+    const auto earlier = l.state->hold->fence.value();
+    const bool restarted = cluster.restarted_since(l.acquired_at) > 0;
+    const LeaseRecord*& w = worst[restarted ? 1 : 0];
+    if (earlier >= token && (!w || earlier > w->state->hold->fence.value())) w = &l;
+  }
+  for (const bool restarted : {false, true}) {
+    const LeaseRecord* w = worst[restarted ? 1 : 0];
+    if (!w) continue;
+    violations_.push_back(
+        {restarted ? Violation::Kind::fence_beyond_minority_failures
+                   : Violation::Kind::token_not_above_earlier_holder_on_one_node,
+         "on one node, a new hold of '" + lease.name + "' whose acquisition began @" +
+             cluster.trace().at(lease.started_at) + "ms got a token not above that of " +
+             describe(*w) + ", acquired @" + cluster.trace().at(w->acquired_at) +
+             "ms: " + describe(lease) + (restarted ? "; the node restarted in between" : "")});
+    return;  // one finding per hold: the one that is not excused first
+  }
+}
+
+void Checker::one_node_grants(SimCluster& cluster) {
+  if (cluster.size() != 1) return;
+  for (const SimNode::Grant& g : cluster.node(0).take_grants()) {
+    if (last_grant_ && g.token <= last_grant_->token) {
+      const bool restarted = g.generation != last_grant_->generation;
+      violations_.push_back({restarted ? Violation::Kind::fence_beyond_minority_failures
+                                       : Violation::Kind::grant_not_above_earlier_grant_on_one_node,
+                             "on one node, a grant got token " + std::to_string(g.token) +
+                                 ", not above the node's previous grant, " +
+                                 std::to_string(last_grant_->token) +
+                                 (restarted ? " (the node restarted in between)" : "")});
+    }
+    // Judged against the previous grant only, as (2) is.
+    last_grant_ = g;
+  }
+}
+
 void Checker::check(const std::vector<LeaseRecord>& all, SimCluster& cluster) {
+  one_node_grants(cluster);
   const auto now = Clock::now();
   std::map<std::string, std::vector<const LeaseRecord*>> held;
   for (const auto& l : all) {

@@ -15,6 +15,18 @@
 //       (fence_beyond_minority_failures): docs/features.md promises growth only while at most
 //       a minority of nodes fail (die, stall or restart empty) between two acquisitions, a
 //       stronger condition than the restart rule mutual exclusion needs (docs/simulation.md).
+//   (6) on a lock set of one node, whose counter counts every name (docs/features.md: the next
+//       holder of any name gets a larger token): a new hold whose acquisition started after
+//       another new hold's acquisition had ended, of any name, has the larger token. Only that
+//       order, which the clients see: acquisitions that overlap in time are not ordered. A
+//       restart (or failover) of the node since the earlier one ended is outside the promise
+//       ("a restart resets the counter": a failover to a lagging replica does) and is tallied
+//       as fence_beyond_minority_failures.
+//   (7) on a lock set of one node, the tokens the node hands out (acquire.lua's grants, and
+//       acquire_batch.lua's in item order; heard by a client or not: a late call's too) grow
+//       strictly in the order the node ran them, one INCR per grant, as acquire_batch.lua
+//       promises: the node's own order, which (6) cannot see for the names of one batch call
+//       (always in flight together). Across a restart: tallied as for (6).
 //   (5) a semaphore never has more live permits than the smallest permit count among their
 //       holders, and never two counts in use at once (issue 28: a count other than the one
 //       recorded on a node is refused there).
@@ -59,6 +71,7 @@ struct LeaseRecord {
   std::size_t permits = 0;  // a semaphore slot's lease: the permit count its client used
   Clock::time_point acquired_at;
   std::shared_ptr<detail::LeaseState> state;
+  Clock::time_point started_at;  // the acquisition began (before the client's first call)
 };
 
 struct Violation {
@@ -66,6 +79,8 @@ struct Violation {
     overlap,
     shared_owner,
     fence,
+    token_not_above_earlier_holder_on_one_node,  // (6)
+    grant_not_above_earlier_grant_on_one_node,   // (7)
     hold_key,
     name_key,
     renew_after_expiry,
@@ -112,6 +127,9 @@ class Checker {
  private:
   void overlaps(const std::vector<const LeaseRecord*>& held, const std::string& when);
   void permit_counts(const LeaseRecord& lease, const std::vector<LeaseRecord>& all);
+  void one_node_order(const LeaseRecord& lease, const std::vector<LeaseRecord>& all,
+                      const SimCluster& cluster);
+  void one_node_grants(SimCluster& cluster);
   void check_node(std::size_t i, SimCluster& cluster, const std::vector<LeaseRecord>& all);
   // The latest valid_until of the leases of `hold_id` (or of `name` when hold_id is empty).
   Clock::time_point validity_of(const std::vector<LeaseRecord>& all, const std::string& name,
@@ -134,6 +152,7 @@ class Checker {
   std::map<std::string, std::uint64_t> last_token_;         // name -> token of the latest new hold
   std::map<std::string, Clock::time_point> last_hold_;      // name -> when its latest new hold came
   std::set<std::pair<std::size_t, std::size_t>> reported_;  // lease id pairs already reported
+  std::optional<SimNode::Grant> last_grant_;  // (7): the latest grant of a one-node set
   // Leases whose hold another client took over by naming the same owner: their overlaps with
   // anyone are consequences of that, tallied as shared_owner.
   std::set<std::size_t> usurped_;

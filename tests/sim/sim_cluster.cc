@@ -122,6 +122,11 @@ std::size_t SimCluster::failed_since(Clock::time_point t) const {
   return n;
 }
 
+std::size_t SimCluster::restarted_since(Clock::time_point t) const {
+  return static_cast<std::size_t>(std::count_if(restarted_at_.begin(), restarted_at_.end(),
+                                                [t](const auto& at) { return at && *at >= t; }));
+}
+
 void SimCluster::restart(std::size_t i, const std::string& why) {
   // A failover loses what the replica had not yet copied, as a restart loses everything: both
   // count against the profile's bound alike.

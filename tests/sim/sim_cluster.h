@@ -171,6 +171,8 @@ class SimCluster {
   // How many nodes restarted since `t` or gave the latest acquire round no answer: the
   // "failed between two acquisitions" of docs/features.md.
   std::size_t failed_since(Clock::time_point t) const;
+  // How many nodes restarted (or failed over) since `t`.
+  std::size_t restarted_since(Clock::time_point t) const;
 
   // The longest delay with which a late call about `name` ran (it stretches how long the
   // name's keys may live).

@@ -130,7 +130,17 @@ void SimNode::swap_server(Server& other) {
 resp::Reply SimNode::execute(const node::Call& call) {
   // One reading of the clock per call: Redis freezes time while a script runs.
   const std::int64_t now = clock_.now_ms();
-  if (call.script) return run_script(call, now);
+  if (call.script) {
+    resp::Reply r = run_script(call, now);
+    const std::string_view name = call.script->name;
+    if (name == "acquire" && r.is_integer()) grants_.push_back({r.integer, generation_});
+    if (name == "acquire_batch") {
+      for (const auto& e : r.elements) {
+        if (e.is_integer()) grants_.push_back({e.integer, generation_});
+      }
+    }
+    return r;
+  }
   if (call.keys.size() == 1 && at(call.keys, 0) == "INFO") {
     return info(now);
   }
@@ -370,6 +380,7 @@ resp::Reply SimNode::acquire_batch(const node::Call& call, std::int64_t now) {
   if (ttls.empty()) return out;
   const bool reuse =
       mutation_ == Mutation::batch_reuses_floor || mutation_ == Mutation::no_fence_increment;
+  const bool share = mutation_ == Mutation::batch_shares_one_token;
   // One INCRBY of the floor by the names granted: `base` is the floor before it (the clock when
   // there was none), raised to the largest name counter; the grants get base + 1, base + 2, ...
   // in item order (the mutation: the floor's value for each, no increment).
@@ -380,12 +391,13 @@ resp::Reply SimNode::acquire_batch(const node::Call& call, std::int64_t now) {
   if (base <= 0) base = now * 1000;
   base = std::max(base, named);
   const std::int64_t step = reuse ? 0 : 1;
-  store_.set(floor, std::to_string(base + step * count), std::nullopt, now);
+  // (The mutation batch_shares_one_token: base + 1 for every grant, and the floor there.)
+  store_.set(floor, std::to_string(base + step * (share ? 1 : count)), std::nullopt, now);
   for (const std::int64_t ttl : ttls) record_granted_ttl(max_ttl, ttl, now);
   std::int64_t token = base;
   for (std::size_t i = 0; i < items; ++i) {
     if (!granted[i]) continue;
-    token += step;
+    if (!share || token == base) token += step;
     out.elements[i] = integer(token);
   }
   return out;

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "node/call.h"
 #include "resp/reply.h"
@@ -35,6 +37,7 @@ enum class Mutation {
   // Group commit (acquire_batch.lua), for the sweeps that send batch calls:
   batch_grants_when_held,  // acquire_batch grants a name whose key exists (another holds it)
   batch_reuses_floor,      // acquire_batch hands out the node's floor without incrementing it
+  batch_shares_one_token,  // acquire_batch gives every name it grants one token: base + 1
 };
 
 class SimNode {
@@ -79,6 +82,14 @@ class SimNode {
   std::int64_t now_ms() const { return clock_.now_ms(); }
   // The live keys, for the invariant checks.
   const std::map<std::string, Entry>& live_keys() { return store_.live(now_ms()); }
+  // A token handed out by a grant (acquire, or an item of acquire_batch in item order), in the
+  // order the node ran them, with the generation it ran in; whether or not a client heard it.
+  struct Grant {
+    std::int64_t token;
+    std::uint64_t generation;
+  };
+  // The grants since the last call, for the checker.
+  std::vector<Grant> take_grants() { return std::exchange(grants_, {}); }
 
  private:
   resp::Reply run_script(const node::Call& call, std::int64_t now);
@@ -125,6 +136,7 @@ class SimNode {
   Store replica_;
   std::uint64_t generation_ = 0;
   Store store_;
+  std::vector<Grant> grants_;
 };
 
 }  // namespace dlock::sim

@@ -53,6 +53,7 @@ void Schedule::acquire(std::size_t c, const std::string& name, const OwnerToken&
   state->renew_every = std::max(std::chrono::milliseconds(1), ttl / 3);
   (void)cluster_->take_touched();
   checker_.attempting(c, name, owner, leases_);
+  const auto start = Clock::now();  // before the client's first call
   auto refused = clients_[c].holds->acquire(state, name, owner, ttl, std::nullopt,
                                             lock::HoldKind::write, {}, {}, permits);
   const auto end = Clock::now();
@@ -65,7 +66,8 @@ void Schedule::acquire(std::size_t c, const std::string& name, const OwnerToken&
   state->renewed_at = end;
   const bool reentrant = !holds_seen_.insert(state->hold->id.id).second;
   ++counts_[reentrant ? "acquire reentrant" : "acquire new hold"];
-  leases_.push_back(LeaseRecord{leases_.size(), c, name, owner, reentrant, permits, end, state});
+  leases_.push_back(
+      LeaseRecord{leases_.size(), c, name, owner, reentrant, permits, end, state, start});
   trace_.line("=> lease #" + std::to_string(leases_.back().id) + " held" +
               (reentrant ? " (reentrant)" : "") + ", hold " + state->hold->id.id + ", token " +
               std::to_string(state->hold->fence.value()) + ", valid for " +

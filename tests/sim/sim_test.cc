@@ -287,7 +287,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Planted{Mutation::batch_grants_when_held, Violation::Kind::overlap,
                               "BatchGrantsWhenHeld", 1, false, 1},
                       Planted{Mutation::batch_reuses_floor, Violation::Kind::fence,
-                              "BatchReusesFloor", 1, false, 1}),
+                              "BatchReusesFloor", 1, false, 1},
+                      // Only the node's order shows it (checker (7)): the names of one batch
+                      // call are in flight together, and the floor stays above the token.
+                      Planted{Mutation::batch_shares_one_token,
+                              Violation::Kind::grant_not_above_earlier_grant_on_one_node,
+                              "BatchSharesOneToken", 1, false, 1}),
     planted_name);
 
 }  // namespace
