@@ -144,7 +144,7 @@ class HandBack {
 // the replies of one read complete many operations, and one post for them all wakes the
 // caller's thread once instead of once each (a context switch each when both threads share a
 // CPU; issue 32).
-void hand_back(const asio::any_io_executor& executor, std::unique_ptr<HandBack> completion,
+void hand_back(asio::any_io_executor executor, std::unique_ptr<HandBack> completion,
                std::shared_ptr<void> work);
 
 template <typename Handler, typename T>
@@ -181,6 +181,22 @@ struct WorkOf<asio::strand<Inner>> {
   using type = Inner;
   static Inner of(const asio::strand<Inner>& strand) { return strand.get_inner_executor(); }
 };
+// The work that keeps `executor`'s context running until the completion is posted. Type-erased
+// (a coroutine's executor with use_awaitable, any bind_executor(any_io_executor, ...)): one
+// tracked copy, not executor_work_guard's two (its untracked copy outlived the tracked one, so
+// a strand behind it was let go on the io thread after the work had ended: ThreadSanitizer, a
+// coroutine on a strand, found by review); a strand then lets its implementation go before its
+// inner executor ends the work (asio::strand's members, destroyed in reverse order).
+template <typename Executor>
+auto make_work(const Executor& executor) {
+  if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
+    return std::make_shared<asio::any_io_executor>(
+        asio::prefer(executor, asio::execution::outstanding_work.tracked));
+  } else {
+    using Work = asio::executor_work_guard<typename WorkOf<Executor>::type>;
+    return std::make_shared<Work>(WorkOf<Executor>::of(executor));
+  }
+}
 
 // Adapts a completion handler: hooks its cancellation slot to an AsyncCancel, keeps its
 // executor busy while the operation runs, and completes on that executor.
@@ -204,8 +220,7 @@ void initiate(Handler handler, Start start) {
     // (AsyncSignalTest.CallbacksRunWithTheCallersMaskAfterAFutureCameFirst).
     (void)asio::system_executor().context();
   }
-  using Work = asio::executor_work_guard<typename WorkOf<Executor>::type>;
-  auto work = std::make_shared<Work>(WorkOf<Executor>::of(executor));
+  auto work = make_work(executor);
   auto shared = std::make_shared<Handler>(std::move(handler));
   // Batched where one thread runs the handlers in turn anyway (an io_context, a strand), not on
   // asio's system pool: a batch runs its handlers one after another, and a plain callback that
@@ -213,7 +228,9 @@ void initiate(Handler handler, Start start) {
   if constexpr (std::is_convertible_v<Executor, asio::any_io_executor> &&
                 !std::is_same_v<Executor, asio::system_executor>) {
     start(cancel, [shared, work, executor](Result<T> result) mutable {
-      hand_back(executor,
+      // The executor moved along: no copy of it stays in this callback, which may outlive
+      // the work (a full batch is handed back inside it).
+      hand_back(std::move(executor),
                 std::make_unique<Completion<Handler, T>>(std::move(shared), std::move(result)),
                 std::move(work));
     });

@@ -330,11 +330,15 @@ class Pending {
  public:
   ~Pending() { flush(); }  // the io thread ends (io_context::stop may drop the posted flush)
 
-  void add(asio::io_context& io, const asio::any_io_executor& executor,
+  void add(asio::io_context& io, asio::any_io_executor executor,
            std::unique_ptr<HandBack> completion, std::shared_ptr<void> work) {
-    // Consecutive completions for one executor share one post.
+    // Consecutive completions for one executor share one post. The executor is kept by its
+    // batch, or let go here, before the flush below can end the works: a strand's last copy
+    // must not outlive its caller's work (see flush).
     if (batches_.empty() || batches_.back().executor != executor) {
-      batches_.push_back(Batch{executor, {}});
+      batches_.push_back(Batch{std::move(executor), {}});
+    } else {
+      executor = asio::any_io_executor();
     }
     batches_.back().completions.push_back(std::move(completion));
     works_.push_back(std::move(work));
@@ -384,15 +388,16 @@ class Pending {
 
 }  // namespace
 
-void hand_back(const asio::any_io_executor& executor, std::unique_ptr<HandBack> completion,
+void hand_back(asio::any_io_executor executor, std::unique_ptr<HandBack> completion,
                std::shared_ptr<void> work) {
   if (auto* io = engine::io_thread_context()) {
     thread_local Pending pending;
-    return pending.add(*io, executor, std::move(completion), std::move(work));
+    return pending.add(*io, std::move(executor), std::move(completion), std::move(work));
   }
   // Elsewhere (a cancellation, on the thread that asked for it): at once.
   asio::post(executor, [completion = std::move(completion)] { completion->run(); });
-  work.reset();  // only after post() returned: see initiate (dlock/async.h)
+  executor = asio::any_io_executor();  // before the work: see Pending::flush
+  work.reset();                        // only after post() returned: see initiate (dlock/async.h)
 }
 
 void cancel_pending_waits(ClientCore& core) {
