@@ -43,8 +43,13 @@ local counters = {}  -- per name granted: its counter's value, false if it has n
 local seen = {}      -- the names met in this call: the same name twice, the second is nil
 for i = 1, items do
   local key, readers, fence = KEYS[3 * i], KEYS[3 * i + 2], KEYS[3 * i + 1]
-  -- acquire.lua's fast path: EXISTS of the key and its readers, both absent.
-  if not seen[key] and redis.call('exists', key, readers) == 0 then
+  -- acquire.lua's fast path: the key and its readers absent. One EXISTS tells that and that the
+  -- name has no counter either (most names); else EXISTS again, and the counter read.
+  if seen[key] then
+    -- nil: the same name came earlier in this call
+  elseif redis.call('exists', key, readers, fence) == 0 then
+    counters[i] = false
+  elseif redis.call('exists', key, readers) == 0 then
     local counted = redis.pcall('get', fence)
     if counted == false or (type(counted) == 'string' and tonumber(counted) ~= nil) then
       counters[i] = counted

@@ -149,6 +149,24 @@ TEST_F(GroupCommitTest, NothingGrantedWritesNothing) {
   EXPECT_EQ(cmd({"EXISTS", std::string(lock::kFenceFloorKey), lock::kMaxTtlKey})->integer, 0);
 }
 
+// The common case reads each name with one EXISTS (key, readers and counter) and no GET; a name
+// with a counter is still read and counted above it (the test above).
+TEST_F(GroupCommitTest, FreshNamesAreReadWithOneExistsEach) {
+  cmd({"SET", lock::fence_key("c"), "7000"});
+  ASSERT_TRUE(cmd({"CONFIG", "RESETSTAT"}));
+  auto r = acquire_batch({"a", "b", "c"});
+  ASSERT_EQ(r->element[2]->type, REDIS_REPLY_INTEGER);
+  EXPECT_GT(r->element[2]->integer, 7000);
+  const std::string stats = cmd({"INFO", "commandstats"})->str;
+  auto calls = [&](const std::string& command) {
+    const std::string key = "cmdstat_" + command + ":calls=";
+    const auto at = stats.find(key);
+    return at == std::string::npos ? 0 : std::stoll(stats.substr(at + key.size()));
+  };
+  EXPECT_EQ(calls("get"), 2) << "the floor once, and only the name that has a counter";
+  EXPECT_EQ(calls("exists"), 4) << "one per name, and again for the name with a counter";
+}
+
 TEST_F(GroupCommitTest, NoFloorCountsFromTheClock) {
   auto r = acquire_batch({"a", "b"});
   const long long micros = std::chrono::duration_cast<std::chrono::microseconds>(

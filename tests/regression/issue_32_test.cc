@@ -116,6 +116,21 @@ TEST(Issue32RecordTest, ARecordTakenAwayIsWrittenAgain) {
       << "a grant trusted an entry that ends before its lease";
 }
 
+// A free name on one node, the common grant, is acquire.lua's fast path: one EXISTS (the key, its
+// readers and its counter) and no GETDEL of a counter it does not have; a name with a counter
+// is still counted above it (TokensGrowAcrossCountersModesAndVersions).
+TEST(Issue32NodeCounterTest, AFreeNameIsReadWithOneExistsAndNoGetdel) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client client = client_on(server);
+  lock_and_unlock(client, "warm-up", 60s);
+  ASSERT_TRUE(server.command({"CONFIG", "RESETSTAT"}));
+  for (int i = 0; i < 20; ++i) lock_and_unlock(client, "job-" + std::to_string(i), 60s);
+  EXPECT_EQ(calls_of(server, "exists"), 20);
+  EXPECT_EQ(calls_of(server, "getdel"), 0);
+  EXPECT_EQ(calls_of(server, "incr"), 20);
+}
+
 // The older dlock's acquire.lua on `server` for NAME: its reply {status, counter, pttl}.
 test::ReplyPtr older_acquire(const RedisServer& server, const std::string& name,
                              const std::string& owner, const std::string& hold) {
