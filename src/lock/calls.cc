@@ -37,19 +37,17 @@ node::Strings args_for(const HoldId& hold) {
   return args;
 }
 
-// Group commit (docs/protocol.md): acquire_batch.lua runs acquire.lua's fast path for a write
-// hold counted by the node's counter, the only path it has: nothing it would need to refuse,
-// register or count in a semaphore's permit record. Its item: NAME, the name's counter, the readers
-// (keys 0, 1, 4); owner, hold id, ttl (arguments 0-2). The floor and the max-ttl record (keys 2, 3)
-// once per batch call. None for any other acquisition.
+// Group commit (docs/protocol.md): acquire_batch.lua runs acquire.lua's path for a free name,
+// counted by the node's counter or by the name's, the only path it has: nothing it would need
+// to refuse, register or count in a semaphore's permit record. Its item: NAME, the name's
+// counter, the readers (keys 0, 1, 4); owner, hold id, ttl, counter (arguments 0-2 and 6). The
+// floor and the max-ttl record (keys 2, 3) once per batch call. None for any other acquisition.
 node::BatchForm acquire_batch_form(const HoldId& hold, bool fair, WriterWait writer,
-                                   TokenCounter counter, bool slot_of_semaphore) {
-  if (hold.kind != HoldKind::write || fair || counter != TokenCounter::node || writer.registered ||
-      slot_of_semaphore) {
-    return {};
-  }
+                                   bool slot_of_semaphore) {
+  if (hold.kind != HoldKind::write || fair || writer.registered || slot_of_semaphore) return {};
   return node::BatchForm{&scripts::acquire_batch(), key_bit(0) | key_bit(1) | key_bit(4),
-                         key_bit(0) | key_bit(1) | key_bit(2), key_bit(2) | key_bit(3)};
+                         key_bit(0) | key_bit(1) | key_bit(2) | key_bit(6),
+                         key_bit(2) | key_bit(3)};
 }
 
 // Holds per renew script call: bounds the time one call blocks a node.
@@ -151,7 +149,7 @@ node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
     push_key(keys, kPermitsPrefix, semaphore);
     args.push_back(std::to_string(permits));
   }
-  call.batch = acquire_batch_form(hold, fair.has_value(), writer, counter, !semaphore.empty());
+  call.batch = acquire_batch_form(hold, fair.has_value(), writer, !semaphore.empty());
   call.announcement = std::move(announcement);
   call.record_ttl = ttl;
   call.record_call = &announced_ttl_call;

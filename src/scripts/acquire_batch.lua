@@ -1,30 +1,33 @@
 -- acquire_batch: group commit (docs/protocol.md, "Group commit"): K write acquisitions on one
--- node in one call, each with an outcome of its own. Per name it runs only acquire.lua's fast
--- path with the node's counter (ARGV[7] = 'n': a free name, no readers), or nothing at all; the
--- per-node work (one INCRBY of the floor, the max-ttl record) is done once per call.
+-- node in one call, each with an outcome of its own. Per name it runs only acquire.lua's path
+-- for a free name (no key, no readers), with the counter the name's client uses (acquire.lua's
+-- ARGV[7]: 'n' the node's, '' the name's), or nothing at all; the per-node work (one write of
+-- the floor, the max-ttl record) is done once per call.
 --
 -- KEYS[1]  dlock:fence-floor (acquire.lua KEYS[3]): the node's counter
 -- KEYS[2]  dlock:max-ttl (acquire.lua KEYS[4]): the ttls of leases that may still live here
 -- KEYS[3i], KEYS[3i + 1], KEYS[3i + 2]  for the i-th name (i = 1..K): the lock key NAME, its
 --          counter dlock:fence:{NAME} and its readers dlock:readers:{NAME} (acquire.lua KEYS[1],
 --          KEYS[2], KEYS[5])
--- ARGV[3i - 2], ARGV[3i - 1], ARGV[3i]  the i-th owner token, hold id and ttl in ms
---          (acquire.lua ARGV[1..3])
+-- ARGV[4i - 3], ARGV[4i - 2], ARGV[4i - 1], ARGV[4i]  the i-th owner token, hold id, ttl in ms
+--          and counter: 'n' the node's, '' the name's (acquire.lua ARGV[1..3] and ARGV[7])
 --
 -- Replies an array of K elements, the i-th for the i-th name:
---   fence  granted, exactly as acquire.lua grants a free name: the names granted in this call
---          get the tokens above the floor in their order, one INCRBY of the floor by their
---          number, so each is what K calls of acquire.lua one after the other would hand out:
---          larger than every token this node handed out before, for any name
+--   fence  granted, exactly as acquire.lua grants a free name; the names granted in this call
+--          get their tokens in item order as K calls of acquire.lua one after the other would:
+--          by the node's counter, the floor plus one (above the name's counter, which is taken
+--          away), so larger than every token this node handed out before, for any name
 --          (docs/features.md: on a lock set of one node the next holder of any name gets a
---          larger one)
+--          larger one); by the name's, its counter (else the floor) plus one, written back
+--          with the lease's ttl. The floor follows every token, written once at the end
 --          (exact while the floor plus K stays below 2^53, as acquire.lua's below 2^53: a
 --          counter from the clock in microseconds gets there in the 23rd century)
 --   nil    nothing was changed for this name (its key or its readers exist, its counter is no
---          number, or the name came earlier in this call): the client sends it alone to
---          acquire.lua, whose other paths (held, a stale hold taken over, readers) then apply.
---          Never a refusal. The same name twice in one call: the first may be granted, the
---          second is nil (alone, a takeover gets a larger token of its own INCR).
+--          number, the floor is no number and the name counts by its own counter, or the
+--          name came earlier in this call): the client sends it alone to acquire.lua, whose
+--          other paths (held, a stale hold taken over, readers, an error) then apply. Never a
+--          refusal. The same name twice in one call: the first may be granted, the second is
+--          nil (alone, a takeover gets a larger token of its own).
 -- server_ms: key_clock.lua, put before this.
 local out = {}
 local items = (#KEYS - 2) / 3
@@ -33,21 +36,25 @@ local items = (#KEYS - 2) / 3
 -- name, then sent alone (node/coalescer.cc), would count from the floor only, which may be
 -- behind a name's counter (a token below the name's last). So the floor must be a string or
 -- absent (else every name goes alone, where acquire.lua fails as it does), and a name's counter
--- a number or absent (else that name goes alone).
+-- a number or absent (else that name goes alone). acquire.lua by the name's counter fails on a
+-- floor that is no number (it compares the token with it): those names go alone too.
 local floor = redis.pcall('get', KEYS[1])
 if type(floor) == 'table' then
   for i = 1, items do out[i] = false end
   return out
 end
+local floor_number = floor and tonumber(floor)
 local counters = {}  -- per name granted: its counter's value, false if it has none
 local seen = {}      -- the names met in this call: the same name twice, the second is nil
 for i = 1, items do
   local key, readers, fence = KEYS[3 * i], KEYS[3 * i + 2], KEYS[3 * i + 1]
-  -- acquire.lua's fast path: the key and its readers absent. One EXISTS tells that and that the
-  -- name has no counter either (most names); else EXISTS again, and the counter read.
-  if seen[key] then
-    -- nil: the same name came earlier in this call
-  elseif redis.call('exists', key, readers, fence) == 0 then
+  local by_node = ARGV[4 * i] == 'n'
+  -- acquire.lua's fast path: the key and its readers absent. For the node's counter, one EXISTS
+  -- tells that and that the name has no counter either (most names); else EXISTS again, and the
+  -- counter read.
+  if seen[key] or (not by_node and floor and not floor_number) then
+    -- nil: the same name came earlier in this call, or acquire.lua would fail on the floor
+  elseif by_node and redis.call('exists', key, readers, fence) == 0 then
     counters[i] = false
   elseif redis.call('exists', key, readers) == 0 then
     local counted = redis.pcall('get', fence)
@@ -58,39 +65,54 @@ for i = 1, items do
   seen[key] = true
   out[i] = counters[i] ~= nil and 0 or false  -- a grant's fence, once known
 end
+-- The tokens, in item order, as acquire.lua's next_token() one call after the other would hand
+-- them out (see there for why each step): `running` is the floor as those calls would leave it.
+-- A node without a floor counts from its clock in microseconds, as acquire.lua's counter().
+local running = floor_number and math.floor(floor_number)
+local start = running
+local clock = nil
+local function from_clock()
+  if not clock then
+    local t = redis.call('time')
+    clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return clock
+end
+-- The largest counter of a name granted by the node's counter (each taken away below): every
+-- such grant is above all of them, as the first version's one INCRBY for the call was.
+local named = 0
+for i = 1, items do
+  if out[i] and ARGV[4 * i] == 'n' and counters[i] then
+    named = math.max(named, tonumber(counters[i]))
+  end
+end
 local granted = {}  -- the ttls (ms, as given) granted in this call, each once
-local count = 0  -- the names granted
-local named = 0  -- the largest name counter taken away, as acquire.lua's next_token (GETDEL)
+local count = 0     -- the names granted
 for i = 1, items do
   if out[i] then
-    local ttl = ARGV[3 * i]
-    redis.call('hset', KEYS[3 * i], ARGV[3 * i - 2], ARGV[3 * i - 1])
-    redis.call('pexpire', KEYS[3 * i], ttl)
-    if counters[i] then
-      redis.call('del', KEYS[3 * i + 1])
-      if tonumber(counters[i]) > named then named = tonumber(counters[i]) end
+    local key, fence, ttl = KEYS[3 * i], KEYS[3 * i + 1], ARGV[4 * i - 1]
+    redis.call('hset', key, ARGV[4 * i - 3], ARGV[4 * i - 2])
+    redis.call('pexpire', key, ttl)
+    local token
+    if ARGV[4 * i] == 'n' then
+      -- The node's counter: INCR of the floor (1 or less: there was none, the clock), above
+      -- the names' counters, which are taken away.
+      local base = (running and running > 0) and running or from_clock()
+      token = math.max(base, named) + 1
+      if counters[i] then redis.call('del', fence) end
+    else
+      -- The name's counter, else the floor, else the clock; written back with the lease's ttl.
+      token = (counters[i] and tonumber(counters[i]) or running or from_clock()) + 1
+      redis.call('set', fence, token, 'px', ttl)
     end
+    if not running or token > running then running = token end
+    out[i] = token
     granted[ttl] = true
     count = count + 1
   end
 end
 if count == 0 then return out end
--- acquire.lua's next_token() for ARGV[7] = 'n', once for `count` grants: see there for why each
--- step. `base` is the floor before them (what INCR starts from); the grants get base + 1 ..
--- base + count, and the floor ends at the last.
-local base
-local counted = redis.pcall('incrby', KEYS[1], count)
-if type(counted) == 'number' then
-  base = counted - count
-else
-  base = math.floor(tonumber(floor) or 0)  -- read above: a string INCRBY cannot count
-end
-if base <= 0 then  -- there was no floor: count from the clock, as acquire.lua's counter() does
-  local t = redis.call('time')
-  base = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
-if base < named then base = named end
-if base + count ~= counted then redis.call('set', KEYS[1], base + count) end
+if running ~= start then redis.call('set', KEYS[1], running) end
 -- acquire.lua's record_ttl(), once per ttl granted (the twin of that function: keep them alike).
 local function record_ttl(ttl_arg)
   local now = server_ms()
@@ -107,11 +129,4 @@ local function record_ttl(ttl_arg)
   if redis.call('pttl', KEYS[2]) < 2 * ttl then redis.call('pexpire', KEYS[2], 2 * ttl) end
 end
 for ttl in pairs(granted) do record_ttl(ttl) end
-local token = base
-for i = 1, #out do
-  if out[i] then
-    token = token + 1
-    out[i] = token
-  end
-end
 return out

@@ -56,13 +56,16 @@ class GroupCommitTest : public ::testing::Test {
     return out;
   }
 
-  // acquire_batch.lua over `names` (owner "o<i>", hold id "c.<i>", ttl 10000 ms each).
-  ReplyPtr acquire_batch(const std::vector<std::string>& names, const std::string& ttl = "10000") {
+  // acquire_batch.lua over `names` (owner "o<i>", hold id "c.<i>", ttl 10000 ms each), each
+  // counted by the node's counter, or by the name's for the names in `by_name`.
+  ReplyPtr acquire_batch(const std::vector<std::string>& names, const std::string& ttl = "10000",
+                         const std::set<std::string>& by_name = {}) {
     std::vector<std::string> keys{std::string(lock::kFenceFloorKey), lock::kMaxTtlKey};
     std::vector<std::string> args;
     for (std::size_t i = 0; i < names.size(); ++i) {
       keys.insert(keys.end(), {names[i], lock::fence_key(names[i]), lock::readers_key(names[i])});
-      args.insert(args.end(), {"o" + std::to_string(i), "c." + std::to_string(i), ttl});
+      args.insert(args.end(), {"o" + std::to_string(i), "c." + std::to_string(i), ttl,
+                               by_name.count(names[i]) ? "" : "n"});
     }
     return eval(scripts::acquire_batch(), keys, args);
   }
@@ -116,6 +119,60 @@ TEST_F(GroupCommitTest, FreshNamesGetTokensOfTheirOwnAboveTheFloorAndEveryNameCo
   EXPECT_EQ(r->element[0]->integer, 5004);
   EXPECT_EQ(r->element[1]->integer, 5005);
   EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), "5005");
+}
+
+// Names counted by their own counter (the client of a lock set of several nodes) batch too: each
+// gets what acquire.lua, called for the names one after the other, hands out and writes (the
+// name's counter, else the floor, plus one; the counter written back with the lease's ttl; the
+// floor raised to the largest), checked against those calls on a second server in the same
+// state. Node-counted names in the same call count from the floor as the calls would leave it.
+TEST_F(GroupCommitTest, NamesByTheirOwnCounterGetWhatAcquireLuaOneAfterTheOtherGives) {
+  RedisServer reference;
+  const std::vector<std::string> names{"a", "b", "c", "d", "e", "f"};
+  const std::set<std::string> by_name{"a", "b", "c", "e"};
+  for (const RedisServer* s : {server_.get(), &reference}) {
+    s->command({"SET", std::string(lock::kFenceFloorKey), "1000"});
+    s->command({"SET", lock::fence_key("b"), "5000"});   // ahead of the floor
+    s->command({"SET", lock::fence_key("c"), "700"});    // behind it
+  }
+  const auto r = acquire_batch(names, "10000", by_name);
+  ASSERT_EQ(r->elements, names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string& name = names[i];
+    const std::vector<std::string> one{
+        "EVAL", std::string(scripts::acquire().source), "6", name, lock::fence_key(name),
+        std::string(lock::kFenceFloorKey), lock::kMaxTtlKey, lock::readers_key(name),
+        lock::writers_waiting_key(name), "o" + std::to_string(i), "c." + std::to_string(i),
+        "10000", "w", "0", "0", by_name.count(name) ? "" : "n"};
+    const auto expected = reference.command(one);
+    ASSERT_EQ(expected->type, REDIS_REPLY_INTEGER) << name << ": " << (expected->str ? expected->str : "");
+    ASSERT_EQ(r->element[i]->type, REDIS_REPLY_INTEGER) << name;
+    EXPECT_EQ(r->element[i]->integer, expected->integer) << name;
+    auto counter = reference.command({"GET", lock::fence_key(name)});
+    EXPECT_EQ(get(lock::fence_key(name)),
+              counter->type == REDIS_REPLY_STRING ? std::string(counter->str) : "-")
+        << name << "'s counter";
+    if (by_name.count(name)) {
+      EXPECT_GT(pttl(lock::fence_key(name)), 9000) << name;
+      EXPECT_LE(pttl(lock::fence_key(name)), 10000) << name;
+    }
+    EXPECT_EQ(hash(name), "o" + std::to_string(i) + "=c." + std::to_string(i) + ";");
+  }
+  const auto floor = reference.command({"GET", std::string(lock::kFenceFloorKey)});
+  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), std::string(floor->str));
+  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), "5004")
+      << "a 1001, b 5001, c 701, d 5002, e 5003, f 5004";
+}
+
+// acquire.lua counting by the name fails on a floor that is no number: those names go alone
+// (and fail there as they did), the node-counted ones are granted from the clock.
+TEST_F(GroupCommitTest, ANameByItsCounterOnAFloorThatIsNoNumberGoesAlone) {
+  cmd({"SET", std::string(lock::kFenceFloorKey), "abc"});
+  const auto r = acquire_batch({"a", "b"}, "10000", {"a"});
+  EXPECT_TRUE(nil(r->element[0]));
+  EXPECT_EQ(cmd({"EXISTS", "a", lock::fence_key("a")})->integer, 0);
+  ASSERT_EQ(r->element[1]->type, REDIS_REPLY_INTEGER);
+  EXPECT_GT(r->element[1]->integer, 1'000'000'000'000'000);
 }
 
 TEST_F(GroupCommitTest, TakenNamesAreNilAndUnchanged) {
@@ -343,6 +400,28 @@ TEST_F(CoalescerTest, AcquisitionsQueuedTogetherGoInOneCallWithTheirOwnOutcomes)
   EXPECT_EQ(hash("held"), "other=x.1;");
   EXPECT_EQ(hash("dup"), "o1=d.1;");
   EXPECT_EQ(hash("mine"), "me=c.2;");
+}
+
+// The acquisitions of a client of several nodes count by the name's counter: they batch too,
+// mixed with node-counted ones, each with the token its own call gives.
+TEST_F(CoalescerTest, AcquisitionsCountedByTheNameGoInOneCallToo) {
+  cmd({"SET", lock::fence_key("named3"), "90000"});
+  reset_stats();
+  std::vector<node::Call> calls;
+  for (int i = 0; i < 10; ++i) {
+    calls.push_back(lock::acquire_call(hold("named" + std::to_string(i), "o", "c.1"), 10s,
+                                       std::nullopt, {}, 0, {}, lock::TokenCounter::name));
+  }
+  calls.push_back(acquire(hold("by-node", "o", "c.1")));
+  const auto out = run_together(std::move(calls));
+  EXPECT_EQ(script_calls(), 1);
+  for (int i = 0; i < 11; ++i) {
+    ASSERT_EQ(kind(out[i]), lock::AcquireReply::Kind::granted) << i;
+  }
+  EXPECT_EQ(lock::parse_acquire(out[3]).counter, 90001u) << "the name's counter plus one";
+  EXPECT_EQ(get(lock::fence_key("named3")), "90001");
+  EXPECT_GT(lock::parse_acquire(out[10]).counter, 90001u) << "the node's counter above all";
+  EXPECT_EQ(get(lock::fence_key("named0")), std::to_string(lock::parse_acquire(out[0]).counter));
 }
 
 TEST_F(CoalescerTest, ReleasesQueuedTogetherGoInOneCall) {

@@ -1179,6 +1179,52 @@ TEST(SimDirected, ABatchCallGivesEachCallItsSingleOutcome) {
   }
 }
 
+// (a') A client of several nodes counts by the name's counter, and its acquisitions batch too,
+// beside node-counted ones: the model of acquire_batch.lua gives each name the token and the
+// counter its single call gives, one call after the other on a copy of the node (a name whose
+// counter was left by an earlier holder, a name held, fresh names of both counters).
+TEST(SimDirected, ANameCountedBatchCallGivesTheSingleCallsTokens) {
+  SimNode batched(NodeClock(Clock::now(), 1'700'000'000'000, 1.0), "node");
+  const auto by_name = [](const std::string& name, const std::string& owner,
+                          const std::string& hold) {
+    return lock::acquire_call(lock::HoldId{name, OwnerToken(owner), hold}, 200ms, std::nullopt,
+                              {}, 0, {}, lock::TokenCounter::name);
+  };
+  // "counted" leaves a counter behind (released), "held" stays held.
+  ASSERT_TRUE(granted(batched.execute(by_name("counted", "x", "x.1"))));
+  ASSERT_TRUE(batched.execute(lock::release_call(lock::HoldId{"counted", OwnerToken("x"), "x.1"}))
+                  .is_integer());
+  ASSERT_TRUE(granted(batched.execute(by_name("held", "x", "x.2"))));
+  ASSERT_TRUE(granted(batched.execute(one_node_acquire("other", "x", "x.3"))));
+  SimNode single = batched;
+  const std::vector<node::Call> calls{by_name("fresh", "a", "a.1"), by_name("counted", "a", "a.2"),
+                                      by_name("held", "a", "a.3"), one_node_acquire("n", "a", "a.4"),
+                                      by_name("fresh2", "a", "a.5")};
+  std::vector<const node::Call*> items;
+  for (const auto& c : calls) items.push_back(&c);
+  const resp::Reply batch =
+      node::checked_batch_reply(batched.execute(node::batch_call(items)), calls.size());
+  ASSERT_EQ(batch.elements.size(), calls.size()) << describe(batch);
+  for (std::size_t k = 0; k < calls.size(); ++k) {
+    const resp::Reply alone = single.execute(calls[k]);
+    if (batch.elements[k].is_nil()) {
+      EXPECT_FALSE(granted(alone)) << k << ": left alone, but granted alone";
+      continue;
+    }
+    ASSERT_TRUE(granted(batch.elements[k])) << describe(batch.elements[k]);
+    EXPECT_EQ(batch.elements[k].integer, alone.integer) << describe(calls[k]);
+  }
+  EXPECT_TRUE(batch.elements[2].is_nil()) << "held";
+  const auto& a = batched.live_keys();
+  const auto& b = single.live_keys();
+  for (const char* key : {"dlock:fence:{fresh}", "dlock:fence:{counted}", "dlock:fence:{fresh2}",
+                          "dlock:fence-floor"}) {
+    ASSERT_TRUE(a.count(key) && b.count(key)) << key;
+    EXPECT_EQ(std::get<std::string>(a.at(key).value), std::get<std::string>(b.at(key).value))
+        << key;
+  }
+}
+
 // (a) for releases by hold id (release_batch.lua): the hold named is freed, another hold id of
 // the owner and a name never held are -1, the same hold twice is freed once; each reply is
 // exactly the single call's, and the same keys are left on both nodes.

@@ -349,29 +349,34 @@ resp::Reply SimNode::release(const node::Call& call, std::int64_t now) {
 }
 
 // acquire_batch.lua, line by line: per name (KEYS[3i..3i+2] the key, its counter, its readers;
-// ARGV[3i-2..3i] owner, hold id, ttl) acquire.lua's fast path, a free name without readers, or
-// nil (nothing changed: the client sends that call alone). The node keys (KEYS[1] the floor,
-// KEYS[2] dlock:max-ttl) once: one INCRBY for the names granted (each its own token, in item
-// order, above the largest name counter taken away) and one record per ttl granted.
+// ARGV[4i-3..4i] owner, hold id, ttl, counter) acquire.lua's path for a free name without
+// readers, or nil (nothing changed: the client sends that call alone). The tokens in item order
+// as acquire.lua's next_token() one call after the other: by the node's counter ('n') the floor
+// as those calls leave it plus one (the clock when there is none), above the largest counter of
+// a node-counted name granted (each taken away); by the name's, its counter (else the floor,
+// else the clock) plus one, written back with the ttl. The floor follows every token, written
+// once; one record per ttl granted.
 resp::Reply SimNode::acquire_batch(const node::Call& call, std::int64_t now) {
   const std::string& floor = at(call.keys, 0);
   const std::string& max_ttl = at(call.keys, 1);
   const std::size_t items = (call.keys.size() - 2) / 3;
+  const auto by_node = [&](std::size_t i) { return at(call.args, 4 * i + 3) == "n"; };
   std::vector<bool> granted(items, false);
+  std::vector<std::optional<std::int64_t>> counters(items);
   std::set<std::int64_t> ttls;  // the ttls granted in this call, each once
-  std::int64_t named = 0;       // GETDEL's largest (a missing counter: '0')
+  std::int64_t named = 0;       // the largest counter of a node-counted name granted
+  std::set<std::string> seen;   // a name twice in one call: the second is nil
   for (std::size_t i = 0; i < items; ++i) {
     const std::string& key = at(call.keys, 3 * i + 2);
     const std::string& readers = at(call.keys, 3 * i + 4);
     const bool free = !store_.exists(key, now) && !store_.exists(readers, now);
+    if (!seen.insert(key).second) continue;
     if (!free && mutation_ != Mutation::batch_grants_when_held) continue;
-    const std::int64_t ttl = ttl_of(at(call.args, 3 * i + 2));
-    store_.hset(key, at(call.args, 3 * i), at(call.args, 3 * i + 1), now);
-    store_.pexpire(key, ttl, now);
-    const std::string& fence = at(call.keys, 3 * i + 3);
-    if (const auto counted = store_.get(fence, now)) named = std::max(named, number(*counted));
-    store_.del(fence);
-    ttls.insert(ttl);
+    if (const auto counted = store_.get(at(call.keys, 3 * i + 3), now)) {
+      counters[i] = number(*counted);
+      if (by_node(i)) named = std::max(named, *counters[i]);
+    }
+    ttls.insert(ttl_of(at(call.args, 4 * i + 2)));
     granted[i] = true;
   }
   resp::Reply out;
@@ -381,25 +386,33 @@ resp::Reply SimNode::acquire_batch(const node::Call& call, std::int64_t now) {
   const bool reuse =
       mutation_ == Mutation::batch_reuses_floor || mutation_ == Mutation::no_fence_increment;
   const bool share = mutation_ == Mutation::batch_shares_one_token;
-  // One INCRBY of the floor by the names granted: `base` is the floor before it (the clock when
-  // there was none), raised to the largest name counter; the grants get base + 1, base + 2, ...
-  // in item order (the mutation: the floor's value for each, no increment).
-  const std::int64_t count =
-      static_cast<std::int64_t>(std::count(granted.begin(), granted.end(), true));
-  const auto f = store_.get(floor, now);
-  std::int64_t base = f ? number(*f) : 0;
-  if (base <= 0) base = now * 1000;
-  base = std::max(base, named);
   const std::int64_t step = reuse ? 0 : 1;
-  // (The mutation batch_shares_one_token: base + 1 for every grant, and the floor there.)
-  store_.set(floor, std::to_string(base + step * (share ? 1 : count)), std::nullopt, now);
-  for (const std::int64_t ttl : ttls) record_granted_ttl(max_ttl, ttl, now);
-  std::int64_t token = base;
+  const auto f = store_.get(floor, now);
+  std::optional<std::int64_t> running = f ? std::optional(number(*f)) : std::nullopt;
+  std::optional<std::int64_t> shared;  // the mutation batch_shares_one_token: the first token
   for (std::size_t i = 0; i < items; ++i) {
     if (!granted[i]) continue;
-    if (!share || token == base) token += step;
+    const std::string& key = at(call.keys, 3 * i + 2);
+    const std::string& fence = at(call.keys, 3 * i + 3);
+    const std::int64_t ttl = ttl_of(at(call.args, 4 * i + 2));
+    store_.hset(key, at(call.args, 4 * i), at(call.args, 4 * i + 1), now);
+    store_.pexpire(key, ttl, now);
+    std::int64_t token = 0;
+    if (by_node(i)) {
+      const std::int64_t base = running && *running > 0 ? *running : now * 1000;
+      token = std::max(base, named) + step;
+      store_.del(fence);
+    } else {
+      token = (counters[i] ? *counters[i] : running ? *running : now * 1000) + step;
+      store_.set(fence, std::to_string(token), ttl, now);
+    }
+    if (share) token = shared.value_or(token);
+    shared = shared.value_or(token);
+    if (!running || token > *running) running = token;
     out.elements[i] = integer(token);
   }
+  store_.set(floor, std::to_string(*running), std::nullopt, now);
+  for (const std::int64_t ttl : ttls) record_granted_ttl(max_ttl, ttl, now);
   return out;
 }
 
