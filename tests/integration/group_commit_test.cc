@@ -132,20 +132,32 @@ TEST_F(GroupCommitTest, NamesByTheirOwnCounterGetWhatAcquireLuaOneAfterTheOtherG
   const std::set<std::string> by_name{"a", "b", "c", "e"};
   for (const RedisServer* s : {server_.get(), &reference}) {
     s->command({"SET", std::string(lock::kFenceFloorKey), "1000"});
-    s->command({"SET", lock::fence_key("b"), "5000"});   // ahead of the floor
-    s->command({"SET", lock::fence_key("c"), "700"});    // behind it
+    s->command({"SET", lock::fence_key("b"), "5000"});  // ahead of the floor
+    s->command({"SET", lock::fence_key("c"), "700"});   // behind it
   }
   const auto r = acquire_batch(names, "10000", by_name);
   ASSERT_EQ(r->elements, names.size());
   for (std::size_t i = 0; i < names.size(); ++i) {
     const std::string& name = names[i];
-    const std::vector<std::string> one{
-        "EVAL", std::string(scripts::acquire().source), "6", name, lock::fence_key(name),
-        std::string(lock::kFenceFloorKey), lock::kMaxTtlKey, lock::readers_key(name),
-        lock::writers_waiting_key(name), "o" + std::to_string(i), "c." + std::to_string(i),
-        "10000", "w", "0", "0", by_name.count(name) ? "" : "n"};
+    const std::vector<std::string> one{"EVAL",
+                                       std::string(scripts::acquire().source),
+                                       "6",
+                                       name,
+                                       lock::fence_key(name),
+                                       std::string(lock::kFenceFloorKey),
+                                       lock::kMaxTtlKey,
+                                       lock::readers_key(name),
+                                       lock::writers_waiting_key(name),
+                                       "o" + std::to_string(i),
+                                       "c." + std::to_string(i),
+                                       "10000",
+                                       "w",
+                                       "0",
+                                       "0",
+                                       by_name.count(name) ? "" : "n"};
     const auto expected = reference.command(one);
-    ASSERT_EQ(expected->type, REDIS_REPLY_INTEGER) << name << ": " << (expected->str ? expected->str : "");
+    ASSERT_EQ(expected->type, REDIS_REPLY_INTEGER)
+        << name << ": " << (expected->str ? expected->str : "");
     ASSERT_EQ(r->element[i]->type, REDIS_REPLY_INTEGER) << name;
     EXPECT_EQ(r->element[i]->integer, expected->integer) << name;
     auto counter = reference.command({"GET", lock::fence_key(name)});

@@ -1187,8 +1187,8 @@ TEST(SimDirected, ANameCountedBatchCallGivesTheSingleCallsTokens) {
   SimNode batched(NodeClock(Clock::now(), 1'700'000'000'000, 1.0), "node");
   const auto by_name = [](const std::string& name, const std::string& owner,
                           const std::string& hold) {
-    return lock::acquire_call(lock::HoldId{name, OwnerToken(owner), hold}, 200ms, std::nullopt,
-                              {}, 0, {}, lock::TokenCounter::name);
+    return lock::acquire_call(lock::HoldId{name, OwnerToken(owner), hold}, 200ms, std::nullopt, {},
+                              0, {}, lock::TokenCounter::name);
   };
   // "counted" leaves a counter behind (released), "held" stays held.
   ASSERT_TRUE(granted(batched.execute(by_name("counted", "x", "x.1"))));
@@ -1197,9 +1197,9 @@ TEST(SimDirected, ANameCountedBatchCallGivesTheSingleCallsTokens) {
   ASSERT_TRUE(granted(batched.execute(by_name("held", "x", "x.2"))));
   ASSERT_TRUE(granted(batched.execute(one_node_acquire("other", "x", "x.3"))));
   SimNode single = batched;
-  const std::vector<node::Call> calls{by_name("fresh", "a", "a.1"), by_name("counted", "a", "a.2"),
-                                      by_name("held", "a", "a.3"), one_node_acquire("n", "a", "a.4"),
-                                      by_name("fresh2", "a", "a.5")};
+  const std::vector<node::Call> calls{
+      by_name("fresh", "a", "a.1"), by_name("counted", "a", "a.2"), by_name("held", "a", "a.3"),
+      one_node_acquire("n", "a", "a.4"), by_name("fresh2", "a", "a.5")};
   std::vector<const node::Call*> items;
   for (const auto& c : calls) items.push_back(&c);
   const resp::Reply batch =
