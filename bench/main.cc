@@ -506,7 +506,11 @@ int main(int argc, char** argv) {
     sub->add_option("--count", count)->required();
   }
   int inflight = 0;
+  int nodes = 1;
   bool async_api = false;
+  cycles->add_option("--nodes", nodes,
+                     "Lock nodes: the servers on ports --port, --port + 1, ... (default 1)")
+      ->check(CLI::Range(1, 9));
   int node_timeout_ms = 0;
   cycles->add_option("--node-timeout", node_timeout_ms,
                      "ClientOptions::node_timeout in ms (default: the library's); for valgrind");
@@ -523,7 +527,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const Ports ports{static_cast<std::uint16_t>(port)};
+    Ports ports;
+    for (int i = 0; i < nodes; ++i) ports.push_back(static_cast<std::uint16_t>(port + i));
     if (worker->parsed()) {
       nlohmann::json events = nlohmann::json::array();
       for (const auto& a : contend(impl_from(impl), ports, name, count, hold_us, start_at)) {
