@@ -507,6 +507,8 @@ int main(int argc, char** argv) {
   }
   int inflight = 0;
   int nodes = 1;
+  bool new_names = false;
+  cycles->add_flag("--new-names", new_names, "Without --inflight: a name never used before per cycle");
   bool async_api = false;
   cycles->add_option("--nodes", nodes,
                      "Lock nodes: the servers on ports --port, --port + 1, ... (default 1)")
@@ -548,7 +550,7 @@ int main(int argc, char** argv) {
       } else if (inflight > 0) {
         std::cout << throughput(impl_from(impl), ports, inflight, std::chrono::seconds(3)) << "\n";
       } else {
-        latency(impl_from(impl), ports, count, 0);
+        latency(impl_from(impl), ports, count, 0, new_names);
       }
       return 0;
     }
