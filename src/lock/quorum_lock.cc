@@ -194,15 +194,12 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
     raise_behind(hold, tally.token, ttl);
   }
   if (ok) {
-    // In line (or registered as a waiting writer) on nodes that did not grant: leave there, or
-    // the next waiter waits behind us.
-    if ((fair && tally.granted < nodes_.size()) || tally.writer_registered) {
-      auto leaving = leave_queue_task(hold.name, hold.owner);
-      co_await std::move(leaving);
-    }
-    auto settling = settle(/*refused=*/false, ttl);
-    co_await std::move(settling);
-    co_return Acquired{FencingToken(tally.token), start + (ttl - drift(ttl))};
+    auto handing = hand_over(hold, ttl, start, tally,
+                             (fair && tally.granted < nodes_.size()) || tally.writer_registered);
+    auto handed = co_await std::move(handing);
+    if (handed) co_return std::move(*handed);
+    co_return refusal(hold.name, tally, Clock::now() - start, ttl, std::move(failures), false,
+                      permits);
   }
 
   // Failed: give back whatever this attempt took, everywhere, also where the reply was lost.
@@ -218,6 +215,30 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
                             fence_failed, permits);
   if (!tally.recorded_permits) refused.writer_registered = tally.writer_registered;
   co_return refused;
+}
+
+engine::Task<std::optional<Acquired>> QuorumLock::hand_over(HoldId hold,
+                                                            std::chrono::milliseconds ttl,
+                                                            Clock::time_point start,
+                                                            AcquireTally tally, bool leave_queues) {
+  // In line (or registered as a waiting writer) on nodes that did not grant: leave there, or
+  // the next waiter waits behind us.
+  if (leave_queues) {
+    auto leaving = leave_queue_task(hold.name, hold.owner);
+    co_await std::move(leaving);
+  }
+  auto settling = settle(/*refused=*/false, ttl);
+  co_await std::move(settling);
+  // Leaving queues and settling may have waited (a round; the membership's lock behind a
+  // greeting that waits for a silent node): a lease whose validity ran out meanwhile is not
+  // handed over. It is released, and refused as one granted too late (a chaos run with many
+  // acquisitions in flight saw leases arrive with no validity left, and used).
+  if (validity(ttl, Clock::now() - start, drift_factor_).count() > 0) {
+    co_return Acquired{FencingToken(tally.token), start + (ttl - drift(ttl))};
+  }
+  auto releasing = release_task(hold);
+  (void)co_await std::move(releasing);
+  co_return std::nullopt;
 }
 
 QuorumLock::AcquireAnswers QuorumLock::read_acquire(const node::Outcomes& outcomes,

@@ -155,6 +155,12 @@ class QuorumLock {
   };
   AcquireAnswers read_acquire(const node::Outcomes& outcomes, const Membership::View& view,
                               std::size_t permits) const;
+  // A granted attempt's last steps (leaving the fair queues where `leave_queues`, settling):
+  // the lease, or nullopt when its validity ran out meanwhile (then released; settled as
+  // granted, a longer announcement at most).
+  engine::Task<std::optional<Acquired>> hand_over(HoldId hold, std::chrono::milliseconds ttl,
+                                                  Clock::time_point start, AcquireTally tally,
+                                                  bool leave_queues);
   // The error for a failed attempt, once its clean-up was sent.
   // `permits`: the count this client named (a semaphore slot whose record says another).
   Refused refusal(const std::string& name, const AcquireTally& tally, Clock::duration elapsed,

@@ -14,20 +14,21 @@
 --
 -- Replies an array of K elements, the i-th for the i-th name:
 --   fence  granted, exactly as acquire.lua grants a free name; the names granted in this call
---          get their tokens in item order as K calls of acquire.lua one after the other would:
---          by the node's counter, the floor plus one (above the name's counter, which is taken
---          away), so larger than every token this node handed out before, for any name
---          (docs/features.md: on a lock set of one node the next holder of any name gets a
---          larger one); by the name's, its counter (else the floor) plus one, written back
---          with the lease's ttl. The floor follows every token, written once at the end
---          (exact while the floor plus K stays below 2^53, as acquire.lua's below 2^53: a
---          counter from the clock in microseconds gets there in the 23rd century)
+--          get their tokens in item order as K calls of acquire.lua one after the other would,
+--          or larger: by the node's counter, the floor plus one, raised above the counter of
+--          every node-counted name granted in the call (each taken away), so larger than every
+--          token this node handed out before, for any name (docs/features.md: on a lock set of
+--          one node the next holder of any name gets a larger one); by the name's, its counter
+--          (else the floor) plus one, written back with the lease's ttl. The floor follows
+--          every token above it, written once at the end (exact while the floor plus K stays
+--          below 2^53, as acquire.lua's below 2^53: a counter from the clock in microseconds
+--          gets there in the 23rd century)
 --   nil    nothing was changed for this name (its key or its readers exist, its counter is no
---          number, the floor is no number and the name counts by its own counter, or the
---          name came earlier in this call): the client sends it alone to acquire.lua, whose
---          other paths (held, a stale hold taken over, readers, an error) then apply. Never a
---          refusal. The same name twice in one call: the first may be granted, the second is
---          nil (alone, a takeover gets a larger token of its own).
+--          number, the floor is no number and the name counts by its own counter, or one of
+--          its keys is a key of a name earlier in this call): the client sends it alone to
+--          acquire.lua, whose other paths (held, a stale hold taken over, readers, an error)
+--          then apply. Never a refusal. The same name twice in one call: the first may be
+--          granted, the second is nil (alone, a takeover gets a larger token of its own).
 -- server_ms: key_clock.lua, put before this.
 local out = {}
 local items = (#KEYS - 2) / 3
@@ -37,32 +38,44 @@ local items = (#KEYS - 2) / 3
 -- behind a name's counter (a token below the name's last). So the floor must be a string or
 -- absent (else every name goes alone, where acquire.lua fails as it does), and a name's counter
 -- a number or absent (else that name goes alone). acquire.lua by the name's counter fails on a
--- floor that is no number (it compares the token with it): those names go alone too.
+-- floor that is no number (it compares the token with it): those names go alone too. Numbers a
+-- Lua number cannot count up exactly (nan, inf, 2^53 and beyond; no dlock writes them) are no
+-- numbers here: INCR counts them in Redis, `+ 1` here would hand one token out twice.
+local function countable(text)
+  local n = tonumber(text)
+  if n and n == n and n > -2 ^ 53 and n < 2 ^ 53 then return n end
+  return nil
+end
 local floor = redis.pcall('get', KEYS[1])
-if type(floor) == 'table' then
+if type(floor) == 'table' or (floor and tonumber(floor) and not countable(floor)) then
   for i = 1, items do out[i] = false end
   return out
 end
-local floor_number = floor and tonumber(floor)
+local floor_number = floor and countable(floor)
 local counters = {}  -- per name granted: its counter's value, false if it has none
-local seen = {}      -- the names met in this call: the same name twice, the second is nil
+-- Every key of the names met in this call. A name whose keys meet another's (the same name
+-- twice, or a lock named after another name's counter or readers key: "dlock:fence:{A}" beside
+-- A) is nil, in either order: each name's writes would land on the other's key, checked by
+-- neither, where their single calls fail (WRONGTYPE) or see each other.
+local reserved = {}
 for i = 1, items do
   local key, readers, fence = KEYS[3 * i], KEYS[3 * i + 2], KEYS[3 * i + 1]
   local by_node = ARGV[4 * i] == 'n'
   -- acquire.lua's fast path: the key and its readers absent. For the node's counter, one EXISTS
   -- tells that and that the name has no counter either (most names); else EXISTS again, and the
   -- counter read.
-  if seen[key] or (not by_node and floor and not floor_number) then
-    -- nil: the same name came earlier in this call, or acquire.lua would fail on the floor
+  if reserved[key] or reserved[readers] or reserved[fence] or
+      (not by_node and floor and not floor_number) then
+    -- nil: its keys meet an earlier name's, or acquire.lua would fail on the floor
   elseif by_node and redis.call('exists', key, readers, fence) == 0 then
     counters[i] = false
   elseif redis.call('exists', key, readers) == 0 then
     local counted = redis.pcall('get', fence)
-    if counted == false or (type(counted) == 'string' and tonumber(counted) ~= nil) then
+    if counted == false or (type(counted) == 'string' and countable(counted)) then
       counters[i] = counted
     end
   end
-  seen[key] = true
+  reserved[key], reserved[readers], reserved[fence] = true, true, true
   out[i] = counters[i] ~= nil and 0 or false  -- a grant's fence, once known
 end
 -- The tokens, in item order, as acquire.lua's next_token() one call after the other would hand
@@ -105,7 +118,8 @@ for i = 1, items do
       token = (counters[i] and tonumber(counters[i]) or running or from_clock()) + 1
       redis.call('set', fence, token, 'px', ttl)
     end
-    if not running or token > running then running = token end
+    -- acquire.lua raises the floor to a token above it, or above 0 when there is none.
+    if token > (running or 0) then running = token end
     out[i] = token
     granted[ttl] = true
     count = count + 1

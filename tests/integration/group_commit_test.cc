@@ -187,6 +187,49 @@ TEST_F(GroupCommitTest, ANameByItsCounterOnAFloorThatIsNoNumberGoesAlone) {
   EXPECT_GT(r->element[1]->integer, 1'000'000'000'000'000);
 }
 
+// A review found: a lock named after another name's counter ("dlock:fence:{A}") in one call
+// with A, A counted by its own counter. Both were granted, and A's counter write replaced the
+// other lock's hash (a second holder once it expired); the other order made the script fail
+// midway, after a grant whose counter it had taken away. Now the later of two names whose keys
+// meet is nil, either order, and goes alone (where acquire.lua refuses or fails it).
+TEST_F(GroupCommitTest, ANameThatIsAnotherNamesKeyInTheSameCallGoesAlone) {
+  cmd({"SET", std::string(lock::kFenceFloorKey), "1000"});
+  const std::string x = lock::fence_key("A");
+  auto r = acquire_batch({x, "A"}, "10000", {x, "A"});
+  ASSERT_EQ(r->element[0]->type, REDIS_REPLY_INTEGER);
+  EXPECT_TRUE(nil(r->element[1])) << "A granted beside the lock on its counter key";
+  EXPECT_EQ(hash(x), "o0=c.0;") << "the lock on A's counter key was overwritten";
+  EXPECT_EQ(cmd({"EXISTS", "A"})->integer, 0);
+  cmd({"SET", lock::fence_key("B"), "2000"});
+  const std::string y = lock::readers_key("C");
+  r = acquire_batch({"B", "C", y}, "10000", {"C"});
+  ASSERT_EQ(r->element[0]->type, REDIS_REPLY_INTEGER) << (r->str ? r->str : "");
+  EXPECT_EQ(r->element[0]->integer, 2001);
+  ASSERT_EQ(r->element[1]->type, REDIS_REPLY_INTEGER);
+  EXPECT_TRUE(nil(r->element[2])) << "a lock on C's readers key granted beside C";
+  EXPECT_EQ(cmd({"EXISTS", y})->integer, 0);
+}
+
+// Floors and counters no dlock writes, which a Lua number cannot count up by one (a review: nan
+// gave two names one token, 2^53 froze every token at 2^53): every name goes alone, where
+// acquire.lua's INCR counts or fails. A negative name counter does not lower the floor.
+TEST_F(GroupCommitTest, FloorsAndCountersALuaNumberCannotCountGoAlone) {
+  for (const char* floor : {"nan", "inf", "9007199254740992"}) {
+    cmd({"SET", std::string(lock::kFenceFloorKey), floor});
+    const auto r = acquire_batch({"p", "q"});
+    EXPECT_TRUE(nil(r->element[0]) && nil(r->element[1])) << floor;
+    EXPECT_EQ(cmd({"EXISTS", "p", "q"})->integer, 0) << floor;
+  }
+  cmd({"DEL", std::string(lock::kFenceFloorKey)});
+  cmd({"SET", lock::fence_key("neg"), "-5"});
+  const auto r = acquire_batch({"neg", "fresh"}, "10000", {"neg", "fresh"});
+  ASSERT_EQ(r->element[0]->type, REDIS_REPLY_INTEGER);
+  EXPECT_EQ(r->element[0]->integer, -4) << "acquire.lua's token for that counter";
+  ASSERT_EQ(r->element[1]->type, REDIS_REPLY_INTEGER);
+  EXPECT_GT(r->element[1]->integer, 1'000'000'000'000'000) << "counted from the clock";
+  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), std::to_string(r->element[1]->integer));
+}
+
 TEST_F(GroupCommitTest, TakenNamesAreNilAndUnchanged) {
   cmd({"HSET", "held", "other", "x.1"});
   cmd({"PEXPIRE", "held", "50000"});

@@ -350,8 +350,9 @@ resp::Reply SimNode::release(const node::Call& call, std::int64_t now) {
 
 // acquire_batch.lua, line by line: per name (KEYS[3i..3i+2] the key, its counter, its readers;
 // ARGV[4i-3..4i] owner, hold id, ttl, counter) acquire.lua's path for a free name without
-// readers, or nil (nothing changed: the client sends that call alone). The tokens in item order
-// as acquire.lua's next_token() one call after the other: by the node's counter ('n') the floor
+// readers, or nil (nothing changed: the client sends that call alone; also a name whose keys
+// meet an earlier name's). The tokens in item order as acquire.lua's next_token() one call after
+// the other, or larger: by the node's counter ('n') the floor
 // as those calls leave it plus one (the clock when there is none), above the largest counter of
 // a node-counted name granted (each taken away); by the name's, its counter (else the floor,
 // else the clock) plus one, written back with the ttl. The floor follows every token, written
@@ -365,12 +366,17 @@ resp::Reply SimNode::acquire_batch(const node::Call& call, std::int64_t now) {
   std::vector<std::optional<std::int64_t>> counters(items);
   std::set<std::int64_t> ttls;  // the ttls granted in this call, each once
   std::int64_t named = 0;       // the largest counter of a node-counted name granted
-  std::set<std::string> seen;   // a name twice in one call: the second is nil
+  // Every key of the names met: a name whose keys meet an earlier name's (the same name twice,
+  // or a name that is another's counter or readers key) is nil.
+  std::set<std::string> reserved;
   for (std::size_t i = 0; i < items; ++i) {
     const std::string& key = at(call.keys, 3 * i + 2);
     const std::string& readers = at(call.keys, 3 * i + 4);
     const bool free = !store_.exists(key, now) && !store_.exists(readers, now);
-    if (!seen.insert(key).second) continue;
+    bool meets = false;
+    for (std::size_t k = 2; k <= 4; ++k)
+      meets = !reserved.insert(at(call.keys, 3 * i + k)).second || meets;
+    if (meets) continue;
     if (!free && mutation_ != Mutation::batch_grants_when_held) continue;
     if (const auto counted = store_.get(at(call.keys, 3 * i + 3), now)) {
       counters[i] = number(*counted);
@@ -408,10 +414,10 @@ resp::Reply SimNode::acquire_batch(const node::Call& call, std::int64_t now) {
     }
     if (share) token = shared.value_or(token);
     shared = shared.value_or(token);
-    if (!running || token > *running) running = token;
+    if (token > running.value_or(0)) running = token;  // acquire.lua: above the floor, or 0
     out.elements[i] = integer(token);
   }
-  store_.set(floor, std::to_string(*running), std::nullopt, now);
+  if (running) store_.set(floor, std::to_string(*running), std::nullopt, now);
   for (const std::int64_t ttl : ttls) record_granted_ttl(max_ttl, ttl, now);
   return out;
 }
