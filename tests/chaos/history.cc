@@ -59,12 +59,12 @@ std::string to_line(const Fault& f) {
 }
 
 std::string summary_line(const History& h) {
-  return json{{"summary",
-               {{"counter", h.counter},
-                {"ttl_ms", h.ttl_ms},
-                {"wait_bound_ms", h.wait_bound_ms},
-                {"drift_ms", h.drift_ms}}}}
-      .dump();
+  json s{{"counter", h.counter},
+         {"ttl_ms", h.ttl_ms},
+         {"wait_bound_ms", h.wait_bound_ms},
+         {"drift_ms", h.drift_ms}};
+  if (!h.counters.empty()) s["counters"] = h.counters;
+  return json{{"summary", s}}.dump();
 }
 
 History read_history(const std::string& path) {
@@ -93,6 +93,9 @@ History read_history(const std::string& path) {
         h.ttl_ms = s.at("ttl_ms");
         h.wait_bound_ms = s.at("wait_bound_ms");
         h.drift_ms = s.at("drift_ms");
+        if (s.contains("counters")) {
+          h.counters = s.at("counters").get<std::map<std::string, std::int64_t>>();
+        }
       }
     } catch (const json::exception& e) {
       throw std::runtime_error(path + ":" + std::to_string(number) + ": " + e.what());
@@ -210,14 +213,29 @@ Report check(const History& history) {
       }
     }
   }
-  const auto accepted = static_cast<std::int64_t>(r.accepted);
-  if (history.counter >= 0 &&
-      (history.counter < accepted ||
-       history.counter > accepted + static_cast<std::int64_t>(r.unknown_writes))) {
-    r.violations.push_back("resource counter is " + std::to_string(history.counter) + " but " +
-                           std::to_string(r.accepted) + " writes were accepted (and " +
-                           std::to_string(r.unknown_writes) + " got no answer)");
+  // (b) Each resource's counter: between its accepted writes and those plus the writes whose
+  // answer never came. Writes to a name in `counters` count there; all others count for
+  // `counter`.
+  struct Writes {
+    std::int64_t accepted = 0;
+    std::int64_t unknown = 0;
+  };
+  std::map<std::string, Writes> writes;  // by resource ("" for `counter`'s)
+  for (const auto& e : history.events) {
+    Writes& w = writes[history.counters.contains(e.name) ? e.name : ""];
+    if (e.outcome == "accepted") ++w.accepted;
+    if (e.outcome == "error" && e.write_ns > 0) ++w.unknown;
   }
+  const auto check_counter = [&](const std::string& name, std::int64_t counter) {
+    const Writes w = writes[name];
+    if (counter < 0 || (counter >= w.accepted && counter <= w.accepted + w.unknown)) return;
+    r.violations.push_back("resource counter" + (name.empty() ? "" : " of '" + name + "'") +
+                           " is " + std::to_string(counter) + " but " + std::to_string(w.accepted) +
+                           " writes were accepted (and " + std::to_string(w.unknown) +
+                           " got no answer)");
+  };
+  check_counter("", history.counter);
+  for (const auto& [name, counter] : history.counters) check_counter(name, counter);
   // (c) Liveness: a wait that ended without the lock, though no fault was under way; or one
   // that saw the lock change hands kStarvedHandOffs times while no fault was under way. Every
   // release wakes a waiter of each client, so a waiter that loses that many fault-free races
