@@ -275,6 +275,51 @@ void print_summary(const FaultSchedule& faults, const ChaosNodes& nodes, bool fa
             << " requests blackholed, " << p.cut << " connections cut\n";
 }
 
+// Only with async workers: nothing else batches, and MONITOR costs the nodes some CPU.
+std::unique_ptr<BatchMonitor> batch_monitor(const RunOptions& o, ChaosNodes& nodes) {
+  if (o.async_workers == 0) return nullptr;
+  std::vector<std::uint16_t> ports;
+  for (std::size_t i = 0; i < nodes.size(); ++i) ports.push_back(nodes.node(i).port());
+  return std::make_unique<BatchMonitor>(std::move(ports));
+}
+
+FaultTargets fault_targets(const RunOptions& o, ChaosNodes& nodes, const Workers& workers) {
+  FaultTargets targets;
+  targets.nodes = &nodes;
+  targets.workers = workers.pids();
+  targets.nesting = workers.nesting();
+  targets.permit_holders = workers.permit_holders();
+  targets.async = workers.async();
+  if (o.async_workers > 0) targets.solo_node = solo_node(o);
+  targets.skewed = o.skewed;
+  targets.ttl = o.ttl;
+  targets.max_ttl = o.nesting > 0 ? std::max(o.ttl, kNestingMaxTtl) : o.ttl;
+  targets.wait = o.wait;
+  return targets;
+}
+
+// The history's summary: the resources' final counters and the run's bounds.
+History final_summary(const RunOptions& o, const ChaosNodes& nodes) {
+  History summary;
+  auto store = FencedStore::connect(nodes.resource_url());
+  summary.counter = -1;
+  if (store) {
+    auto v = store->read(kName);
+    summary.counter = v && *v ? std::stol(**v) : 0;
+    // Each async name is a resource of its own: its counter is checked against its writes.
+    if (o.async_workers > 0) {
+      for (const auto& name : async_names(o.inflight)) {
+        auto c = store->read(name);
+        if (c) summary.counters[name] = *c ? std::stol(**c) : 0;
+      }
+    }
+  }
+  summary.ttl_ms = o.ttl.count();
+  summary.wait_bound_ms = o.wait.count();
+  summary.drift_ms = static_cast<std::int64_t>(static_cast<double>(o.ttl.count()) * 0.01) + 2;
+  return summary;
+}
+
 }  // namespace
 
 std::size_t solo_node(const RunOptions& o) {
@@ -302,27 +347,10 @@ int run_chaos(const RunOptions& o) {
     std::cerr << "dlock_chaos: cannot write " << o.history << "\n";
     return 64;
   }
-  // Only with async workers: nothing else batches, and MONITOR costs the nodes some CPU.
-  std::unique_ptr<BatchMonitor> monitor;
-  if (o.async_workers > 0) {
-    std::vector<std::uint16_t> ports;
-    for (std::size_t i = 0; i < nodes.size(); ++i) ports.push_back(nodes.node(i).port());
-    monitor = std::make_unique<BatchMonitor>(std::move(ports));
-  }
+  std::unique_ptr<BatchMonitor> monitor = batch_monitor(o, nodes);
   Workers workers(o, nodes, recorder);
   if (!workers.start()) return 69;
-  FaultTargets targets;
-  targets.nodes = &nodes;
-  targets.workers = workers.pids();
-  targets.nesting = workers.nesting();
-  targets.permit_holders = workers.permit_holders();
-  targets.async = workers.async();
-  if (o.async_workers > 0) targets.solo_node = solo_node(o);
-  targets.skewed = o.skewed;
-  targets.ttl = o.ttl;
-  targets.max_ttl = o.nesting > 0 ? std::max(o.ttl, kNestingMaxTtl) : o.ttl;
-  targets.wait = o.wait;
-  FaultSchedule faults(targets, o.seed, o.reply_faults);
+  FaultSchedule faults(fault_targets(o, nodes, workers), o.seed, o.reply_faults);
   const auto start = Clock::now();
   while (Clock::now() - start < o.duration) {
     std::this_thread::sleep_for(faults.pause());
@@ -330,23 +358,7 @@ int run_chaos(const RunOptions& o) {
     if (auto f = faults.inject()) recorder.line(to_line(*f));
   }
   workers.stop();
-  auto store = FencedStore::connect(nodes.resource_url());
-  History summary;
-  summary.counter = -1;
-  if (store) {
-    auto v = store->read(kName);
-    summary.counter = v && *v ? std::stol(**v) : 0;
-    // Each async name is a resource of its own: its counter is checked against its writes.
-    if (o.async_workers > 0) {
-      for (const auto& name : async_names(o.inflight)) {
-        auto c = store->read(name);
-        if (c) summary.counters[name] = *c ? std::stol(**c) : 0;
-      }
-    }
-  }
-  summary.ttl_ms = o.ttl.count();
-  summary.wait_bound_ms = o.wait.count();
-  summary.drift_ms = static_cast<std::int64_t>(static_cast<double>(o.ttl.count()) * 0.01) + 2;
+  const History summary = final_summary(o, nodes);
   recorder.line(summary_line(summary));
   recorder.flush();
   print_summary(faults, nodes, workers.has_faketime());
