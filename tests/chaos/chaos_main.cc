@@ -17,10 +17,12 @@
 // many at once); with --reply-faults, a proxy in front of each node for each worker that reaches it
 // through one, which drops, delays or blackholes one node's replies, cuts connections, or loses the
 // reply of one release or acquisition (faults.h); with --naming mixed, workers spell the nodes
-// differently (nodes.h). One fault is injected at a time, but a restarted node then sits out of
-// quorums for one max ttl, which can overlap the next fault: for short stretches two nodes, now and
-// then three, cannot vote, and the lock is unavailable until one returns (safe, not live; the
-// checker allows it inside fault windows).
+// differently (nodes.h); with --async-workers, worker processes that each run --inflight critical
+// sections at once through the asio API, half on a lock set of one node, so that group commit
+// batches their calls (async_worker.cc). One fault is injected at a time, but a restarted node then
+// sits out of quorums for one max ttl, which can overlap the next fault: for short stretches two
+// nodes, now and then three, cannot vote, and the lock is unavailable until one returns (safe, not
+// live; the checker allows it inside fault windows).
 //
 // With --cluster each lock node is a Redis Cluster (3 masters, --cluster-replicas replicas each;
 // 3 clusters as 3 Redlock nodes unless --nodes says otherwise) and the faults are the cluster
@@ -100,6 +102,13 @@ int main(int argc, char** argv) {
                  "most --permits of them at once, and one per permit (default 0)");
   app.add_option("--permits", run.permits, "that semaphore's permits (default 2)")
       ->check(CLI::Range(1u, 1024u));
+  app.add_option("--async-workers", run.async_workers,
+                 "worker processes (beside --workers) that each run --inflight critical sections "
+                 "at once through the asio API, half on a lock set of one node: group commit "
+                 "batches their acquisitions and releases (default 0)");
+  app.add_option("--inflight", run.inflight,
+                 "critical sections in flight per async worker (default 16)")
+      ->check(CLI::Range(2u, 256u));
   app.add_flag("--reply-faults", run.reply_faults,
                "proxies in front of the nodes: lost, delayed and blackholed replies, cuts");
   app.add_option("--naming", naming,
@@ -125,6 +134,8 @@ int main(int argc, char** argv) {
   app.add_flag("--reader-worker", worker.reader)->group("");
   app.add_option("--permit-worker", worker.permits)->group("");
   app.add_option("--worker-seed", worker.seed)->group("");
+  app.add_option("--async-worker", worker.inflight)->group("");
+  app.add_option("--solo-node", worker.solo_node)->group("");
   CLI11_PARSE(app, argc, argv);
   if (!check_only.empty()) return print_check(check_only);
   auto d = dlock::cli::parse_duration(duration);
@@ -153,6 +164,11 @@ int main(int argc, char** argv) {
   }
   if (run.nodes == 0) {
     std::cerr << "dlock_chaos: --nodes must be at least 1\n";
+    return 64;
+  }
+  if (run.cluster && run.async_workers > 0) {
+    // A cluster node never batches (node/call.h): there is no group commit to exercise.
+    std::cerr << "dlock_chaos: --cluster takes no --async-workers\n";
     return 64;
   }
   if (run.skewed + run.nesting + run.readers + run.permit_holders > run.workers) {

@@ -33,7 +33,11 @@ struct FaultTargets {
   std::vector<pid_t> workers;
   std::vector<bool> nesting;  // per worker: a nesting worker (preferred target of lost replies)
   std::vector<bool> permit_holders;  // per worker: takes permits (its calls name the semaphore)
-  int skewed = 0;                    // workers [0, skewed) are never paused
+  std::vector<bool> async;           // per worker: an async worker (names under kAsyncPrefix)
+  // The node the async workers use as a lock set of one node (RunOptions), if any: never
+  // restarted empty (faults.cc, node_fault).
+  std::optional<std::size_t> solo_node;
+  int skewed = 0;  // workers [0, skewed) are never paused
   std::chrono::milliseconds ttl{500};
   std::chrono::milliseconds max_ttl{500};  // the largest ttl any worker uses
   std::chrono::milliseconds wait{10000};

@@ -3,7 +3,8 @@
 // event; the controller adds the faults it injected. The checker reads them back and looks for:
 //   (a) two holders of one name whose validity windows overlap by more than the drift;
 //   (b) the fenced resource accepting a token lower than one it had accepted, or its counter
-//       outside [accepted writes, accepted writes + writes whose answer never came];
+//       outside [accepted writes, accepted writes + writes whose answer never came] (per
+//       resource: the async workers' names have one each, History::counters);
 //   (c) a waiter that did not get the lock in time while a majority was up and no fault ran.
 // A nesting worker's event (outcome "held" when it did not write) spans all the time it
 // believed it held the lock through nested reentrant leases; (a) applies to it like any other.
@@ -17,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,7 +60,12 @@ struct Fault {
 struct History {
   std::vector<Event> events;
   std::vector<Fault> faults;
-  std::int64_t counter = -1;  // the resource's final counter (-1: unknown)
+  // The final counter of the resource every name writes that `counters` does not list
+  // (-1: unknown).
+  std::int64_t counter = -1;
+  // Names with a resource of their own (the async workers'), each with its final counter:
+  // checked against that name's writes alone, as `counter` is against the others'.
+  std::map<std::string, std::int64_t> counters;
   std::int64_t ttl_ms = 0;
   std::int64_t wait_bound_ms = 0;
   std::int64_t drift_ms = 0;

@@ -179,6 +179,51 @@ TEST(HistoryCheckTest, CatchesAStaleTokenAccepted) {
   EXPECT_TRUE(found);
 }
 
+// Seed 9901 of the 10-minute profile: the skewed worker's late write (token 1) was sent before
+// a newer holder (token 2) read and wrote, and its answer came after the newer holder's. The
+// resource accepted them in token order (it would have refused token 1 after the read of 2);
+// only the order of the answers was inverted.
+TEST(HistoryCheckTest, AWriteAnsweredLaterButSentFirstWasAcceptedFirst) {
+  History h = clean();
+  h.events.clear();
+  Event late = cycle("skewed", 1, 0, 611);
+  late.skewed = true;
+  late.valid_until_ns = 481 * kMs;
+  late.write_ns = 600 * kMs;
+  Event newer = cycle("w", 2, 606, 608);
+  newer.read_ns = 606 * kMs;
+  newer.write_ns = 607 * kMs;
+  h.events = {late, newer};
+  h.counter = 2;
+  Report r = check(h);
+  EXPECT_TRUE(r.violations.empty()) << r.violations[0];
+  EXPECT_EQ(r.harmless_late_writes, 1u);
+  // Sent after the newer write was answered: surely accepted after it (and after the newer
+  // holder's read, which the late-write rule reports too).
+  h.events[0].write_ns = 609 * kMs;
+  r = check(h);
+  bool found = false;
+  for (const auto& v : r.violations)
+    found = found || v.starts_with("resource accepted token 1 after 2");
+  EXPECT_TRUE(found);
+}
+
+// A stale token accepted is caught against every write answered before it was sent, not only
+// the one answered just before it.
+TEST(HistoryCheckTest, CatchesAStaleTokenAcceptedAfterSeveralWrites) {
+  History h = clean();
+  h.events.push_back(cycle("c", 9, 40, 50));
+  h.events.push_back(cycle("d", 10, 60, 70));
+  Event stale = cycle("e", 5, 80, 90);  // below 9 and 10, both answered before it was sent
+  stale.write_ns = 85 * kMs;
+  h.events.push_back(stale);
+  h.counter = 6;
+  const Report r = check(h);
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_NE(r.violations[0].find("accepted token 5 after 10"), std::string::npos)
+      << r.violations[0];
+}
+
 TEST(HistoryCheckTest, CatchesALostUpdate) {
   History h = clean();
   h.counter = 2;
@@ -311,6 +356,63 @@ TEST(HistoryCheckTest, RoundTripsThroughAFile) {
   EXPECT_EQ(back.counter, 3);
   EXPECT_EQ(back.events[1].holder, "b");
   EXPECT_EQ(back.events[1].detail, "nest outer=300ms/renewed");
+  EXPECT_TRUE(back.counters.empty());
+  std::remove(path.c_str());
+}
+
+// The async workers' names: many locks, each with a resource (a counter) of its own.
+History with_async_names() {
+  History h = clean();
+  for (const std::string name : {"x", "y"}) {
+    for (std::uint64_t k = 0; k < 3; ++k) {
+      Event e =
+          cycle(name + "-holder-" + std::to_string(k % 2), 10 + k,
+                static_cast<std::int64_t>(100 + 50 * k), static_cast<std::int64_t>(130 + 50 * k));
+      e.name = name;
+      h.events.push_back(e);
+    }
+  }
+  h.counters = {{"x", 3}, {"y", 3}};
+  return h;
+}
+
+TEST(HistoryCheckTest, EachNameWithACounterOfItsOwnIsCheckedAgainstItsOwnWrites) {
+  History h = with_async_names();
+  EXPECT_TRUE(check(h).violations.empty());
+  // Windows of different names may overlap: x and y above do, each with its own holders.
+  h.counters["y"] = 2;  // a lost update on y alone
+  auto r = check(h);
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_NE(r.violations[0].find("resource counter of 'y' is 2 but 3"), std::string::npos)
+      << r.violations[0];
+  // The writes of x and y do not count for `counter` (the names without one of their own).
+  h = with_async_names();
+  h.counter = 9;
+  r = check(h);
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_NE(r.violations[0].find("resource counter is 9 but 3"), std::string::npos)
+      << r.violations[0];
+}
+
+TEST(HistoryCheckTest, OverlapsAreFoundOnEveryName) {
+  History h = with_async_names();
+  h.events.back().acquire_ns = h.events[h.events.size() - 2].acquire_ns + 2 * kMs;  // y's 2nd
+  const auto r = check(h);
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_NE(r.violations[0].find("overlapping holders of 'y'"), std::string::npos)
+      << r.violations[0];
+}
+
+TEST(HistoryCheckTest, CountersRoundTripThroughAFile) {
+  const History h = with_async_names();
+  const std::string path = testing::TempDir() + "/history-counters.jsonl";
+  {
+    std::ofstream out(path);
+    out << summary_line(h) << "\n";
+  }
+  const History back = read_history(path);
+  EXPECT_EQ(back.counter, 3);
+  EXPECT_EQ(back.counters, h.counters);
   std::remove(path.c_str());
 }
 

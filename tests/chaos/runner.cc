@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "batch_monitor.h"
 #include "faults.h"
 #include "history.h"
 #include "nodes.h"
@@ -103,10 +104,12 @@ class Workers {
   std::vector<pid_t> pids() const;
   std::vector<bool> nesting() const;
   std::vector<bool> permit_holders() const;
+  std::vector<bool> async() const;
   bool has_faketime() const { return !faketime_.empty(); }
 
  private:
   std::vector<std::string> args_for(int i);
+  int total() const { return o_.workers + o_.async_workers; }
 
   const RunOptions& o_;
   ChaosNodes& nodes_;
@@ -116,7 +119,8 @@ class Workers {
 };
 
 // Workers [0, skewed) run with a slow clock, the next `nesting` nest leases, the next `readers`
-// take the read lock, the next `permit_holders` take permits of a semaphore, the rest are plain.
+// take the read lock, the next `permit_holders` take permits of a semaphore, the rest are plain;
+// then come the `async_workers` async workers.
 std::vector<std::string> Workers::args_for(int i) {
   const auto spellings = spellings_for(o_.naming, o_.reply_faults, i, nodes_.size());
   std::vector<std::string> args{"/proc/self/exe",
@@ -130,7 +134,14 @@ std::vector<std::string> Workers::args_for(int i) {
                                 std::to_string(o_.ttl.count()) + "ms",
                                 "--wait",
                                 std::to_string(o_.wait.count()) + "ms"};
-  if (i < o_.skewed && !faketime_.empty()) {
+  if (i >= o_.workers) {
+    // The solo node as this worker spells it (through its proxy if it has one there).
+    const std::string all = args[4];
+    std::size_t at = 0;
+    for (std::size_t n = 0; n < solo_node(o_); ++n) at = all.find(',', at) + 1;
+    args.insert(args.end(), {"--async-worker", std::to_string(o_.inflight), "--solo-node",
+                             all.substr(at, all.find(',', at) - at)});
+  } else if (i < o_.skewed && !faketime_.empty()) {
     args.emplace_back("--skewed-worker");
   } else if (i >= o_.skewed && i < o_.skewed + o_.nesting) {
     args.insert(args.end(), {"--nesting-worker", "--worker-seed", std::to_string(o_.seed)});
@@ -144,8 +155,8 @@ std::vector<std::string> Workers::args_for(int i) {
 }
 
 bool Workers::start() {
-  workers_.resize(static_cast<std::size_t>(o_.workers));
-  for (int i = 0; i < o_.workers; ++i) {
+  workers_.resize(static_cast<std::size_t>(total()));
+  for (int i = 0; i < total(); ++i) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return false;
     std::vector<std::string> env;
@@ -207,15 +218,44 @@ std::vector<pid_t> Workers::pids() const {
 
 std::vector<bool> Workers::nesting() const {
   std::vector<bool> out;
-  for (int i = 0; i < o_.workers; ++i) out.push_back(i >= o_.skewed && i < o_.skewed + o_.nesting);
+  for (int i = 0; i < total(); ++i) out.push_back(i >= o_.skewed && i < o_.skewed + o_.nesting);
   return out;
 }
 
 std::vector<bool> Workers::permit_holders() const {
   std::vector<bool> out;
   const int first = o_.skewed + o_.nesting + o_.readers;
-  for (int i = 0; i < o_.workers; ++i) out.push_back(i >= first && i < first + o_.permit_holders);
+  for (int i = 0; i < total(); ++i) out.push_back(i >= first && i < first + o_.permit_holders);
   return out;
+}
+
+std::vector<bool> Workers::async() const {
+  std::vector<bool> out;
+  for (int i = 0; i < total(); ++i) out.push_back(i >= o_.workers);
+  return out;
+}
+
+// What the batch monitor saw: the evidence that group commit ran (batch_monitor.h).
+void print_batches(const std::vector<BatchMonitor::Counts>& counts, std::size_t solo) {
+  BatchMonitor::Counts sum;
+  std::string per_node;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    const auto& c = counts[i];
+    sum.acquire_batches += c.acquire_batches;
+    sum.acquire_items += c.acquire_items;
+    sum.release_batches += c.release_batches;
+    sum.release_items += c.release_items;
+    sum.largest = std::max(sum.largest, c.largest);
+    sum.evalsha += c.evalsha;
+    per_node += " node-" + std::to_string(i + 1) + (i == solo ? " (solo)" : "") + "=" +
+                std::to_string(c.acquire_batches) + "/" + std::to_string(c.release_batches);
+  }
+  std::cout << "group commit (MONITOR of the lock nodes, a lower bound): acquire_batch.lua "
+            << sum.acquire_batches << " calls for " << sum.acquire_items
+            << " acquisitions, release_batch.lua " << sum.release_batches << " calls for "
+            << sum.release_items << " releases, largest " << sum.largest << " items, of "
+            << sum.evalsha << " EVALSHA in all; acquire/release batch calls by node:" << per_node
+            << "\n";
 }
 
 void print_summary(const FaultSchedule& faults, const ChaosNodes& nodes, bool faketime) {
@@ -235,7 +275,56 @@ void print_summary(const FaultSchedule& faults, const ChaosNodes& nodes, bool fa
             << " requests blackholed, " << p.cut << " connections cut\n";
 }
 
+// Only with async workers: nothing else batches, and MONITOR costs the nodes some CPU.
+std::unique_ptr<BatchMonitor> batch_monitor(const RunOptions& o, ChaosNodes& nodes) {
+  if (o.async_workers == 0) return nullptr;
+  std::vector<std::uint16_t> ports;
+  for (std::size_t i = 0; i < nodes.size(); ++i) ports.push_back(nodes.node(i).port());
+  return std::make_unique<BatchMonitor>(std::move(ports));
+}
+
+FaultTargets fault_targets(const RunOptions& o, ChaosNodes& nodes, const Workers& workers) {
+  FaultTargets targets;
+  targets.nodes = &nodes;
+  targets.workers = workers.pids();
+  targets.nesting = workers.nesting();
+  targets.permit_holders = workers.permit_holders();
+  targets.async = workers.async();
+  if (o.async_workers > 0) targets.solo_node = solo_node(o);
+  targets.skewed = o.skewed;
+  targets.ttl = o.ttl;
+  targets.max_ttl = o.nesting > 0 ? std::max(o.ttl, kNestingMaxTtl) : o.ttl;
+  targets.wait = o.wait;
+  return targets;
+}
+
+// The history's summary: the resources' final counters and the run's bounds.
+History final_summary(const RunOptions& o, const ChaosNodes& nodes) {
+  History summary;
+  auto store = FencedStore::connect(nodes.resource_url());
+  summary.counter = -1;
+  if (store) {
+    auto v = store->read(kName);
+    summary.counter = v && *v ? std::stol(**v) : 0;
+    // Each async name is a resource of its own: its counter is checked against its writes.
+    if (o.async_workers > 0) {
+      for (const auto& name : async_names(o.inflight)) {
+        auto c = store->read(name);
+        if (c) summary.counters[name] = *c ? std::stol(**c) : 0;
+      }
+    }
+  }
+  summary.ttl_ms = o.ttl.count();
+  summary.wait_bound_ms = o.wait.count();
+  summary.drift_ms = static_cast<std::int64_t>(static_cast<double>(o.ttl.count()) * 0.01) + 2;
+  return summary;
+}
+
 }  // namespace
+
+std::size_t solo_node(const RunOptions& o) {
+  return static_cast<std::size_t>(o.workers) % o.nodes;
+}
 
 int run_chaos(const RunOptions& o) {
   const auto starting = Clock::now();
@@ -258,18 +347,10 @@ int run_chaos(const RunOptions& o) {
     std::cerr << "dlock_chaos: cannot write " << o.history << "\n";
     return 64;
   }
+  std::unique_ptr<BatchMonitor> monitor = batch_monitor(o, nodes);
   Workers workers(o, nodes, recorder);
   if (!workers.start()) return 69;
-  FaultTargets targets;
-  targets.nodes = &nodes;
-  targets.workers = workers.pids();
-  targets.nesting = workers.nesting();
-  targets.permit_holders = workers.permit_holders();
-  targets.skewed = o.skewed;
-  targets.ttl = o.ttl;
-  targets.max_ttl = o.nesting > 0 ? std::max(o.ttl, kNestingMaxTtl) : o.ttl;
-  targets.wait = o.wait;
-  FaultSchedule faults(targets, o.seed, o.reply_faults);
+  FaultSchedule faults(fault_targets(o, nodes, workers), o.seed, o.reply_faults);
   const auto start = Clock::now();
   while (Clock::now() - start < o.duration) {
     std::this_thread::sleep_for(faults.pause());
@@ -277,19 +358,14 @@ int run_chaos(const RunOptions& o) {
     if (auto f = faults.inject()) recorder.line(to_line(*f));
   }
   workers.stop();
-  auto store = FencedStore::connect(nodes.resource_url());
-  History summary;
-  summary.counter = -1;
-  if (store) {
-    auto v = store->read(kName);
-    summary.counter = v && *v ? std::stol(**v) : 0;
-  }
-  summary.ttl_ms = o.ttl.count();
-  summary.wait_bound_ms = o.wait.count();
-  summary.drift_ms = static_cast<std::int64_t>(static_cast<double>(o.ttl.count()) * 0.01) + 2;
+  const History summary = final_summary(o, nodes);
   recorder.line(summary_line(summary));
   recorder.flush();
   print_summary(faults, nodes, workers.has_faketime());
+  if (monitor) {
+    monitor->stop();
+    print_batches(monitor->counts(), solo_node(o));
+  }
   return 0;
 }
 

@@ -21,10 +21,14 @@ struct RunOptions {
   unsigned seed = 1;
   int skewed = 1;
   double skew_rate = 0.5;
-  int nesting = 0;            // workers that nest reentrant leases (after the skewed ones)
-  int readers = 0;            // workers that take the read lock (after the nesting ones)
-  int permit_holders = 0;     // workers that take a permit of a semaphore (after the readers)
-  unsigned permits = 2;       // that semaphore's permits
+  int nesting = 0;         // workers that nest reentrant leases (after the skewed ones)
+  int readers = 0;         // workers that take the read lock (after the nesting ones)
+  int permit_holders = 0;  // workers that take a permit of a semaphore (after the readers)
+  unsigned permits = 2;    // that semaphore's permits
+  // Async workers (async_worker.cc), beside `workers`: each runs `inflight` critical sections
+  // at once through the asio API, half on a lock set of one node (ChaosNodes' solo node).
+  int async_workers = 0;
+  unsigned inflight = 16;
   bool reply_faults = false;  // proxies in front of the nodes, and the faults they inject
   Naming naming = Naming::same;
   // Each of the `nodes` lock nodes is a Redis Cluster of 3 masters with this many replicas
@@ -32,6 +36,11 @@ struct RunOptions {
   bool cluster = false;
   std::size_t cluster_replicas = 1;
 };
+
+// The lock node the async workers' one-node lock set is (index): the node the first async
+// worker reaches through its own proxy with --reply-faults (nodes.h), so that the reply faults
+// reach the solo set's batch calls; the other async workers spell it another way.
+std::size_t solo_node(const RunOptions& o);
 
 // Runs the workers under faults for o.duration and writes the history. 0 on success, else an
 // exit status (69: the nodes could not start, 64: the history cannot be written).

@@ -81,6 +81,30 @@ void emit(const Event& e) {
   std::fflush(stdout);
 }
 
+void emit_not_acquired(Event& e, const Error& error) {
+  e.outcome = error.is(errc::wait_timeout) ? "timeout" : "error";
+  e.acquire_ns = e.valid_until_ns = e.release_ns = real_now_ns();
+  e.detail = why(error);
+  emit(e);
+}
+
+void record_acquired(Event& e, const Lease& lease) {
+  e.acquire_ns = real_now_ns();
+  e.valid_until_ns = e.acquire_ns + lease.validity().count() * 1'000'000;
+  e.token = lease.fencing_token().value();
+}
+
+ClientOptions worker_client_options(const std::string& nodes) {
+  ClientOptions options;
+  for (std::size_t at = 0, end; at <= nodes.size(); at = end + 1) {
+    end = nodes.find(',', at);
+    if (end == std::string::npos) end = nodes.size();
+    options.nodes.push_back(nodes.substr(at, end - at));
+  }
+  options.node_timeout = milliseconds(100);
+  return options;
+}
+
 namespace {
 
 // A worker's lock options: its ttl, retried every 20 ms.
@@ -89,21 +113,6 @@ LockOptions cycle_options(const WorkerOptions& w) {
   o.ttl = w.ttl;
   o.retry_delay = milliseconds(20);
   return o;
-}
-
-// An attempt that got nothing (timed out, or failed): its event says why, and is emitted.
-void emit_not_acquired(Event& e, const Error& error) {
-  e.outcome = error.is(errc::wait_timeout) ? "timeout" : "error";
-  e.acquire_ns = e.valid_until_ns = e.release_ns = real_now_ns();
-  e.detail = why(error);
-  emit(e);
-}
-
-// A lease (or permit) got: when, until when it is valid, and its token.
-void record_acquired(Event& e, const Lease& lease) {
-  e.acquire_ns = real_now_ns();
-  e.valid_until_ns = e.acquire_ns + lease.validity().count() * 1'000'000;
-  e.token = lease.fencing_token().value();
 }
 
 // If the controller asked for a pause: a GC pause here (SIGSTOP); the controller resumes us.
@@ -234,14 +243,8 @@ int run_worker(const WorkerOptions& w) {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) sigaction(sig, &sa, nullptr);
-  ClientOptions options;
-  for (std::size_t at = 0, end; at <= w.nodes.size(); at = end + 1) {
-    end = w.nodes.find(',', at);
-    if (end == std::string::npos) end = w.nodes.size();
-    options.nodes.push_back(w.nodes.substr(at, end - at));
-  }
-  options.node_timeout = milliseconds(100);
-  auto client = Client::create(options);
+  if (w.inflight > 0) return run_async_worker(w);
+  auto client = Client::create(worker_client_options(w.nodes));
   auto store = FencedStore::connect(w.resource);
   if (!client || !store) {
     std::fprintf(stderr, "dlock_chaos worker %d: %s\n", w.id,

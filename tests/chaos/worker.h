@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "history.h"
 
@@ -16,6 +17,9 @@ namespace dlock::chaos {
 
 inline constexpr const char* kName = "chaos:counter";
 inline constexpr const char* kSemaphore = "chaos:permits";  // the permit holders' semaphore
+// The async workers' names (async_worker.cc) begin with this: a pool on the one-node lock set
+// (chaos:async:solo:<j>) and a pool on all nodes (chaos:async:all:<j>).
+inline constexpr const char* kAsyncPrefix = "chaos:async:";
 
 // CLOCK_MONOTONIC by raw syscall: libfaketime in a skewed worker does not intercept it, so all
 // processes' timestamps stay comparable.
@@ -32,7 +36,20 @@ struct WorkerOptions {
   bool reader = false;   // takes the read lock (Client::lock_shared), reads, writes nothing
   unsigned permits = 0;  // > 0: takes one of this many permits of kSemaphore, writes nothing
   unsigned seed = 1;     // a nesting worker's choices
+  // > 0: an async worker, this many critical sections in flight through the asio API
+  // (async_worker.cc); half of them on a lock set of the one node `solo_node` (a URL spelled
+  // as this worker spells it), half on all of `nodes`.
+  unsigned inflight = 0;
+  std::string solo_node;
 };
+
+// The names an async worker with `inflight` critical sections in flight uses, on the one-node
+// set (solo) or on all nodes. Every async worker uses the same pools, so the workers contend
+// with each other, and two of a worker's own critical sections share each name.
+std::size_t async_pool(unsigned inflight);
+std::string async_name(bool solo, std::size_t index);
+// Every name of both pools: the resources the controller reads back at the end.
+std::vector<std::string> async_names(unsigned inflight);
 
 // The largest ttl a nesting worker uses: a restarted node sits out of quorums that long.
 inline constexpr std::chrono::milliseconds kNestingMaxTtl{2000};
@@ -49,7 +66,16 @@ void emit(const Event& e);
 // An error as an event's detail: what failed, on which nodes.
 std::string why(const Error& error);
 
+// An attempt that got nothing (timed out, or failed): its event says why, and is emitted.
+void emit_not_acquired(Event& e, const Error& error);
+// A lease (or permit) got: when, until when it is valid, and its token.
+void record_acquired(Event& e, const Lease& lease);
+// The client options every worker uses, for these node URLs (comma-separated).
+ClientOptions worker_client_options(const std::string& nodes);
+
 // The nesting worker's loop (nesting_worker.cc), until SIGTERM.
 void run_nesting_cycles(const WorkerOptions& w, Client& client, FencedStore& store);
+// The async worker (async_worker.cc), until SIGTERM; returns the exit status.
+int run_async_worker(const WorkerOptions& w);
 
 }  // namespace dlock::chaos
