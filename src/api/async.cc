@@ -87,7 +87,7 @@ engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::str
                                  wait_context(*core, lock::WaitOn::io_thread), attempts, *cancel);
   auto waited = co_await std::move(waiting);
   if (!waited) co_return std::move(waited).error();
-  co_return std::move(*attempts.lease);
+  co_return hand_over(std::move(*attempts.lease), name);
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std:
       lock::wait_task(detail::lock_wait_plan(*core, key, wait, options, owner, fair, kind),
                       detail::wait_context(*core, lock::WaitOn::caller_thread), attempts, cancel));
   if (!waited) return std::move(waited).error();
-  return std::move(*attempts.lease);
+  return detail::hand_over(std::move(*attempts.lease), key);
 }
 
 }  // namespace

@@ -76,6 +76,13 @@ std::optional<lock::FairTicket> fair_ticket(const LockOptions& options, bool enq
   return lock::FairTicket{wall_clock_ms(), options.fair_waiter_timeout, enqueue};
 }
 
+Result<Lease> hand_over(Lease lease, const std::string& name) {
+  if (lease.validity().count() > 0) return lease;
+  return Error(errc::timeout, "lock '" + name +
+                                  "': acquired, but its validity ran out before the wait "
+                                  "ended (released)");
+}
+
 std::optional<Error> check_shared(const LockOptions& options) {
   if (options.fair) {
     return Error(errc::invalid_argument,

@@ -63,6 +63,11 @@ engine::Task<std::variant<Lease, lock::Refused>> attempt_task(
     std::optional<lock::FairTicket> fair, bool thread_bound,
     lock::HoldKind kind = lock::HoldKind::write, lock::WriterWait writer = {},
     std::size_t permits = 0);
+// What a wait that acquired hands its caller: `lease`, or, when its validity ran out after the
+// attempt that got it (the wait's end settles with the membership, whose lock a greeting may
+// hold while it waits for a slow node), errc::timeout; the lease is then dropped, which
+// releases it. A lease is never handed over with no validity left (found by the chaos runner).
+Result<Lease> hand_over(Lease lease, const std::string& name);
 // A read hold's extra rules: no fair mode (the fair queue orders writers only).
 std::optional<Error> check_shared(const LockOptions& options);
 // How a waiting writer registers (nothing for a read hold, a try, or fair mode, which queues).

@@ -194,7 +194,7 @@ Result<Lease> acquire_permit(const std::shared_ptr<detail::ClientCore>& core,
       lock::wait_task(permit_wait_plan(name, options, wait, fair_owner, fair),
                       detail::wait_context(*core, lock::WaitOn::caller_thread), passes, cancel));
   if (!waited) return std::move(waited).error();
-  return std::move(*passes.lease);
+  return detail::hand_over(std::move(*passes.lease), name);
 }
 
 }  // namespace
@@ -217,7 +217,7 @@ engine::Task<Result<Lease>> permit_task(std::shared_ptr<ClientCore> core, std::s
                                  wait_context(*core, lock::WaitOn::io_thread), passes, *cancel);
   auto waited = co_await std::move(waiting);
   if (!waited) co_return std::move(waited).error();
-  co_return std::move(*passes.lease);
+  co_return detail::hand_over(std::move(*passes.lease), name);
 }
 
 std::optional<Error> check_permit(const ClientCore& core, const std::string& name,

@@ -12,10 +12,14 @@
 
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "support/redis_server.h"
+#include "support/tcp_proxy.h"
 
 namespace dlock {
 namespace {
@@ -205,6 +209,52 @@ TEST(Issue32NodeCounterTest, AFloorThatIsNoIntegerIsReadNotAnError) {
   auto lease = client.try_lock("job", ttl_of(10s));
   EXPECT_EQ(token_of(lease), 1900000000000001u);
   EXPECT_EQ(server.command({"GET", "dlock:fence-floor"})->str, std::string("1900000000000001"));
+}
+
+// Found by the chaos runner's async workers: a granted acquisition still settles with the
+// membership (its lock), which a greeting holds while it waits for a slow node; an acquisition
+// whose settling waited past its validity handed over a lease with none left, and the holder
+// used it. Here one node answers 300 ms late, and acquisitions of ever larger ttls queue their
+// greetings, each 300 ms, ahead of the settling of a lease of 1.5 s: it must be refused (and
+// released), never handed over with no validity.
+TEST(Issue32HandOverTest, ALeaseWhoseValidityRanOutWhileSettlingIsNotHandedOver) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  std::vector<std::unique_ptr<RedisServer>> servers;
+  for (int i = 0; i < 3; ++i) servers.push_back(std::make_unique<RedisServer>());
+  test::TcpProxy slow("127.0.0.1", servers[2]->port());
+  ClientOptions options;
+  options.node_timeout = 3s;
+  options.nodes = {servers[0]->url(), servers[1]->url(),
+                   "redis://127.0.0.1:" + std::to_string(slow.port())};
+  auto created = Client::create(options);
+  ASSERT_TRUE(created) << created.error().message();
+  Client client = std::move(*created);
+  lock_and_unlock(client, "warm-up", 1500ms);  // 1.5 s announced: the lease below greets nothing
+  slow.delay_replies(300ms);
+  Result<Lease> lease = Error(errc::io_error, "not run");
+  std::chrono::milliseconds left_on_arrival{-1};
+  std::thread holder([&] {
+    lease = client.try_lock("job", ttl_of(1500ms));
+    if (lease) left_on_arrival = lease->validity();
+  });
+  std::this_thread::sleep_for(20ms);  // its round under way: its settling queues last
+  std::vector<std::thread> greeters;
+  for (int i = 0; i < 8; ++i) {
+    greeters.emplace_back([&client, i] {
+      auto other = client.try_lock("other-" + std::to_string(i), ttl_of(2s + i * 1s));
+      if (other) (void)other->unlock();
+    });
+  }
+  holder.join();
+  for (auto& t : greeters) t.join();
+  slow.forward();
+  if (lease) {
+    EXPECT_GT(left_on_arrival.count(), 0) << "a lease handed over with no validity left";
+    (void)lease->unlock();
+  } else {
+    EXPECT_EQ(lease.error().code(), errc::timeout) << lease.error().message();
+    EXPECT_EQ(servers[0]->command({"EXISTS", "job"})->integer, 0) << "refused, not released";
+  }
 }
 
 }  // namespace
