@@ -121,8 +121,9 @@ void start_lock(const Client& client, std::string name, std::chrono::millisecond
   core->add_pending_wait(cancel);
   // Each task gets `core` moved in, so that the token is the last of what the io thread holds
   // of the client: when it goes, the client's last handle may end the client at once.
-  core->nodes().post([core = core, name = std::move(name), wait, options = std::move(options),
-                      waiting, rounds, once, kind, cancel, token = core->started()]() mutable {
+  core->nodes().post_handler([core = core, name = std::move(name), wait,
+                              options = std::move(options), waiting, rounds, once, kind, cancel,
+                              token = core->started()]() mutable {
     engine::start(
         lock_task(std::move(core), name, wait, options, waiting, rounds, kind),
         // `cancel` lives as long as the wait: the client's last handle cancels through it.
@@ -153,9 +154,9 @@ void start_acquire_permit(const Client& client, std::string name, std::size_t pe
     if (auto o = weak.lock()) o->complete(cancelled());
   });
   core->add_pending_wait(cancel);
-  core->nodes().post([core = core, name = std::move(name), permits, wait,
-                      options = std::move(options), waiting, rounds, once, cancel,
-                      token = core->started()]() mutable {
+  core->nodes().post_handler([core = core, name = std::move(name), permits, wait,
+                              options = std::move(options), waiting, rounds, once, cancel,
+                              token = core->started()]() mutable {
     engine::start(
         permit_task(std::move(core), name, permits, wait, options, waiting, rounds),
         // `cancel` lives as long as the wait: the client's last handle cancels through it.
@@ -182,8 +183,8 @@ void start_try_lock(const Client& client, std::string name, LockOptions options,
   }
   auto once = once_cancellable<Lease>(cancel, std::move(done));
   const auto kind = shared ? lock::HoldKind::read : lock::HoldKind::write;
-  core->nodes().post([core = core, name = std::move(name), options = std::move(options), cancel,
-                      once, rounds, kind, token = core->started()]() mutable {
+  core->nodes().post_handler([core = core, name = std::move(name), options = std::move(options),
+                              cancel, once, rounds, kind, token = core->started()]() mutable {
     engine::start(try_lock_task(std::move(core), name, options, cancel, once, rounds, kind),
                   engine::counted(token, [](bool) {}));
   });
@@ -196,7 +197,7 @@ void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel,
   if (!state) return done(Error(errc::invalid_argument, "lease is empty (moved from)"));
   auto once = once_cancellable<void>(cancel, std::move(done));
   // Cancelling does not stop the release: it is sent all the same.
-  core->nodes().post([core = core, state, once, token = core->started()]() mutable {
+  core->nodes().post_handler([core = core, state, once, token = core->started()]() mutable {
     engine::start(unlock_task(std::move(core), state),
                   engine::counted(token, [once](Result<void> r) { once->complete(std::move(r)); }));
   });
@@ -209,7 +210,8 @@ void start_extend(Lease& lease, std::chrono::milliseconds ttl, std::shared_ptr<A
   if (!state) return done(Error(errc::invalid_argument, "lease is empty (moved from)"));
   if (auto bad = core->check(state->name(), ttl)) return done(std::move(*bad));
   auto once = once_cancellable<void>(cancel, std::move(done));
-  core->nodes().post([core = core, state, ttl, cancel, once, token = core->started()]() mutable {
+  core->nodes().post_handler([core = core, state, ttl, cancel, once,
+                              token = core->started()]() mutable {
     if (cancel->requested()) {
       core.reset();  // before the token goes, whatever the order of the captures
       return (void)once->complete(cancelled());
@@ -227,8 +229,8 @@ template <typename T, typename MakeTask>
 void start_owned(const std::shared_ptr<ClientCore>& core, std::shared_ptr<AsyncCancel> cancel,
                  std::function<void(Result<T>)> done, MakeTask make_task) {
   auto once = once_cancellable<T>(cancel, std::move(done));
-  core->nodes().post([core = core, cancel, once, make_task = std::move(make_task),
-                      token = core->started()]() mutable {
+  core->nodes().post_handler([core = core, cancel, once, make_task = std::move(make_task),
+                              token = core->started()]() mutable {
     if (cancel->requested()) {
       core.reset();  // before the token goes, whatever the order of the captures
       return (void)once->complete(cancelled());
@@ -285,8 +287,8 @@ void start_detach(Lease& lease, std::function<void(Result<OwnerToken>)> done) {
   Access::empty(lease);  // the caller's Lease is empty from here on: the hold is handed over
   // Not cancellable: the owner is all that is left of the hold, and dropping it would leave the
   // lock on the nodes for its ttl with nobody able to release it.
-  core->nodes().post([core = core, state, owner = state->owner(), done = std::move(done),
-                      token = core->started()]() mutable {
+  core->nodes().post_handler([core = core, state, owner = state->owner(), done = std::move(done),
+                              token = core->started()]() mutable {
     engine::start(detach_task(std::move(core), std::move(state)),
                   engine::counted(token, [owner, done = std::move(done)](bool) mutable {
                     done(std::move(owner));

@@ -22,7 +22,13 @@ constexpr bool kPooled = true;
 // Size classes of 64 bytes up to 2 KiB; larger frames (none on the lock path) use the heap.
 constexpr std::size_t kGranule = 64;
 constexpr std::size_t kClasses = 32;
-constexpr std::size_t kKeep = 16;
+// What a thread keeps, in bytes, over all its classes. A cycle's frames are alive together for
+// every lock operation in flight, and a read's replies end up to all of them at once: 16
+// frames a class (the bound before) let most of them go back to the heap at 64 in flight, and
+// a thread's next operations then took them from the heap again, 6.4 mallocs a cycle (a
+// frame's malloc and free cost about 500 instructions; issue 32). 256 KiB holds the frames of
+// about 128 cycles in flight (about 2 KiB a cycle).
+constexpr std::size_t kKeepBytes = 256 * 1024;
 
 struct Free {
   Free* next;
@@ -34,9 +40,9 @@ struct Free {
 // cycle, issue 32). Emptied at thread exit by a Releaser (below).
 struct Lists {
   std::array<Free*, kClasses> heads;
-  std::array<std::size_t, kClasses> counts;
-  bool closed;    // the thread is exiting: every frame goes to the heap
-  bool releases;  // this thread's Releaser is registered
+  std::size_t kept_bytes;  // in every list together
+  bool closed;             // the thread is exiting: every frame goes to the heap
+  bool releases;           // this thread's Releaser is registered
 };
 thread_local constinit Lists lists{};
 
@@ -71,16 +77,16 @@ void* take(std::size_t c) {
   Free* f = l.heads[c];
   if (f == nullptr) return nullptr;
   l.heads[c] = f->next;
-  --l.counts[c];
+  l.kept_bytes -= c * kGranule;
   return f;
 }
 
 bool keep(std::size_t c, void* frame) {
   Lists& l = lists;
-  if (l.closed || l.counts[c] == kKeep) return false;
+  if (l.closed || l.kept_bytes + c * kGranule > kKeepBytes) return false;
   if (!l.releases) register_releaser();
   l.heads[c] = new (frame) Free{l.heads[c]};
-  ++l.counts[c];
+  l.kept_bytes += c * kGranule;
   return true;
 }
 

@@ -5,11 +5,11 @@
 // keeps a short list of freed frames per size class and takes from it first (issue 32).
 //
 // Per thread: a frame may be freed on another thread than the one that made it (a Task that
-// went on on the io thread); it then joins that thread's list. Each list keeps at most 16
-// frames (size classes of 64 bytes up to 1984; larger frames always use the heap), so memory
-// that moves from thread to thread stays bounded; a thread's frames go back to the heap when
-// it exits. Under AddressSanitizer the pool is bypassed, so a frame used after its Task ended
-// is still reported as a use after free.
+// went on on the io thread); it then joins that thread's list. A thread keeps at most 256 KiB
+// of frames in all its lists (size classes of 64 bytes up to 1984; larger frames always use the
+// heap), so memory that moves from thread to thread stays bounded; a thread's frames go back to the
+// heap when it exits. Under AddressSanitizer the pool is bypassed, so a frame used after its Task
+// ended is still reported as a use after free.
 #pragma once
 
 #include <cstddef>

@@ -58,13 +58,15 @@ void Coalescer::add(std::shared_ptr<const Call> call, net::Clock::time_point dea
 
 void Coalescer::flush() {
   armed_ = false;
-  std::vector<Item> items = std::move(pending_);
-  pending_.clear();
+  std::vector<Item> items;
+  items.swap(pending_);
   std::vector<bool> taken(items.size(), false);
   for (std::size_t i = 0; i < items.size(); ++i) {
     if (taken[i]) continue;
     const Kind kind(*items[i].call);
     std::vector<Item> batch;
+    // At most what is left: one allocation, not one per doubling.
+    batch.reserve(std::min(items.size() - i, kMaxItems));
     for (std::size_t j = i; j < items.size() && batch.size() < kMaxItems; ++j) {
       if (taken[j] || !(Kind(*items[j].call) == kind)) continue;
       taken[j] = true;
@@ -72,6 +74,10 @@ void Coalescer::flush() {
     }
     send_batch(std::move(batch));
   }
+  // The held calls' storage serves the next flush's (every item was moved out above): add()
+  // then does not grow a new vector from nothing, one reallocation per doubling, each time.
+  items.clear();
+  if (pending_.empty()) pending_.swap(items);
 }
 
 void Coalescer::send_batch(std::vector<Item> items) {
