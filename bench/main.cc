@@ -508,10 +508,12 @@ int main(int argc, char** argv) {
   int inflight = 0;
   int nodes = 1;
   bool new_names = false;
-  cycles->add_flag("--new-names", new_names, "Without --inflight: a name never used before per cycle");
+  cycles->add_flag("--new-names", new_names,
+                   "Without --inflight: a name never used before per cycle");
   bool async_api = false;
-  cycles->add_option("--nodes", nodes,
-                     "Lock nodes: the servers on ports --port, --port + 1, ... (default 1)")
+  cycles
+      ->add_option("--nodes", nodes,
+                   "Lock nodes: the servers on ports --port, --port + 1, ... (default 1)")
       ->check(CLI::Range(1, 9));
   int node_timeout_ms = 0;
   cycles->add_option("--node-timeout", node_timeout_ms,
