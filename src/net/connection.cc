@@ -106,10 +106,6 @@ class Connection::Stream {
 
 namespace {
 
-// How long closed_by_server()'s poll that found an idle connection open stands, while nothing
-// is written on it: about a burst of acquisitions started on the io thread at 64 in flight.
-constexpr auto kOpenSeenFor = std::chrono::microseconds(50);
-
 std::string millis(Clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
 }
@@ -213,29 +209,7 @@ bool Connection::closed_by_server() {
   // failed, keeping its epoch until it reconnects: that counts too.
   if (dropped_while_ready_.load(std::memory_order_acquire)) return true;
   std::lock_guard lock(lend_mu_);
-  if (!(lendable_ && !lent_ && !resume_pending_ && in_flight_.empty())) return false;
-  // The asio API starts a burst of acquisitions on the io thread (the operations a read's
-  // replies let the callers start), each asking this of every node, and with group commit
-  // none of them is written before the burst ends: one poll a cycle, a system call, for what
-  // the burst's first poll already said (issue 32: 1.0 poll per cycle at 64 in flight). So a
-  // poll that found the connection open stands for the next ones while nothing was written on
-  // it since (a request written since, as a blocking call's, is answered before the next
-  // check, and a CLIENT KILL right after that reply must be found: polled again) and for at
-  // most kOpenSeenFor: a close that comes in that time is missed as one that comes between a
-  // poll and the write it vouched for always was (the burst's first acquisition waits that
-  // long for its write anyway, until the burst ends).
-  const auto now = Clock::now();
-  const std::uint64_t epoch = epoch_.load(std::memory_order_relaxed);
-  const std::uint64_t enqueued = enqueued_.load(std::memory_order_relaxed);
-  if (now - open_seen_at_ < kOpenSeenFor && open_seen_epoch_ == epoch &&
-      open_seen_enqueued_ == enqueued) {
-    return false;
-  }
-  if (peer_closed()) return true;
-  open_seen_at_ = now;
-  open_seen_epoch_ = epoch;
-  open_seen_enqueued_ = enqueued;
-  return false;
+  return lendable_ && !lent_ && !resume_pending_ && in_flight_.empty() && peer_closed();
 }
 
 void Connection::set_keep_connected(bool keep) {
@@ -352,7 +326,6 @@ void Connection::drain_waiting() {
       out_.reserve(out_.size() + front.command.size());
       in_flight_.push_back(std::move(front));
       out_ += in_flight_.back().command;
-      enqueued_.fetch_add(1, std::memory_order_relaxed);
       std::string().swap(in_flight_.back().command);  // "empty once written"
     }
     waiting_.pop_front();
@@ -368,7 +341,6 @@ void Connection::enqueue(std::string_view command, Pending&& p) {
   out_.reserve(out_.size() + command.size());
   in_flight_.push_back(std::move(p));
   out_ += command;
-  enqueued_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Connection::fail(errc code, const std::string& reason) {

@@ -151,9 +151,7 @@ class Connection {
   // counts on the epoch can greet first: the connection failed since it was last ready (a
   // connection that always reads, TLS or a subscriber, sees a server's close at once), or it is
   // idle (ready, nothing in flight, not lent) and the server has closed it meanwhile (a server's
-  // idle `timeout`, a CLIENT KILL: a poll of the socket). Any thread. A poll that found the
-  // connection open stands for kOpenSeenFor, as long as nothing was written on the connection
-  // since (see the definition).
+  // idle `timeout`, a CLIENT KILL: a poll of the socket). Any thread.
   bool closed_by_server();
 
   const NodeAddress& address() const noexcept { return address_; }
@@ -274,14 +272,6 @@ class Connection {
   bool loan_late_ = false;  // requests expired during the loan: their replies are late
 
   std::atomic<std::uint64_t> epoch_{0};
-  // Requests put on the wire (enqueued), for closed_by_server()'s last poll: what it saw stands
-  // only while nothing was written since.
-  std::atomic<std::uint64_t> enqueued_{0};
-  // closed_by_server()'s last poll that found the connection open: when, on which epoch, after
-  // how many requests (lend_mu_).
-  Clock::time_point open_seen_at_{};
-  std::uint64_t open_seen_epoch_ = 0;
-  std::uint64_t open_seen_enqueued_ = 0;
   // A ready connection failed (closed by the server, or by us on an error) and has not been
   // remade yet: its next request reconnects on a new epoch (closed_by_server).
   std::atomic<bool> dropped_while_ready_{false};
