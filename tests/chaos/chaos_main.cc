@@ -17,12 +17,14 @@
 // many at once); with --reply-faults, a proxy in front of each node for each worker that reaches it
 // through one, which drops, delays or blackholes one node's replies, cuts connections, or loses the
 // reply of one release or acquisition (faults.h); with --naming mixed, workers spell the nodes
-// differently (nodes.h); with --async-workers, worker processes that each run --inflight critical
-// sections at once through the asio API, half on a lock set of one node, so that group commit
-// batches their calls (async_worker.cc). One fault is injected at a time, but a restarted node then
-// sits out of quorums for one max ttl, which can overlap the next fault: for short stretches two
-// nodes, now and then three, cannot vote, and the lock is unavailable until one returns (safe, not
-// live; the checker allows it inside fault windows).
+// differently (nodes.h); with --mixed-binary, every other worker runs an older dlock_chaos, so
+// that two protocol versions share the lock set (an upgrade in progress); with --async-workers,
+// worker processes that each run --inflight critical sections at once through the asio API, half on
+// a lock set of one node, so that group commit batches their calls (async_worker.cc). One fault is
+// injected at a time, but a restarted node then sits out of quorums for one max ttl, which can
+// overlap the next fault: for short stretches two nodes, now and then three, cannot vote, and the
+// lock is unavailable until one returns (safe, not live; the checker allows it inside fault
+// windows).
 //
 // With --cluster each lock node is a Redis Cluster (3 masters, --cluster-replicas replicas each;
 // 3 clusters as 3 Redlock nodes unless --nodes says otherwise) and the faults are the cluster
@@ -125,6 +127,10 @@ int main(int argc, char** argv) {
   app.add_option("--cluster-replicas", run.cluster_replicas,
                  "with --cluster: replicas per master (default 1; 0: no failovers)")
       ->check(CLI::Range(0u, 5u));
+  app.add_option("--mixed-binary", run.mixed_binary,
+                 "workers with an odd index run this dlock_chaos instead (an older version, its "
+                 "libdlock.so in the same folder): two protocol versions share the lock set")
+      ->check(CLI::ExistingFile);
   app.add_option("--check", check_only, "only check this history file");
   app.add_option("--worker", worker_id)->group("");
   app.add_option("--worker-nodes", worker.nodes)->group("");

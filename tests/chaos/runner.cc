@@ -14,6 +14,8 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -62,8 +64,8 @@ class Recorder {
   std::size_t paused_seen_ = 0;
 };
 
-pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>& extra_env,
-            int out_fd) {
+pid_t spawn(const std::string& binary, const std::vector<std::string>& args,
+            const std::vector<std::string>& extra_env, int out_fd) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
@@ -73,11 +75,21 @@ pid_t spawn(const std::vector<std::string>& args, const std::vector<std::string>
   argv.push_back(nullptr);
   std::vector<std::string> env_storage = extra_env;
   std::vector<char*> envp;
-  for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+  // An extra variable replaces the inherited one (getenv takes the first of a name).
+  auto overridden = [&env_storage](std::string_view inherited) {
+    for (const auto& e : env_storage) {
+      const auto name = std::string_view(e).substr(0, e.find('=') + 1);
+      if (inherited.substr(0, name.size()) == name) return true;
+    }
+    return false;
+  };
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!overridden(*e)) envp.push_back(*e);
+  }
   for (auto& e : env_storage) envp.push_back(e.data());
   envp.push_back(nullptr);
   pid_t pid = -1;
-  if (posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data()) != 0) {
+  if (posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), envp.data()) != 0) {
     pid = -1;
   }
   posix_spawn_file_actions_destroy(&actions);
@@ -164,9 +176,17 @@ bool Workers::start() {
       env = {"LD_PRELOAD=" + faketime_, "FAKETIME=+0 x" + std::to_string(o_.skew_rate),
              "FAKETIME_NO_CACHE=1"};
     }
+    std::string binary = "/proc/self/exe";
+    if (!o_.mixed_binary.empty() && i % 2 == 1) {
+      // The older version's library beside its binary, not this one's.
+      binary = o_.mixed_binary;
+      const auto slash = binary.rfind('/');
+      env.push_back("LD_LIBRARY_PATH=" +
+                    (slash == std::string::npos ? std::string(".") : binary.substr(0, slash)));
+    }
     auto& w = workers_[static_cast<std::size_t>(i)];
     try {
-      w.pid = spawn(args_for(i), env, fds[1]);
+      w.pid = spawn(binary, args_for(i), env, fds[1]);
     } catch (const std::exception& e) {
       std::cerr << "dlock_chaos: " << e.what() << "\n";
     }

@@ -35,6 +35,10 @@ struct RunOptions {
   // each; the faults are then the cluster faults (faults.h).
   bool cluster = false;
   std::size_t cluster_replicas = 1;
+  // Workers with an odd index run this binary instead of this one: an older dlock_chaos (its
+  // libdlock.so beside it), so that two protocol versions share the lock set and the checker
+  // judges them together. Empty: every worker runs this binary.
+  std::string mixed_binary;
 };
 
 // The lock node the async workers' one-node lock set is (index): the node the first async
