@@ -6,7 +6,8 @@
 #   integration        real redis-server processes; regression: one file per issue
 #   cluster, sentinel  a Redis Cluster or a Sentinel set per test (seconds to start)
 #   failover           the long failover suites (a master killed, a replica promoted)
-#   slow               overload (100,000 locks) and the examples (a process per example)
+#   slow               overload (100,000 locks), the examples (a process per example), a wait
+#                      behind 12 s of greetings (Issue32HandOverTest.AWait...)
 #   cpu                busy on the CPU, not waiting on servers: counts as 4 of ctest's jobs
 # COST: the long tests start first (ctest -j runs by descending cost when it has no timings
 # of an earlier run, as on a fresh clone), so none of them is left alone at the end.
@@ -26,7 +27,7 @@ function(dlock_label base)
       list(APPEND labels failover)
       set(cost 30)
     endif()
-    if(test MATCHES "^(OverloadTest\\.|Examples/)")
+    if(test MATCHES "^(OverloadTest\\.|Examples/|Issue32HandOverTest\\.AWait)")
       list(APPEND labels slow)
     endif()
     if(test MATCHES "^(ClusterNodeTest\\.ASlotResharded|Nodes/WaitingTest\\.WaiterEnteringWhileItsChannelIsDropped|Planted/SimSelfTest\\.)")

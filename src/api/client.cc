@@ -71,9 +71,9 @@ Result<Lease> lock_waiting(const std::shared_ptr<detail::ClientCore>& core, std:
                                 rounds);
   lock::WaitCancel cancel;
   std::stop_callback on_stop(stop, [&cancel] { cancel.cancel(); });
-  auto waited = engine::run_sync(
-      lock::wait_task(detail::lock_wait_plan(*core, key, wait, options, owner, fair, kind),
-                      detail::wait_context(*core, lock::WaitOn::caller_thread), attempts, cancel));
+  auto waited =
+      lock::wait_sync(detail::lock_wait_plan(*core, key, wait, options, owner, fair, kind),
+                      detail::wait_context(*core, lock::WaitOn::caller_thread), attempts, cancel);
   if (!waited) return std::move(waited).error();
   return detail::hand_over(std::move(*attempts.lease), key);
 }

@@ -76,6 +76,12 @@ std::optional<lock::FairTicket> fair_ticket(const LockOptions& options, bool enq
   return lock::FairTicket{wall_clock_ms(), options.fair_waiter_timeout, enqueue};
 }
 
+bool drop_lapsed(std::optional<Lease>& lease) {
+  if (!lease || lease->validity().count() > 0) return false;
+  lease.reset();
+  return true;
+}
+
 Result<Lease> hand_over(Lease lease, const std::string& name) {
   if (lease.validity().count() > 0) return lease;
   return Error(errc::timeout, "lock '" + name +

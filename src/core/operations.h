@@ -68,6 +68,8 @@ engine::Task<std::variant<Lease, lock::Refused>> attempt_task(
 // hold while it waits for a slow node), errc::timeout; the lease is then dropped, which
 // releases it. A lease is never handed over with no validity left (found by the chaos runner).
 Result<Lease> hand_over(Lease lease, const std::string& name);
+// Attempts::drop_lapsed for a wait's `lease`: drops (releases) it if its validity ran out.
+bool drop_lapsed(std::optional<Lease>& lease);
 // A read hold's extra rules: no fair mode (the fair queue orders writers only).
 std::optional<Error> check_shared(const LockOptions& options);
 // How a waiting writer registers (nothing for a read hold, a try, or fair mode, which queues).
@@ -82,6 +84,7 @@ class LockAttempts final : public lock::Attempts {
                OwnerToken owner, std::optional<lock::FairTicket> fair, lock::HoldKind kind,
                lock::WaitOn on, Rounds& rounds);
   engine::Task<std::optional<lock::Refusal>> attempt(lock::WriterWait writer) override;
+  bool drop_lapsed() override { return detail::drop_lapsed(lease); }
 
   std::optional<Lease> lease;  // what the attempt that acquired got
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <random>
 
+#include "engine/run.h"
 #include "lock/keys.h"
 
 namespace dlock::lock {
@@ -213,11 +214,42 @@ engine::Task<bool> Wait::leave() {
 
 }  // namespace
 
-engine::Task<Result<void>> wait_task(WaitPlan plan, WaitContext context, Attempts& attempts,
-                                     WaitCancel& cancel) {
+namespace {
+
+engine::Task<Result<void>> one_wait(WaitPlan plan, WaitContext context, Attempts& attempts,
+                                    WaitCancel& cancel) {
   Wait wait(std::move(plan), context, attempts, cancel);
   auto running = wait.run();
   co_return co_await std::move(running);
+}
+
+// After a wait that ended: true if it was granted, but the grant lapsed while the wait settled
+// (end_wait_task may queue behind a greeting to a slow node) and was dropped, and the wait has
+// time left: the caller asked to wait for the lock, not for the first grant. Wait again.
+bool wait_again(const Result<void>& ended, const WaitPlan& plan, Attempts& attempts,
+                WaitCancel& cancel) {
+  return ended && !cancel.cancelled() && WaitClock::now() < plan.deadline && attempts.drop_lapsed();
+}
+
+}  // namespace
+
+engine::Task<Result<void>> wait_task(WaitPlan plan, WaitContext context, Attempts& attempts,
+                                     WaitCancel& cancel) {
+  for (;;) {
+    auto waiting = one_wait(plan, context, attempts, cancel);
+    Result<void> ended = co_await std::move(waiting);
+    if (!wait_again(ended, plan, attempts, cancel)) co_return ended;
+  }
+}
+
+Result<void> wait_sync(const WaitPlan& plan, WaitContext context, Attempts& attempts,
+                       WaitCancel& cancel) {
+  for (;;) {
+    // Each wait to its end here: its last step may resume on the io thread (end_wait_task's
+    // mutex), where the next wait's blocking attempts must not run.
+    Result<void> ended = engine::run_sync(one_wait(plan, context, attempts, cancel));
+    if (!wait_again(ended, plan, attempts, cancel)) return ended;
+  }
 }
 
 }  // namespace dlock::lock

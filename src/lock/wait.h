@@ -13,8 +13,9 @@
 // An attempt is the caller's (Attempts): one lock's acquisition, or a semaphore's pass over
 // its slots. The wait runs on the caller's thread, blocking (Client::lock, Semaphore), or as a
 // Task on the io thread (async_lock). On the caller's thread every step blocks and the Task
-// never suspends, so engine::run_sync finishes it there: attempts keep the caller-driven fast
-// path (node/borrowed_run.h) and a thread-bound owner stays the caller's thread's.
+// never suspends but at its very end (end_wait_task may wait for the membership's mutex and
+// resume on the io thread), so wait_sync finishes it there: attempts keep the caller-driven
+// fast path (node/borrowed_run.h) and a thread-bound owner stays the caller's thread's.
 //
 // next_step and next_nap are pure, for unit tests (tests/unit/wait_test.cc).
 #pragma once
@@ -105,6 +106,11 @@ class Attempts {
   // One attempt. nullopt: acquired (the implementation keeps what it got); else why not.
   // `writer`: the waiting writer's registration so far.
   virtual engine::Task<std::optional<Refusal>> attempt(WriterWait writer) = 0;
+  // After the wait ended acquired: if what was acquired can no longer be handed over (its
+  // validity ran out while the wait settled: end_wait_task may queue behind a greeting to a
+  // slow node), drops it (released) and returns true, and the wait tries again while it has
+  // time. False: keep it.
+  virtual bool drop_lapsed() { return false; }
 };
 
 enum class WaitOn { caller_thread, io_thread };
@@ -147,8 +153,13 @@ struct WaitPlan {
 };
 
 // Waits as above. An empty Result: an attempt acquired. Errors: the last refusal's (not
-// retryable, or a wait of 0), wait_timeout, cancelled.
+// retryable, or a wait of 0), wait_timeout, cancelled. A grant that lapsed before the wait
+// ended (Attempts::drop_lapsed) is dropped, and the wait starts again while it has time.
+// wait_task is the io thread's (WaitOn::io_thread); a wait on the caller's thread is wait_sync,
+// which runs each wait to its end there.
 engine::Task<Result<void>> wait_task(WaitPlan plan, WaitContext context, Attempts& attempts,
                                      WaitCancel& cancel);
+Result<void> wait_sync(const WaitPlan& plan, WaitContext context, Attempts& attempts,
+                       WaitCancel& cancel);
 
 }  // namespace dlock::lock

@@ -141,6 +141,7 @@ class PermitPasses final : public lock::Attempts {
     }
     co_return lock::Refusal{std::move(*pass.error), pass.contended, pass.holder_ttl, false};
   }
+  bool drop_lapsed() override { return detail::drop_lapsed(lease); }
 
   std::optional<Lease> lease;  // the permit the pass that got one took
 
@@ -190,9 +191,9 @@ Result<Lease> acquire_permit(const std::shared_ptr<detail::ClientCore>& core,
                       lock::WaitOn::caller_thread);
   lock::WaitCancel cancel;
   std::stop_callback on_stop(stop, [&cancel] { cancel.cancel(); });
-  auto waited = engine::run_sync(
-      lock::wait_task(permit_wait_plan(name, options, wait, fair_owner, fair),
-                      detail::wait_context(*core, lock::WaitOn::caller_thread), passes, cancel));
+  auto waited =
+      lock::wait_sync(permit_wait_plan(name, options, wait, fair_owner, fair),
+                      detail::wait_context(*core, lock::WaitOn::caller_thread), passes, cancel);
   if (!waited) return std::move(waited).error();
   return detail::hand_over(std::move(*passes.lease), name);
 }

@@ -7,9 +7,12 @@
 // On a lock set of one node, acquire.lua counts tokens with the node's counter (one INCR): a
 // token must still be larger than every token of the name before it, whichever client, mode or
 // dlock version handed it out.
+#include <dlock/async.h>
 #include <dlock/dlock.h>
 #include <gtest/gtest.h>
 
+#include <asio/use_future.hpp>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -255,6 +258,65 @@ TEST(Issue32HandOverTest, ALeaseWhoseValidityRanOutWhileSettlingIsNotHandedOver)
     EXPECT_EQ(lease.error().code(), errc::timeout) << lease.error().message();
     EXPECT_EQ(servers[0]->command({"EXISTS", "job"})->integer, 0) << "refused, not released";
   }
+}
+
+// A wait's lease that lapsed while the wait settled (end_wait_task queues behind greetings to a
+// slow node, here a stream of them, each for a larger ttl) is dropped, and the wait tries again
+// while it has time: lock() ends with a lease that has validity left, never with errc::timeout
+// after a grant. Before, the lapsed lease was released and lock() failed with errc::timeout
+// though most of its wait was left. Both waits: Client::lock's on the caller's thread (each wait
+// run to its end there) and async_lock's on the io thread.
+TEST(Issue32HandOverTest, AWaitWhoseLeaseLapsedWhileSettlingTriesAgain) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  std::vector<std::unique_ptr<RedisServer>> servers;
+  for (int i = 0; i < 3; ++i) servers.push_back(std::make_unique<RedisServer>());
+  test::TcpProxy slow("127.0.0.1", servers[2]->port());
+  ClientOptions options;
+  options.node_timeout = 3s;
+  options.nodes = {servers[0]->url(), servers[1]->url(),
+                   "redis://127.0.0.1:" + std::to_string(slow.port())};
+  auto created = Client::create(options);
+  ASSERT_TRUE(created) << created.error().message();
+  Client client = std::move(*created);
+  lock_and_unlock(client, "warm-up", 1500ms);
+  slow.delay_replies(300ms);
+  // Greetings for ever larger ttls, one after the other, for 4 s: the membership's mutex is
+  // held by one of them (300 ms each, the slow node's reply) nearly all the time.
+  std::atomic<bool> greeting{true};
+  std::atomic<int> next_ttl_s{2};
+  std::vector<std::thread> greeters;
+  for (int i = 0; i < 6; ++i) {
+    greeters.emplace_back([&] {
+      while (greeting.load()) {
+        const int ttl_s = next_ttl_s.fetch_add(1);
+        auto other =
+            client.try_lock("other-" + std::to_string(ttl_s), ttl_of(std::chrono::seconds(ttl_s)));
+        if (other) (void)other->unlock();
+      }
+    });
+  }
+  std::thread stopper([&greeting] {
+    std::this_thread::sleep_for(12s);
+    greeting = false;
+  });
+  int lapsed = 0;
+  for (int round = 0; round < 6; ++round) {
+    // Odd rounds through the asio API: its wait loops on the io thread.
+    Result<Lease> lease =
+        round % 2 == 0 ? client.lock("job", 30s, ttl_of(3s))
+                       : dlock::async_lock(client, "job", 30s, ttl_of(3s), asio::use_future).get();
+    if (!lease) {
+      ++lapsed;
+      ADD_FAILURE() << "round " << round << ": " << lease.error().message();
+      continue;
+    }
+    EXPECT_GT(lease->validity().count(), 0) << "a lease handed over with no validity left";
+    (void)lease->unlock();
+  }
+  stopper.join();
+  for (auto& t : greeters) t.join();
+  slow.forward();
+  EXPECT_EQ(lapsed, 0);
 }
 
 }  // namespace
