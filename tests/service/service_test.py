@@ -594,7 +594,10 @@ class ShutdownTest(unittest.TestCase):
             self.assertNotEqual(http_wait["answer"][0], 200)
             self.assertTrue(wait_until(lambda: node.cli("ZCARD", "dlock:queue:{s}") == "0"))
             # The holder's lock outlives the service: it is in Redis, not in the instance.
-            self.assertNotEqual(node.cli("HGET", "s", holder.owner), "")
+            # The lock key: "dlock" F " " HOLD_ID " " OWNER (docs/protocol.md), the holder's.
+            held = node.cli("GET", "s")
+            self.assertRegex(held, r"^dlock[.!] \S+ ")
+            self.assertEqual(held.split(" ", 2)[2], holder.owner)
         finally:
             service.stop()
             node.close()
