@@ -36,9 +36,11 @@
 -- ARGV[4]  'w' a write (exclusive) hold, 'r' a read (shared) hold
 -- ARGV[5]  writes: how long (ms) a writer refused because of readers is registered as waiting,
 --          so new readers stay out meanwhile; '0' not to register (try_lock)
--- ARGV[6]  writes: '1' if this owner may have registered as waiting before (drop it on a grant;
---          the grant is written flagged '!': readers its registration refused wait for its
---          release)
+-- ARGV[6]  writes: '1' if this owner may have registered as waiting before (drop it on a
+--          grant), or the attempt is a wait's after a refusal; the grant is then written
+--          flagged '!': readers its registration refused, and other waiters of the name that
+--          sleep behind this one (a client wakes one plain waiter per release message), wait
+--          for its release
 -- KEYS[7]  only for a slot of a semaphore: the semaphore's permit record, a hash
 --          n -> the permit count, held -> permits granted on this node and not released yet;
 --          it lives at least as long as every permit of the semaphore on this node (a grant
@@ -186,8 +188,8 @@ if record then
 end
 -- `fresh`: the lock key was absent (then no ttl to compare with); else `flag` is the waiter
 -- flag of this client's stale string hold taken over, kept (its waiters still wait), and its
--- ttl is never shortened. A writer that registered as waiting flags its hold: readers its
--- registration refused wait for this hold's release.
+-- ttl is never shortened. A writer that registered as waiting, or waited, flags its hold:
+-- readers its registration refused, and the waiters behind it, wait for this hold's release.
 local function grant_write(fresh, flag)
   if ARGV[6] == '1' then flag = '!' end
   local value = 'dlock' .. (flag or '.') .. ' ' .. ARGV[2] .. ' ' .. ARGV[1]
@@ -253,6 +255,12 @@ if redis.call('exists', KEYS[5]) == 1 then
   local clock = key_clock()
   local left = live_readers_left(clock)
   if left > 0 then
+    -- A writer that also reads may hold the key too: its read hold's release publishes nothing
+    -- while its write hold lives, so the write hold is flagged for this writer's wake-up.
+    local value = redis.pcall('get', KEYS[1])
+    if type(value) == 'string' and string.find(value, '^dlock%. %S+ ') then
+      redis.pcall('setrange', KEYS[1], 5, '!')
+    end
     local wait = tonumber(ARGV[5])
     if wait > 0 then
       local now = clock.now(KEYS[6])

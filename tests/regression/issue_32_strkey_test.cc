@@ -274,6 +274,46 @@ TEST_F(Issue32StringKeyTest, ReadersRefusedByAWritersHoldAreWokenByItsRelease) {
   ASSERT_TRUE(lease->unlock());
 }
 
+// A writer refused by the readers of a writer that also reads (a downgrade) flags that write
+// hold: the read hold's release publishes nothing while the write hold lives, so the write
+// hold's release is the one that must wake the refused writer.
+TEST_F(Issue32StringKeyTest, AWriterRefusedByTheReadsOfAWriterThatAlsoReadsFlagsItsWriteHold) {
+  Client w = client_on(*server_), y = client_on(*server_);
+  auto write = w.try_lock("doc", as("w"));
+  ASSERT_TRUE(write) << write.error().message();
+  auto read = w.try_lock_shared("doc", as("w"));
+  ASSERT_TRUE(read) << read.error().message();
+  EXPECT_EQ(flag("doc"), '.');
+  auto refused = y.try_lock("doc", as("y"));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(flag("doc"), '!');
+  ASSERT_TRUE(read->unlock());
+  Subscriber sub(*server_, "doc");
+  ASSERT_TRUE(write->unlock());
+  EXPECT_EQ(sub.next(), "~w");
+}
+
+// A waiter's grant is flagged (acquire.lua ARGV[6] '1' after a refusal): other waiters may sleep
+// behind it, unwoken (a client wakes one plain waiter per release message), and wake only if
+// its release publishes. A first attempt's grant is not flagged.
+TEST_F(Issue32StringKeyTest, AWaitersGrantIsFlaggedSoThatItsReleaseWakesTheNext) {
+  Client a = client_on(*server_), b = client_on(*server_);
+  auto held = a.try_lock("job", as("a"));
+  ASSERT_TRUE(held) << held.error().message();
+  auto waiter = std::async(std::launch::async, [&] { return b.lock("job", 60s, as("b")); });
+  ASSERT_TRUE(test::eventually([&] { return flag("job") == '!'; }, 5s));
+  std::this_thread::sleep_for(200ms);
+  ASSERT_TRUE(held->unlock());
+  auto lease = waiter.get();
+  ASSERT_TRUE(lease) << lease.error().message();
+  EXPECT_EQ(flag("job"), '!') << "a waiter's grant";
+  ASSERT_TRUE(lease->unlock());
+  auto first = b.lock("job", 60s, as("b"));
+  ASSERT_TRUE(first) << first.error().message();
+  EXPECT_EQ(flag("job"), '.') << "granted at its first attempt";
+  ASSERT_TRUE(first->unlock());
+}
+
 // A writer that registered as waiting (ARGV[6] '1') is granted a flagged hold: readers its
 // registration refused (no lock key to flag then) wait for its release.
 TEST_F(Issue32StringKeyTest, AGrantAfterAWaitingWritersRegistrationIsFlagged) {
