@@ -457,6 +457,24 @@ TEST_F(Issue32StringKeyTest, StatusAndForceReleaseOfAStringHold) {
   EXPECT_FALSE(server_->exists("job"));
 }
 
+// The CLI's `dlock status` on a string hold (written as this version writes it): a dlock lock
+// with its owner and hold id, not a foreign key (inspect.lua).
+TEST_F(Issue32StringKeyTest, CliStatusShowsAStringHold) {
+  cmd({"SET", "job", "dlock! cl.7 worker 7", "PX", "30000"});
+  const std::string command =
+      std::string(DLOCK_TOOL_PATH) + " status --json -r " + server_->url() + " job 2>&1";
+  FILE* p = popen(command.c_str(), "r");
+  ASSERT_TRUE(p != nullptr);
+  std::string out;
+  char buf[4096];
+  for (std::size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_NE(out.find("\"kind\":\"dlock\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"owner\":\"worker 7\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"hold\":\"cl.7\""), std::string::npos) << out;
+  EXPECT_EQ(get("job"), "dlock! cl.7 worker 7") << "status reads only";
+}
+
 // An older dlock's hash and another library's string: held, never touched, by every script.
 void expect_held_and_untouched(const RedisServer& server, const std::string& before, bool hash) {
   auto pttl = [&](const std::string& key) { return server.command({"PTTL", key})->integer; };
