@@ -39,12 +39,16 @@ node::Strings args_for(const HoldId& hold) {
 
 // Group commit (docs/protocol.md): acquire_batch.lua runs acquire.lua's path for a free name,
 // counted by the node's counter or by the name's, the only path it has: nothing it would need
-// to refuse, register or count in a semaphore's permit record. Its item: NAME, the name's
-// counter, the readers (keys 0, 1, 4); owner, hold id, ttl, counter (arguments 0-2 and 6). The
-// floor and the max-ttl record (keys 2, 3) once per batch call. None for any other acquisition.
+// to refuse, register, flag (a waiter's attempt) or count in a semaphore's permit record. Its item:
+// NAME, the name's counter, the readers (keys 0, 1, 4); owner, hold id, ttl, counter (arguments 0-2
+// and 6). The floor and the max-ttl record (keys 2, 3) once per batch call. None for any other
+// acquisition.
 node::BatchForm acquire_batch_form(const HoldId& hold, bool fair, WriterWait writer,
                                    bool slot_of_semaphore) {
-  if (hold.kind != HoldKind::write || fair || writer.registered || slot_of_semaphore) return {};
+  if (hold.kind != HoldKind::write || fair || writer.registered || writer.waited ||
+      slot_of_semaphore) {
+    return {};
+  }
   return node::BatchForm{&scripts::acquire_batch(), key_bit(0) | key_bit(1) | key_bit(4),
                          key_bit(0) | key_bit(1) | key_bit(2) | key_bit(6),
                          key_bit(2) | key_bit(3)};
@@ -136,7 +140,7 @@ node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
   if (!fair) {
     args.push_back(kind_arg(hold.kind));
     args.push_back(std::to_string(writer.register_for.count()));
-    args.push_back(writer.registered ? "1" : "0");
+    args.push_back(writer.registered || writer.waited ? "1" : "0");
     args.push_back(counter == TokenCounter::node ? "n" : "");
   } else {
     args.push_back(std::to_string(fair->arrival_ms));

@@ -28,10 +28,14 @@ struct FairTicket {
 // A write acquisition that may wait: refused because readers hold the lock, it is registered on
 // the nodes as a waiting writer for `register_for` (new readers stay out meanwhile: no writer
 // starvation). `registered`: an earlier attempt may have registered it; a grant then drops the
-// registration. Zero register_for: only try (try_lock), register nothing.
+// registration. Zero register_for: only try (try_lock), register nothing. `waited`: an attempt
+// of a wait after a refusal; its grant is written with the waiter flag set (acquire.lua
+// ARGV[6] '1'), so that its release publishes: other waiters of the name may sleep unflagged
+// behind it (a client wakes one plain waiter per release message, docs/protocol.md).
 struct WriterWait {
   std::chrono::milliseconds register_for{0};
   bool registered = false;
+  bool waited = false;
 };
 
 // One hold for a batched renewal.

@@ -131,6 +131,7 @@ engine::Task<Result<void>> Wait::run_attempts() {
   std::optional<Refusal> refused = co_await std::move(first);
   while (refused) {
     writer_.registered = writer_.registered || refused->writer_registered;
+    writer_.waited = true;  // the next attempts' grants are flagged (lock/calls.h)
     const bool out_of_time = WaitClock::now() >= plan_.deadline;
     std::optional<Error> final =
         next_step(refused->error, cancel_.cancelled(), plan_.waits, out_of_time,

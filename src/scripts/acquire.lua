@@ -7,7 +7,12 @@
 -- same client (this call is an older attempt that ran late), or another client's (two clients
 -- naming one owner would otherwise both believe they hold it).
 --
--- KEYS[1]  the lock key (the name the user gave): a hash owner -> hold id, with a ttl
+-- KEYS[1]  the lock key (the name the user gave): a string "dlock" F " " HOLD_ID " " OWNER with
+--          a ttl (docs/protocol.md, "The lock key"). F, the waiter flag, is '.' while nobody is
+--          known to wait for this hold and '!' once somebody does: a refusal by this hold sets
+--          it (SETRANGE, with the refusal), so that the hold's release publishes (release.lua).
+--          A hash owner -> hold id is an older dlock's hold: held, never taken over or touched.
+--          Any other string (another library's SET NX PX lock) is foreign: held, never touched
 -- KEYS[2]  the fencing counter of this name: dlock:fence:{NAME}, an integer that expires with
 --          the lock (ttl ms after the last grant): Redis keeps nothing for unused names
 -- KEYS[3]  this node's fence floor: dlock:fence-floor, the largest token it ever handed out or
@@ -31,7 +36,11 @@
 -- ARGV[4]  'w' a write (exclusive) hold, 'r' a read (shared) hold
 -- ARGV[5]  writes: how long (ms) a writer refused because of readers is registered as waiting,
 --          so new readers stay out meanwhile; '0' not to register (try_lock)
--- ARGV[6]  writes: '1' if this owner may have registered as waiting before (drop it on a grant)
+-- ARGV[6]  writes: '1' if this owner may have registered as waiting before (drop it on a
+--          grant), or the attempt is a wait's after a refusal; the grant is then written
+--          flagged '!': readers its registration refused, and other waiters of the name that
+--          sleep behind this one (a client wakes one plain waiter per release message), wait
+--          for its release
 -- KEYS[7]  only for a slot of a semaphore: the semaphore's permit record, a hash
 --          n -> the permit count, held -> permits granted on this node and not released yet;
 --          it lives at least as long as every permit of the semaphore on this node (a grant
@@ -54,10 +63,11 @@
 --   fence             acquired (the key was absent, or held by an older hold of this client):
 --                     fence (> 0) is the counter after the increment; the key expires in
 --                     ARGV[3] ms, or later if a stale hold had more left (a ttl is never
---                     shortened)
---   {0, fence, pttl}  held: by another owner, by another hold of this owner (above), or by a
---                     key that is not a dlock hash (e.g. another
---                     library's SET NX PX string), which is never touched; fence is the counter
+--                     shortened; a stale hold's waiter flag is kept)
+--   {0, fence, pttl}  held: by another owner, by another hold of this owner (above; a dlock
+--                     string hold that refuses is flagged '!'), by an older dlock's hash, or by
+--                     a key that is no dlock lock (e.g. another library's SET NX PX string),
+--                     which is never touched; fence is the counter
 --                     as it is (not raised); pttl is the key's remaining ttl in ms (-1: none).
 --                     Refused by readers: pttl is when the last of them expires, at most a
 --                     third of ARGV[5] when registered (the waiter comes back by then to stay
@@ -70,16 +80,17 @@
 -- The fast path, first: a write hold counted by the node's counter, for a free name (no key, no
 -- readers, no name counter) and no waiting-writer registration or semaphore slot to undo. Most
 -- grants are this, and it runs before any of the functions below is made (a closure per call
--- costs Redis about as much as an inner command) and with one EXISTS instead of EXISTS and
--- GETDEL. It does what grant_write(true) does and the common case of next_token(): when the
--- floor could not count (not a number, or absent) or the max-ttl record must be written, it
--- goes on to next_token(), after the functions, with the INCR's result. Anything else (a key,
--- readers or a name counter exist) takes the paths below, which read EXISTS again.
+-- costs Redis about as much as an inner command): EXISTS of the readers and the name counter,
+-- then one SET NX PX, which writes the hold only if the key is absent (of any type: an older
+-- dlock's hash and a foreign string are left alone). It does what grant_write(true) does and
+-- the common case of next_token(): when the floor could not count (not a number, or absent) or
+-- the max-ttl record must be written, it goes on to next_token(), after the functions, with the
+-- INCR's result. Anything else (a key, readers or a name counter exist) takes the paths below,
+-- which read the key again.
 local fast_counted = nil
 if ARGV[4] == 'w' and ARGV[7] == 'n' and ARGV[6] ~= '1' and not KEYS[7] and
-    redis.call('exists', KEYS[1], KEYS[5], KEYS[2]) == 0 then
-  redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
-  redis.call('pexpire', KEYS[1], ARGV[3])
+    redis.call('exists', KEYS[5], KEYS[2]) == 0 and
+    redis.call('set', KEYS[1], 'dlock. ' .. ARGV[2] .. ' ' .. ARGV[1], 'nx', 'px', ARGV[3]) then
   -- pcall: see next_token().
   fast_counted = redis.pcall('incr', KEYS[3])
   if type(fast_counted) == 'number' and fast_counted > 1 then
@@ -175,13 +186,18 @@ if record then
   local n = redis.call('hget', record, 'n')
   if n and n ~= ARGV[8] then return {-1, counter(), tonumber(n)} end
 end
--- `fresh`: the lock key was absent (then no ttl to compare with).
-local function grant_write(fresh)
-  redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
+-- `fresh`: the lock key was absent (then no ttl to compare with); else `flag` is the waiter
+-- flag of this client's stale string hold taken over, kept (its waiters still wait), and its
+-- ttl is never shortened. A writer that registered as waiting, or waited, flags its hold:
+-- readers its registration refused, and the waiters behind it, wait for this hold's release.
+local function grant_write(fresh, flag)
+  if ARGV[6] == '1' then flag = '!' end
+  local value = 'dlock' .. (flag or '.') .. ' ' .. ARGV[2] .. ' ' .. ARGV[1]
   if fresh then
-    redis.call('pexpire', KEYS[1], ARGV[3])
+    redis.call('set', KEYS[1], value, 'px', ARGV[3])
   else
-    outlive(KEYS[1], tonumber(ARGV[3]))
+    local left = redis.call('pttl', KEYS[1])
+    redis.call('set', KEYS[1], value, 'px', math.max(left, tonumber(ARGV[3])))
   end
   if record then
     if fresh then redis.call('hincrby', record, 'held', 1) end
@@ -192,16 +208,32 @@ local function grant_write(fresh)
   return next_token()
 end
 
+-- A refusal by a dlock string hold (its waiter flag `flag`: '.' or '!'; nil for an older
+-- dlock's hash or a foreign key, which are never touched) flags it: the refused waiter
+-- listens on the release channel (it subscribed before this attempt, or does before its next
+-- one, which then refuses it again, before it ever sleeps), so the hold's release must publish.
+-- pcall: a full server (maxmemory) may refuse SETRANGE; the refusal stands, and the waiter
+-- comes back at the pttl it is told, as it would without the flag.
+local function refused_by(flag)
+  if flag == '.' then redis.pcall('setrange', KEYS[1], 5, '!') end
+  return {0, counter(), redis.call('pttl', KEYS[1])}
+end
+
 if ARGV[4] == 'r' then
   local clock = key_clock()
-  if redis.call('exists', KEYS[1]) == 1 then
+  -- pcall: GET of an older dlock's hash is an error table (WRONGTYPE): held.
+  local value = redis.pcall('get', KEYS[1])
+  if value then
     -- Only the writer itself may read beside its write hold, and only from the client that
-    -- holds it (hold ids are "CLIENT.N"): two clients naming one owner are two owners.
-    -- pcall: a foreign key is held, never touched.
-    local writer = redis.pcall('hget', KEYS[1], ARGV[1])
-    if type(writer) ~= 'string' or
-        string.match(writer, '^(.*)%.%d+$') ~= string.match(ARGV[2], '^(.*)%.%d+$') then
-      return {0, counter(), redis.call('pttl', KEYS[1])}
+    -- holds it (hold ids are "CLIENT.N"): two clients naming one owner are two owners. A hash
+    -- (an older dlock's) or a foreign string is held, never touched.
+    local flag, id, owner = nil, nil, nil
+    if type(value) == 'string' then
+      flag, id, owner = string.match(value, '^dlock([.!]) (%S+) (.*)$')
+    end
+    if owner ~= ARGV[1] or
+        string.match(id, '^(.*)%.%d+$') ~= string.match(ARGV[2], '^(.*)%.%d+$') then
+      return refused_by(flag)
     end
   elseif redis.call('exists', KEYS[6]) == 1 then
     local now = clock.now(KEYS[6])
@@ -223,6 +255,12 @@ if redis.call('exists', KEYS[5]) == 1 then
   local clock = key_clock()
   local left = live_readers_left(clock)
   if left > 0 then
+    -- A writer that also reads may hold the key too: its read hold's release publishes nothing
+    -- while its write hold lives, so the write hold is flagged for this writer's wake-up.
+    local value = redis.pcall('get', KEYS[1])
+    if type(value) == 'string' and string.find(value, '^dlock%. %S+ ') then
+      redis.pcall('setrange', KEYS[1], 5, '!')
+    end
     local wait = tonumber(ARGV[5])
     if wait > 0 then
       local now = clock.now(KEYS[6])
@@ -235,8 +273,14 @@ if redis.call('exists', KEYS[5]) == 1 then
   end
   if redis.call('exists', KEYS[1]) == 0 then return grant_write(true) end
 end
--- pcall: HGET on a key of another type is an error table, not a failure (a foreign lock).
-local mine = redis.pcall('hget', KEYS[1], ARGV[1])
+-- pcall: GET of a key of another type (an older dlock's hash) is an error table, not a
+-- failure: held, never taken over (this version never writes a hash, so no hash is an older
+-- hold of this client), never touched. A string that is no dlock hold is foreign: the same.
+local value = redis.pcall('get', KEYS[1])
+local flag, mine, owner = nil, nil, nil
+if type(value) == 'string' then
+  flag, mine, owner = string.match(value, '^dlock([.!]) (%S+) (.*)$')
+end
 -- Hold ids are "CLIENT.N". A later hold of this client means this call ran late (its connection
 -- stalled, the client gave up on it and took the lock again): taking the newer hold over would
 -- let this attempt's own clean-up release free it.
@@ -247,5 +291,5 @@ local function older_hold_of_this_client(id)
   -- ours as well: refusing it would make an acquisition refuse itself.
   return client ~= nil and client == my_client and tonumber(n) <= tonumber(my_n)
 end
-if type(mine) == 'string' and older_hold_of_this_client(mine) then return grant_write(false) end
-return {0, counter(), redis.call('pttl', KEYS[1])}
+if owner == ARGV[1] and older_hold_of_this_client(mine) then return grant_write(false, flag) end
+return refused_by(flag)

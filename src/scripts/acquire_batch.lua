@@ -1,8 +1,9 @@
 -- acquire_batch: group commit (docs/protocol.md, "Group commit"): K write acquisitions on one
 -- node in one call, each with an outcome of its own. Per name it runs only acquire.lua's path
--- for a free name (no key, no readers), with the counter the name's client uses (acquire.lua's
--- ARGV[7]: 'n' the node's, '' the name's), or nothing at all; the per-node work (one write of
--- the floor, the max-ttl record) is done once per call.
+-- for a free name (no key, no readers: the hold written by SET NX PX as acquire.lua's fast path
+-- writes it, the string "dlock. HOLD_ID OWNER"), with the counter the name's client uses
+-- (acquire.lua's ARGV[7]: 'n' the node's, '' the name's), or nothing at all; the per-node work
+-- (one write of the floor, the max-ttl record) is done once per call.
 --
 -- KEYS[1]  dlock:fence-floor (acquire.lua KEYS[3]): the node's counter
 -- KEYS[2]  dlock:max-ttl (acquire.lua KEYS[4]): the ttls of leases that may still live here
@@ -23,7 +24,8 @@
 --          every token above it, written once at the end (exact while the floor plus K stays
 --          below 2^53, as acquire.lua's below 2^53: a counter from the clock in microseconds
 --          gets there in the 23rd century)
---   nil    nothing was changed for this name (its key or its readers exist, its counter is no
+--   nil    nothing was changed for this name (its key (of any type: a dlock string, an older
+--          dlock's hash, a foreign key) or its readers exist, its counter is no
 --          number, the floor is no number and the name counts by its own counter, or one of
 --          its keys is a key of a name earlier in this call): the client sends it alone to
 --          acquire.lua, whose other paths (held, a stale hold taken over, readers, an error)
@@ -61,19 +63,25 @@ local reserved = {}
 for i = 1, items do
   local key, readers, fence = KEYS[3 * i], KEYS[3 * i + 2], KEYS[3 * i + 1]
   local by_node = ARGV[4 * i] == 'n'
-  -- acquire.lua's fast path: the key and its readers absent. For the node's counter, one EXISTS
-  -- tells that and that the name has no counter either (most names); else EXISTS again, and the
-  -- counter read.
+  -- acquire.lua's fast path: the readers absent (and, for the node's counter, the name's
+  -- counter, which most names do not have: one EXISTS; else the counter read), then the key
+  -- written by SET NX PX, which leaves an existing key (any type) alone: that name is nil. The
+  -- write happens here, before the tokens: nothing below fails on a name's data (the floor and
+  -- every counter were checked), so no grant is left behind by a failing call.
   if reserved[key] or reserved[readers] or reserved[fence] or
       (not by_node and floor and not floor_number) then
     -- nil: its keys meet an earlier name's, or acquire.lua would fail on the floor
-  elseif by_node and redis.call('exists', key, readers, fence) == 0 then
+  elseif by_node and redis.call('exists', readers, fence) == 0 then
     counters[i] = false
-  elseif redis.call('exists', key, readers) == 0 then
+  elseif redis.call('exists', readers) == 0 then
     local counted = redis.pcall('get', fence)
     if counted == false or (type(counted) == 'string' and countable(counted)) then
       counters[i] = counted
     end
+  end
+  if counters[i] ~= nil and not redis.call('set', key, 'dlock. ' .. ARGV[4 * i - 2] .. ' ' ..
+      ARGV[4 * i - 3], 'nx', 'px', ARGV[4 * i - 1]) then
+    counters[i] = nil  -- the key exists: alone, acquire.lua's other paths
   end
   reserved[key], reserved[readers], reserved[fence] = true, true, true
   out[i] = counters[i] ~= nil and 0 or false  -- a grant's fence, once known
@@ -104,8 +112,6 @@ local count = 0     -- the names granted
 for i = 1, items do
   if out[i] then
     local key, fence, ttl = KEYS[3 * i], KEYS[3 * i + 1], ARGV[4 * i - 1]
-    redis.call('hset', key, ARGV[4 * i - 3], ARGV[4 * i - 2])
-    redis.call('pexpire', key, ttl)
     local token
     if ARGV[4 * i] == 'n' then
       -- The node's counter: INCR of the floor (1 or less: there was none, the clock), above

@@ -3,7 +3,9 @@
 -- the first live waiter only. A waiter that stops calling is dropped after its timeout, so a
 -- dead waiter never stalls the queue.
 --
--- KEYS[1]  the lock key: a hash owner -> hold id, with a ttl
+-- KEYS[1]  the lock key: the string "dlock" F " " HOLD_ID " " OWNER with a ttl (as in
+--          acquire.lua; F the waiter flag); an older dlock's hash or a foreign key is held,
+--          never touched
 -- KEYS[2]  the fencing counter of this name: dlock:fence:{NAME} (as in acquire.lua)
 -- KEYS[3]  the queue: dlock:queue:{NAME}, a zset waiter -> arrival ticket
 -- KEYS[4]  the queue's liveness: dlock:queue-alive:{NAME}, a hash waiter -> deadline (ms, the
@@ -24,6 +26,11 @@
 -- KEYS[9]  only for a slot of a semaphore: the semaphore's permit record (as KEYS[7] of
 --          acquire.lua)
 -- ARGV[7]  only with KEYS[9]: the permit count this client uses (as ARGV[7] of acquire.lua)
+--
+-- A grant is flagged '!' (the grantee's release walks the queue and wakes the next) when the
+-- queue still has a waiter after the grantee left it, or the grantee was registered as a
+-- waiting writer (readers it kept out wait for its release); else '.'. A refusal by a dlock
+-- string hold flags that hold '!' (as in acquire.lua).
 --
 -- Replies as acquire.lua: {1, fence, 0} acquired (an older hold of the same client is taken
 -- over, as there, but never while a reader is live), or {0, fence, pttl} not acquired, where
@@ -88,7 +95,18 @@ while true do
   end
 end
 
-local kind = redis.call('type', KEYS[1])['ok']
+-- The lock key: 'none', 'dlock' (a string hold of this version: `flag`, `held_id`,
+-- `held_owner`), or 'other' (an older dlock's hash, read by GET as an error table, or a foreign
+-- key): held, never touched.
+local value = redis.pcall('get', KEYS[1])
+local kind, flag, held_id, held_owner = 'none', nil, nil, nil
+if value then
+  kind = 'other'
+  if type(value) == 'string' then
+    flag, held_id, held_owner = string.match(value, '^dlock([.!]) (%S+) (.*)$')
+    if flag then kind = 'dlock' end
+  end
+end
 -- As in acquire.lua: only an older hold of this client is stale.
 local function older_hold_of_this_client(id)
   local client, n = string.match(id, '^(.*)%.(%d+)$')
@@ -97,8 +115,7 @@ local function older_hold_of_this_client(id)
   -- ours as well: refusing it would make an acquisition refuse itself.
   return client ~= nil and client == my_client and tonumber(n) <= tonumber(my_n)
 end
-local mine = kind == 'hash' and redis.call('hget', KEYS[1], owner)
-local stale_mine = mine and older_hold_of_this_client(mine)
+local stale_mine = held_owner == owner and older_hold_of_this_client(held_id)
 -- Live readers keep the lock from writers, also from a takeover (checked first: no write hold
 -- is ever granted beside a live reader); how long the last of them has left (0: none).
 local readers_left = 0
@@ -109,26 +126,27 @@ if (stale_mine or (kind == 'none' and (not head or head == owner))) and
   local _, expiry = clock.entry(KEYS[7], true)
   if expiry then readers_left = expiry - readers_now end
 end
-if stale_mine and readers_left == 0 then
-  -- A stale hold of this owner: taken over, as in acquire.lua.
-  redis.call('zrem', KEYS[8], owner)
+-- A grant: the grantee leaves the queue and the waiting writers; the hold is flagged if
+-- somebody waits for its release (above), or kept flagged (a stale hold's waiters still wait).
+-- A stale hold's ttl is never shortened.
+local function grant(fresh)
+  local registered = redis.call('zrem', KEYS[8], owner)
   redis.call('zrem', KEYS[3], owner)
   redis.call('hdel', KEYS[4], owner)
-  redis.call('hset', KEYS[1], owner, ARGV[2])
-  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[3]) then
-    redis.call('pexpire', KEYS[1], ARGV[3])
-  end
-  record_permit(false)
+  if registered == 1 or redis.call('exists', KEYS[3]) == 1 then flag = '!' end
+  local hold = 'dlock' .. (flag or '.') .. ' ' .. ARGV[2] .. ' ' .. owner
+  local ttl = tonumber(ARGV[3])
+  if not fresh then ttl = math.max(ttl, redis.call('pttl', KEYS[1])) end
+  redis.call('set', KEYS[1], hold, 'px', ttl)
+  record_permit(fresh)
   return {1, next_token(), 0}
 end
+if stale_mine and readers_left == 0 then
+  -- A stale hold of this owner: taken over, as in acquire.lua.
+  return grant(false)
+end
 if kind == 'none' and (not head or head == owner) and readers_left == 0 then
-  redis.call('zrem', KEYS[8], owner)
-  redis.call('zrem', KEYS[3], owner)
-  redis.call('hdel', KEYS[4], owner)
-  redis.call('hset', KEYS[1], owner, ARGV[2])
-  redis.call('pexpire', KEYS[1], ARGV[3])
-  record_permit(true)
-  return {1, next_token(), 0}
+  return grant(true)
 end
 
 if ARGV[6] == '1' then
@@ -144,6 +162,9 @@ if ARGV[6] == '1' then
 end
 local pttl = -2
 if kind ~= 'none' then pttl = redis.call('pttl', KEYS[1]) end
+-- Refused by a dlock string hold: flagged, so that its release wakes this waiter (acquire.lua's
+-- refused_by() says why; pcall: as there).
+if flag == '.' then redis.pcall('setrange', KEYS[1], 5, '!') end
 if readers_left > 0 then
   if ARGV[6] == '1' then
     local timeout = tonumber(ARGV[5])

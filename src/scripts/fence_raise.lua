@@ -8,8 +8,9 @@
 -- KEYS[1]  the fencing counter of the name: dlock:fence:{NAME} (expires, see acquire.lua)
 -- KEYS[2]  this node's fence floor: dlock:fence-floor
 -- KEYS[3]  where the hold is: a write hold's lock key (the name; a semaphore's slot is one),
---          a hash owner -> hold id; for a read hold dlock:readers:{NAME}, a zset whose member
---          is "HOLD_ID OWNER". In the name's Redis Cluster slot, as KEYS[1]
+--          the string "dlock" F " " HOLD_ID " " OWNER (acquire.lua), or an older dlock's hash
+--          owner -> hold id; for a read hold dlock:readers:{NAME}, a zset whose member is
+--          "HOLD_ID OWNER". In the name's Redis Cluster slot, as KEYS[1]
 -- ARGV[1]  the token (a positive integer)
 -- ARGV[2]  the lock's ttl in milliseconds: how long the counter is kept at least
 -- ARGV[3]  owner token
@@ -34,7 +35,16 @@ local here
 if ARGV[5] == 'r' then
   here = type(redis.pcall('zscore', KEYS[3], ARGV[4] .. ' ' .. ARGV[3])) == 'string'
 else
-  here = redis.pcall('hget', KEYS[3], ARGV[3]) == ARGV[4]
+  -- pcall: GET of a hash (an older dlock's hold) is an error table: read by HGET.
+  local value = redis.pcall('get', KEYS[3])
+  if type(value) == 'string' then
+    local id, owner = string.match(value, '^dlock[.!] (%S+) (.*)$')
+    here = owner == ARGV[3] and id == ARGV[4]
+  elseif value then
+    here = redis.pcall('hget', KEYS[3], ARGV[3]) == ARGV[4]
+  else
+    here = false
+  end
 end
 local current = counter()
 local token = tonumber(ARGV[1])

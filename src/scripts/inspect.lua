@@ -11,18 +11,25 @@
 --
 -- Replies {kind, pttl, fence, queued, writers_waiting, holders, owner1, hold1, ...,
 --          reader_owner1, reader_hold1, reader_pttl1, ...}:
---   kind     'free' (no key, no live reader), 'dlock' (a hash owner -> hold id: a writer),
---            'shared' (live readers and no writer) or 'foreign' (any other type, e.g. another
+--   kind     'free' (no key, no live reader), 'dlock' (a writer: the string "dlock" F " "
+--            HOLD_ID " " OWNER of acquire.lua, or an older dlock's hash owner -> hold id),
+--            'shared' (live readers and no writer) or 'foreign' (any other key, e.g. another
 --            library's SET NX string lock)
 --   pttl     the lock key's remaining ttl in ms; for 'shared', the last reader's (-1: no key or
 --            no expiry)
 --   fence    the fencing counter, or the floor when the name has none now (0: never taken)
 --   queued   how many waiters are in the fair queue (dead ones included until dropped)
 --   writers_waiting  live writers registered as waiting for the readers to leave
---   holders  how many owner/hold id pairs of the writer hash follow (for 'dlock')
+--   holders  how many owner/hold id pairs of the writer follow (for 'dlock': 1 for a string,
+--            the hash's fields for an older dlock's)
 --   then a triple for every live reader: owner, hold id, remaining ms
 -- server_ms, key_clock: key_clock.lua, put before this.
 local kind = redis.call('type', KEYS[1])['ok']
+local writer = nil  -- a string hold's {owner, hold id}
+if kind == 'string' then
+  local id, owner = string.match(redis.call('get', KEYS[1]), '^dlock[.!] (%S+) (.*)$')
+  if id then writer = {owner, id} end
+end
 local fence = tonumber(redis.call('get', KEYS[2]) or redis.call('get', KEYS[4]) or '0')
 local queued = redis.call('zcard', KEYS[3])
 -- The anchors ('', later than now while their key lives) are no writer and no reader.
@@ -50,10 +57,14 @@ local reply
 if kind == 'none' then
   reply = {#readers > 0 and 'shared' or 'free', last_reader, fence, queued, writers_waiting, 0}
 else
-  reply = {kind == 'hash' and 'dlock' or 'foreign', redis.call('pttl', KEYS[1]), fence, queued,
-           writers_waiting, 0}
+  reply = {(kind == 'hash' or writer) and 'dlock' or 'foreign', redis.call('pttl', KEYS[1]), fence,
+           queued, writers_waiting, 0}
 end
-if kind == 'hash' then
+if writer then
+  reply[#reply + 1] = writer[1]
+  reply[#reply + 1] = writer[2]
+  reply[6] = 1
+elseif kind == 'hash' then
   local fields = redis.call('hgetall', KEYS[1])
   for i = 1, #fields do
     reply[#reply + 1] = fields[i]

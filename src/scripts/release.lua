@@ -1,7 +1,9 @@
 -- release: gives back a hold of the lock and frees it (reentrant leases are counted by the
 -- client, which releases once the last of them ends).
 --
--- KEYS[1]  the lock key: a hash owner -> hold id
+-- KEYS[1]  the lock key: the string "dlock" F " " HOLD_ID " " OWNER (acquire.lua; F the waiter
+--          flag, '!' once a refused waiter or a waiting writer's grant asked for a wake-up), or
+--          an older dlock's hash owner -> hold id (released as that dlock released it)
 -- KEYS[2]  the fair queue of this name: dlock:queue:{NAME}, a zset waiter -> arrival ticket
 -- KEYS[3]  the fair queue's liveness: dlock:queue-alive:{NAME}, a hash waiter -> deadline (ms,
 --          the key's own clock: key_clock.lua); a waiter past its deadline is dead and dropped
@@ -14,7 +16,8 @@
 -- ARGV[4]  'w' a write (exclusive) hold, 'r' a read hold
 -- ARGV[5]  'publish', or 'spublish' on a Redis Cluster (waiters listen on shard channels)
 -- KEYS[5]  only for a slot of a semaphore: the semaphore's permit record (acquire.lua); a
---          freed permit is counted off, and the record deleted with the last one
+--          freed permit is counted off, and the record deleted with the last one; its release
+--          always publishes (any slot's release wakes the semaphore's waiters)
 --
 -- A read hold frees the lock only when it was the last live reader and no writer holds (a
 -- writer that also reads); until then nothing is published.
@@ -22,15 +25,20 @@
 -- When the lock is freed, publishes on the release channel the fair queue's first live waiter
 -- (only that waiter wakes: no thundering herd), or, when nobody queues, '~' and the releasing
 -- owner (plain waiters wake and retry; the releasing client knows its own release by it).
+-- Except a write hold whose waiter flag is '.' (not a semaphore slot): nobody was refused by it
+-- and nobody waits for it (docs/protocol.md, "The waiter flag"), so neither the queue is read
+-- nor anything published.
 --
 -- Replies an integer (a table reply costs Redis about as much as two inner commands):
 --   n >= 0  freed: the key was deleted and the release published; n is how many connections
 --           were subscribed to the release channel (PUBLISH's count), which tells the
 --           releasing client whether anyone else waits (see lock/hand_off.h)
---   0       also: a read hold released; other readers (or the reader's own write hold) remain
+--   0       also: a read hold released; other readers (or the reader's own write hold) remain;
+--           or a write hold unflagged: freed, nothing published (nobody waits)
 --   -1      this hold is not here (expired, taken by another, or never ours): unchanged
--- One HGET tells the cases apart: redis.pcall returns an error table, not a failure, when the
--- key is not a hash (another library's string: not ours, never touched).
+-- One GET tells the cases apart: redis.pcall returns an error table, not a failure, for a hash
+-- (an older dlock's hold, then read by HGET); a string that is no dlock hold is another
+-- library's: not ours, never touched.
 -- server_ms, key_clock: key_clock.lua, put before this.
 local clock = nil  -- made only when a key with deadlines is read
 if ARGV[4] == 'r' then
@@ -53,13 +61,24 @@ if ARGV[4] == 'r' then
   clock.prune(KEYS[4], now)
   if redis.call('exists', KEYS[1], KEYS[4]) > 0 then return 0 end
 else
-  local id = redis.pcall('hget', KEYS[1], ARGV[1])
-  if type(id) ~= 'string' or (ARGV[3] ~= '' and id ~= ARGV[3]) then
+  local value = redis.pcall('get', KEYS[1])
+  local flag, id, owner = '!', nil, nil
+  if type(value) == 'string' then
+    flag, id, owner = string.match(value, '^dlock([.!]) (%S+) (.*)$')
+  elseif value then
+    -- An older dlock's hash (or another type: HGET fails too, not ours): as that dlock did,
+    -- and always published (its waiters listen and never flag).
+    id = redis.pcall('hget', KEYS[1], ARGV[1])
+    owner = ARGV[1]
+  end
+  if owner ~= ARGV[1] or type(id) ~= 'string' or (ARGV[3] ~= '' and id ~= ARGV[3]) then
     return -1
   end
   redis.call('del', KEYS[1])
-  if KEYS[5] and redis.call('hincrby', KEYS[5], 'held', -1) <= 0 then
-    redis.call('del', KEYS[5])
+  if KEYS[5] then
+    if redis.call('hincrby', KEYS[5], 'held', -1) <= 0 then redis.call('del', KEYS[5]) end
+  elseif flag == '.' then
+    return 0
   end
 end
 local next_waiter = '~' .. ARGV[1]

@@ -1,35 +1,40 @@
 -- release_batch: group commit (docs/protocol.md, "Group commit"): K releases of write holds on
 -- one node in one call, each with an outcome of its own. Per name it runs only release.lua's
--- path for a write hold by hold id with nobody queued, or nothing at all.
+-- path for a write hold by hold id whose waiter flag is '.' (nobody waits: nothing to read in
+-- the queue, nothing to publish), or nothing at all.
 --
--- KEYS[2i - 1], KEYS[2i]  for the i-th name (i = 1..K): the lock key NAME and its fair queue
---          dlock:queue:{NAME} (release.lua KEYS[1], KEYS[2])
--- ARGV[3i - 2], ARGV[3i - 1], ARGV[3i]  the i-th owner token, release channel and hold id (never
---          ''): release.lua's ARGV[1..3], in its order, so that the client selects them from
---          that call's own arguments
--- ARGV[#ARGV]  'publish', or 'spublish' on a Redis Cluster (release.lua ARGV[5])
+-- KEYS[2i - 1], KEYS[2i]  for the i-th name (i = 1..K): the lock key NAME (the string
+--          "dlock" F " " HOLD_ID " " OWNER, acquire.lua) and its fair queue dlock:queue:{NAME}
+--          (release.lua KEYS[1], KEYS[2]; the queue is not read here any more: it stays for the
+--          layout the client shares with release.lua's call)
+-- ARGV[3i - 2], ARGV[3i - 1], ARGV[3i]  the i-th owner token, release channel (unused here) and
+--          hold id (never ''): release.lua's ARGV[1..3], in its order, so that the client
+--          selects them from that call's own arguments
+-- ARGV[#ARGV]  'publish', or 'spublish' on a Redis Cluster (release.lua ARGV[5]; unused here)
 --
--- Replies an array of K elements, the i-th for the i-th name, as release.lua replies:
---   n >= 0  freed (the key deleted, '~' and the owner published); n is PUBLISH's count
---   -1      this hold is not here: unchanged
---   nil     nothing was changed (a fair queue exists): the client sends this name alone to
---           release.lua, which walks the queue
+-- Replies an array of K elements, the i-th for the i-th name:
+--   0      freed: the key deleted; nothing published (nobody waits), as release.lua replies
+--   -1     this hold is not here (expired, taken by another, a foreign key): unchanged
+--   nil    nothing was changed: the hold is flagged '!' (somebody waits), or the key is an older
+--          dlock's hash; the client sends this name alone to release.lua, which publishes
 local out = {}
-local publish = ARGV[#ARGV]
 for i = 1, #KEYS / 2 do
-  local key, owner, hold = KEYS[2 * i - 1], ARGV[3 * i - 2], ARGV[3 * i]
-  -- pcall: a key of another type (another library's string) is not ours, never touched.
-  local id = redis.pcall('hget', key, owner)
-  if type(id) ~= 'string' or id ~= hold then
-    out[i] = -1
-  elseif redis.call('exists', KEYS[2 * i]) == 1 then
-    out[i] = false
+  -- pcall: GET of a hash (an older dlock's) is an error table, not a failure.
+  local value = redis.pcall('get', KEYS[2 * i - 1])
+  if type(value) == 'string' then
+    local flag, id, owner = string.match(value, '^dlock([.!]) (%S+) (.*)$')
+    if owner ~= ARGV[3 * i - 2] or id ~= ARGV[3 * i] then
+      out[i] = -1  -- another hold, or another library's string: never touched
+    elseif flag == '!' then
+      out[i] = false
+    else
+      redis.call('del', KEYS[2 * i - 1])
+      out[i] = 0
+    end
+  elseif value then
+    out[i] = false  -- an older dlock's hash (or another type): release.lua's
   else
-    redis.call('del', key)
-    -- pcall: as release.lua, a PUBLISH the ACL refuses must not turn the release into an error.
-    local told = redis.pcall(publish, ARGV[3 * i - 1], '~' .. owner)
-    if type(told) ~= 'number' then told = 0 end
-    out[i] = told
+    out[i] = -1
   end
 end
 return out

@@ -1,7 +1,9 @@
 -- renew: re-arms the ttl of many holds in one call (the watchdog's batch, extend(), and a
 -- reentrant acquisition, which must make the key outlive its own ttl too).
 --
--- KEYS[i]       the i-th hold's key: the lock key (a hash owner -> hold id) for a write hold,
+-- KEYS[i]       the i-th hold's key: the lock key for a write hold (the string "dlock" F " "
+--               HOLD_ID " " OWNER, acquire.lua: only its ttl is re-armed, never its value,
+--               so that its waiter flag F survives; or an older dlock's hash owner -> hold id),
 --               dlock:readers:{NAME} (a zset "HOLD_ID OWNER" -> expiry in ms, on the key's own
 --               clock: key_clock.lua) for a read hold
 -- ARGV[4i - 3]  the i-th hold's owner token
@@ -59,8 +61,16 @@ for i = 1, #KEYS do
       result[i] = 1
     end
   else
-    local held = redis.pcall('hget', KEYS[i], owner)
-    if type(held) == 'string' and (held == id or id == '') then
+    -- pcall: GET of a hash (an older dlock's hold: HGET, as that dlock renewed it) is an
+    -- error table; a string that is no dlock hold is another library's, never touched.
+    local value = redis.pcall('get', KEYS[i])
+    local held, holder = nil, nil
+    if type(value) == 'string' then
+      held, holder = string.match(value, '^dlock[.!] (%S+) (.*)$')
+    elseif value then
+      held, holder = redis.pcall('hget', KEYS[i], owner), owner
+    end
+    if holder == owner and type(held) == 'string' and (held == id or id == '') then
       outlive(KEYS[i], ttl)
       result[i] = 1
     end

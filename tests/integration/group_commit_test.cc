@@ -25,6 +25,7 @@
 #include "node/node_set.h"
 #include "scripts/script.h"
 #include "support/cluster_fixture.h"
+#include "support/lock_key.h"
 #include "support/redis_server.h"
 
 namespace dlock::test {
@@ -45,8 +46,13 @@ class GroupCommitTest : public ::testing::Test {
     return r && r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : std::string("-");
   }
   long long pttl(const std::string& key) const { return cmd({"PTTL", key})->integer; }
-  // HGETALL as "field=value;..." (a foreign key's error as "error").
+  // The lock key's holds as "owner=hold id;...": a dlock string hold (test::lock_key_hold) as
+  // the hash it was, an older dlock's hash by HGETALL (a foreign key as "error").
   std::string hash(const std::string& key) const {
+    if (cmd({"TYPE", key})->str == std::string("string")) {
+      const auto held = test::lock_key_hold(*server_, key);
+      return held ? held->owner + "=" + held->hold_id + ";" : "error";
+    }
     auto r = cmd({"HGETALL", key});
     if (r->type != REDIS_REPLY_ARRAY) return "error";
     std::string out;
@@ -298,38 +304,59 @@ TEST_F(GroupCommitTest, AFloorThatIsNoIntegerIsReadAndWrittenBack) {
   EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), "1700000000000001");
 }
 
-TEST_F(GroupCommitTest, ReleasesByHoldIdAndLeavesQueuedNamesAlone) {
-  acquire_batch({"a", "b", "c", "d"});
+// The waiter flag (docs/protocol.md): a hold flagged '!' (somebody waits) goes alone to
+// release.lua, which walks the queue and publishes; an unflagged one is freed here and nothing
+// is published (nobody waits), whatever else exists (a fair queue whose waiters would have
+// flagged the hold); an older dlock's hash goes alone.
+TEST_F(GroupCommitTest, ReleasesByHoldIdAndLeavesFlaggedNamesAlone) {
+  acquire_batch({"a", "b", "c", "d", "e"});
   cmd({"SET", "foreign", "v"});
   cmd({"ZADD", lock::queue_key("c"), "1", "waiter"});
-  // A subscriber on d's channel: its release counts it.
+  ASSERT_EQ(cmd({"SETRANGE", "c", "5", "!"})->integer, 7 + 3 + 1 + 2);  // "dlock! c.2 o2"
+  cmd({"ZADD", lock::queue_key("e"), "1", "waiter"});  // unflagged: nobody waits any more
+  cmd({"HSET", "older", "o6", "c.6"});
+  // A subscriber on d's channel: an unflagged release publishes nothing.
   redisContext* sub = redisConnect("127.0.0.1", server_->port());
   ASSERT_TRUE(sub != nullptr && sub->err == 0);
   const std::string channel = lock::release_channel("d");
   freeReplyObject(redisCommand(sub, "SUBSCRIBE %b", channel.data(), channel.size()));
+  ASSERT_TRUE(cmd({"CONFIG", "RESETSTAT"}));
   auto r = release_batch({{"a", "o0", "c.0"},
                           {"b", "o1", "c.9"},
                           {"c", "o2", "c.2"},
                           {"d", "o3", "c.3"},
                           {"foreign", "o4", "c.4"},
-                          {"none", "o5", "c.5"}});
-  ASSERT_EQ(r->elements, 6u);
+                          {"none", "o5", "c.5"},
+                          {"e", "o4", "c.4"},
+                          {"older", "o6", "c.6"}});
+  const std::string stats = cmd({"INFO", "commandstats"})->str;
+  ASSERT_EQ(r->elements, 8u);
   EXPECT_EQ(r->element[0]->integer, 0);
   EXPECT_EQ(r->element[1]->integer, -1);
   EXPECT_TRUE(nil(r->element[2]));
-  EXPECT_EQ(r->element[3]->integer, 1);
+  EXPECT_EQ(r->element[3]->integer, 0);
   EXPECT_EQ(r->element[4]->integer, -1);
   EXPECT_EQ(r->element[5]->integer, -1);
+  EXPECT_EQ(r->element[6]->integer, 0);
+  EXPECT_TRUE(nil(r->element[7]));
   EXPECT_EQ(cmd({"EXISTS", "a"})->integer, 0);
   EXPECT_EQ(hash("b"), "o1=c.1;");
   EXPECT_EQ(hash("c"), "o2=c.2;");
   EXPECT_EQ(cmd({"ZCARD", lock::queue_key("c")})->integer, 1);
   EXPECT_EQ(cmd({"EXISTS", "d"})->integer, 0);
+  EXPECT_EQ(cmd({"EXISTS", "e"})->integer, 0);
+  EXPECT_EQ(cmd({"ZCARD", lock::queue_key("e")})->integer, 1) << "the queue is not read";
+  EXPECT_EQ(hash("older"), "o6=c.6;");
   EXPECT_EQ(get("foreign"), "v");
-  redisReply* message = nullptr;
-  ASSERT_EQ(redisGetReply(sub, reinterpret_cast<void**>(&message)), REDIS_OK);
-  ASSERT_EQ(message->elements, 3u);
-  EXPECT_EQ(std::string(message->element[2]->str), "~o3");
+  EXPECT_EQ(stats.find("cmdstat_publish"), std::string::npos) << "nobody waits: no PUBLISH";
+  EXPECT_EQ(stats.find("cmdstat_zrange"), std::string::npos) << "no queue read";
+  EXPECT_EQ(stats.find("cmdstat_exists"), std::string::npos) << "no queue read";
+  // The subscriber's next reply is its PING's, not a release message.
+  redisReply* message = static_cast<redisReply*>(redisCommand(sub, "PING"));
+  ASSERT_TRUE(message != nullptr);
+  ASSERT_EQ(message->type, REDIS_REPLY_ARRAY);
+  ASSERT_GE(message->elements, 1u);
+  EXPECT_EQ(std::string(message->element[0]->str), "pong");
   freeReplyObject(message);
   redisFree(sub);
 }
@@ -486,20 +513,33 @@ TEST_F(CoalescerTest, ReleasesQueuedTogetherGoInOneCall) {
     ASSERT_EQ(kind(r), lock::AcquireReply::Kind::granted);
   }
   cmd({"ZADD", lock::queue_key("n3"), "1", "gone-waiter"});  // dead: release.lua drops it
+  cmd({"SETRANGE", "n3", "5", "!"});  // what the waiter's refusal did: it waits
+  // A subscriber on n3's channel: the flagged release, gone alone, publishes to it.
+  redisContext* sub = redisConnect("127.0.0.1", server_->port());
+  ASSERT_TRUE(sub != nullptr && sub->err == 0);
+  const std::string channel = lock::release_channel("n3");
+  freeReplyObject(redisCommand(sub, "SUBSCRIBE %b", channel.data(), channel.size()));
   reset_stats();
   calls.clear();
   for (int i = 0; i < 10; ++i) {
     calls.push_back(lock::release_call(hold("n" + std::to_string(i), "o", i == 5 ? "c.2" : "c.1")));
   }
   const auto out = run_together(std::move(calls));
-  EXPECT_EQ(script_calls(), 2);  // the batch, then n3 alone (a queue exists)
+  EXPECT_EQ(script_calls(), 2);  // the batch, then n3 alone (flagged: somebody waits)
   for (int i = 0; i < 10; ++i) {
     ASSERT_TRUE(out[i]) << i;
     ASSERT_TRUE(out[i]->is_integer()) << i;
-    EXPECT_EQ(out[i]->integer, i == 5 ? -1 : 0) << i;
+    // n3: published to its one subscriber.
+    EXPECT_EQ(out[i]->integer, i == 5 ? -1 : (i == 3 ? 1 : 0)) << i;
     EXPECT_EQ(cmd({"EXISTS", "n" + std::to_string(i)})->integer, i == 5 ? 1 : 0) << i;
   }
   EXPECT_EQ(cmd({"EXISTS", lock::queue_key("n3")})->integer, 0) << "release.lua walked it";
+  redisReply* message = nullptr;
+  ASSERT_EQ(redisGetReply(sub, reinterpret_cast<void**>(&message)), REDIS_OK);
+  ASSERT_EQ(message->elements, 3u);
+  EXPECT_EQ(std::string(message->element[2]->str), "~o") << "the dead waiter dropped, '~' owner";
+  freeReplyObject(message);
+  redisFree(sub);
 }
 
 TEST_F(CoalescerTest, AFailedBatchCallFailsEveryCallInIt) {

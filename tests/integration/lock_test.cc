@@ -9,6 +9,7 @@
 
 #include "lock/keys.h"
 #include "scripts/script.h"
+#include "support/lock_key.h"
 #include "support/redis_server.h"
 
 namespace dlock {
@@ -150,9 +151,10 @@ TEST_F(LockTest, ExpiredLeaseCannotReleaseOrExtendTheNextHolder) {
   ASSERT_FALSE(rel);
   EXPECT_TRUE(rel.error().is(errc::lock_lost));
   EXPECT_TRUE(server_->exists("job")) << "a stale release must not free b's lock";
-  auto holder = server_->command({"HGET", "job", "b"});
-  ASSERT_EQ(holder->type, REDIS_REPLY_STRING) << "b's hold must still be there";
-  EXPECT_EQ(server_->command({"HLEN", "job"})->integer, 1);
+  // The key holds one hold (HLEN 1 of the hash it was), b's.
+  const auto holder = test::lock_key_hold(*server_, "job");
+  ASSERT_TRUE(holder) << "b's hold must still be there";
+  EXPECT_EQ(holder->owner, "b") << "b's hold must still be there";
 }
 
 TEST_F(LockTest, ExtendReArmsTheTtl) {

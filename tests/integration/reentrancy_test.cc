@@ -4,6 +4,7 @@
 
 #include "core/access.h"
 #include "support/cluster_fixture.h"
+#include "support/lock_key.h"
 
 namespace dlock {
 namespace {
@@ -23,9 +24,10 @@ TEST_P(ReentrancyTest, SameThreadTakesItAgainAndFreesItAtCountZero) {
   EXPECT_EQ(inner->fencing_token(), outer->fencing_token());
   // Reentrant leases share one hold: the nodes see one owner, whatever the count.
   for (std::size_t i = 0; i < size(); ++i) {
-    EXPECT_EQ((*nodes_)[i].command({"HLEN", "job"})->integer, 1);
-    EXPECT_EQ((*nodes_)[i].command({"HGET", "job", Client::default_owner().str()})->type,
-              REDIS_REPLY_STRING);
+    // The lock key holds one hold (HLEN 1 of the hash it was), the client's default owner's.
+    const auto held = test::lock_key_hold((*nodes_)[i], "job");
+    ASSERT_TRUE(held) << "node " << i;
+    EXPECT_EQ(held->owner, Client::default_owner().str());
   }
   ASSERT_TRUE(innermost->unlock());
   ASSERT_TRUE(inner->unlock());

@@ -429,7 +429,7 @@ class ReloadTest(Base):
         self.assertEqual(self.http_status(NEW), 200)
         self.assertEqual(self.grpc_code(JOBS), grpc.StatusCode.UNAUTHENTICATED)
         self.assertEqual(self.http_status(JOBS), 401)
-        self.assertEqual(self.node.cli("HEXISTS", self.name, held["owner"]), "1")
+        self.assertTrue(st.lock_held_by(self.node.cli("GET", self.name), held["owner"]))
         # The new token's prefixes are its own.
         self.assertEqual(code_of(self.service.stub.Status, pb.StatusRequest(name="other"),
                                  metadata=bearer(NEW), timeout=30),
@@ -549,7 +549,7 @@ class GracefulShutdownTest(unittest.TestCase):
             self.assertLess(time.monotonic() - started, 10)
             self.assertTrue(wait_until(lambda: node.cli("ZCARD", "dlock:queue:{s}") == "0"))
             # The lease lives in Redis, not in the instance: another instance can release it.
-            self.assertEqual(node.cli("HEXISTS", "s", holder.owner), "1")
+            self.assertTrue(st.lock_held_by(node.cli("GET", "s"), holder.owner))
             other = st.Service([node.url])
             try:
                 other.stub.Release(pb.ReleaseRequest(name="s", owner=holder.owner), timeout=30)

@@ -71,7 +71,7 @@ class SandboxServiceTest(unittest.TestCase):
                                      timeout=30)
             # The lock is on the sandbox's nodes, as the DLOCK_REDIS line names them.
             for port in ports:
-                self.assertEqual(redis_cli(port, "HEXISTS", "sandboxed", again.owner), "1")
+                self.assertTrue(st.lock_held_by(redis_cli(port, "GET", "sandboxed"), again.owner))
             children = children_of(sandbox.pid)
             self.assertEqual(len(children), 4)  # 3 redis-server, 1 dlock serve
             sandbox.send_signal(signal.SIGTERM)

@@ -207,7 +207,7 @@ class TokensTest(Base):
         self.assertEqual(code_of(self.stub.Release, pb.ReleaseRequest(name=other,
                                                                       owner=held.owner),
                                  timeout=30, metadata=jobs), grpc.StatusCode.PERMISSION_DENIED)
-        self.assertEqual(self.node.cli("HEXISTS", other, held.owner), "1")
+        self.assertTrue(st.lock_held_by(self.node.cli("GET", other), held.owner))
         self.stub.Release(pb.ReleaseRequest(name=other, owner=held.owner), timeout=30,
                           metadata=bearer(ADMIN))
         status = self.stub.Status(pb.StatusRequest(name=self.name), timeout=30, metadata=jobs)
@@ -547,7 +547,7 @@ class TlsBase(Base):
             stub = pb_grpc.LocksStub(channel)
             grant = stub.Acquire(pb.AcquireRequest(name=self.name, ttl_ms=10000), timeout=30)
             self.assertGreater(grant.fencing_token, 0)
-            self.assertEqual(self.node.cli("HEXISTS", self.name, grant.owner), "1")
+            self.assertTrue(st.lock_held_by(self.node.cli("GET", self.name), grant.owner))
             stub.Release(pb.ReleaseRequest(name=self.name, owner=grant.owner), timeout=30)
         status, answer = self.curl_tls("POST", self.url(verb=":acquire"), {"ttl_ms": 10000},
                                        client=client)

@@ -54,6 +54,14 @@ def free_port():
     raise RuntimeError("no unclaimed port")
 
 
+def lock_held_by(value, owner):
+    """Whether `value` (redis-cli GET of a lock key) is a dlock write hold of `owner`: the string
+    "dlock" F " " HOLD_ID " " OWNER (docs/protocol.md, "The lock key")."""
+    parts = value.split(" ", 2)
+    return (len(parts) == 3 and parts[0] in ("dlock.", "dlock!") and parts[1] != ""
+            and parts[2] == owner)
+
+
 def wait_until(predicate, seconds=10.0):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -594,7 +602,8 @@ class ShutdownTest(unittest.TestCase):
             self.assertNotEqual(http_wait["answer"][0], 200)
             self.assertTrue(wait_until(lambda: node.cli("ZCARD", "dlock:queue:{s}") == "0"))
             # The holder's lock outlives the service: it is in Redis, not in the instance.
-            self.assertNotEqual(node.cli("HGET", "s", holder.owner), "")
+            # The lock key: "dlock" F " " HOLD_ID " " OWNER (docs/protocol.md), the holder's.
+            self.assertTrue(lock_held_by(node.cli("GET", "s"), holder.owner))
         finally:
             service.stop()
             node.close()

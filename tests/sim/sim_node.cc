@@ -422,6 +422,13 @@ resp::Reply SimNode::acquire_batch(const node::Call& call, std::int64_t now) {
   return out;
 }
 
+// The lock key is a string "dlock" F " " HOLD_ID " " OWNER in the real scripts (issue 32), a
+// hash owner -> hold id here: the model needs no change, since no outcome changed. Who holds,
+// which acquisition is granted or refused, which release or renewal finds its hold are the
+// same; the waiter flag F only decides whether a release publishes (pub/sub is not modelled:
+// every release here publishes to nobody, 0) and whether release_batch.lua frees a name or
+// leaves it to release.lua (nil), which then frees it alike: the same key deleted, the same 0.
+// So release_batch() below still leaves only a name with a fair queue alone (never here).
 // release_batch.lua, line by line: per name (KEYS[2i-1], KEYS[2i] the key and its fair queue;
 // ARGV[3i-2..3i] owner, channel, hold id) release.lua's write release by hold id: -1 if this
 // hold is not here, nil if a fair queue exists (release.lua walks it), else the key deleted

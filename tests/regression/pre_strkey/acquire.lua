@@ -1,0 +1,251 @@
+-- acquire: takes the lock for a new hold of an owner. Reentrancy is counted by the client (one
+-- hold per owner on the server), so this script never adds to an existing hold. This very hold
+-- found here (the same server reached twice in one round) is granted again. An older hold
+-- of the same client found here is stale (its release was lost: the client asks for a new hold
+-- only when it has no live one) and is taken over by the new hold id, with a fencing token
+-- raised as for any new holder. Any other hold of the same owner is held: a later hold of the
+-- same client (this call is an older attempt that ran late), or another client's (two clients
+-- naming one owner would otherwise both believe they hold it).
+--
+-- KEYS[1]  the lock key (the name the user gave): a hash owner -> hold id, with a ttl
+-- KEYS[2]  the fencing counter of this name: dlock:fence:{NAME}, an integer that expires with
+--          the lock (ttl ms after the last grant): Redis keeps nothing for unused names
+-- KEYS[3]  this node's fence floor: dlock:fence-floor, the largest token it ever handed out or
+--          was raised to, for any name; a counter that expired starts again from it, so the
+--          tokens of a name grow across its counter's lifetimes; a node without one counts from
+--          its clock in microseconds (counter() below)
+-- KEYS[4]  dlock:max-ttl, the ttls (ms) of leases that may still live here (hello.lua): a zset
+--          ttl -> until when (ms, this server's clock), the key as long-lived as its last entry.
+--          A grant records ARGV[3] for ARGV[3] ms, so every node that holds a key knows its ttl,
+--          also when the greeting that announced it missed this node (a restart quarantine
+--          computed from it is then long enough), and forgets it once no such lease can live
+-- ARGV[1]  owner token
+-- ARGV[2]  hold id: unique per acquisition, "CLIENT.N" with N growing per client; release and
+--          renew act only when it matches
+-- ARGV[3]  ttl in milliseconds
+-- KEYS[5]  the read holds of this name: dlock:readers:{NAME}, a zset "HOLD_ID OWNER" -> expiry
+--          (ms, the key's own clock: key_clock.lua, anchored by its member ''); the key lives
+--          as long as its longest-lived reader
+-- KEYS[6]  writers waiting for the readers to leave: dlock:writers-waiting:{NAME}, a zset
+--          owner -> deadline (ms, the key's own clock, as KEYS[5])
+-- ARGV[4]  'w' a write (exclusive) hold, 'r' a read (shared) hold
+-- ARGV[5]  writes: how long (ms) a writer refused because of readers is registered as waiting,
+--          so new readers stay out meanwhile; '0' not to register (try_lock)
+-- ARGV[6]  writes: '1' if this owner may have registered as waiting before (drop it on a grant)
+-- KEYS[7]  only for a slot of a semaphore: the semaphore's permit record, a hash
+--          n -> the permit count, held -> permits granted on this node and not released yet;
+--          it lives at least as long as every permit of the semaphore on this node (a grant
+--          raises its ttl to the slot's, renew.lua re-arms it beside the permits, the release
+--          of the last permit deletes it)
+-- ARGV[7]  'n': count with the node's counter (KEYS[3], one INCR per grant of any name; the
+--          client of a lock set of one node), else with the name's (KEYS[2], then KEYS[3]).
+--          Either way a token is larger than every token this node handed out or was raised to
+--          for the name: the node counter is never below the name's (next_token)
+-- ARGV[8]  only with KEYS[7]: the permit count this client uses; a record of another count
+--          refuses the grant, a grant records it
+--
+-- A write hold needs the lock key absent (or stale, below) and no live reader. A read hold
+-- needs no writer (except the reader's own write hold: a writer may also read, a downgrade)
+-- and, when no writer holds, no live waiting writer. Both kinds draw from one fencing counter,
+-- so a writer's token is larger than the token of every reader and writer before it.
+--
+-- Replies (a grant, the common case, is a bare integer: a table reply costs Redis about as much
+-- as two inner commands):
+--   fence             acquired (the key was absent, or held by an older hold of this client):
+--                     fence (> 0) is the counter after the increment; the key expires in
+--                     ARGV[3] ms, or later if a stale hold had more left (a ttl is never
+--                     shortened)
+--   {0, fence, pttl}  held: by another owner, by another hold of this owner (above), or by a
+--                     key that is not a dlock hash (e.g. another
+--                     library's SET NX PX string), which is never touched; fence is the counter
+--                     as it is (not raised); pttl is the key's remaining ttl in ms (-1: none).
+--                     Refused by readers: pttl is when the last of them expires, at most a
+--                     third of ARGV[5] when registered (the waiter comes back by then to stay
+--                     registered). Refused by a waiting writer: when its registration ends.
+--   {0, fence, pttl, 1}  refused by readers, and the writer registered as waiting: it must
+--                     leave (fair_leave.lua) if it gives up
+--   {-1, fence, n}    a semaphore slot whose record says n permits, not ARGV[8]: nothing changed
+-- server_ms, key_clock: key_clock.lua, put before this.
+
+-- The fast path, first: a write hold counted by the node's counter, for a free name (no key, no
+-- readers, no name counter) and no waiting-writer registration or semaphore slot to undo. Most
+-- grants are this, and it runs before any of the functions below is made (a closure per call
+-- costs Redis about as much as an inner command) and with one EXISTS instead of EXISTS and
+-- GETDEL. It does what grant_write(true) does and the common case of next_token(): when the
+-- floor could not count (not a number, or absent) or the max-ttl record must be written, it
+-- goes on to next_token(), after the functions, with the INCR's result. Anything else (a key,
+-- readers or a name counter exist) takes the paths below, which read EXISTS again.
+local fast_counted = nil
+if ARGV[4] == 'w' and ARGV[7] == 'n' and ARGV[6] ~= '1' and not KEYS[7] and
+    redis.call('exists', KEYS[1], KEYS[5], KEYS[2]) == 0 then
+  redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
+  redis.call('pexpire', KEYS[1], ARGV[3])
+  -- pcall: see next_token().
+  fast_counted = redis.pcall('incr', KEYS[3])
+  if type(fast_counted) == 'number' and fast_counted > 1 then
+    -- record_ttl()'s test: the record of this ttl reaches past this lease already.
+    local score = redis.pcall('zscore', KEYS[4], ARGV[3])
+    if type(score) == 'string' and tonumber(score) >= server_ms() + tonumber(ARGV[3]) then
+      return fast_counted
+    end
+  end
+end
+-- The name's counter, else the node's floor, else (a node that lost its memory, or a new one)
+-- the server's clock in microseconds: tokens grow by one per grant, far slower than that clock,
+-- so a node that restarted empty still counts from above every token handed out before, even
+-- when every node lost its memory (a quiet rolling restart). Exact in a Lua number below 2^53.
+-- `floor`: KEYS[3] if the caller read it already.
+local function counter(floor)
+  local known = redis.call('get', KEYS[2]) or floor or redis.call('get', KEYS[3])
+  if known then return tonumber(known) end
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+-- A key lives at least `ms` more (never shortened: other holds share it).
+local function outlive(key, ms)
+  if redis.call('pttl', key) < ms then redis.call('pexpire', key, ms) end
+end
+-- KEYS[4]: a lease of ARGV[3] ms granted now ends within ARGV[3] ms. When the record of that ttl
+-- already reaches that far, nothing is written; else it is written until two ttls from now, so
+-- that the grants of the next ttl skip it: TIME and ZSCORE instead of TIME, ZADD and PTTL on
+-- most grants. A string in KEYS[4] is the never-shrinking record of dlock before 0.2: replaced.
+local function record_ttl()
+  local now = server_ms()
+  local ttl = tonumber(ARGV[3])
+  -- pcall: an older dlock's string record is no zset (then recorded below).
+  local score = redis.pcall('zscore', KEYS[4], ARGV[3])
+  if type(score) == 'string' and tonumber(score) >= now + ttl then return end
+  local until_ms = now + 2 * ttl
+  local added = redis.pcall('zadd', KEYS[4], 'gt', until_ms, ARGV[3])
+  if type(added) ~= 'number' then
+    if redis.call('type', KEYS[4]).ok ~= 'string' then error(added.err) end  -- e.g. OOM
+    redis.call('del', KEYS[4])
+    redis.call('zadd', KEYS[4], until_ms, ARGV[3])
+  end
+  outlive(KEYS[4], 2 * ttl)
+end
+-- The name's counter: a new one counts from the floor, and the floor follows every token. The
+-- node's: the floor itself, one INCR (no per-name key to create and expire; on one node a token
+-- needs nothing else). The name's counter is taken away (GETDEL), so that it is never behind
+-- the node's: a client of the name's counter (fair_acquire.lua, a lock set of several nodes,
+-- an older dlock) counts this name from the floor again, above this token. Every script that
+-- writes a name's counter raises the floor to it, so the INCR passes it; should the floor be
+-- behind all the same (lost to an allkeys eviction, written by hand), the token still does.
+-- `counted`: the floor's INCR if the fast path above made it already.
+local function next_token(counted)
+  local token
+  if ARGV[7] == 'n' then
+    -- pcall: a floor INCR cannot count (no dlock writes one; "1.7e+15" by hand) is read as
+    -- counter() reads it, and written back as an integer.
+    if counted == nil then counted = redis.pcall('incr', KEYS[3]) end
+    if type(counted) == 'number' then
+      token = counted
+    else
+      token = math.floor(tonumber(redis.call('get', KEYS[3])) or 0) + 1
+    end
+    if token <= 1 then  -- there was no floor: count from the clock, as counter() does
+      local t = redis.call('time')
+      token = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 1
+    end
+    local named = tonumber(redis.call('getdel', KEYS[2]) or '0')
+    if token <= named then token = named + 1 end
+    if token ~= counted then redis.call('set', KEYS[3], token) end
+  else
+    local floor = redis.call('get', KEYS[3])
+    token = counter(floor) + 1
+    redis.call('set', KEYS[2], token, 'px', ARGV[3])
+    if token > tonumber(floor or '0') then redis.call('set', KEYS[3], token) end
+  end
+  record_ttl()
+  return token
+end
+-- Drops readers past their expiry; returns how long the last live one has left (0: none).
+local function live_readers_left(clock)
+  local now = clock.now(KEYS[5])
+  clock.prune(KEYS[5], now)
+  local _, expiry = clock.entry(KEYS[5], true)
+  if not expiry then return 0 end
+  return expiry - now
+end
+-- The fast path granted, and left the token's rare cases or the max-ttl record to next_token().
+if fast_counted ~= nil then return next_token(fast_counted) end
+-- A semaphore's slot: only the count recorded on this node may be granted here.
+local record = KEYS[7]
+if record then
+  local n = redis.call('hget', record, 'n')
+  if n and n ~= ARGV[8] then return {-1, counter(), tonumber(n)} end
+end
+-- `fresh`: the lock key was absent (then no ttl to compare with).
+local function grant_write(fresh)
+  redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
+  if fresh then
+    redis.call('pexpire', KEYS[1], ARGV[3])
+  else
+    outlive(KEYS[1], tonumber(ARGV[3]))
+  end
+  if record then
+    if fresh then redis.call('hincrby', record, 'held', 1) end
+    redis.call('hset', record, 'n', ARGV[8])
+    outlive(record, redis.call('pttl', KEYS[1]))
+  end
+  if ARGV[6] == '1' then redis.call('zrem', KEYS[6], ARGV[1]) end
+  return next_token()
+end
+
+if ARGV[4] == 'r' then
+  local clock = key_clock()
+  if redis.call('exists', KEYS[1]) == 1 then
+    -- Only the writer itself may read beside its write hold, and only from the client that
+    -- holds it (hold ids are "CLIENT.N"): two clients naming one owner are two owners.
+    -- pcall: a foreign key is held, never touched.
+    local writer = redis.pcall('hget', KEYS[1], ARGV[1])
+    if type(writer) ~= 'string' or
+        string.match(writer, '^(.*)%.%d+$') ~= string.match(ARGV[2], '^(.*)%.%d+$') then
+      return {0, counter(), redis.call('pttl', KEYS[1])}
+    end
+  elseif redis.call('exists', KEYS[6]) == 1 then
+    local now = clock.now(KEYS[6])
+    clock.prune(KEYS[6], now)
+    local _, deadline = clock.entry(KEYS[6], false)
+    if deadline then return {0, counter(), deadline - now} end
+  end
+  local ttl = tonumber(ARGV[3])
+  local now = clock.now(KEYS[5])
+  redis.call('zadd', KEYS[5], now + ttl, ARGV[2] .. ' ' .. ARGV[1])
+  outlive(KEYS[5], ttl)
+  clock.mark(KEYS[5], false, now)
+  return next_token()
+end
+
+-- EXISTS first: the common case (a free lock, no readers) needs nothing more.
+if redis.call('exists', KEYS[1], KEYS[5]) == 0 then return grant_write(true) end
+if redis.call('exists', KEYS[5]) == 1 then
+  local clock = key_clock()
+  local left = live_readers_left(clock)
+  if left > 0 then
+    local wait = tonumber(ARGV[5])
+    if wait > 0 then
+      local now = clock.now(KEYS[6])
+      redis.call('zadd', KEYS[6], now + wait, ARGV[1])
+      outlive(KEYS[6], wait)
+      clock.mark(KEYS[6], false, now)
+      return {0, counter(), math.min(left, math.max(1, math.floor(wait / 3))), 1}
+    end
+    return {0, counter(), left}
+  end
+  if redis.call('exists', KEYS[1]) == 0 then return grant_write(true) end
+end
+-- pcall: HGET on a key of another type is an error table, not a failure (a foreign lock).
+local mine = redis.pcall('hget', KEYS[1], ARGV[1])
+-- Hold ids are "CLIENT.N". A later hold of this client means this call ran late (its connection
+-- stalled, the client gave up on it and took the lock again): taking the newer hold over would
+-- let this attempt's own clean-up release free it.
+local function older_hold_of_this_client(id)
+  local client, n = string.match(id, '^(.*)%.(%d+)$')
+  local my_client, my_n = string.match(ARGV[2], '^(.*)%.(%d+)$')
+  -- <=: this very hold, met again (one server named twice, or a duplicated request), is
+  -- ours as well: refusing it would make an acquisition refuse itself.
+  return client ~= nil and client == my_client and tonumber(n) <= tonumber(my_n)
+end
+if type(mine) == 'string' and older_hold_of_this_client(mine) then return grant_write(false) end
+return {0, counter(), redis.call('pttl', KEYS[1])}
