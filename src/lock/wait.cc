@@ -232,6 +232,16 @@ bool wait_again(const Result<void>& ended, const WaitPlan& plan, Attempts& attem
   return ended && !cancel.cancelled() && WaitClock::now() < plan.deadline && attempts.drop_lapsed();
 }
 
+// After the drop (a release, which may itself wait for a slow node): the time or a cancellation
+// may have run out meanwhile, and a wait makes one attempt before it looks (review finding).
+std::optional<Error> out_after_drop(const WaitPlan& plan, WaitCancel& cancel) {
+  if (cancel.cancelled()) return cancelled_error();
+  if (WaitClock::now() < plan.deadline) return std::nullopt;
+  return Error(errc::timeout, "lock '" + plan.name +
+                                  "': acquired, but its validity ran out before the wait "
+                                  "ended (released), and the wait's time is out");
+}
+
 }  // namespace
 
 engine::Task<Result<void>> wait_task(WaitPlan plan, WaitContext context, Attempts& attempts,
@@ -240,6 +250,7 @@ engine::Task<Result<void>> wait_task(WaitPlan plan, WaitContext context, Attempt
     auto waiting = one_wait(plan, context, attempts, cancel);
     Result<void> ended = co_await std::move(waiting);
     if (!wait_again(ended, plan, attempts, cancel)) co_return ended;
+    if (auto out = out_after_drop(plan, cancel)) co_return std::move(*out);
   }
 }
 
@@ -250,6 +261,7 @@ Result<void> wait_sync(const WaitPlan& plan, WaitContext context, Attempts& atte
     // mutex), where the next wait's blocking attempts must not run.
     Result<void> ended = engine::run_sync(one_wait(plan, context, attempts, cancel));
     if (!wait_again(ended, plan, attempts, cancel)) return ended;
+    if (auto out = out_after_drop(plan, cancel)) return std::move(*out);
   }
 }
 

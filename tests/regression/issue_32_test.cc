@@ -280,7 +280,7 @@ TEST(Issue32HandOverTest, AWaitWhoseLeaseLapsedWhileSettlingTriesAgain) {
   Client client = std::move(*created);
   lock_and_unlock(client, "warm-up", 1500ms);
   slow.delay_replies(300ms);
-  // Greetings for ever larger ttls, one after the other, for 4 s: the membership's mutex is
+  // Greetings for ever larger ttls, one after the other, for 12 s: the membership's mutex is
   // held by one of them (300 ms each, the slow node's reply) nearly all the time.
   std::atomic<bool> greeting{true};
   std::atomic<int> next_ttl_s{2};
