@@ -12,6 +12,12 @@
 -- ARGV[2]  release channel (dlock:release:{NAME})
 -- ARGV[3]  'publish', or 'spublish' on a Redis Cluster (waiters listen on shard channels)
 --
+-- When the lock is held by a hold of this version that nobody flagged (a plain client's, taken
+-- while this waiter was queued or registered), the waiter flag is set on it (docs/protocol.md,
+-- "The waiter flag"): those left in the queue, and readers kept out by this registration, are
+-- then told by its release. Without it they sleep until their timers (up to a registration's
+-- whole length), since its release publishes nothing.
+--
 -- Replies 1 if the waiter was queued or registered here, 0 if not.
 -- server_ms, key_clock: key_clock.lua, put before this.
 local was_first = redis.call('zrange', KEYS[2], 0, 0)[1] == ARGV[1]
@@ -30,6 +36,14 @@ if redis.call('exists', KEYS[1]) == 0 then
     redis.pcall(ARGV[3], ARGV[2], head)  -- an ACL without &dlock:* refuses it: the queue moves on
   elseif was_writer == 1 and redis.call('exists', KEYS[4]) == 0 then
     redis.pcall(ARGV[3], ARGV[2], '~' .. ARGV[1])
+  end
+elseif was_writer == 1 or redis.call('exists', KEYS[2]) == 1 then
+  -- pcall: GET of an older dlock's hash is an error table (its release always publishes); only
+  -- a value that is a dlock hold is flagged, never a foreign one. pcall SETRANGE: a full
+  -- server's refusal leaves the waiters to their timers, as before.
+  local value = redis.pcall('get', KEYS[1])
+  if type(value) == 'string' and string.find(value, '^dlock%. [^ ]+ ') then
+    redis.pcall('setrange', KEYS[1], 5, '!')
   end
 end
 return math.max(removed, was_writer)

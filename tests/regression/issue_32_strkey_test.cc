@@ -325,6 +325,35 @@ TEST_F(Issue32StringKeyTest, AGrantAfterAWaitingWritersRegistrationIsFlagged) {
   EXPECT_EQ(flag("other"), '.');
 }
 
+// A registered writer that gives up while a plain writer's unflagged hold is present flags that
+// hold: readers kept out by the registration would otherwise sleep until its deadline, since
+// the hold's release publishes nothing (review finding: 29,994 ms). The same for a fair queue's
+// head giving up beside a plain client's hold.
+TEST_F(Issue32StringKeyTest, AWriterGivingUpFlagsAnUnflaggedHold) {
+  const lock::HoldId reader{"doc", OwnerToken("r1"), "r.1", lock::HoldKind::read};
+  auto r = eval(*server_,
+                lock::acquire_call(reader, 10s, std::nullopt, {}, 0, {}, lock::TokenCounter::node));
+  ASSERT_EQ(r->type, REDIS_REPLY_INTEGER) << "the read hold";
+  r = eval(*server_, acquire("doc", "x", "x.1", lock::WriterWait{30s, false}));
+  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY) << "refused by the reader, registered";
+  ASSERT_EQ(eval(*server_, lock::release_call(reader))->type, REDIS_REPLY_INTEGER);
+  r = eval(*server_, acquire("doc", "y", "y.1"));
+  ASSERT_EQ(r->type, REDIS_REPLY_INTEGER) << "a plain writer, fast path";
+  ASSERT_EQ(flag("doc"), '.');
+  Subscriber readers(*server_, "doc");
+  ASSERT_EQ(eval(*server_, lock::fair_leave_call("doc", OwnerToken("x")))->integer, 1);
+  EXPECT_EQ(flag("doc"), '!');
+  ASSERT_EQ(eval(*server_, lock::release_call(hold("doc", "y", "y.1")))->type, REDIS_REPLY_INTEGER);
+  EXPECT_NE(readers.next(), "(pong)") << "the release told those the registration kept out";
+
+  // A fair queue's head gives up beside a plain client's hold: the next in line is told by it.
+  ASSERT_EQ(eval(*server_, acquire("q", "y", "y.2"))->type, REDIS_REPLY_INTEGER);
+  cmd({"ZADD", lock::queue_key("q"), "1", "head"});
+  cmd({"ZADD", lock::queue_key("q"), "2", "next"});
+  ASSERT_EQ(eval(*server_, lock::fair_leave_call("q", OwnerToken("head")))->integer, 1);
+  EXPECT_EQ(flag("q"), '!');
+}
+
 // End to end: readers refused by a waiting writer are woken when that writer, once granted,
 // releases.
 TEST_F(Issue32StringKeyTest, ReadersRefusedByAWaitingWriterAreWokenByItsRelease) {
