@@ -229,7 +229,7 @@ if ARGV[4] == 'r' then
     -- (an older dlock's) or a foreign string is held, never touched.
     local flag, id, owner = nil, nil, nil
     if type(value) == 'string' then
-      flag, id, owner = string.match(value, '^dlock([.!]) (%S+) (.*)$')
+      flag, id, owner = string.match(value, '^dlock([.!]) (%S+) (.+)$')
     end
     if owner ~= ARGV[1] or
         string.match(id, '^(.*)%.%d+$') ~= string.match(ARGV[2], '^(.*)%.%d+$') then
@@ -258,7 +258,7 @@ if redis.call('exists', KEYS[5]) == 1 then
     -- A writer that also reads may hold the key too: its read hold's release publishes nothing
     -- while its write hold lives, so the write hold is flagged for this writer's wake-up.
     local value = redis.pcall('get', KEYS[1])
-    if type(value) == 'string' and string.find(value, '^dlock%. %S+ ') then
+    if type(value) == 'string' and string.find(value, '^dlock%. %S+ .') then
       redis.pcall('setrange', KEYS[1], 5, '!')
     end
     local wait = tonumber(ARGV[5])
@@ -279,7 +279,7 @@ end
 local value = redis.pcall('get', KEYS[1])
 local flag, mine, owner = nil, nil, nil
 if type(value) == 'string' then
-  flag, mine, owner = string.match(value, '^dlock([.!]) (%S+) (.*)$')
+  flag, mine, owner = string.match(value, '^dlock([.!]) (%S+) (.+)$')
 end
 -- Hold ids are "CLIENT.N". A later hold of this client means this call ran late (its connection
 -- stalled, the client gave up on it and took the lock again): taking the newer hold over would

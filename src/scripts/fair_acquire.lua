@@ -103,7 +103,7 @@ local kind, flag, held_id, held_owner = 'none', nil, nil, nil
 if value then
   kind = 'other'
   if type(value) == 'string' then
-    flag, held_id, held_owner = string.match(value, '^dlock([.!]) (%S+) (.*)$')
+    flag, held_id, held_owner = string.match(value, '^dlock([.!]) (%S+) (.+)$')
     if flag then kind = 'dlock' end
   end
 end

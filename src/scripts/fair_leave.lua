@@ -42,7 +42,7 @@ elseif was_writer == 1 or redis.call('exists', KEYS[2]) == 1 then
   -- a value that is a dlock hold is flagged, never a foreign one. pcall SETRANGE: a full
   -- server's refusal leaves the waiters to their timers, as before.
   local value = redis.pcall('get', KEYS[1])
-  if type(value) == 'string' and string.find(value, '^dlock%. [^ ]+ ') then
+  if type(value) == 'string' and string.find(value, '^dlock%. %S+ .') then
     redis.pcall('setrange', KEYS[1], 5, '!')
   end
 end

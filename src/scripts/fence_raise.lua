@@ -38,7 +38,7 @@ else
   -- pcall: GET of a hash (an older dlock's hold) is an error table: read by HGET.
   local value = redis.pcall('get', KEYS[3])
   if type(value) == 'string' then
-    local id, owner = string.match(value, '^dlock[.!] (%S+) (.*)$')
+    local id, owner = string.match(value, '^dlock[.!] (%S+) (.+)$')
     here = owner == ARGV[3] and id == ARGV[4]
   elseif value then
     here = redis.pcall('hget', KEYS[3], ARGV[3]) == ARGV[4]

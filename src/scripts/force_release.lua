@@ -18,7 +18,7 @@ if kind == 'none' and not readers then
   return 'free'
 end
 local foreign = kind ~= 'none' and kind ~= 'hash' and
-    not (kind == 'string' and string.find(redis.call('get', KEYS[1]), '^dlock[.!] %S+ '))
+    not (kind == 'string' and string.find(redis.call('get', KEYS[1]), '^dlock[.!] %S+ .'))
 if foreign and ARGV[2] ~= '1' then
   if readers then redis.pcall(ARGV[3], ARGV[1], redis.call('zrange', KEYS[2], 0, 0)[1] or '') end
   return 'kept-foreign'

@@ -27,7 +27,7 @@
 local kind = redis.call('type', KEYS[1])['ok']
 local writer = nil  -- a string hold's {owner, hold id}
 if kind == 'string' then
-  local id, owner = string.match(redis.call('get', KEYS[1]), '^dlock[.!] (%S+) (.*)$')
+  local id, owner = string.match(redis.call('get', KEYS[1]), '^dlock[.!] (%S+) (.+)$')
   if id then writer = {owner, id} end
 end
 local fence = tonumber(redis.call('get', KEYS[2]) or redis.call('get', KEYS[4]) or '0')

@@ -64,7 +64,7 @@ else
   local value = redis.pcall('get', KEYS[1])
   local flag, id, owner = '!', nil, nil
   if type(value) == 'string' then
-    flag, id, owner = string.match(value, '^dlock([.!]) (%S+) (.*)$')
+    flag, id, owner = string.match(value, '^dlock([.!]) (%S+) (.+)$')
   elseif value then
     -- An older dlock's hash (or another type: HGET fails too, not ours): as that dlock did,
     -- and always published (its waiters listen and never flag).

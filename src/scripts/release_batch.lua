@@ -3,14 +3,14 @@
 -- path for a write hold by hold id whose waiter flag is '.' (nobody waits: nothing to read in
 -- the queue, nothing to publish), or nothing at all.
 --
--- KEYS[2i - 1], KEYS[2i]  for the i-th name (i = 1..K): the lock key NAME (the string
---          "dlock" F " " HOLD_ID " " OWNER, acquire.lua) and its fair queue dlock:queue:{NAME}
---          (release.lua KEYS[1], KEYS[2]; the queue is not read here any more: it stays for the
---          layout the client shares with release.lua's call)
--- ARGV[3i - 2], ARGV[3i - 1], ARGV[3i]  the i-th owner token, release channel (unused here) and
---          hold id (never ''): release.lua's ARGV[1..3], in its order, so that the client
---          selects them from that call's own arguments
--- ARGV[#ARGV]  'publish', or 'spublish' on a Redis Cluster (release.lua ARGV[5]; unused here)
+-- KEYS[i]  for the i-th name (i = 1..K): the lock key NAME (the string
+--          "dlock" F " " HOLD_ID " " OWNER, acquire.lua; release.lua KEYS[1])
+-- ARGV[2i - 1], ARGV[2i]  the i-th owner token and hold id (never ''): release.lua's ARGV[1]
+--          and ARGV[3]
+-- Only what the path reads: each argument costs Redis about as much per item as the Lua that
+-- uses it (a string made for the call, and one in Lua's table); this script was a fifth
+-- cheaper per item once the queue key, the channel and the PUBLISH verb, which it never read,
+-- were left out (docs/protocol-lean.md).
 --
 -- Replies an array of K elements, the i-th for the i-th name:
 --   0      freed: the key deleted; nothing published (nobody waits), as release.lua replies
@@ -18,18 +18,20 @@
 --   nil    nothing was changed: the hold is flagged '!' (somebody waits), or the key is an older
 --          dlock's hash; the client sends this name alone to release.lua, which publishes
 local out = {}
-for i = 1, #KEYS / 2 do
+for i = 1, #KEYS do
   -- pcall: GET of a hash (an older dlock's) is an error table, not a failure.
-  local value = redis.pcall('get', KEYS[2 * i - 1])
+  local value = redis.pcall('get', KEYS[i])
   if type(value) == 'string' then
-    local flag, id, owner = string.match(value, '^dlock([.!]) (%S+) (.*)$')
-    if owner ~= ARGV[3 * i - 2] or id ~= ARGV[3 * i] then
-      out[i] = -1  -- another hold, or another library's string: never touched
-    elseif flag == '!' then
+    -- Compared whole (the hold id has no space, the owner is not empty), not parsed: a pattern
+    -- match costs more Lua than the one string it spares.
+    local hold = ' ' .. ARGV[2 * i] .. ' ' .. ARGV[2 * i - 1]
+    if value == 'dlock.' .. hold then
+      redis.call('del', KEYS[i])
+      out[i] = 0
+    elseif value == 'dlock!' .. hold then
       out[i] = false
     else
-      redis.call('del', KEYS[2 * i - 1])
-      out[i] = 0
+      out[i] = -1  -- another hold, or another library's string: never touched
     end
   elseif value then
     out[i] = false  -- an older dlock's hash (or another type): release.lua's

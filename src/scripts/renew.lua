@@ -66,7 +66,7 @@ for i = 1, #KEYS do
     local value = redis.pcall('get', KEYS[i])
     local held, holder = nil, nil
     if type(value) == 'string' then
-      held, holder = string.match(value, '^dlock[.!] (%S+) (.*)$')
+      held, holder = string.match(value, '^dlock[.!] (%S+) (.+)$')
     elseif value then
       held, holder = redis.pcall('hget', KEYS[i], owner), owner
     end

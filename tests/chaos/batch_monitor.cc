@@ -110,15 +110,15 @@ void BatchMonitor::count(Node& node, const std::string& line) {
     return std::find(shas.begin(), shas.end(), args[1]) != shas.end();
   };
   // acquire_batch.lua: the floor and the max-ttl record, then 3 keys per name;
-  // release_batch.lua: 2 keys per name (node/batch_call.cc, lock/calls.cc).
+  // release_batch.lua: 1 key per name (node/batch_call.cc, lock/calls.cc).
   if (has(acquire_shas_) && keys >= 2) {
     ++node.acquire_batches;
     node.acquire_items += (keys - 2) / 3;
     raise_to(node.largest, (keys - 2) / 3);
   } else if (has(release_shas_)) {
     ++node.release_batches;
-    node.release_items += keys / 2;
-    raise_to(node.largest, keys / 2);
+    node.release_items += keys;
+    raise_to(node.largest, keys);
   }
 }
 

@@ -80,10 +80,9 @@ class GroupCommitTest : public ::testing::Test {
     std::vector<std::string> keys;
     std::vector<std::string> args;
     for (const auto& [name, owner, id] : holds) {
-      keys.insert(keys.end(), {name, lock::queue_key(name)});
-      args.insert(args.end(), {owner, lock::release_channel(name), id});
+      keys.push_back(name);
+      args.insert(args.end(), {owner, id});
     }
-    args.push_back("publish");
     return eval(scripts::release_batch(), keys, args);
   }
   ReplyPtr eval(const scripts::Script& script, const std::vector<std::string>& keys,
