@@ -192,8 +192,10 @@ node::Call release_call(const HoldId& hold) {
     push_key(call.keys, kPermitsPrefix, semaphore);
   } else if (hold.kind == HoldKind::write && !hold.id.empty()) {
     // Group commit (docs/protocol.md): release_batch.lua frees a write hold by its id, or
-    // leaves it to this call when somebody waits. Its item: NAME; owner, hold id.
-    call.batch = node::BatchForm{&scripts::release_batch(), key_bit(0), key_bit(0) | key_bit(2), 0};
+    // leaves it to this call when somebody was refused by it. Its item: NAME; owner, channel,
+    // hold id.
+    call.batch = node::BatchForm{&scripts::release_batch(), key_bit(0),
+                                 key_bit(0) | key_bit(1) | key_bit(2), 0};
   }
   return call;
 }

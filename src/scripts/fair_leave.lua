@@ -14,9 +14,10 @@
 --
 -- When the lock is held by a hold of this version that nobody flagged (a plain client's, taken
 -- while this waiter was queued or registered), the waiter flag is set on it (docs/protocol.md,
--- "The waiter flag"): those left in the queue, and readers kept out by this registration, are
--- then told by its release. Without it they sleep until their timers (up to a registration's
--- whole length), since its release publishes nothing.
+-- "The waiter flag"): those left in the queue are then named by its release. Without it the
+-- next in line sleeps until its timer (up to a third of its waiter timeout), since an
+-- unflagged release does not read the queue (it publishes '~' OWNER, which wakes plain waiters
+-- and readers only).
 --
 -- Replies 1 if the waiter was queued or registered here, 0 if not.
 -- server_ms, key_clock: key_clock.lua, put before this.

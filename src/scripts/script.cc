@@ -134,7 +134,7 @@ const Script& acquire_batch() {
   return s;
 }
 const Script& release_batch() {
-  static const Script s = load("release_batch", false, false, Guard::master_only_allow_oom);
+  static const Script s = load("release_batch", true, false, Guard::master_only_allow_oom);
   return s;
 }
 

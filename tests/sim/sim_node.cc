@@ -431,17 +431,17 @@ resp::Reply SimNode::acquire_batch(const node::Call& call, std::int64_t now) {
 // every release here publishes to nobody, 0) and whether release_batch.lua frees a name or
 // leaves it to release.lua (nil), which then frees it alike: the same key deleted, the same 0.
 // So release_batch() below still leaves only a name with a fair queue alone (never here).
-// release_batch.lua, line by line: per name (KEYS[i] the key; ARGV[2i-1], ARGV[2i] owner and
+// release_batch.lua, line by line: per name (KEYS[i] the key; ARGV[3i-2..3i] owner, channel,
 // hold id) release.lua's write release by hold id: -1 if this hold is not here, nil if a fair
 // queue exists (the model's stand-in for the flag: release.lua walks it), else the key deleted
-// and nothing published.
+// and the release published (to nobody here: 0).
 resp::Reply SimNode::release_batch(const node::Call& call, std::int64_t now) {
   resp::Reply out;
   out.type = resp::Reply::Type::array;
   for (std::size_t i = 0; i < call.keys.size(); ++i) {
     const std::string& key = at(call.keys, i);
-    const HGet id = store_.hget(key, at(call.args, 2 * i), now);
-    if (id.kind != HGet::Kind::value || id.value != at(call.args, 2 * i + 1)) {
+    const HGet id = store_.hget(key, at(call.args, 3 * i), now);
+    if (id.kind != HGet::Kind::value || id.value != at(call.args, 3 * i + 2)) {
       out.elements.push_back(integer(-1));
     } else if (store_.exists(lock::queue_key(key), now)) {
       out.elements.emplace_back();  // nil
