@@ -100,6 +100,9 @@ struct Report {
 // A wait that ended without the lock while others took it this many times, while no fault ran,
 // is a violation even if faults ran at other times during the wait: see check (c).
 inline constexpr long kStarvedHandOffs = 200;
+// One holder's grants of a name in a row (those while a fault ran not counted), while another
+// holder waited through them, that count as barging: see check (e).
+inline constexpr long kBargingRun = 100;
 
 Report check(const History& history);
 

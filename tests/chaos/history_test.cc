@@ -339,6 +339,40 @@ TEST(HistoryCheckTest, WaiterPassedOverByManyHandOffsOutsideFaultsIsAViolation) 
   EXPECT_TRUE(check(h).violations.empty());
 }
 
+// One holder taking a name over and over while another waits through it all: its releases
+// told nobody, so its hand-off grace never held it back (the string key's first release
+// published nothing unflagged: a worker took a lock 436 times in a row, seed 20261128).
+TEST(HistoryCheckTest, OneHolderTakingANameOverAndOverWhileAnotherWaitsIsAViolation) {
+  History h = clean();  // its last grant, a's at 25 ms, opens the run
+  std::uint64_t token = 4;
+  for (long i = 0; i + 2 < kBargingRun; ++i, ++token) {
+    h.events.push_back(cycle("a", token, 40 + 30 * i, 50 + 30 * i));
+  }
+  Event waiter = cycle("w", token, 40 + 30 * kBargingRun, 45 + 30 * kBargingRun);
+  waiter.wait_ns = 22 * kMs;  // waiting before the run's first grant, served after its last
+  h.events.push_back(waiter);
+  h.counter = static_cast<std::int64_t>(token);
+  EXPECT_TRUE(check(h).violations.empty()) << "one grant short of the limit";
+  // One more grant of a's, in the run (w is served after it).
+  h.events.insert(h.events.end() - 1,
+                  cycle("a", token + 1, 30 * kBargingRun + 10, 30 * kBargingRun + 20));
+  h.events.back().token = token + 2;
+  h.counter = static_cast<std::int64_t>(token + 1);  // writes accepted
+  const Report r = check(h);
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_NE(r.violations[0].find("times in a row"), std::string::npos) << r.violations[0];
+  // Grants while a fault runs do not count (a slow node makes the race uneven).
+  h.faults.push_back(Fault{"delay-replies", "node-2", 1000 * kMs, 1100 * kMs});
+  EXPECT_TRUE(check(h).violations.empty());
+  h.faults.pop_back();
+  // Nor does a waiter that polls (the skewed worker) or one that was stopped.
+  h.events.back().skewed = true;
+  EXPECT_TRUE(check(h).violations.empty());
+  h.events.back().skewed = false;
+  h.events.back().paused = true;
+  EXPECT_TRUE(check(h).violations.empty());
+}
+
 TEST(HistoryCheckTest, RoundTripsThroughAFile) {
   History h = clean();
   h.faults.push_back(Fault{"stop-node", "node-2", 1, 2});
