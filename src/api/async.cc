@@ -125,7 +125,8 @@ void start_lock(const Client& client, std::string name, std::chrono::millisecond
                               options = std::move(options), waiting, rounds, once, kind, cancel,
                               token = core->started()]() mutable {
     engine::start(
-        lock_task(std::move(core), name, wait, options, waiting, rounds, kind),
+        lock_task(std::move(core), std::move(name), wait, std::move(options), waiting, rounds,
+                  kind),
         // `cancel` lives as long as the wait: the client's last handle cancels through it.
         engine::counted(token, [once, cancel](Result<Lease> r) { once->complete(std::move(r)); }));
   });
@@ -158,7 +159,8 @@ void start_acquire_permit(const Client& client, std::string name, std::size_t pe
                               options = std::move(options), waiting, rounds, once, cancel,
                               token = core->started()]() mutable {
     engine::start(
-        permit_task(std::move(core), name, permits, wait, options, waiting, rounds),
+        permit_task(std::move(core), std::move(name), permits, wait, std::move(options), waiting,
+                    rounds),
         // `cancel` lives as long as the wait: the client's last handle cancels through it.
         engine::counted(token, [once, cancel](Result<Lease> r) { once->complete(std::move(r)); }));
   });
@@ -185,7 +187,10 @@ void start_try_lock(const Client& client, std::string name, LockOptions options,
   const auto kind = shared ? lock::HoldKind::read : lock::HoldKind::write;
   core->nodes().post_handler([core = core, name = std::move(name), options = std::move(options),
                               cancel, once, rounds, kind, token = core->started()]() mutable {
-    engine::start(try_lock_task(std::move(core), name, options, cancel, once, rounds, kind),
+    // Moved, not copied: the handler runs once (a copy of the options' on_lost and owner, and
+    // of a name longer than a std::string keeps in place, each an allocation per acquisition).
+    engine::start(try_lock_task(std::move(core), std::move(name), std::move(options), cancel, once,
+                                rounds, kind),
                   engine::counted(token, [](bool) {}));
   });
 }

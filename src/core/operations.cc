@@ -115,7 +115,7 @@ engine::Task<std::variant<Lease, lock::Refused>> attempt_task(
   state->renew_every = options.renew_every.count() > 0
                            ? options.renew_every
                            : std::max(std::chrono::milliseconds(1), options.ttl / 3);
-  state->on_lost = options.on_lost;
+  state->on_lost = std::move(options.on_lost);  // read nowhere else here
   if (thread_bound) state->thread_alive = this_thread_alive();
 
   const lock::ReplicaGuard guard{options.min_replicas, options.replica_timeout};
