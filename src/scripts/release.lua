@@ -40,6 +40,7 @@
 -- library's: not ours, never touched.
 -- server_ms, key_clock: key_clock.lua, put before this.
 local clock = nil  -- made only when a key with deadlines is read
+local walk = true  -- read the fair queue for its first live waiter
 if ARGV[4] == 'r' then
   clock = key_clock()
   local member = nil
@@ -76,7 +77,7 @@ else
   redis.call('del', KEYS[1])
   if KEYS[5] then
     if redis.call('hincrby', KEYS[5], 'held', -1) <= 0 then redis.call('del', KEYS[5]) end
-  elseif flag == '.' then
+  else
     -- Unflagged: nobody was refused by this hold, so nobody queues behind it: the queue is not
     -- read. Still published ('~' and the owner: plain waiters and readers wake, no fair
     -- waiter): a waiter that sleeps on a timer after a refusal by another hold (one that lost
@@ -84,14 +85,12 @@ else
     -- client that others listen, so that its hand-off grace holds it back. Without the
     -- message one worker took a lock 436 times in a row while three others waited, and a
     -- reader waited 10.5 s with no fault running (chaos, seed 20261128).
-    local told = redis.pcall(ARGV[5], ARGV[2], '~' .. ARGV[1])
-    if type(told) ~= 'number' then return 0 end
-    return told
+    walk = flag ~= '.'
   end
 end
 local next_waiter = '~' .. ARGV[1]
 local alive_now = nil  -- the queue's clock, read only if somebody queues
-while true do
+while walk do
   local head = redis.call('zrange', KEYS[2], 0, 0)[1]
   if not head then break end
   local alive = tonumber(redis.call('hget', KEYS[3], head) or '0')
