@@ -106,7 +106,8 @@ void count_only_raised(std::vector<node::Outcomes>& outcomes, std::chrono::milli
     if (r && r->is_integer() && r->integer >= max_ttl.count()) continue;
     const Error why =
         !r ? r.error()
-           : Error(errc::script_error, "max_ttl_raise: " + (r->is_error() ? r->str : "bad reply"));
+           : Error(errc::script_error,
+                   "max_ttl_raise: " + (r->is_error() ? script_error_text(r->str) : "bad reply"));
     for (auto& call : outcomes) call[i] = why;
   }
 }
@@ -334,7 +335,8 @@ engine::Task<bool> QuorumLock::raise_fence(HoldId hold, std::uint64_t token,
     } else if (!o) {
       if (!o.error().is(errc::cancelled)) failures.push_back(node_error(i, o.error()));
     } else if (o->is_error()) {
-      failures.push_back(node_error(i, errc::script_error, "fence_raise: " + o->str));
+      failures.push_back(
+          node_error(i, errc::script_error, "fence_raise: " + script_error_text(o->str)));
     } else if (granted[i]) {
       failures.push_back(node_error(i, errc::quorum_not_reached,
                                     why_not_raised(*o, nodes_.epoch(i) != epochs[i])));
@@ -528,9 +530,9 @@ Result<Clock::time_point> QuorumLock::judge_renewal(const Renewal& renewal,
     switch (parse_renew(o, slot)) {
       case RenewReply::failed:
         ++errors;
-        failures.push_back(
-            !o ? node_error(i, o.error())
-               : node_error(i, errc::script_error, o->is_error() ? o->str : "renew"));
+        failures.push_back(!o ? node_error(i, o.error())
+                              : node_error(i, errc::script_error,
+                                           o->is_error() ? script_error_text(o->str) : "renew"));
         break;
       case RenewReply::not_held:
         failures.push_back(node_error(i, errc::not_owner, "not held by this owner"));

@@ -16,7 +16,7 @@ std::optional<std::int64_t> int_at(const resp::Reply& r, std::size_t i) {
 // The error of an outcome that is not a usable reply.
 Error failure(const Result<resp::Reply>& outcome, const char* what) {
   if (!outcome) return outcome.error();
-  if (outcome->is_error()) return Error(errc::script_error, outcome->str);
+  if (outcome->is_error()) return Error(errc::script_error, script_error_text(outcome->str));
   return Error(errc::protocol_error, std::string("unexpected reply to ") + what);
 }
 
@@ -28,6 +28,14 @@ std::chrono::milliseconds node_duration(std::int64_t ms) {
 }
 
 }  // namespace
+
+std::string script_error_text(const std::string& server_text) {
+  if (server_text.find("WRONGTYPE") == std::string::npos) return server_text;
+  return server_text +
+         " (a key of dlock's (dlock:max-ttl, dlock:fence-floor, dlock:boots, or one of the "
+         "name's dlock:...:{NAME} keys) holds a value of another type on this node: something "
+         "other than dlock wrote it; dlock refuses the node until it is deleted)";
+}
 
 AcquireReply parse_acquire(const Result<resp::Reply>& outcome) {
   AcquireReply reply;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "resp/reply.h"
@@ -29,6 +30,12 @@ struct AcquireReply {
   Error error;                     // failed: why (no answer, error reply, bad shape)
 };
 AcquireReply parse_acquire(const Result<resp::Reply>& outcome);
+
+// A script's error reply as the user reads it. The scripts read the lock key itself with pcall
+// (a key of another type there is another library's lock: held, never touched), so a WRONGTYPE
+// that reaches the client comes from one of dlock's own keys on the node (dlock:...) that
+// something else wrote; the server's text names only a line of the script: say where to look.
+std::string script_error_text(const std::string& server_text);
 
 // How the answers to one acquisition add up.
 struct AcquireTally {

@@ -438,6 +438,32 @@ TEST_F(LockTest, UnreachableNodeIsNamedWithItsReason) {
   EXPECT_NE(r.error().message().find("refused"), std::string::npos) << r.error().message();
 }
 
+// A key of dlock's own (the max-ttl record, the fence floor, a name's counter, its readers) that
+// something else wrote with another type: the grant is refused on that node with an error that
+// says which kind of key to look at (the server's WRONGTYPE names only a line of a script), and
+// the name is left free. Once the key is gone, the node grants again.
+TEST_F(LockTest, AnOwnKeyOfAnotherTypeIsNamedAndLeavesNothingLocked) {
+  Client client = make_client();
+  ASSERT_TRUE(client.try_lock("warm-up", ttl(10s))->unlock());  // the node is greeted
+  for (const char* own :
+       {"dlock:max-ttl", "dlock:fence-floor", "dlock:fence:{job}", "dlock:readers:{job}"}) {
+    server_->command({"DEL", own});
+    server_->command({"RPUSH", own, "not dlock's"});
+    auto r = client.try_lock("job", ttl(10s));
+    ASSERT_FALSE(r) << own;
+    ASSERT_EQ(r.error().nodes().size(), 1u) << r.error().message();
+    const std::string& reason = r.error().nodes()[0].reason;
+    EXPECT_NE(reason.find("WRONGTYPE"), std::string::npos) << own << ": " << reason;
+    EXPECT_NE(reason.find("a key of dlock's (dlock:"), std::string::npos) << own << ": " << reason;
+    EXPECT_NE(r.error().message().find("dlock:"), std::string::npos) << r.error().message();
+    EXPECT_FALSE(server_->exists("job")) << own << ": the refused grant left its key behind";
+    server_->command({"DEL", own});
+    auto again = client.try_lock("job", ttl(10s));
+    ASSERT_TRUE(again) << own << ": " << again.error().message();
+    EXPECT_TRUE(again->unlock());
+  }
+}
+
 TEST_F(LockTest, ThreadsKeepANonAtomicCounterExact) {
   // A node timeout of seconds, not the default 200 ms: the test is about exclusion, and 8
   // threads on a loaded 2-core machine under ASan once waited longer than 200 ms for a reply
