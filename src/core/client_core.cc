@@ -123,6 +123,12 @@ std::optional<Error> ClientCore::check_name(std::string_view name) {
         errc::invalid_argument,
         "lock name '" + std::string(name) + "' is a key dlock keeps on every node: choose another");
   }
+  if (lock::names_a_dlock_key(name)) {
+    return Error(errc::invalid_argument, "lock name '" + std::string(name) +
+                                             "' is a key dlock keeps for another lock's name "
+                                             "(dlock:fence:, dlock:readers:, dlock:queue:, ...): "
+                                             "choose another");
+  }
   return std::nullopt;
 }
 

@@ -96,8 +96,25 @@ inline bool names_a_node_key(std::string_view name) {
   return false;
 }
 
+inline constexpr std::string_view kAcceptedPrefix = "dlock:accepted:";
+
 inline std::string accepted_token_key(std::string_view key) {
-  return auxiliary_key("dlock:accepted:", key);
+  return auxiliary_key(kAcceptedPrefix, key);
+}
+
+// Whether a lock by the name `name` would be one of dlock's own keys: a node key above, or a key
+// dlock keeps for some name (its fencing counter, readers, waiting writers, fair queue, a
+// semaphore's permit record, FencedStore's accepted token). Such a lock would be written over,
+// or deleted, by the scripts of the name it belongs to: a grant of "A" took the counter
+// dlock:fence:{A} away, another client's lock by that name with it (two holders).
+inline bool names_a_dlock_key(std::string_view name) {
+  if (names_a_node_key(name)) return true;
+  for (const std::string_view prefix :
+       {kFencePrefix, kReadersPrefix, kWritersWaitingPrefix, kPermitsPrefix, kQueuePrefix,
+        kQueueAlivePrefix, kAcceptedPrefix}) {
+    if (name.substr(0, prefix.size()) == prefix) return true;
+  }
+  return false;
 }
 
 // The read holds of `name` (dlock::SharedMutex): a zset "HOLD_ID OWNER" -> expiry (ms, the

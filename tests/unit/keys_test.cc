@@ -23,6 +23,23 @@ TEST(KeysTest, NodeKeysAreNoLockNames) {
   }
 }
 
+// Lock names that would be another name's keys: a grant of "job" took dlock:fence:{job} away
+// (GETDEL of its counter), another client's lock by that name with it (review, issue 32).
+TEST(KeysTest, KeysOfOtherNamesAreNoLockNames) {
+  for (const std::string& name : {std::string("job"), std::string("a{b}c")}) {
+    for (const std::string& key : {fence_key(name), readers_key(name), writers_waiting_key(name),
+                                   queue_key(name), queue_alive_key(name), accepted_token_key(name),
+                                   permit_record_key(semaphore_slot(name, 0))}) {
+      EXPECT_TRUE(names_a_dlock_key(key)) << key;
+    }
+  }
+  EXPECT_TRUE(names_a_dlock_key("dlock:max-ttl"));
+  for (const char* name : {"job", "dlock:sem:{p}:0", "dlock:fences", "dlock:queued:{x}",
+                           "dlock:release:{job}", "dlock", ""}) {
+    EXPECT_FALSE(names_a_dlock_key(name)) << name;
+  }
+}
+
 TEST(KeysTest, SemaphoreSlotsShareTheSemaphoresChannel) {
   EXPECT_EQ(semaphore_slot("downloads", 3), "dlock:sem:{downloads}:3");
   EXPECT_EQ(release_channel(semaphore_slot("downloads", 0)),
