@@ -201,9 +201,10 @@ node::Call release_call(const HoldId& hold) {
 }
 
 node::Call fair_leave_call(const std::string& name, const OwnerToken& owner) {
-  return node::Call{&scripts::fair_leave(),
-                    {name, queue_key(name), queue_alive_key(name), writers_waiting_key(name)},
-                    {owner.str(), release_channel(name)}};
+  return node::Call{
+      &scripts::fair_leave(),
+      {name, queue_key(name), queue_alive_key(name), writers_waiting_key(name)},
+      {owner.str(), release_channel(name), semaphore_of_slot(name).empty() ? "" : "s"}};
 }
 
 node::Call fence_raise_call(const HoldId& hold, std::uint64_t token,

@@ -10,7 +10,8 @@
 --          (ms, the key's own clock: key_clock.lua)
 -- ARGV[1]  owner token (the waiter)
 -- ARGV[2]  release channel (dlock:release:{NAME})
--- ARGV[3]  'publish', or 'spublish' on a Redis Cluster (waiters listen on shard channels)
+-- ARGV[3]  's' if KEYS[1] is slot 0 of a semaphore (the slot its fair waiters queue on), else ''
+-- ARGV[4]  'publish', or 'spublish' on a Redis Cluster (waiters listen on shard channels)
 --
 -- When the lock is held by a hold of this version that nobody flagged (a plain client's, taken
 -- while this waiter was queued or registered), the waiter flag is set on it (docs/protocol.md,
@@ -18,6 +19,12 @@
 -- next in line sleeps until its timer (up to a third of its waiter timeout), since an
 -- unflagged release does not read the queue (it publishes '~' OWNER, which wakes plain waiters
 -- and readers only).
+--
+-- The next in line is the first live waiter: waiters past their check-in deadline are dropped
+-- on the way, as release.lua's walk drops them (naming a dead one left the live waiter behind
+-- it asleep until its timer). For a semaphore, KEYS[1] is one slot of several, and another may
+-- be free: the next in line is told whenever the leaver was first; if no slot is free its
+-- attempt is refused, and the refusal flags the hold that refused it, whose release names it.
 --
 -- Replies 1 if the waiter was queued or registered here, 0 if not.
 -- server_ms, key_clock: key_clock.lua, put before this.
@@ -31,12 +38,28 @@ if was_writer == 1 then
   local clock = key_clock()
   clock.prune(KEYS[4], clock.now(KEYS[4]))
 end
-if redis.call('exists', KEYS[1]) == 0 then
-  local head = redis.call('zrange', KEYS[2], 0, 0)[1]
-  if was_first and head then
-    redis.pcall(ARGV[3], ARGV[2], head)  -- an ACL without &dlock:* refuses it: the queue moves on
-  elseif was_writer == 1 and redis.call('exists', KEYS[4]) == 0 then
-    redis.pcall(ARGV[3], ARGV[2], '~' .. ARGV[1])
+-- The first waiter in line whose check-in deadline has not passed; dead ones are dropped.
+local function next_live_waiter()
+  local clock, now = nil, nil
+  while true do
+    local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+    if not head then return nil end
+    local alive = tonumber(redis.call('hget', KEYS[3], head) or '0')
+    clock = clock or key_clock()
+    now = now or clock.now(KEYS[3], true)
+    if alive >= now then return head end
+    redis.call('zrem', KEYS[2], head)
+    redis.call('hdel', KEYS[3], head)
+  end
+end
+local free = redis.call('exists', KEYS[1]) == 0
+local head = nil
+if was_first and (free or ARGV[3] == 's') then head = next_live_waiter() end
+if head then
+  redis.pcall(ARGV[4], ARGV[2], head)  -- an ACL without &dlock:* refuses it: the queue moves on
+elseif free then
+  if was_writer == 1 and redis.call('exists', KEYS[4]) == 0 then
+    redis.pcall(ARGV[4], ARGV[2], '~' .. ARGV[1])
   end
 elseif was_writer == 1 or redis.call('exists', KEYS[2]) == 1 then
   -- pcall: GET of an older dlock's hash is an error table (its release always publishes); only

@@ -375,6 +375,41 @@ TEST_F(Issue32StringKeyTest, AWriterGivingUpFlagsAnUnflaggedHold) {
   EXPECT_EQ(flag("q"), '!');
 }
 
+// Review of issue 32: a fair semaphore waiter first in line gives up while slot 0 is held: its
+// queue is on slot 0, and another slot may be free (its release named this waiter, which gave
+// up before it tried). The next in line is told; before, slot 0 was flagged and nothing
+// published, and the next waiter slept until its timer with a permit free.
+TEST_F(Issue32StringKeyTest, AFairSemaphoreHeadGivingUpTellsTheNextWhileSlotZeroIsHeld) {
+  const std::string slot = lock::semaphore_slot("pool", 0);
+  cmd({"SET", slot, "dlock. c.1 o", "PX", "10000"});
+  cmd({"ZADD", lock::queue_key(slot), "1", "head", "2", "next"});
+  cmd({"HSET", lock::queue_alive_key(slot), "head", "99999999999999", "next", "99999999999999"});
+  Subscriber sub(*server_, slot);
+  ASSERT_EQ(eval(*server_, lock::fair_leave_call(slot, OwnerToken("head")))->integer, 1);
+  EXPECT_EQ(sub.next(), "next");
+  EXPECT_EQ(cmd({"ZCARD", lock::queue_key(slot)})->integer, 1);
+  // Not first in line: nobody is told.
+  cmd({"ZADD", lock::queue_key(slot), "3", "last"});
+  ASSERT_EQ(eval(*server_, lock::fair_leave_call(slot, OwnerToken("last")))->integer, 1);
+  EXPECT_EQ(sub.next(), "(pong)");
+}
+
+// Review of issue 32: the head gives up with the lock free, and the next member is past its
+// check-in deadline (a waiter that died): the first live one behind it is told, and the dead
+// one leaves the queue, as a release's walk does. Before, the dead one was named and the live
+// waiter slept until its timer.
+TEST_F(Issue32StringKeyTest, AFairHeadGivingUpTellsTheFirstLiveWaiter) {
+  cmd({"ZADD", lock::queue_key("q"), "1", "head", "2", "dead", "3", "live"});
+  cmd({"HSET", lock::queue_alive_key("q"), "head", "99999999999999", "dead", "1", "live",
+       "99999999999999"});
+  Subscriber sub(*server_, "q");
+  ASSERT_EQ(eval(*server_, lock::fair_leave_call("q", OwnerToken("head")))->integer, 1);
+  EXPECT_EQ(sub.next(), "live");
+  auto left = cmd({"ZRANGE", lock::queue_key("q"), "0", "-1"});
+  ASSERT_EQ(left->elements, 1u);
+  EXPECT_EQ(std::string(left->element[0]->str), "live");
+}
+
 // End to end: readers refused by a waiting writer are woken when that writer, once granted,
 // releases.
 TEST_F(Issue32StringKeyTest, ReadersRefusedByAWaitingWriterAreWokenByItsRelease) {
