@@ -492,6 +492,36 @@ TEST_P(SharedLockTest, AReaderBetweenCyclingWritersGetsInSoon) {
   EXPECT_LT(waits.back(), 3s) << "a reader waited behind the writers for too long";
 }
 
+// A reader kept out by a waiting writer's registration is told the registration's deadline
+// (a minute here), yet gets in soon after that writer had its turn: the writer's grant drops
+// the registration and is flagged, so its release wakes the reader, which does not sleep on.
+TEST_P(SharedLockTest, AReaderKeptOutByAWaitingWriterGetsInSoonAfterThatWriter) {
+  Client r = make_client(), w = make_client(), late = make_client();
+  auto first = r.try_lock_shared("doc", renewed(20s, "first"));
+  ASSERT_TRUE(first);
+  LockOptions o = renewed(10s, "w");
+  o.fair_waiter_timeout = 60s;
+  auto writer = std::async(std::launch::async, [&] {
+    auto lease = w.lock("doc", 30s, o);
+    EXPECT_TRUE(lease) << lease.error().message();
+    if (lease) {
+      std::this_thread::sleep_for(300ms);
+      (void)lease->unlock();
+    }
+    return Clock::now();
+  });
+  ASSERT_TRUE(eventually([&] { return writers_waiting_on_quorum(r, "doc"); }, 10s));
+  auto reader = std::async(std::launch::async, [&] {
+    auto lease = late.lock_shared("doc", 30s, renewed(10s, "late"));
+    EXPECT_TRUE(lease) << lease.error().message();
+    return Clock::now();
+  });
+  std::this_thread::sleep_for(300ms);  // the late reader is refused by the registration now
+  ASSERT_TRUE(first->unlock());
+  const auto writer_done = writer.get();
+  EXPECT_LT(reader.get() - writer_done, 3s) << "the reader slept on the registration's deadline";
+}
+
 TEST_P(SharedLockTest, ForceReleaseClearsReadersAndWaitingWriters) {
   Client r = make_client(), ops = make_client();
   auto reader = r.try_lock_shared("doc", renewed(20s, "r"));
