@@ -153,6 +153,21 @@ node::ScriptRound QuorumLock::send_acquire(const HoldId& hold, std::chrono::mill
   return node::ScriptRound(nodes_, std::move(call));
 }
 
+namespace {
+
+// A grant leaves the queues when it was in line, or registered as a waiting writer, on a node
+// that did not grant. A registration may be an earlier attempt's of this wait
+// (writer.registered), on a node that refused this attempt for another reason and so did not
+// register it again (a grant drops it only where it grants): left there, it kept that node's
+// readers out until its deadline (two such nodes of three kept every reader out that long).
+bool leaves_queues(const AcquireTally& tally, std::size_t nodes, bool fair,
+                   const WriterWait& writer) {
+  const bool missed_some = tally.granted < nodes;
+  return (missed_some && (fair || writer.registered)) || tally.writer_registered;
+}
+
+}  // namespace
+
 std::variant<Acquired, Refused> QuorumLock::acquire(const HoldId& hold,
                                                     std::chrono::milliseconds ttl,
                                                     const std::optional<FairTicket>& fair,
@@ -196,7 +211,7 @@ engine::Task<std::variant<Acquired, Refused>> QuorumLock::acquire_task(
   }
   if (ok) {
     auto handing = hand_over(hold, ttl, start, tally,
-                             (fair && tally.granted < nodes_.size()) || tally.writer_registered);
+                             leaves_queues(tally, nodes_.size(), fair.has_value(), writer));
     auto handed = co_await std::move(handing);
     if (handed) co_return std::move(*handed);
     co_return refusal(hold.name, tally, Clock::now() - start, ttl, std::move(failures), false,
