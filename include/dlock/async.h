@@ -65,18 +65,34 @@ namespace dlock {
 
 namespace detail {
 
-// What an operation and its caller share: the caller's cancellation request, and the hook the
-// operation sets to hear of it (run on the requesting thread; it must only post or flag).
+// What a cancellation completes at once: an operation's state, held by whoever runs the
+// operation. An AsyncCancel refers to it weakly and calls it without a std::function around it
+// (a std::function holding a weak_ptr is an allocation, on the caller's thread, per operation).
+class CancelTarget {
+ public:
+  // Runs on the requesting thread; it must only post or flag.
+  virtual void cancel_now() = 0;
+
+ protected:
+  ~CancelTarget() = default;
+};
+
+// What an operation and its caller share: the caller's cancellation request, and the hook or
+// target the operation sets to hear of it (run on the requesting thread; it must only post or
+// flag).
 class AsyncCancel {
  public:
   void request() {
     std::function<void()> hook;
+    std::shared_ptr<CancelTarget> target;
     {
       std::lock_guard lock(mu_);
       requested_ = true;
       hook = hook_;
+      target = target_.lock();
     }
     if (hook) hook();
+    if (target) target->cancel_now();
   }
   bool requested() const {
     std::lock_guard lock(mu_);
@@ -93,11 +109,23 @@ class AsyncCancel {
     }
     if (now) now();
   }
+  // Calls `target` (while it lives) on every request from now on (at once if one came
+  // already).
+  void on_request(std::weak_ptr<CancelTarget> target) {
+    std::shared_ptr<CancelTarget> now;
+    {
+      std::lock_guard lock(mu_);
+      if (requested_) now = target.lock();
+      target_ = std::move(target);
+    }
+    if (now) now->cancel_now();
+  }
 
  private:
   mutable std::mutex mu_;
   bool requested_ = false;
   std::function<void()> hook_;
+  std::weak_ptr<CancelTarget> target_;
 };
 
 // The library side (src/api/async.cc): starts the operation on the client's io thread; `done`

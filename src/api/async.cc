@@ -20,11 +20,15 @@ namespace dlock::detail {
 
 namespace {
 
+Error cancelled() {
+  return Error(errc::cancelled, "operation cancelled");
+}
+
 // Completes an operation once: with its outcome, or earlier with errc::cancelled. An outcome
 // that comes after the cancellation is dropped, and a Lease in it released as it is destroyed
 // (on the io thread: Lease::unlock then sends the release without waiting).
 template <typename T>
-class Once {
+class Once final : public CancelTarget {
  public:
   explicit Once(std::function<void(Result<T>)> done) : done_(std::move(done)) {}
   bool complete(Result<T> result) {
@@ -33,25 +37,21 @@ class Once {
     done(std::move(result));
     return true;
   }
+  // Runs on the thread that asked for the cancellation: completing only posts to the caller's
+  // executor, so it may run there.
+  void cancel_now() override { complete(cancelled()); }
 
  private:
   std::atomic<bool> finished_{false};
   std::function<void(Result<T>)> done_;
 };
 
-Error cancelled() {
-  return Error(errc::cancelled, "operation cancelled");
-}
-
 template <typename T>
 std::shared_ptr<Once<T>> once_cancellable(const std::shared_ptr<AsyncCancel>& cancel,
                                           std::function<void(Result<T>)> done) {
   auto once = std::make_shared<Once<T>>(std::move(done));
-  // Runs on the thread that asked for the cancellation: completing only posts to the caller's
-  // executor, so it may run there.
-  cancel->on_request([weak = std::weak_ptr<Once<T>>(once)] {
-    if (auto o = weak.lock()) o->complete(cancelled());
-  });
+  // Weakly: the Task holds the operation; a request after it ended finds nothing to complete.
+  cancel->on_request(std::weak_ptr<CancelTarget>(once));
   return once;
 }
 
