@@ -30,7 +30,7 @@ Error cancelled() {
 template <typename T>
 class Once final : public CancelTarget {
  public:
-  explicit Once(std::function<void(Result<T>)> done) : done_(std::move(done)) {}
+  explicit Once(Done<T> done) : done_(std::move(done)) {}
   bool complete(Result<T> result) {
     if (finished_.exchange(true, std::memory_order_acq_rel)) return false;
     auto done = std::move(done_);
@@ -43,12 +43,12 @@ class Once final : public CancelTarget {
 
  private:
   std::atomic<bool> finished_{false};
-  std::function<void(Result<T>)> done_;
+  Done<T> done_;
 };
 
 template <typename T>
 std::shared_ptr<Once<T>> once_cancellable(const std::shared_ptr<AsyncCancel>& cancel,
-                                          std::function<void(Result<T>)> done) {
+                                          Done<T> done) {
   auto once = std::make_shared<Once<T>>(std::move(done));
   // Weakly: the Task holds the operation; a request after it ended finds nothing to complete.
   cancel->on_request(std::weak_ptr<CancelTarget>(once));
@@ -93,15 +93,15 @@ engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::str
 }  // namespace
 
 void start_lock(const Client& client, std::string name, std::chrono::milliseconds wait,
-                LockOptions options, std::shared_ptr<AsyncCancel> cancel,
-                std::function<void(Result<Lease>)> done, bool shared) {
+                LockOptions options, std::shared_ptr<AsyncCancel> cancel, Done<Lease> done,
+                bool shared) {
   const auto& core = Access::core(client);
   const auto kind = shared ? lock::HoldKind::read : lock::HoldKind::write;
   auto waiting = std::make_shared<lock::WaitCancel>();
   auto rounds = std::make_shared<Rounds>();
   if (core->observer() != nullptr) {
     done = [core, name, rounds, started = std::chrono::steady_clock::now(),
-            done = std::move(done)](Result<Lease> r) {
+            done = std::move(done)](Result<Lease> r) mutable {
       report_acquire(*core, name, r, started, *rounds);
       done(std::move(r));
     };
@@ -134,14 +134,13 @@ void start_lock(const Client& client, std::string name, std::chrono::millisecond
 
 void start_acquire_permit(const Client& client, std::string name, std::size_t permits,
                           std::chrono::milliseconds wait, LockOptions options,
-                          std::shared_ptr<AsyncCancel> cancel,
-                          std::function<void(Result<Lease>)> done) {
+                          std::shared_ptr<AsyncCancel> cancel, Done<Lease> done) {
   const auto& core = Access::core(client);
   auto waiting = std::make_shared<lock::WaitCancel>();
   auto rounds = std::make_shared<Rounds>();
   if (core->observer() != nullptr) {
     done = [core, name, rounds, started = std::chrono::steady_clock::now(),
-            done = std::move(done)](Result<Lease> r) {
+            done = std::move(done)](Result<Lease> r) mutable {
       report_acquire(*core, name, r, started, *rounds);
       done(std::move(r));
     };
@@ -167,14 +166,13 @@ void start_acquire_permit(const Client& client, std::string name, std::size_t pe
 }
 
 void start_try_lock(const Client& client, std::string name, LockOptions options,
-                    std::shared_ptr<AsyncCancel> cancel, std::function<void(Result<Lease>)> done,
-                    bool shared) {
+                    std::shared_ptr<AsyncCancel> cancel, Done<Lease> done, bool shared) {
   const auto& core = Access::core(client);
   std::shared_ptr<Rounds> rounds;  // counted for an observer only
   if (core->observer() != nullptr) {
     rounds = std::make_shared<Rounds>();
     done = [core, name, rounds, started = std::chrono::steady_clock::now(),
-            done = std::move(done)](Result<Lease> r) {
+            done = std::move(done)](Result<Lease> r) mutable {
       report_acquire(*core, name, r, started, *rounds);
       done(std::move(r));
     };
@@ -195,8 +193,7 @@ void start_try_lock(const Client& client, std::string name, LockOptions options,
   });
 }
 
-void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel,
-                  std::function<void(Result<void>)> done) {
+void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel, Done<void> done) {
   const auto& core = Access::core(lease);
   const auto& state = Access::state(lease);
   if (!state) return done(Error(errc::invalid_argument, "lease is empty (moved from)"));
@@ -209,7 +206,7 @@ void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel,
 }
 
 void start_extend(Lease& lease, std::chrono::milliseconds ttl, std::shared_ptr<AsyncCancel> cancel,
-                  std::function<void(Result<void>)> done) {
+                  Done<void> done) {
   const auto& core = Access::core(lease);
   const auto& state = Access::state(lease);
   if (!state) return done(Error(errc::invalid_argument, "lease is empty (moved from)"));
@@ -232,7 +229,7 @@ namespace {
 // at once (once_cancellable) but does not stop what was sent.
 template <typename T, typename MakeTask>
 void start_owned(const std::shared_ptr<ClientCore>& core, std::shared_ptr<AsyncCancel> cancel,
-                 std::function<void(Result<T>)> done, MakeTask make_task) {
+                 Done<T> done, MakeTask make_task) {
   auto once = once_cancellable<T>(cancel, std::move(done));
   core->nodes().post_handler([core = core, cancel, once, make_task = std::move(make_task),
                               token = core->started()]() mutable {
@@ -248,8 +245,7 @@ void start_owned(const std::shared_ptr<ClientCore>& core, std::shared_ptr<AsyncC
 }  // namespace
 
 void start_unlock_owned(const Client& client, std::string name, OwnerToken owner, bool shared,
-                        std::shared_ptr<AsyncCancel> cancel,
-                        std::function<void(Result<void>)> done) {
+                        std::shared_ptr<AsyncCancel> cancel, Done<void> done) {
   const auto& core = Access::core(client);
   if (auto bad = check_owned(*core, name, owner)) return done(std::move(*bad));
   const auto kind = shared ? lock::HoldKind::read : lock::HoldKind::write;
@@ -262,8 +258,7 @@ void start_unlock_owned(const Client& client, std::string name, OwnerToken owner
 
 void start_extend_owned(const Client& client, std::string name, OwnerToken owner,
                         std::chrono::milliseconds ttl, bool shared,
-                        std::shared_ptr<AsyncCancel> cancel,
-                        std::function<void(Result<Millis>)> done) {
+                        std::shared_ptr<AsyncCancel> cancel, Done<Millis> done) {
   const auto& core = Access::core(client);
   if (auto bad = check_owned(*core, name, owner, ttl)) return done(std::move(*bad));
   const auto kind = shared ? lock::HoldKind::read : lock::HoldKind::write;
@@ -275,7 +270,7 @@ void start_extend_owned(const Client& client, std::string name, OwnerToken owner
 }
 
 void start_status(const Client& client, std::string name, std::shared_ptr<AsyncCancel> cancel,
-                  std::function<void(Result<LockStatus>)> done) {
+                  Done<LockStatus> done) {
   const auto& core = Access::core(client);
   if (name.empty()) return done(Error(errc::invalid_argument, "lock name must not be empty"));
   start_owned<LockStatus>(core, std::move(cancel), std::move(done),
@@ -284,7 +279,7 @@ void start_status(const Client& client, std::string name, std::shared_ptr<AsyncC
                           });
 }
 
-void start_detach(Lease& lease, std::function<void(Result<OwnerToken>)> done) {
+void start_detach(Lease& lease, Done<OwnerToken> done) {
   const auto core = Access::core(lease);
   const auto state = Access::state(lease);
   if (!state) return done(Error(errc::invalid_argument, "lease is empty (moved from)"));
