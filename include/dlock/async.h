@@ -208,8 +208,9 @@ class HandBack {
 // the replies of one read complete many operations, and one post for them all wakes the
 // caller's thread once instead of once each (a context switch each when both threads share a
 // CPU; issue 32).
+// `work`: a tracked executor of the caller's context (tracked_work).
 void hand_back(asio::any_io_executor executor, std::unique_ptr<HandBack> completion,
-               std::shared_ptr<void> work);
+               asio::any_io_executor work);
 
 // The executor whose work an operation keeps: a strand's inner one (the same count of work:
 // a strand passes its work on). The io thread lets the work go after its last post(), and with
@@ -226,21 +227,24 @@ struct WorkOf<asio::strand<Inner>> {
   using type = Inner;
   static Inner of(const asio::strand<Inner>& strand) { return strand.get_inner_executor(); }
 };
-// The work that keeps `executor`'s context running until the completion is posted. Type-erased
-// (a coroutine's executor with use_awaitable, any bind_executor(any_io_executor, ...)): one
-// tracked copy, not executor_work_guard's two (its untracked copy outlived the tracked one, so
-// a strand behind it was let go on the io thread after the work had ended: ThreadSanitizer, a
-// coroutine on a strand, found by review); a strand then lets its implementation go before its
-// inner executor ends the work (asio::strand's members, destroyed in reverse order).
+// The work that keeps `executor`'s context running until the completion is handed back
+// (hand_back): a type-erased tracked executor (a coroutine's executor with use_awaitable, any
+// bind_executor(any_io_executor, ...)), held by value in the operation's completion, not behind
+// a shared_ptr of its own (an allocation per operation on the caller's thread, freed on the io
+// thread). One tracked copy, not executor_work_guard's two (its untracked copy outlived the
+// tracked one, so a strand behind it was let go on the io thread after the work had ended:
+// ThreadSanitizer, a coroutine on a strand, found by review); a strand then lets its
+// implementation go before its inner executor ends the work (asio::strand's members, destroyed
+// in reverse order).
+template <typename Executor>
+asio::any_io_executor tracked_work(const Executor& executor) {
+  return asio::prefer(WorkOf<Executor>::of(executor), asio::execution::outstanding_work.tracked);
+}
+// The work of a completion posted at once (asio's system pool, executors of other kinds).
 template <typename Executor>
 auto make_work(const Executor& executor) {
-  if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
-    return std::make_shared<asio::any_io_executor>(
-        asio::prefer(executor, asio::execution::outstanding_work.tracked));
-  } else {
-    using Work = asio::executor_work_guard<typename WorkOf<Executor>::type>;
-    return std::make_shared<Work>(WorkOf<Executor>::of(executor));
-  }
+  using Work = asio::executor_work_guard<typename WorkOf<Executor>::type>;
+  return std::make_shared<Work>(WorkOf<Executor>::of(executor));
 }
 
 // An operation's completion (a Done) that becomes, once called, the HandBack that runs the
@@ -313,15 +317,21 @@ void initiate(Handler handler, Start start) {
     // (AsyncSignalTest.CallbacksRunWithTheCallersMaskAfterAFutureCameFirst).
     (void)asio::system_executor().context();
   }
-  auto work = make_work(executor);
   // Batched where one thread runs the handlers in turn anyway (an io_context, a strand), not on
   // asio's system pool: a batch runs its handlers one after another, and a plain callback that
   // blocks until another operation's callback has run (a promise) must not wait behind it.
   constexpr bool batched = std::is_convertible_v<Executor, asio::any_io_executor> &&
                            !std::is_same_v<Executor, asio::system_executor>;
-  using Impl = HandingBack<T, Handler, Executor, decltype(work), batched>;
-  start(cancel, Done<T>(std::unique_ptr<typename Done<T>::Impl>(std::make_unique<Impl>(
-                    std::move(handler), std::move(executor), std::move(work)))));
+  auto start_with = [&](auto work) {
+    using Impl = HandingBack<T, Handler, Executor, decltype(work), batched>;
+    start(cancel, Done<T>(std::unique_ptr<typename Done<T>::Impl>(std::make_unique<Impl>(
+                      std::move(handler), std::move(executor), std::move(work)))));
+  };
+  if constexpr (batched) {
+    start_with(tracked_work(executor));
+  } else {
+    start_with(make_work(executor));
+  }
 }
 
 }  // namespace detail

@@ -333,7 +333,7 @@ class Pending {
   ~Pending() { flush(); }  // the io thread ends (io_context::stop may drop the posted flush)
 
   void add(asio::io_context& io, asio::any_io_executor executor,
-           std::unique_ptr<HandBack> completion, std::shared_ptr<void> work) {
+           std::unique_ptr<HandBack> completion, asio::any_io_executor work) {
     // Consecutive completions for one executor share one post. The executor is kept by its
     // batch, or let go here, before the flush below can end the works: a strand's last copy
     // must not outlive its caller's work (see flush).
@@ -384,14 +384,14 @@ class Pending {
     HandBacks completions;
   };
   std::vector<Batch> batches_;
-  std::vector<std::shared_ptr<void>> works_;
+  std::vector<asio::any_io_executor> works_;  // tracked: each keeps its caller's context running
   bool flush_posted_ = false;
 };
 
 }  // namespace
 
 void hand_back(asio::any_io_executor executor, std::unique_ptr<HandBack> completion,
-               std::shared_ptr<void> work) {
+               asio::any_io_executor work) {
   if (auto* io = engine::io_thread_context()) {
     thread_local Pending pending;
     return pending.add(*io, std::move(executor), std::move(completion), std::move(work));
@@ -399,7 +399,7 @@ void hand_back(asio::any_io_executor executor, std::unique_ptr<HandBack> complet
   // Elsewhere (a cancellation, on the thread that asked for it): at once.
   asio::post(executor, [completion = std::move(completion)] { completion->run(); });
   executor = asio::any_io_executor();  // before the work: see Pending::flush
-  work.reset();                        // only after post() returned: see initiate (dlock/async.h)
+  work = asio::any_io_executor();      // only after post() returned: see initiate (dlock/async.h)
 }
 
 void cancel_pending_waits(ClientCore& core) {
