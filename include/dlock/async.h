@@ -56,6 +56,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -65,18 +66,34 @@ namespace dlock {
 
 namespace detail {
 
-// What an operation and its caller share: the caller's cancellation request, and the hook the
-// operation sets to hear of it (run on the requesting thread; it must only post or flag).
+// What a cancellation completes at once: an operation's state, held by whoever runs the
+// operation. An AsyncCancel refers to it weakly and calls it without a std::function around it
+// (a std::function holding a weak_ptr is an allocation, on the caller's thread, per operation).
+class CancelTarget {
+ public:
+  // Runs on the requesting thread; it must only post or flag.
+  virtual void cancel_now() = 0;
+
+ protected:
+  ~CancelTarget() = default;
+};
+
+// What an operation and its caller share: the caller's cancellation request, and the hook or
+// target the operation sets to hear of it (run on the requesting thread; it must only post or
+// flag).
 class AsyncCancel {
  public:
   void request() {
     std::function<void()> hook;
+    std::shared_ptr<CancelTarget> target;
     {
       std::lock_guard lock(mu_);
       requested_ = true;
       hook = hook_;
+      target = target_.lock();
     }
     if (hook) hook();
+    if (target) target->cancel_now();
   }
   bool requested() const {
     std::lock_guard lock(mu_);
@@ -93,42 +110,89 @@ class AsyncCancel {
     }
     if (now) now();
   }
+  // Calls `target` (while it lives) on every request from now on (at once if one came
+  // already).
+  void on_request(std::weak_ptr<CancelTarget> target) {
+    std::shared_ptr<CancelTarget> now;
+    {
+      std::lock_guard lock(mu_);
+      if (requested_) now = target.lock();
+      target_ = std::move(target);
+    }
+    if (now) now->cancel_now();
+  }
 
  private:
   mutable std::mutex mu_;
   bool requested_ = false;
   std::function<void()> hook_;
+  std::weak_ptr<CancelTarget> target_;
+};
+
+// An operation's completion: called at most once, with the outcome. Move-only, unlike a
+// std::function, so that it holds the caller's handler itself: a std::function needed the
+// handler behind a shared_ptr and its own allocation for the callable, two allocations per
+// operation on the caller's thread, each freed on another (issue 32).
+template <typename T>
+class Done {
+ public:
+  class Impl {
+   public:
+    virtual ~Impl() = default;
+    // Called once, with `self` owning this: an Impl may hand itself on instead of ending.
+    virtual void call(std::unique_ptr<Impl> self, Result<T> result) = 0;
+  };
+
+  Done() = default;
+  explicit Done(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+  // Any callable (a wrapper of another Done, a test's lambda).
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, Done> &&
+                                                    std::is_invocable_v<F&, Result<T>>>>
+  Done(F f) : impl_(std::make_unique<Fn<F>>(std::move(f))) {}  // NOLINT: implicit, as std::function
+
+  void operator()(Result<T> result) {
+    Impl* impl = impl_.get();
+    impl->call(std::move(impl_), std::move(result));
+  }
+  explicit operator bool() const noexcept { return impl_ != nullptr; }
+
+ private:
+  template <typename F>
+  class Fn final : public Impl {
+   public:
+    explicit Fn(F f) : f_(std::move(f)) {}
+    void call(std::unique_ptr<Impl> /*self*/, Result<T> result) override { f_(std::move(result)); }
+
+   private:
+    F f_;
+  };
+  std::unique_ptr<Impl> impl_;
 };
 
 // The library side (src/api/async.cc): starts the operation on the client's io thread; `done`
 // runs there exactly once, at once when cancelled.
 // `shared`: a read hold (Client::try_lock_shared / lock_shared) instead of a write hold.
 void start_try_lock(const Client& client, std::string name, LockOptions options,
-                    std::shared_ptr<AsyncCancel> cancel, std::function<void(Result<Lease>)> done,
-                    bool shared = false);
+                    std::shared_ptr<AsyncCancel> cancel, Done<Lease> done, bool shared = false);
 void start_lock(const Client& client, std::string name, std::chrono::milliseconds wait,
-                LockOptions options, std::shared_ptr<AsyncCancel> cancel,
-                std::function<void(Result<Lease>)> done, bool shared = false);
+                LockOptions options, std::shared_ptr<AsyncCancel> cancel, Done<Lease> done,
+                bool shared = false);
 // src/recipes/semaphore.cc: one permit of the semaphore `name` (Semaphore::acquire_lease).
 void start_acquire_permit(const Client& client, std::string name, std::size_t permits,
                           std::chrono::milliseconds wait, LockOptions options,
-                          std::shared_ptr<AsyncCancel> cancel,
-                          std::function<void(Result<Lease>)> done);
-void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel,
-                  std::function<void(Result<void>)> done);
+                          std::shared_ptr<AsyncCancel> cancel, Done<Lease> done);
+void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel, Done<void> done);
 // Client::unlock / unlock_shared, Client::extend / extend_shared and Client::status.
 void start_unlock_owned(const Client& client, std::string name, OwnerToken owner, bool shared,
-                        std::shared_ptr<AsyncCancel> cancel,
-                        std::function<void(Result<void>)> done);
+                        std::shared_ptr<AsyncCancel> cancel, Done<void> done);
 void start_extend_owned(const Client& client, std::string name, OwnerToken owner,
                         std::chrono::milliseconds ttl, bool shared,
-                        std::shared_ptr<AsyncCancel> cancel,
-                        std::function<void(Result<Millis>)> done);
+                        std::shared_ptr<AsyncCancel> cancel, Done<Millis> done);
 void start_status(const Client& client, std::string name, std::shared_ptr<AsyncCancel> cancel,
-                  std::function<void(Result<LockStatus>)> done);
+                  Done<LockStatus> done);
 void start_extend(Lease& lease, std::chrono::milliseconds ttl, std::shared_ptr<AsyncCancel> cancel,
-                  std::function<void(Result<void>)> done);
-void start_detach(Lease& lease, std::function<void(Result<OwnerToken>)> done);
+                  Done<void> done);
+void start_detach(Lease& lease, Done<OwnerToken> done);
 std::chrono::milliseconds lease_ttl(const Lease& lease);
 
 // A completion on its way to the caller's executor: the caller's handler with its outcome.
@@ -144,27 +208,9 @@ class HandBack {
 // the replies of one read complete many operations, and one post for them all wakes the
 // caller's thread once instead of once each (a context switch each when both threads share a
 // CPU; issue 32).
+// `work`: a tracked executor of the caller's context (tracked_work).
 void hand_back(asio::any_io_executor executor, std::unique_ptr<HandBack> completion,
-               std::shared_ptr<void> work);
-
-template <typename Handler, typename T>
-class Completion final : public HandBack {
- public:
-  Completion(std::shared_ptr<Handler> handler, Result<T> result)
-      : handler_(std::move(handler)), result_(std::move(result)) {}
-  void run() override {
-    // The slot is left as it is: a late emit finds the operation over and does nothing,
-    // while clearing it here could race an emit on another thread.
-    // Taken out first: the user's handler (and what it captured) ends here, on its
-    // executor, not later on the io thread with the last copy of `handler_`.
-    auto to_call = std::move(*handler_);
-    std::move(to_call)(std::move(result_));
-  }
-
- private:
-  std::shared_ptr<Handler> handler_;
-  Result<T> result_;
-};
+               asio::any_io_executor work);
 
 // The executor whose work an operation keeps: a strand's inner one (the same count of work:
 // a strand passes its work on). The io thread lets the work go after its last post(), and with
@@ -181,22 +227,73 @@ struct WorkOf<asio::strand<Inner>> {
   using type = Inner;
   static Inner of(const asio::strand<Inner>& strand) { return strand.get_inner_executor(); }
 };
-// The work that keeps `executor`'s context running until the completion is posted. Type-erased
-// (a coroutine's executor with use_awaitable, any bind_executor(any_io_executor, ...)): one
-// tracked copy, not executor_work_guard's two (its untracked copy outlived the tracked one, so
-// a strand behind it was let go on the io thread after the work had ended: ThreadSanitizer, a
-// coroutine on a strand, found by review); a strand then lets its implementation go before its
-// inner executor ends the work (asio::strand's members, destroyed in reverse order).
+// The work that keeps `executor`'s context running until the completion is handed back
+// (hand_back): a type-erased tracked executor (a coroutine's executor with use_awaitable, any
+// bind_executor(any_io_executor, ...)), held by value in the operation's completion, not behind
+// a shared_ptr of its own (an allocation per operation on the caller's thread, freed on the io
+// thread). One tracked copy, not executor_work_guard's two (its untracked copy outlived the
+// tracked one, so a strand behind it was let go on the io thread after the work had ended:
+// ThreadSanitizer, a coroutine on a strand, found by review); a strand then lets its
+// implementation go before its inner executor ends the work (asio::strand's members, destroyed
+// in reverse order).
+template <typename Executor>
+asio::any_io_executor tracked_work(const Executor& executor) {
+  return asio::prefer(WorkOf<Executor>::of(executor), asio::execution::outstanding_work.tracked);
+}
+// The work of a completion posted at once (asio's system pool, executors of other kinds).
 template <typename Executor>
 auto make_work(const Executor& executor) {
-  if constexpr (std::is_same_v<Executor, asio::any_io_executor>) {
-    return std::make_shared<asio::any_io_executor>(
-        asio::prefer(executor, asio::execution::outstanding_work.tracked));
-  } else {
-    using Work = asio::executor_work_guard<typename WorkOf<Executor>::type>;
-    return std::make_shared<Work>(WorkOf<Executor>::of(executor));
-  }
+  using Work = asio::executor_work_guard<typename WorkOf<Executor>::type>;
+  return std::make_shared<Work>(WorkOf<Executor>::of(executor));
 }
+
+// An operation's completion (a Done) that becomes, once called, the HandBack that runs the
+// caller's handler with the outcome: one allocation for the handler, its executor, its work
+// and its outcome. `batched`: handed back through hand_back (an io_context, a strand), else
+// posted at once (asio's system pool, other executors).
+template <typename T, typename Handler, typename Executor, typename Work, bool batched>
+class HandingBack final : public Done<T>::Impl, public HandBack {
+ public:
+  HandingBack(Handler handler, Executor executor, Work work)
+      : work_(std::move(work)), handler_(std::move(handler)), executor_(std::move(executor)) {}
+
+  void call(std::unique_ptr<typename Done<T>::Impl> self, Result<T> result) override {
+    result_.emplace(std::move(result));
+    // Nothing of this is touched once it is posted: it may run, and end, on another thread
+    // at once. The executor moves along: no copy of it stays here, which may outlive the work
+    // (a full batch is handed back inside this call).
+    auto executor = std::move(executor_);
+    auto work = std::move(work_);
+    std::unique_ptr<HandBack> completion(this);
+    (void)self.release();  // owned by `completion` from here on
+    if constexpr (batched) {
+      hand_back(std::move(executor), std::move(completion), std::move(work));
+    } else {
+      asio::post(executor, [completion = std::move(completion)] { completion->run(); });
+      // Only after post() returned: it still wakes one of the executor's threads after the
+      // handler can run there. Were the work released by the handler, its io_context could run
+      // out of work, return from run() and be destroyed by its owner while post() is still
+      // signalling it (ThreadSanitizer saw exactly that in AsyncTest.ManyInFlightFromOneThread).
+      work->reset();
+    }
+  }
+  void run() override {
+    // The slot is left as it is: a late emit finds the operation over and does nothing,
+    // while clearing it here could race an emit on another thread.
+    // Taken out first: the user's handler (and what it captured) ends here, on its
+    // executor, not later with this object.
+    auto to_call = std::move(handler_);
+    std::move(to_call)(std::move(*result_));
+  }
+
+ private:
+  // In this order: destroyed uncalled (the io thread ending with the operation), the handler
+  // and the executor go before the work, as in Pending::flush (src/api/async.cc).
+  Work work_;
+  Handler handler_;
+  Executor executor_;
+  std::optional<Result<T>> result_;
+};
 
 // Adapts a completion handler: hooks its cancellation slot to an AsyncCancel, keeps its
 // executor busy while the operation runs, and completes on that executor.
@@ -220,31 +317,20 @@ void initiate(Handler handler, Start start) {
     // (AsyncSignalTest.CallbacksRunWithTheCallersMaskAfterAFutureCameFirst).
     (void)asio::system_executor().context();
   }
-  auto work = make_work(executor);
-  auto shared = std::make_shared<Handler>(std::move(handler));
   // Batched where one thread runs the handlers in turn anyway (an io_context, a strand), not on
   // asio's system pool: a batch runs its handlers one after another, and a plain callback that
   // blocks until another operation's callback has run (a promise) must not wait behind it.
-  if constexpr (std::is_convertible_v<Executor, asio::any_io_executor> &&
-                !std::is_same_v<Executor, asio::system_executor>) {
-    start(cancel, [shared, work, executor](Result<T> result) mutable {
-      // The executor moved along: no copy of it stays in this callback, which may outlive
-      // the work (a full batch is handed back inside it).
-      hand_back(std::move(executor),
-                std::make_unique<Completion<Handler, T>>(std::move(shared), std::move(result)),
-                std::move(work));
-    });
+  constexpr bool batched = std::is_convertible_v<Executor, asio::any_io_executor> &&
+                           !std::is_same_v<Executor, asio::system_executor>;
+  auto start_with = [&](auto work) {
+    using Impl = HandingBack<T, Handler, Executor, decltype(work), batched>;
+    start(cancel, Done<T>(std::unique_ptr<typename Done<T>::Impl>(std::make_unique<Impl>(
+                      std::move(handler), std::move(executor), std::move(work)))));
+  };
+  if constexpr (batched) {
+    start_with(tracked_work(executor));
   } else {
-    start(cancel, [shared, work, executor](Result<T> result) mutable {
-      asio::post(executor,
-                 [completion = Completion<Handler, T>(
-                      std::move(shared), std::move(result))]() mutable { completion.run(); });
-      // Only after post() returned: it still wakes one of the executor's threads after the
-      // handler can run there. Were the work released by the handler, its io_context could run
-      // out of work, return from run() and be destroyed by its owner while post() is still
-      // signalling it (ThreadSanitizer saw exactly that in AsyncTest.ManyInFlightFromOneThread).
-      work->reset();
-    });
+    start_with(make_work(executor));
   }
 }
 

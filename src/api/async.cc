@@ -20,38 +20,38 @@ namespace dlock::detail {
 
 namespace {
 
+Error cancelled() {
+  return Error(errc::cancelled, "operation cancelled");
+}
+
 // Completes an operation once: with its outcome, or earlier with errc::cancelled. An outcome
 // that comes after the cancellation is dropped, and a Lease in it released as it is destroyed
 // (on the io thread: Lease::unlock then sends the release without waiting).
 template <typename T>
-class Once {
+class Once final : public CancelTarget {
  public:
-  explicit Once(std::function<void(Result<T>)> done) : done_(std::move(done)) {}
+  explicit Once(Done<T> done) : done_(std::move(done)) {}
   bool complete(Result<T> result) {
     if (finished_.exchange(true, std::memory_order_acq_rel)) return false;
     auto done = std::move(done_);
     done(std::move(result));
     return true;
   }
+  // Runs on the thread that asked for the cancellation: completing only posts to the caller's
+  // executor, so it may run there.
+  void cancel_now() override { complete(cancelled()); }
 
  private:
   std::atomic<bool> finished_{false};
-  std::function<void(Result<T>)> done_;
+  Done<T> done_;
 };
-
-Error cancelled() {
-  return Error(errc::cancelled, "operation cancelled");
-}
 
 template <typename T>
 std::shared_ptr<Once<T>> once_cancellable(const std::shared_ptr<AsyncCancel>& cancel,
-                                          std::function<void(Result<T>)> done) {
+                                          Done<T> done) {
   auto once = std::make_shared<Once<T>>(std::move(done));
-  // Runs on the thread that asked for the cancellation: completing only posts to the caller's
-  // executor, so it may run there.
-  cancel->on_request([weak = std::weak_ptr<Once<T>>(once)] {
-    if (auto o = weak.lock()) o->complete(cancelled());
-  });
+  // Weakly: the Task holds the operation; a request after it ended finds nothing to complete.
+  cancel->on_request(std::weak_ptr<CancelTarget>(once));
   return once;
 }
 
@@ -93,15 +93,15 @@ engine::Task<Result<Lease>> lock_task(std::shared_ptr<ClientCore> core, std::str
 }  // namespace
 
 void start_lock(const Client& client, std::string name, std::chrono::milliseconds wait,
-                LockOptions options, std::shared_ptr<AsyncCancel> cancel,
-                std::function<void(Result<Lease>)> done, bool shared) {
+                LockOptions options, std::shared_ptr<AsyncCancel> cancel, Done<Lease> done,
+                bool shared) {
   const auto& core = Access::core(client);
   const auto kind = shared ? lock::HoldKind::read : lock::HoldKind::write;
   auto waiting = std::make_shared<lock::WaitCancel>();
   auto rounds = std::make_shared<Rounds>();
   if (core->observer() != nullptr) {
     done = [core, name, rounds, started = std::chrono::steady_clock::now(),
-            done = std::move(done)](Result<Lease> r) {
+            done = std::move(done)](Result<Lease> r) mutable {
       report_acquire(*core, name, r, started, *rounds);
       done(std::move(r));
     };
@@ -134,14 +134,13 @@ void start_lock(const Client& client, std::string name, std::chrono::millisecond
 
 void start_acquire_permit(const Client& client, std::string name, std::size_t permits,
                           std::chrono::milliseconds wait, LockOptions options,
-                          std::shared_ptr<AsyncCancel> cancel,
-                          std::function<void(Result<Lease>)> done) {
+                          std::shared_ptr<AsyncCancel> cancel, Done<Lease> done) {
   const auto& core = Access::core(client);
   auto waiting = std::make_shared<lock::WaitCancel>();
   auto rounds = std::make_shared<Rounds>();
   if (core->observer() != nullptr) {
     done = [core, name, rounds, started = std::chrono::steady_clock::now(),
-            done = std::move(done)](Result<Lease> r) {
+            done = std::move(done)](Result<Lease> r) mutable {
       report_acquire(*core, name, r, started, *rounds);
       done(std::move(r));
     };
@@ -167,14 +166,13 @@ void start_acquire_permit(const Client& client, std::string name, std::size_t pe
 }
 
 void start_try_lock(const Client& client, std::string name, LockOptions options,
-                    std::shared_ptr<AsyncCancel> cancel, std::function<void(Result<Lease>)> done,
-                    bool shared) {
+                    std::shared_ptr<AsyncCancel> cancel, Done<Lease> done, bool shared) {
   const auto& core = Access::core(client);
   std::shared_ptr<Rounds> rounds;  // counted for an observer only
   if (core->observer() != nullptr) {
     rounds = std::make_shared<Rounds>();
     done = [core, name, rounds, started = std::chrono::steady_clock::now(),
-            done = std::move(done)](Result<Lease> r) {
+            done = std::move(done)](Result<Lease> r) mutable {
       report_acquire(*core, name, r, started, *rounds);
       done(std::move(r));
     };
@@ -195,8 +193,7 @@ void start_try_lock(const Client& client, std::string name, LockOptions options,
   });
 }
 
-void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel,
-                  std::function<void(Result<void>)> done) {
+void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel, Done<void> done) {
   const auto& core = Access::core(lease);
   const auto& state = Access::state(lease);
   if (!state) return done(Error(errc::invalid_argument, "lease is empty (moved from)"));
@@ -209,7 +206,7 @@ void start_unlock(Lease& lease, std::shared_ptr<AsyncCancel> cancel,
 }
 
 void start_extend(Lease& lease, std::chrono::milliseconds ttl, std::shared_ptr<AsyncCancel> cancel,
-                  std::function<void(Result<void>)> done) {
+                  Done<void> done) {
   const auto& core = Access::core(lease);
   const auto& state = Access::state(lease);
   if (!state) return done(Error(errc::invalid_argument, "lease is empty (moved from)"));
@@ -232,7 +229,7 @@ namespace {
 // at once (once_cancellable) but does not stop what was sent.
 template <typename T, typename MakeTask>
 void start_owned(const std::shared_ptr<ClientCore>& core, std::shared_ptr<AsyncCancel> cancel,
-                 std::function<void(Result<T>)> done, MakeTask make_task) {
+                 Done<T> done, MakeTask make_task) {
   auto once = once_cancellable<T>(cancel, std::move(done));
   core->nodes().post_handler([core = core, cancel, once, make_task = std::move(make_task),
                               token = core->started()]() mutable {
@@ -248,8 +245,7 @@ void start_owned(const std::shared_ptr<ClientCore>& core, std::shared_ptr<AsyncC
 }  // namespace
 
 void start_unlock_owned(const Client& client, std::string name, OwnerToken owner, bool shared,
-                        std::shared_ptr<AsyncCancel> cancel,
-                        std::function<void(Result<void>)> done) {
+                        std::shared_ptr<AsyncCancel> cancel, Done<void> done) {
   const auto& core = Access::core(client);
   if (auto bad = check_owned(*core, name, owner)) return done(std::move(*bad));
   const auto kind = shared ? lock::HoldKind::read : lock::HoldKind::write;
@@ -262,8 +258,7 @@ void start_unlock_owned(const Client& client, std::string name, OwnerToken owner
 
 void start_extend_owned(const Client& client, std::string name, OwnerToken owner,
                         std::chrono::milliseconds ttl, bool shared,
-                        std::shared_ptr<AsyncCancel> cancel,
-                        std::function<void(Result<Millis>)> done) {
+                        std::shared_ptr<AsyncCancel> cancel, Done<Millis> done) {
   const auto& core = Access::core(client);
   if (auto bad = check_owned(*core, name, owner, ttl)) return done(std::move(*bad));
   const auto kind = shared ? lock::HoldKind::read : lock::HoldKind::write;
@@ -275,7 +270,7 @@ void start_extend_owned(const Client& client, std::string name, OwnerToken owner
 }
 
 void start_status(const Client& client, std::string name, std::shared_ptr<AsyncCancel> cancel,
-                  std::function<void(Result<LockStatus>)> done) {
+                  Done<LockStatus> done) {
   const auto& core = Access::core(client);
   if (name.empty()) return done(Error(errc::invalid_argument, "lock name must not be empty"));
   start_owned<LockStatus>(core, std::move(cancel), std::move(done),
@@ -284,7 +279,7 @@ void start_status(const Client& client, std::string name, std::shared_ptr<AsyncC
                           });
 }
 
-void start_detach(Lease& lease, std::function<void(Result<OwnerToken>)> done) {
+void start_detach(Lease& lease, Done<OwnerToken> done) {
   const auto core = Access::core(lease);
   const auto state = Access::state(lease);
   if (!state) return done(Error(errc::invalid_argument, "lease is empty (moved from)"));
@@ -338,12 +333,14 @@ class Pending {
   ~Pending() { flush(); }  // the io thread ends (io_context::stop may drop the posted flush)
 
   void add(asio::io_context& io, asio::any_io_executor executor,
-           std::unique_ptr<HandBack> completion, std::shared_ptr<void> work) {
+           std::unique_ptr<HandBack> completion, asio::any_io_executor work) {
     // Consecutive completions for one executor share one post. The executor is kept by its
     // batch, or let go here, before the flush below can end the works: a strand's last copy
     // must not outlive its caller's work (see flush).
     if (batches_.empty() || batches_.back().executor != executor) {
       batches_.push_back(Batch{std::move(executor), {}});
+      // Its full size at once: one allocation, not one per doubling (the posted batch takes it).
+      batches_.back().completions.reserve(kMaxBatch);
     } else {
       executor = asio::any_io_executor();
     }
@@ -362,13 +359,11 @@ class Pending {
     }
   }
 
+  // batches_ and works_ are emptied in place, not moved from: the next batch reuses their
+  // capacity instead of allocating them again (several allocations per flush).
   void flush() {
     flush_posted_ = false;
-    auto batches = std::move(batches_);
-    batches_.clear();
-    auto works = std::move(works_);
-    works_.clear();
-    for (auto& batch : batches) {
+    for (auto& batch : batches_) {
       asio::post(batch.executor,
                  [executor = batch.executor, completions = std::move(batch.completions)]() mutable {
                    run_batch(executor, std::move(completions));
@@ -378,9 +373,9 @@ class Pending {
     // context may run out of work and be destroyed, with the strand an executor copy refers
     // to (ThreadSanitizer: AsyncTest.BoundExecutorRunsTheCompletion, a strand's destructor
     // locking its destroyed service's mutex on the io thread, about 1 run in 5 under load).
-    batches.clear();
+    batches_.clear();
     // Only after every post() returned: see initiate (dlock/async.h).
-    works.clear();
+    works_.clear();
   }
 
  private:
@@ -389,14 +384,14 @@ class Pending {
     HandBacks completions;
   };
   std::vector<Batch> batches_;
-  std::vector<std::shared_ptr<void>> works_;
+  std::vector<asio::any_io_executor> works_;  // tracked: each keeps its caller's context running
   bool flush_posted_ = false;
 };
 
 }  // namespace
 
 void hand_back(asio::any_io_executor executor, std::unique_ptr<HandBack> completion,
-               std::shared_ptr<void> work) {
+               asio::any_io_executor work) {
   if (auto* io = engine::io_thread_context()) {
     thread_local Pending pending;
     return pending.add(*io, std::move(executor), std::move(completion), std::move(work));
@@ -404,7 +399,7 @@ void hand_back(asio::any_io_executor executor, std::unique_ptr<HandBack> complet
   // Elsewhere (a cancellation, on the thread that asked for it): at once.
   asio::post(executor, [completion = std::move(completion)] { completion->run(); });
   executor = asio::any_io_executor();  // before the work: see Pending::flush
-  work.reset();                        // only after post() returned: see initiate (dlock/async.h)
+  work = asio::any_io_executor();      // only after post() returned: see initiate (dlock/async.h)
 }
 
 void cancel_pending_waits(ClientCore& core) {
