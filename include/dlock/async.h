@@ -20,6 +20,9 @@
 // completion handler runs on the handler's associated executor (a coroutine's own executor
 // with use_awaitable; for a plain callback without one, asio::system_executor, a thread of
 // asio's pool: bind_executor picks another). Nothing of the caller's runs on the io thread.
+// The handler's executor (its io_context) must outlive the operation: the completion is posted
+// to it when the operation ends, however late (declare the io_context before the Client, so that
+// the Client, and with it its io thread, is destroyed first).
 //
 // Owners: a coroutine may resume on another thread, so the default owner of the async API is
 // not the thread's: without LockOptions::owner every acquisition is its own owner (nothing is

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -109,6 +110,9 @@ namespace {
 std::string millis(Clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
 }
+
+// A marker's PING argument: this prefix and the marker's number, which the server echoes.
+constexpr std::string_view kMarkerPrefix = "dlock-sync-";
 
 bool is_ip_literal(const std::string& host) {
   asio::error_code ec;
@@ -324,7 +328,9 @@ void Connection::drain_waiting() {
       // As enqueue(), and the entry leaves waiting_ only once it is in in_flight_: a bad_alloc
       // leaves it waiting, its callback kept (a deque's push_back that throws changes nothing).
       out_.reserve(out_.size() + front.command.size());
+      const bool pipelined = !in_flight_.empty();
       in_flight_.push_back(std::move(front));
+      if (pipelined && !on_message_) unmarked_ = true;
       out_ += in_flight_.back().command;
       std::string().swap(in_flight_.back().command);  // "empty once written"
     }
@@ -339,8 +345,36 @@ void Connection::enqueue(std::string_view command, Pending&& p) {
   // leaves neither bytes on the wire whose reply no callback waits for (it would be taken for
   // the next request's) nor an entry whose request is never written.
   out_.reserve(out_.size() + command.size());
+  const bool pipelined = !in_flight_.empty();
   in_flight_.push_back(std::move(p));
   out_ += command;
+  if (pipelined && !on_message_) unmarked_ = true;
+}
+
+void Connection::end_with_marker() {
+  if (!unmarked_) return;
+  // Encoded on the stack, then the room, then the entry: a bad_alloc changes nothing.
+  char command[96];
+  const std::uint64_t n = markers_ + 1;
+  const std::string number = std::to_string(n);  // short: no allocation
+  const int length =
+      std::snprintf(command, sizeof(command), "*2\r\n$4\r\nPING\r\n$%zu\r\n%.*s%s\r\n",
+                    kMarkerPrefix.size() + number.size(), static_cast<int>(kMarkerPrefix.size()),
+                    kMarkerPrefix.data(), number.c_str());
+  out_.reserve(out_.size() + static_cast<std::size_t>(length));
+  in_flight_.push_back(Pending{{}, Clock::time_point::max(), Clock::now(), nullptr});
+  in_flight_.back().marker = n;
+  out_.append(command, static_cast<std::size_t>(length));
+  markers_ = n;
+  unmarked_ = false;
+}
+
+bool Connection::is_marker_reply(const resp::Reply& reply, std::uint64_t n) {
+  if (reply.type != resp::Reply::Type::string ||
+      reply.str.compare(0, kMarkerPrefix.size(), kMarkerPrefix) != 0) {
+    return false;
+  }
+  return n == 0 || std::string_view(reply.str).substr(kMarkerPrefix.size()) == std::to_string(n);
 }
 
 void Connection::fail(errc code, const std::string& reason) {
@@ -364,6 +398,8 @@ void Connection::fail(errc code, const std::string& reason) {
   close_bare();
   resolver_.cancel();
   out_.clear();
+  held_.clear();
+  unmarked_ = false;
   last_error_ = reason;
   last_code_ = code;
   // A connection that worked may reconnect at once (the server restarted, or closed an idle
@@ -393,6 +429,7 @@ void Connection::fail(errc code, const std::string& reason) {
 
 void Connection::flush() {
   if (write_busy_ || !writable_ || out_.empty() || !unpark()) return;
+  end_with_marker();
   write_busy_ = true;
   // The write's bytes, shared with its handler (a reconnection may replace the stream while it
   // is in flight). Reused once no write holds it: a new buffer per write cost two allocations
@@ -513,16 +550,50 @@ std::optional<Connection::Failure> Connection::dispatch() {
       on_message_(*reply);  // a push, not the reply to a request
       continue;
     }
-    if (in_flight_.empty()) return Failure{errc::protocol_error, "reply to no request"};
+    // The first request without a reply: the ones before it hold theirs (see the top).
+    const std::size_t next = held_.size();
+    if (next >= in_flight_.size()) return Failure{errc::protocol_error, "reply to no request"};
+    if (!reply->is_error()) answered_ = true;
+    const std::uint64_t marker = in_flight_[next].marker;
+    if (marker != 0 || is_marker_reply(*reply, 0)) {
+      if (marker == 0 || !is_marker_reply(*reply, marker)) {
+        return Failure{errc::protocol_error,
+                       "a reply was lost (something between dlock and the server, such as a "
+                       "proxy, dropped it while keeping the connection): the replies after it "
+                       "cannot be told apart"};
+      }
+      // The marker came back in its place: every reply before it is its request's.
+      for (std::size_t k = 0; k < next; ++k) {
+        Pending p = std::move(in_flight_.front());
+        in_flight_.pop_front();
+        resp::Reply held = std::move(held_.front());
+        held_.pop_front();
+        answer(p, held);
+        if (gen != generation_) return std::nullopt;  // the callback reset the connection
+      }
+      in_flight_.pop_front();  // the marker
+      continue;
+    }
+    if (state_ == State::ready && !on_message_ && (next > 0 || in_flight_.size() > 1)) {
+      // Written before another request: kept until the marker behind them comes back. Not the
+      // handshake's (AUTH, SELECT): nothing else is written until it is done, and a reply lost
+      // there leaves it unfinished, which fails the connection at the connect timeout. Nor a
+      // subscriber's, which writes no markers (its replies grant nothing).
+      held_.push_back(std::move(*reply));
+      continue;
+    }
     Pending p = std::move(in_flight_.front());
     in_flight_.pop_front();
-    if (!reply->is_error()) answered_ = true;
-    if (p.done &&
-        (p.reissue.by == nullptr || !reply->is_error() ||
-         !p.reissue.by->reissue(*reply, p.reissue.subject, p.reissue.flag, p.deadline, p.done))) {
-      p.done(std::move(*reply));
-    }
+    answer(p, *reply);
     if (gen != generation_) return std::nullopt;  // the callback reset the connection
+  }
+}
+
+void Connection::answer(Pending& p, resp::Reply& reply) {
+  if (p.done &&
+      (p.reissue.by == nullptr || !reply.is_error() ||
+       !p.reissue.by->reissue(reply, p.reissue.subject, p.reissue.flag, p.deadline, p.done))) {
+    p.done(std::move(reply));
   }
 }
 
@@ -626,6 +697,7 @@ bool Connection::borrowed_read() {
 }
 
 bool Connection::borrowed_write(Clock::time_point deadline) {
+  end_with_marker();
   const int fd = borrowed_fd();
   std::string_view bytes(out_);
   while (!bytes.empty()) {

@@ -3,12 +3,22 @@
 //
 // Requests are written back to back and matched to replies in order. Every request has its own
 // deadline: when it passes, the caller gets errc::timeout and the late reply, if it ever comes,
-// is dropped. The connection is made on first use (TCP, then TLS, then AUTH and SELECT) and
-// remade after a failure: at once if it had answered something other than an error, else after
-// a backoff delay that doubles with each failure. A request arriving during the backoff fails
-// at once with the last error, so a dead node costs a caller nothing (a subscriber asks to
-// reconnect by itself: set_keep_connected). A connection whose server stops answering for
-// stall_timeout is dropped.
+// is dropped.
+//
+// A reply names no request, so one reply lost on a connection that stays open (TCP never loses
+// one; a proxy between client and server may) would shift every reply after it onto the
+// request before its own: a lock acquisition could read another's grant. So a reply goes to its
+// request only when it cannot be another's: at once when nothing was written after that request
+// (one request at a time costs nothing), else once a marker written after it came back in its
+// place. The marker is a PING with a number of its own, written at the end of every write that
+// holds a request sent while others were unanswered (pipelined, or behind a request nobody waits
+// for any more). A marker's reply anywhere else means a reply was lost: the connection fails
+// (protocol_error) with every request whose reply it can no longer tell, and is made again. The
+// connection is made on first use (TCP, then TLS, then AUTH and SELECT) and remade after a failure:
+// at once if it had answered something other than an error, else after a backoff delay that doubles
+// with each failure. A request arriving during the backoff fails at once with the last error, so a
+// dead node costs a caller nothing (a subscriber asks to reconnect by itself: set_keep_connected).
+// A connection whose server stops answering for stall_timeout is dropped.
 //
 // One state machine, two drivers. Every request, whoever sends it, is a Pending entry in one
 // queue (waiting_ until the connection is ready, then in_flight_ until its reply), and replies
@@ -181,7 +191,8 @@ class Connection {
     // when it drops a shard channel by itself, and is told from one by the channel it names.
     std::string sunsubscribe = {};
     Reissue reissue = {};
-    std::uint64_t epoch = 0;  // written only on this connection epoch (0: any)
+    std::uint64_t epoch = 0;   // written only on this connection epoch (0: any)
+    std::uint64_t marker = 0;  // a marker (see the top): its number; 0 for a request
   };
   // Takes the callback of `p` (nobody waits for its reply any more), and drops its reissue.
   static Callback take(Pending& p) {
@@ -204,6 +215,12 @@ class Connection {
   // Matches the replies the reader holds to in_flight_ and runs their callbacks. A failure
   // (malformed reply, reply to no request) is returned, not acted on: each driver has its way.
   std::optional<Failure> dispatch();
+  // Hands `reply` to the request of `p` (or to its reissuer first).
+  void answer(Pending& p, resp::Reply& reply);
+  // Before out_ is written: queues the marker it needs, if any (all or nothing if it throws).
+  void end_with_marker();
+  // Whether `reply` is a marker's: marker `n`'s, or (n == 0) any marker's.
+  static bool is_marker_reply(const resp::Reply& reply, std::uint64_t n);
   bool is_push(const resp::Reply& reply) const;
   static std::string sunsubscribed_channel(std::string_view command);
   // Queues `command` to be written, its reply awaited by `p`: all or nothing if it throws.
@@ -244,6 +261,11 @@ class Connection {
 
   std::deque<Pending> waiting_;    // not yet written: the connection is not ready
   std::deque<Pending> in_flight_;  // written, reply not yet read (oldest first)
+  // The replies read for the first held_.size() entries of in_flight_, each kept until the
+  // marker after it comes back (see the top).
+  std::deque<resp::Reply> held_;
+  bool unmarked_ = false;      // out_ holds a request sent while others were unanswered
+  std::uint64_t markers_ = 0;  // markers written so far: the number of the last
   std::size_t handshake_left_ = 0;
   std::string out_;                       // encoded commands not yet handed to the socket
   std::shared_ptr<std::string> writing_;  // the bytes of the last write, see flush()

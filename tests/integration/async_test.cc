@@ -27,7 +27,9 @@ using test::eventually;
 
 class AsyncTest : public test::ClusterTest {
  protected:
-  // Runs `io` on this thread until it has no work left, at most `limit`.
+  // Runs `io` on this thread until it has no work left, at most `limit`. Each test declares its
+  // io_context before its Client, so that the client (whose io thread may still complete
+  // operations onto `io` after a limit ran out on a loaded machine) is gone before `io` is.
   static void run_for(asio::io_context& io, std::chrono::milliseconds limit = 20s) {
     io.run_for(limit);
   }
@@ -51,8 +53,8 @@ TEST_P(AsyncTest, CallbackGetsTheLeaseOffTheIoThread) {
 }
 
 TEST_P(AsyncTest, AwaitableCompletesOnTheCoroutinesExecutor) {
-  Client client = make_client();
   asio::io_context io;
+  Client client = make_client();
   bool done = false;
   asio::co_spawn(
       io,
@@ -100,8 +102,8 @@ TEST_P(AsyncTest, FutureAndDeferredComplete) {
 }
 
 TEST_P(AsyncTest, BoundExecutorRunsTheCompletion) {
-  Client client = make_client();
   asio::io_context io;
+  Client client = make_client();
   auto strand = asio::make_strand(io);
   bool on_strand = false;
   bool held = false;
@@ -204,8 +206,8 @@ TEST_P(AsyncTest, OwnersBelongToTasksNotThreads) {
 }
 
 TEST_P(AsyncTest, ManyInFlightFromOneThread) {
-  Client client = make_client(2000ms);
   asio::io_context io;
+  Client client = make_client(2000ms);
   constexpr int kOps = 256;
   std::vector<Lease> leases;
   int failures = 0;
@@ -447,8 +449,8 @@ TEST_P(AsyncTest, LockGivesUpAfterTheWait) {
 }
 
 TEST_P(AsyncTest, CoroutinesTakeTurnsOnOneName) {
-  Client client = make_client(2000ms);
   asio::io_context io;
+  Client client = make_client(2000ms);
   constexpr int kTasks = 16;
   int inside = 0;
   int overlaps = 0;
@@ -545,8 +547,8 @@ TEST_P(AsyncTest, CancelledWaitCompletesAtOnceAndNeverTakesTheLock) {
 // order the io thread made them (one batch runs them in order; the next is queued behind it).
 // Every status is answered before the caller's thread runs, so several batches wait at once.
 TEST_P(AsyncTest, CompletionsOnOneThreadKeepTheirOrder) {
-  Client client = make_client(2000ms);
   asio::io_context io;
+  Client client = make_client(2000ms);
   constexpr int kOps = 64;
   std::vector<int> order;
   for (int i = 0; i < kOps; ++i) {
@@ -565,8 +567,8 @@ TEST_P(AsyncTest, CompletionsOnOneThreadKeepTheirOrder) {
 // Every completion exactly once and on its strand, with handlers that throw in the middle of a
 // batch and an io_context run by three threads (review of the batching).
 TEST_P(AsyncTest, EveryCompletionRunsOnceOnItsStrandThoughHandlersThrow) {
-  Client client = make_client(2000ms);
   asio::io_context io;
+  Client client = make_client(2000ms);
   auto strand = asio::make_strand(io);
   constexpr int kOps = 200;
   std::vector<int> calls(kOps);  // touched on the strand only

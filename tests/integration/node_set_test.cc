@@ -429,5 +429,124 @@ TEST(ConnectionTest, ARequestBoundToAnEpochIsNeverWrittenOnTheNextConnection) {
   io_thread.join();
 }
 
+// A connection on the io thread, driven from the test thread: send() posts and waits.
+class LostReplyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    DLOCK_REQUIRE_REDIS_OR_SKIP();
+    server_ = std::make_unique<RedisServer>();
+    proxy_ = std::make_unique<TcpProxy>("127.0.0.1", server_->port());
+    net::ConnectionOptions options;
+    options.backoff_min = 20ms;
+    connection_ = std::make_unique<net::Connection>(
+        io_, net::parse_node_url("redis://127.0.0.1:" + std::to_string(proxy_->port())).value(),
+        options);
+    io_thread_ = std::thread([this] { io_.run(); });
+  }
+  void TearDown() override {
+    if (!io_thread_.joinable()) return;
+    asio::post(io_, [this] { connection_.reset(); });
+    work_.reset();
+    io_thread_.join();
+  }
+  // Sends ECHO of each payload back to back, in one turn of the io thread (so they are written
+  // together: pipelined), and waits for every reply.
+  std::vector<Result<resp::Reply>> echo_all(const std::vector<std::string>& payloads,
+                                            std::chrono::milliseconds timeout = 500ms) {
+    std::vector<std::promise<Result<resp::Reply>>> replied(payloads.size());
+    asio::post(io_, [&] {
+      for (std::size_t i = 0; i < payloads.size(); ++i) {
+        connection_->send(resp::encode_command({"ECHO", payloads[i]}), net::Clock::now() + timeout,
+                          [&, i](Result<resp::Reply> r) { replied[i].set_value(std::move(r)); });
+      }
+    });
+    std::vector<Result<resp::Reply>> out;
+    for (auto& r : replied) out.push_back(r.get_future().get());
+    return out;
+  }
+  // Every reply that came is the one to its own request.
+  static void expect_own_or_failed(const std::vector<std::string>& payloads,
+                                   const std::vector<Result<resp::Reply>>& out) {
+    for (std::size_t i = 0; i < payloads.size(); ++i) {
+      if (out[i]) {
+        EXPECT_EQ(out[i]->str, payloads[i]) << "request " << i << " took another's reply";
+      }
+    }
+  }
+
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(io_);
+  std::unique_ptr<RedisServer> server_;
+  std::unique_ptr<TcpProxy> proxy_;
+  std::unique_ptr<net::Connection> connection_;
+  std::thread io_thread_;
+};
+
+// Replies are matched to requests by order. A proxy that loses one reply and keeps the
+// connection shifts every reply after it by one: the pipelined request after the lost one
+// would read its successor's reply (a chaos run saw an acquisition read another's grant, and
+// two holders). The connection must notice, fail the requests whose replies it can no longer
+// tell, and serve again.
+TEST_F(LostReplyTest, APipelinedRequestNeverTakesTheReplyOfAnother) {
+  const std::vector<std::string> warm{"warm"};
+  ASSERT_TRUE(echo_all(warm)[0]);
+  proxy_->lose_next_reply("req-3");
+  std::vector<std::string> payloads;
+  for (int i = 0; i < 8; ++i) payloads.push_back("req-" + std::to_string(i));
+  const auto out = echo_all(payloads);
+  expect_own_or_failed(payloads, out);
+  EXPECT_FALSE(out[3]) << "its reply was lost";
+  EXPECT_EQ(proxy_->stats().lost_targeted, 1U);
+  std::vector<Result<resp::Reply>> again;
+  const std::vector<std::string> next{"next-0", "next-1", "next-2"};
+  ASSERT_TRUE(eventually([&] {
+    again = echo_all(next);
+    expect_own_or_failed(next, again);
+    return again[0] && again[1] && again[2];
+  })) << "the connection never served again";
+}
+
+// One request at a time: the lost reply's request times out, and the stream stays shifted.
+// The requests after it must not read each other's replies, and the connection must come back
+// in step (before, every later request timed out: its reply went to its predecessor's slot).
+TEST_F(LostReplyTest, AfterALostReplyOfALoneRequestTheConnectionServesAgain) {
+  const std::vector<std::string> warm{"warm"};
+  ASSERT_TRUE(echo_all(warm)[0]);
+  proxy_->lose_next_reply("alone");
+  const std::vector<std::string> alone{"alone"};
+  const auto lost = echo_all(alone, 300ms);
+  ASSERT_FALSE(lost[0]);
+  EXPECT_TRUE(lost[0].error().is(errc::timeout)) << lost[0].error().message();
+  int served = 0;
+  for (int i = 0; i < 10 && served < 3; ++i) {
+    const std::vector<std::string> one{"one-" + std::to_string(i)};
+    const auto out = echo_all(one, 300ms);
+    expect_own_or_failed(one, out);
+    served = out[0] ? served + 1 : 0;
+  }
+  EXPECT_EQ(served, 3) << "the connection did not come back in step";
+}
+
+// The same on a borrowed connection (the synchronous fast path), with requests the borrower
+// stopped waiting for (a return at quorum) still in flight when a reply is lost.
+TEST_F(NodeSetTest, ABorrowerNeverTakesTheReplyOfAnotherRequestAfterALostReply) {
+  warm_up();
+  proxy_->lose_next_reply("lost");
+  bool borrowed = false;
+  auto lost = run_here(echo("lost"), {}, &borrowed);
+  ASSERT_TRUE(borrowed);
+  ASSERT_FALSE(lost[0][2]) << "its reply was lost";
+  int served = 0;
+  for (int i = 0; i < 10 && served < 3; ++i) {
+    const std::string payload = "round-" + std::to_string(i);
+    auto out = run_here(echo(payload), {}, &borrowed);
+    if (out[0][2]) {
+      EXPECT_EQ(out[0][2]->str, payload) << "another request's reply";
+    }
+    served = out[0][2] ? served + 1 : 0;
+  }
+  EXPECT_EQ(served, 3) << "the connection did not come back in step";
+}
+
 }  // namespace
 }  // namespace dlock::test

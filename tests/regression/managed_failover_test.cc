@@ -10,7 +10,9 @@
 //   2. a server whose wall clock steps (NTP in step mode): Redis expires keys by it, and the
 //      nodes' own records (dlock:boots) are kept on it;
 //   3. another program's slow script (busy-reply-threshold): BUSY replies;
-//   4. commands renamed (rename-command EVALSHA / EVAL), a database the server lacks.
+//   4. commands renamed (rename-command EVALSHA / EVAL), a database the server lacks;
+//   5. a proxy in front of the server that loses one reply and keeps the connection (as one may
+//      when its backend fails over with requests in flight).
 // docs/safety.md ("What dlock needs from a managed or hardened Redis") sums it up.
 #include <dlock/async.h>
 #include <dlock/dlock.h>
@@ -22,6 +24,7 @@
 #include <iostream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "lock/keys.h"
 #include "support/lock_clients.h"
@@ -627,6 +630,75 @@ TEST(ManagedDatabaseTest, ADatabaseTheServerLacksIsNamed) {
   ASSERT_FALSE(lease);
   EXPECT_NE(lease.error().message().find("DB index is out of range"), std::string::npos)
       << lease.error().message();
+}
+
+// Replies are matched to requests by order. When a proxy lost a release's reply, the
+// asynchronous acquisitions pipelined behind it each read their successor's reply: a chaos run
+// saw one read another name's grant while a second client held its name (two holders). Here
+// a second client holds half the names; none of them may be granted to the first, whatever
+// replies are lost, and every name the first is granted is held on the server.
+TEST(ManagedProxyTest, ALostReplyNeverGrantsAPipelinedAcquisitionANameHeldElsewhere) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  test::TcpProxy proxy("127.0.0.1", server.port());
+  Client other = client_of({server.url()});
+  Client client = client_of({"redis://127.0.0.1:" + std::to_string(proxy.port())});
+  constexpr int kNames = 16;
+  std::vector<Lease> held_elsewhere;
+  for (int i = 0; i < kNames; ++i) {
+    auto lease = other.try_lock("held-" + std::to_string(i), test::fixed(60s));
+    ASSERT_TRUE(lease) << lease.error().message();
+    held_elsewhere.push_back(std::move(*lease));
+  }
+  int granted = 0;
+  for (int round = 0; round < 6; ++round) {
+    const std::string mine = "mine-" + std::to_string(round);
+    Result<Lease> lease = Error(errc::io_error, "not tried");
+    ASSERT_TRUE(eventually(
+        [&] {
+          lease = client.try_lock(mine, test::fixed(60s));
+          return lease.has_value();
+        },
+        5s))
+        << "the connection did not serve again after a lost reply: " << lease.error().message();
+    proxy.lose_next_reply("dlock:release:{" + mine + "}");
+    std::vector<std::future<Result<Lease>>> asked;
+    std::vector<std::string> names;
+    auto unlocked = dlock::async_unlock(*lease, asio::use_future);
+    for (int i = 0; i < kNames; ++i) {
+      names.push_back("held-" + std::to_string(i));
+      names.push_back("free-" + std::to_string(round) + "-" + std::to_string(i));
+    }
+    // Apart, so that each is a call of its own (not one batch call), sent while the release
+    // and the calls before it may still wait for their replies.
+    for (const auto& name : names) {
+      asked.push_back(dlock::async_try_lock(client, name, test::fixed(60s), asio::use_future));
+      std::this_thread::sleep_for(2ms);
+    }
+    (void)unlocked.get();
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      auto got = asked[k].get();
+      if (!got) continue;
+      ++granted;
+      EXPECT_EQ(names[k].rfind("free-", 0), 0U) << names[k] << " granted while held elsewhere";
+      EXPECT_EQ(server.command({"EXISTS", names[k]})->integer, 1)
+          << names[k] << " granted, not held";
+      (void)got->unlock();
+    }
+    // What failed undid what it did: no name is left locked by an acquisition that failed.
+    for (const auto& name : names) {
+      if (name.rfind("free-", 0) != 0) continue;
+      EXPECT_TRUE(eventually(
+          [&] {
+            return server.command({"EXISTS", name})->integer == 0;
+          },
+          5s))
+          << name << " left locked";
+    }
+    proxy.disarm();
+  }
+  EXPECT_GT(granted, 0) << "nothing was granted at all: the test proves nothing";
+  EXPECT_EQ(proxy.stats().lost_targeted, 6U) << "a release's reply was lost in every round";
 }
 
 }  // namespace
