@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <utility>
 
 #include "resp/encode.h"
@@ -111,8 +112,15 @@ std::string millis(Clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()) + " ms";
 }
 
-// A marker's PING argument: this prefix and the marker's number, which the server echoes.
-constexpr std::string_view kMarkerPrefix = "dlock-sync-";
+// A marker's PING argument starts so, then a random number per connection object (so that no
+// stored value is taken for one), then the marker's count; the server echoes it.
+std::string marker_text() {
+  std::random_device entropy;
+  const std::uint64_t r = (std::uint64_t{entropy()} << 32) | entropy();
+  char text[48];
+  std::snprintf(text, sizeof(text), "dlock-sync-%016llx-", static_cast<unsigned long long>(r));
+  return text;
+}
 
 bool is_ip_literal(const std::string& host) {
   asio::error_code ec;
@@ -123,7 +131,12 @@ bool is_ip_literal(const std::string& host) {
 }  // namespace
 
 Connection::Connection(asio::io_context& io, NodeAddress address, ConnectionOptions options)
-    : io_(io), address_(std::move(address)), options_(options), resolver_(io), timer_(io) {}
+    : io_(io),
+      address_(std::move(address)),
+      options_(options),
+      resolver_(io),
+      timer_(io),
+      marker_text_(marker_text()) {}
 
 Connection::~Connection() {
   if (stream_) stream_->close();
@@ -292,6 +305,12 @@ void Connection::send_handshake() {
     const std::string db = std::to_string(address_.db);
     steps.emplace_back(resp::encode_command({"SELECT", db}), "SELECT " + db);
   }
+  // With a password too: the markers of pipelined requests are PINGs (see connection.h), and an
+  // ACL user without PING is better refused here, saying so, than at its first pipelined call.
+  if (!address_.password.empty()) {
+    steps.emplace_back(resp::encode_command({"PING"}),
+                       "PING (dlock checks the order of pipelined replies with it)");
+  }
   handshake_left_ = steps.size();
   if (steps.empty()) return become_ready();
   for (auto& [command, what] : steps) {
@@ -327,11 +346,12 @@ void Connection::drain_waiting() {
     } else if (front.done) {
       // As enqueue(), and the entry leaves waiting_ only once it is in in_flight_: a bad_alloc
       // leaves it waiting, its callback kept (a deque's push_back that throws changes nothing).
+      if (needs_leading_marker()) queue_marker();
       out_.reserve(out_.size() + front.command.size());
-      const bool pipelined = !in_flight_.empty();
       in_flight_.push_back(std::move(front));
-      if (pipelined && !on_message_) unmarked_ = true;
       out_ += in_flight_.back().command;
+      ++unwritten_;
+      asking_last_ = is_asking(in_flight_.back().command);
       std::string().swap(in_flight_.back().command);  // "empty once written"
     }
     waiting_.pop_front();
@@ -344,37 +364,47 @@ void Connection::enqueue(std::string_view command, Pending&& p) {
   // The room first, then the entry, then the bytes (which then cannot throw): a bad_alloc
   // leaves neither bytes on the wire whose reply no callback waits for (it would be taken for
   // the next request's) nor an entry whose request is never written.
+  // A marker that starts the write goes first (an entry of its own: a bad_alloc after it leaves
+  // a marker in flight, which costs nothing).
+  if (needs_leading_marker()) queue_marker();
   out_.reserve(out_.size() + command.size());
-  const bool pipelined = !in_flight_.empty();
   in_flight_.push_back(std::move(p));
   out_ += command;
-  if (pipelined && !on_message_) unmarked_ = true;
+  ++unwritten_;
+  asking_last_ = is_asking(command);
 }
 
-void Connection::end_with_marker() {
-  if (!unmarked_) return;
-  // Encoded on the stack, then the room, then the entry: a bad_alloc changes nothing.
+void Connection::queue_marker() {
   char command[96];
   const std::uint64_t n = markers_ + 1;
-  const std::string number = std::to_string(n);  // short: no allocation
+  const std::string count = std::to_string(n);  // short: no allocation
   const int length =
-      std::snprintf(command, sizeof(command), "*2\r\n$4\r\nPING\r\n$%zu\r\n%.*s%s\r\n",
-                    kMarkerPrefix.size() + number.size(), static_cast<int>(kMarkerPrefix.size()),
-                    kMarkerPrefix.data(), number.c_str());
+      std::snprintf(command, sizeof(command), "*2\r\n$4\r\nPING\r\n$%zu\r\n%s%s\r\n",
+                    marker_text_.size() + count.size(), marker_text_.c_str(), count.c_str());
+  // The room, then the entry, then the bytes (which then cannot throw): all or nothing.
   out_.reserve(out_.size() + static_cast<std::size_t>(length));
   in_flight_.push_back(Pending{{}, Clock::time_point::max(), Clock::now(), nullptr});
   in_flight_.back().marker = n;
   out_.append(command, static_cast<std::size_t>(length));
   markers_ = n;
-  unmarked_ = false;
 }
 
-bool Connection::is_marker_reply(const resp::Reply& reply, std::uint64_t n) {
+void Connection::end_write() {
+  if (unwritten_ >= 2 && !on_message_) queue_marker();
+  unwritten_ = 0;
+}
+
+bool Connection::is_marker_reply(const resp::Reply& reply, std::uint64_t n) const {
   if (reply.type != resp::Reply::Type::string ||
-      reply.str.compare(0, kMarkerPrefix.size(), kMarkerPrefix) != 0) {
+      reply.str.compare(0, marker_text_.size(), marker_text_) != 0) {
     return false;
   }
-  return n == 0 || std::string_view(reply.str).substr(kMarkerPrefix.size()) == std::to_string(n);
+  return n == 0 || std::string_view(reply.str).substr(marker_text_.size()) == std::to_string(n);
+}
+
+bool Connection::is_asking(std::string_view command) {
+  // As resp::encode_command writes it (ServerNode sends it so, right before its command).
+  return command == "*1\r\n$6\r\nASKING\r\n";
 }
 
 void Connection::fail(errc code, const std::string& reason) {
@@ -399,7 +429,8 @@ void Connection::fail(errc code, const std::string& reason) {
   resolver_.cancel();
   out_.clear();
   held_.clear();
-  unmarked_ = false;
+  unwritten_ = 0;
+  asking_last_ = false;
   last_error_ = reason;
   last_code_ = code;
   // A connection that worked may reconnect at once (the server restarted, or closed an idle
@@ -428,8 +459,9 @@ void Connection::fail(errc code, const std::string& reason) {
 }
 
 void Connection::flush() {
-  if (write_busy_ || !writable_ || out_.empty() || !unpark()) return;
-  end_with_marker();
+  // An ASKING waits for its command, written with it.
+  if (write_busy_ || !writable_ || out_.empty() || asking_last_ || !unpark()) return;
+  end_write();
   write_busy_ = true;
   // The write's bytes, shared with its handler (a reconnection may replace the stream while it
   // is in flight). Reused once no write holds it: a new buffer per write cost two allocations
@@ -554,15 +586,12 @@ std::optional<Connection::Failure> Connection::dispatch() {
     const std::size_t next = held_.size();
     if (next >= in_flight_.size()) return Failure{errc::protocol_error, "reply to no request"};
     if (!reply->is_error()) answered_ = true;
-    const std::uint64_t marker = in_flight_[next].marker;
-    if (marker != 0 || is_marker_reply(*reply, 0)) {
-      if (marker == 0 || !is_marker_reply(*reply, marker)) {
-        return Failure{errc::protocol_error,
-                       "a reply was lost (something between dlock and the server, such as a "
-                       "proxy, dropped it while keeping the connection): the replies after it "
-                       "cannot be told apart"};
-      }
-      // The marker came back in its place: every reply before it is its request's.
+    Pending& slot = in_flight_[next];
+    if (slot.marker != 0 && !reply->is_error()) {
+      if (!is_marker_reply(*reply, slot.marker)) return lost_reply();
+      // The marker came back in its place: every reply before it is its request's. Its entry
+      // goes first, so that a callback that throws leaves the rest held, still in step.
+      in_flight_.erase(in_flight_.begin() + static_cast<std::ptrdiff_t>(next));
       for (std::size_t k = 0; k < next; ++k) {
         Pending p = std::move(in_flight_.front());
         in_flight_.pop_front();
@@ -571,14 +600,21 @@ std::optional<Connection::Failure> Connection::dispatch() {
         answer(p, held);
         if (gen != generation_) return std::nullopt;  // the callback reset the connection
       }
-      in_flight_.pop_front();  // the marker
       continue;
     }
-    if (state_ == State::ready && !on_message_ && (next > 0 || in_flight_.size() > 1)) {
-      // Written before another request: kept until the marker behind them comes back. Not the
-      // handshake's (AUTH, SELECT): nothing else is written until it is done, and a reply lost
-      // there leaves it unfinished, which fails the connection at the connect timeout. Nor a
-      // subscriber's, which writes no markers (its replies grant nothing).
+    if (slot.marker == 0 && is_marker_reply(*reply, 0)) return lost_reply();
+    // An error in a marker's place (BUSY, LOADING: PING may be refused where a script is not)
+    // is the marker's own unless a reply was lost: it proves nothing, and the replies held
+    // before it wait for the next marker (the next write's first, or their deadlines).
+    slot.marker = 0;
+    // Kept until a marker behind it comes back: anything after a reply kept so (the order of
+    // the callbacks stays), and a reply that grants something (not an error: handed to the
+    // wrong request, an error fails it, which is safe) to a live request written before
+    // another. Not the handshake's (AUTH, SELECT, PING): nothing else is written until it is
+    // done, and a reply lost there leaves it unfinished, which fails the connection at the
+    // connect timeout. Nor a subscriber's, which writes no markers (its replies grant nothing).
+    const bool behind = next > 0 || (in_flight_.size() > 1 && slot.done && !reply->is_error());
+    if (state_ == State::ready && !on_message_ && behind) {
       held_.push_back(std::move(*reply));
       continue;
     }
@@ -587,6 +623,13 @@ std::optional<Connection::Failure> Connection::dispatch() {
     answer(p, *reply);
     if (gen != generation_) return std::nullopt;  // the callback reset the connection
   }
+}
+
+Connection::Failure Connection::lost_reply() {
+  return Failure{errc::protocol_error,
+                 "a reply was lost (something between dlock and the server, such as a proxy, "
+                 "dropped it while keeping the connection): the replies after it cannot be told "
+                 "apart"};
 }
 
 void Connection::answer(Pending& p, resp::Reply& reply) {
@@ -697,7 +740,7 @@ bool Connection::borrowed_read() {
 }
 
 bool Connection::borrowed_write(Clock::time_point deadline) {
-  end_with_marker();
+  end_write();
   const int fd = borrowed_fd();
   std::string_view bytes(out_);
   while (!bytes.empty()) {

@@ -9,16 +9,18 @@
 // one; a proxy between client and server may) would shift every reply after it onto the
 // request before its own: a lock acquisition could read another's grant. So a reply goes to its
 // request only when it cannot be another's: at once when nothing was written after that request
-// (one request at a time costs nothing), else once a marker written after it came back in its
-// place. The marker is a PING with a number of its own, written at the end of every write that
-// holds a request sent while others were unanswered (pipelined, or behind a request nobody waits
-// for any more). A marker's reply anywhere else means a reply was lost: the connection fails
-// (protocol_error) with every request whose reply it can no longer tell, and is made again. The
-// connection is made on first use (TCP, then TLS, then AUTH and SELECT) and remade after a failure:
-// at once if it had answered something other than an error, else after a backoff delay that doubles
-// with each failure. A request arriving during the backoff fails at once with the last error, so a
-// dead node costs a caller nothing (a subscriber asks to reconnect by itself: set_keep_connected).
-// A connection whose server stops answering for stall_timeout is dropped.
+// (one request at a time costs nothing), else once the marker written after it came back in
+// its place. A marker is a PING with a text of its own (a random number per connection object,
+// and a count); one starts a write whose first request follows an unanswered one (pipelined, or
+// behind a request nobody waits for any more), and one ends a write of two requests or more, so
+// a reply waits at most for the requests written with it. Error replies are not held (handed to
+// the wrong request, an error only fails it) unless a reply before them is. A marker's reply
+// anywhere else, or a reply other than an error in a marker's place, means a reply was lost:
+// the connection fails (protocol_error) with every request whose reply it can no longer tell,
+// and is made again. An error in a marker's place (BUSY) proves nothing: the replies held
+// before it wait for the next marker.
+// An ASKING is written together with the command after it (nothing between them: the server
+// applies ASKING to the next command only). docs/protocol.md has the argument.
 //
 // One state machine, two drivers. Every request, whoever sends it, is a Pending entry in one
 // queue (waiting_ until the connection is ready, then in_flight_ until its reply), and replies
@@ -215,12 +217,21 @@ class Connection {
   // Matches the replies the reader holds to in_flight_ and runs their callbacks. A failure
   // (malformed reply, reply to no request) is returned, not acted on: each driver has its way.
   std::optional<Failure> dispatch();
+  // The failure of a reply out of place (see the top).
+  static Failure lost_reply();
   // Hands `reply` to the request of `p` (or to its reissuer first).
   void answer(Pending& p, resp::Reply& reply);
-  // Before out_ is written: queues the marker it needs, if any (all or nothing if it throws).
-  void end_with_marker();
-  // Whether `reply` is a marker's: marker `n`'s, or (n == 0) any marker's.
-  static bool is_marker_reply(const resp::Reply& reply, std::uint64_t n);
+  // Markers (see the top). Whether the request about to be queued starts a write behind an
+  // unanswered request; queueing the next marker (its entry and bytes: room reserved first);
+  // before out_ is written, the marker that ends a write of two requests or more; whether
+  // `reply` is a marker's (`n`'s, or any of this connection's for 0).
+  bool needs_leading_marker() const {
+    return !on_message_ && out_.empty() && !in_flight_.empty() && in_flight_.back().marker == 0;
+  }
+  void queue_marker();
+  void end_write();
+  bool is_marker_reply(const resp::Reply& reply, std::uint64_t n) const;
+  static bool is_asking(std::string_view command);
   bool is_push(const resp::Reply& reply) const;
   static std::string sunsubscribed_channel(std::string_view command);
   // Queues `command` to be written, its reply awaited by `p`: all or nothing if it throws.
@@ -264,8 +275,10 @@ class Connection {
   // The replies read for the first held_.size() entries of in_flight_, each kept until the
   // marker after it comes back (see the top).
   std::deque<resp::Reply> held_;
-  bool unmarked_ = false;      // out_ holds a request sent while others were unanswered
-  std::uint64_t markers_ = 0;  // markers written so far: the number of the last
+  std::size_t unwritten_ = 0;  // requests in out_
+  bool asking_last_ = false;   // the last request in out_ is an ASKING: not written alone
+  std::string marker_text_;    // "dlock-sync-<random>-": a marker's text before its number
+  std::uint64_t markers_ = 0;  // markers queued so far: the number of the last
   std::size_t handshake_left_ = 0;
   std::string out_;                       // encoded commands not yet handed to the socket
   std::shared_ptr<std::string> writing_;  // the bytes of the last write, see flush()

@@ -464,11 +464,11 @@ class LostReplyTest : public ::testing::Test {
     for (auto& r : replied) out.push_back(r.get_future().get());
     return out;
   }
-  // Every reply that came is the one to its own request.
+  // Every reply that came, but errors (BUSY), is the one to its own request.
   static void expect_own_or_failed(const std::vector<std::string>& payloads,
                                    const std::vector<Result<resp::Reply>>& out) {
     for (std::size_t i = 0; i < payloads.size(); ++i) {
-      if (out[i]) {
+      if (out[i] && !out[i]->is_error()) {
         EXPECT_EQ(out[i]->str, payloads[i]) << "request " << i << " took another's reply";
       }
     }
@@ -525,6 +525,95 @@ TEST_F(LostReplyTest, AfterALostReplyOfALoneRequestTheConnectionServesAgain) {
     served = out[0] ? served + 1 : 0;
   }
   EXPECT_EQ(served, 3) << "the connection did not come back in step";
+}
+
+// A value that looks like a marker's reply (a stored "dlock-sync-..." read back) is no marker:
+// each connection's markers carry a random number of their own.
+TEST_F(LostReplyTest, AReplyThatLooksLikeAMarkerIsAnOrdinaryReply) {
+  const std::vector<std::string> payloads{"dlock-sync-0000000000000000-1", "dlock-sync-", "x"};
+  for (int round = 0; round < 3; ++round) {
+    const auto out = echo_all(payloads);
+    for (std::size_t i = 0; i < payloads.size(); ++i) {
+      ASSERT_TRUE(out[i]) << out[i].error().message();
+      EXPECT_EQ(out[i]->str, payloads[i]);
+    }
+  }
+}
+
+// The server applies ASKING (a cluster's redirect during a slot migration) to the next command
+// only: a marker must never come between the two, whatever is in flight when the ASKING is
+// sent (here a BLPOP the server holds for 300 ms, whose write completed long before).
+TEST_F(LostReplyTest, AnAskingIsWrittenRightBeforeItsCommandWhateverIsInFlight) {
+  const std::vector<std::string> warm{"warm"};
+  ASSERT_TRUE(echo_all(warm)[0]);
+  // What the server runs, in order (MONITOR on a connection of the test's own).
+  redisContext* monitor = redisConnect("127.0.0.1", server_->port());
+  ASSERT_TRUE(monitor != nullptr && monitor->err == 0);
+  auto* ok = static_cast<redisReply*>(redisCommand(monitor, "MONITOR"));
+  ASSERT_TRUE(ok != nullptr);
+  freeReplyObject(ok);
+  std::promise<Result<resp::Reply>> blocked, asked, echoed;
+  asio::post(io_, [&] {
+    connection_->send(resp::encode_command({"BLPOP", "nothing", "0.3"}), net::Clock::now() + 5s,
+                      [&](Result<resp::Reply> r) { blocked.set_value(std::move(r)); });
+  });
+  std::this_thread::sleep_for(100ms);  // the BLPOP written, its write done, its reply not come
+  asio::post(io_, [&] {
+    connection_->send(resp::encode_command({"ASKING"}), net::Clock::now() + 5s,
+                      [&](Result<resp::Reply> r) { asked.set_value(std::move(r)); });
+    connection_->send(resp::encode_command({"ECHO", "asked"}), net::Clock::now() + 5s,
+                      [&](Result<resp::Reply> r) { echoed.set_value(std::move(r)); });
+  });
+  ASSERT_TRUE(blocked.get_future().get());
+  ASSERT_TRUE(asked.get_future().get());  // an error (no cluster), but its own
+  auto echo_reply = echoed.get_future().get();
+  ASSERT_TRUE(echo_reply) << echo_reply.error().message();
+  EXPECT_EQ(echo_reply->str, "asked");
+  std::vector<std::string> ran;
+  while (ran.empty() || ran.back().find("\"asked\"") == std::string::npos) {
+    void* line = nullptr;
+    ASSERT_EQ(redisGetReply(monitor, &line), REDIS_OK);
+    ran.emplace_back(static_cast<redisReply*>(line)->str);
+    freeReplyObject(line);
+  }
+  redisFree(monitor);
+  ASSERT_GE(ran.size(), 2U);
+  EXPECT_NE(ran[ran.size() - 2].find("\"ASKING\""), std::string::npos)
+      << "the command after ASKING was: " << ran[ran.size() - 2];
+}
+
+// PING is refused while another program's script runs past busy-reply-threshold (BUSY), as
+// the requests are: an error in a marker's place proves nothing, and must not fail the
+// connection (it would reconnect, and back off, for the whole busy time) nor hand a held reply
+// over unchecked.
+TEST_F(LostReplyTest, ABusyServerRefusingMarkersKeepsTheConnection) {
+  const std::vector<std::string> warm{"warm"};
+  ASSERT_TRUE(echo_all(warm)[0]);
+  const std::uint64_t epoch = connection_->epoch();
+  ASSERT_TRUE(server_->command({"CONFIG", "SET", "busy-reply-threshold", "100"}));
+  const std::string spin =
+      "local s = redis.call('time') while true do local n = redis.call('time') "
+      "if (n[1] - s[1]) * 1000000 + (n[2] - s[2]) > 1000000 then return 1 end end";
+  auto busy = std::async(std::launch::async, [&] { (void)server_->command({"EVAL", spin, "0"}); });
+  ASSERT_TRUE(eventually([&] {
+    auto r = server_->command({"PING"});
+    return r && r->type == REDIS_REPLY_ERROR;
+  }));
+  const std::vector<std::string> payloads{"b-0", "b-1", "b-2", "b-3"};
+  for (int round = 0; round < 5; ++round) {
+    const auto out = echo_all(payloads, 2s);
+    expect_own_or_failed(payloads, out);
+    for (const auto& r : out) {
+      if (!r) ADD_FAILURE() << "failed rather than answered BUSY: " << r.error().message();
+    }
+  }
+  busy.wait();
+  const auto after = echo_all(payloads, 2s);
+  for (std::size_t i = 0; i < payloads.size(); ++i) {
+    ASSERT_TRUE(after[i]) << after[i].error().message();
+    EXPECT_EQ(after[i]->str, payloads[i]);
+  }
+  EXPECT_EQ(connection_->epoch(), epoch) << "the connection was made again";
 }
 
 // The same on a borrowed connection (the synchronous fast path), with requests the borrower
