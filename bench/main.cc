@@ -21,6 +21,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "cluster_pair.h"
 #include "cluster_workloads.h"
@@ -179,10 +180,15 @@ ContentionStats contention_run(const Setup& s, const std::string& impl, int work
 double instructions_per_cycle(const Setup& s, const std::string& impl, int n1, int n2) {
   const auto total = [&](int n) {
     const fs::path out = s.scratch / "callgrind.out";
-    capture(
-        {"valgrind", "--tool=callgrind", "--callgrind-out-file=" + out.string(), s.self, "cycles",
-         "--impl", impl, "--port", std::to_string(s.one[0]), "--count", std::to_string(n)},
-        s.scratch);
+    std::vector<std::string> command{
+        "valgrind", "--tool=callgrind", "--callgrind-out-file=" + out.string(),
+        s.self,     "cycles",           "--impl",
+        impl,       "--port",           std::to_string(s.one[0]),
+        "--count",  std::to_string(n)};
+    // Under valgrind (tens of times slower) the first greeting can take longer than the default
+    // node timeout, as in bench/instructions.sh.
+    if (impl.rfind("dlock", 0) == 0) command.insert(command.end(), {"--node-timeout", "10000"});
+    capture(command, s.scratch);
     std::ifstream in(out);
     std::string line;
     while (std::getline(in, line)) {

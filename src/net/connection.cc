@@ -346,12 +346,11 @@ void Connection::drain_waiting() {
     } else if (front.done) {
       // As enqueue(), and the entry leaves waiting_ only once it is in in_flight_: a bad_alloc
       // leaves it waiting, its callback kept (a deque's push_back that throws changes nothing).
-      if (needs_leading_marker()) queue_marker();
+      mark_before(front.command);
       out_.reserve(out_.size() + front.command.size());
       in_flight_.push_back(std::move(front));
       out_ += in_flight_.back().command;
-      ++unwritten_;
-      asking_last_ = is_asking(in_flight_.back().command);
+      queued(in_flight_.back().command);
       std::string().swap(in_flight_.back().command);  // "empty once written"
     }
     waiting_.pop_front();
@@ -364,13 +363,27 @@ void Connection::enqueue(std::string_view command, Pending&& p) {
   // The room first, then the entry, then the bytes (which then cannot throw): a bad_alloc
   // leaves neither bytes on the wire whose reply no callback waits for (it would be taken for
   // the next request's) nor an entry whose request is never written.
-  // A marker that starts the write goes first (an entry of its own: a bad_alloc after it leaves
-  // a marker in flight, which costs nothing).
-  if (needs_leading_marker()) queue_marker();
+  // A marker it needs goes first (an entry of its own: a bad_alloc after it leaves a marker in
+  // flight, which costs nothing).
+  mark_before(command);
   out_.reserve(out_.size() + command.size());
   in_flight_.push_back(std::move(p));
   out_ += command;
+  queued(command);
+}
+
+void Connection::mark_before(std::string_view command) {
+  if (on_message_) return;
+  // Queued behind an unanswered request: the write it goes in ends with a marker (end_write).
+  if (!in_flight_.empty()) unmarked_ = true;
+  // A WAIT (the replica guard's, which the server holds for up to its timeout) behind requests
+  // of the same write gets one before it too: their replies would otherwise wait for it.
+  if (unwritten_ > 0 && is_wait(command)) queue_marker();
+}
+
+void Connection::queued(std::string_view command) {
   ++unwritten_;
+  ++queued_;
   asking_last_ = is_asking(command);
 }
 
@@ -386,12 +399,15 @@ void Connection::queue_marker() {
   in_flight_.push_back(Pending{{}, Clock::time_point::max(), Clock::now(), nullptr});
   in_flight_.back().marker = n;
   out_.append(command, static_cast<std::size_t>(length));
+  ++queued_;
   markers_ = n;
 }
 
 void Connection::end_write() {
-  if (unwritten_ >= 2 && !on_message_) queue_marker();
+  if (unmarked_) queue_marker();
+  unmarked_ = false;
   unwritten_ = 0;
+  queued_ = 0;  // all of out_ is handed to the socket now
 }
 
 bool Connection::is_marker_reply(const resp::Reply& reply, std::uint64_t n) const {
@@ -405,6 +421,15 @@ bool Connection::is_marker_reply(const resp::Reply& reply, std::uint64_t n) cons
 bool Connection::is_asking(std::string_view command) {
   // As resp::encode_command writes it (ServerNode sends it so, right before its command).
   return command == "*1\r\n$6\r\nASKING\r\n";
+}
+
+bool Connection::is_wait(std::string_view command) {
+  constexpr std::string_view kWait = "*3\r\n$4\r\nWAIT\r\n";  // as resp::encode_command writes it
+  return command.substr(0, kWait.size()) == kWait;
+}
+
+bool Connection::is_inert(const resp::Reply& reply) {
+  return reply.is_error() && (reply.is_error_code("BUSY") || reply.is_error_code("LOADING"));
 }
 
 void Connection::fail(errc code, const std::string& reason) {
@@ -429,7 +454,9 @@ void Connection::fail(errc code, const std::string& reason) {
   resolver_.cancel();
   out_.clear();
   held_.clear();
+  unmarked_ = false;
   unwritten_ = 0;
+  queued_ = 0;
   asking_last_ = false;
   last_error_ = reason;
   last_code_ = code;
@@ -461,6 +488,12 @@ void Connection::fail(errc code, const std::string& reason) {
 void Connection::flush() {
   // An ASKING waits for its command, written with it.
   if (write_busy_ || !writable_ || out_.empty() || asking_last_ || !unpark()) return;
+  // The io thread's writes always end with a marker (if they hold a request): the next write
+  // may come before the replies to this one are read, and a marker in it would come back only
+  // after the server ran that write too (it sends the replies of what it read at once
+  // together), making these replies wait for it. A borrower reads its replies before it writes
+  // again.
+  if (unwritten_ > 0 && !on_message_) unmarked_ = true;
   end_write();
   write_busy_ = true;
   // The write's bytes, shared with its handler (a reconnection may replace the stream while it
@@ -587,8 +620,8 @@ std::optional<Connection::Failure> Connection::dispatch() {
     if (next >= in_flight_.size()) return Failure{errc::protocol_error, "reply to no request"};
     if (!reply->is_error()) answered_ = true;
     Pending& slot = in_flight_[next];
-    if (slot.marker != 0 && !reply->is_error()) {
-      if (!is_marker_reply(*reply, slot.marker)) return lost_reply();
+    if (slot.marker != 0 && !is_inert(*reply)) {
+      if (!is_marker_reply(*reply, slot.marker)) return out_of_order(*reply);
       // The marker came back in its place: every reply before it is its request's. Its entry
       // goes first, so that a callback that throws leaves the rest held, still in step.
       in_flight_.erase(in_flight_.begin() + static_cast<std::ptrdiff_t>(next));
@@ -602,18 +635,21 @@ std::optional<Connection::Failure> Connection::dispatch() {
       }
       continue;
     }
-    if (slot.marker == 0 && is_marker_reply(*reply, 0)) return lost_reply();
-    // An error in a marker's place (BUSY, LOADING: PING may be refused where a script is not)
-    // is the marker's own unless a reply was lost: it proves nothing, and the replies held
-    // before it wait for the next marker (the next write's first, or their deadlines).
+    if (slot.marker == 0 && is_marker_reply(*reply, 0)) return out_of_order(*reply);
+    // BUSY or LOADING in a marker's place (PING is refused where a script is) is the marker's
+    // own unless a reply was lost: it proves nothing, and the replies held before it wait for
+    // the next marker (the next write's first, or their deadlines).
     slot.marker = 0;
-    // Kept until a marker behind it comes back: anything after a reply kept so (the order of
-    // the callbacks stays), and a reply that grants something (not an error: handed to the
-    // wrong request, an error fails it, which is safe) to a live request written before
-    // another. Not the handshake's (AUTH, SELECT, PING): nothing else is written until it is
-    // done, and a reply lost there leaves it unfinished, which fails the connection at the
-    // connect timeout. Nor a subscriber's, which writes no markers (its replies grant nothing).
-    const bool behind = next > 0 || (in_flight_.size() > 1 && slot.done && !reply->is_error());
+    // Kept until a marker behind it comes back: a reply behind one kept so (the callbacks keep
+    // their order), and any reply but BUSY or LOADING (which ran nothing: handed to the wrong
+    // request, they only fail it) to a live request with a request or marker handed to the
+    // socket after it (entries still in out_ have no replies yet). An error is kept too: a
+    // redirect (ASK, MOVED) or NOSCRIPT sends the request again. Not the handshake's (AUTH,
+    // SELECT, PING): nothing else is written until it is done, and a reply lost there leaves it
+    // unfinished, which fails the connection at the connect timeout. Nor a subscriber's, which
+    // writes no markers (its replies grant nothing).
+    const std::size_t sent_after = in_flight_.size() - queued_ - (next + 1);
+    const bool behind = next > 0 || (sent_after > 0 && slot.done && !is_inert(*reply));
     if (state_ == State::ready && !on_message_ && behind) {
       held_.push_back(std::move(*reply));
       continue;
@@ -625,7 +661,13 @@ std::optional<Connection::Failure> Connection::dispatch() {
   }
 }
 
-Connection::Failure Connection::lost_reply() {
+Connection::Failure Connection::out_of_order(const resp::Reply& reply) {
+  if (reply.is_error()) {
+    // An ACL that lost PING meanwhile (the handshake's would say so), or a proxy that refuses it.
+    return Failure{errc::protocol_error,
+                   "the server refused the PING that checks the order of pipelined replies (" +
+                       reply.str + "): the replies before it cannot be told apart"};
+  }
   return Failure{errc::protocol_error,
                  "a reply was lost (something between dlock and the server, such as a proxy, "
                  "dropped it while keeping the connection): the replies after it cannot be told "
@@ -702,6 +744,10 @@ bool Connection::peer_closed() const {
 void Connection::break_loan(Failure failure) {
   if (!loan_failure_) loan_failure_ = std::move(failure);
   out_.clear();
+  unmarked_ = false;
+  unwritten_ = 0;
+  queued_ = 0;
+  asking_last_ = false;
   // Callbacks may send (and so grow in_flight_): take them out first.
   std::vector<Callback> live;
   for (auto& p : in_flight_) {

@@ -11,14 +11,16 @@
 // request only when it cannot be another's: at once when nothing was written after that request
 // (one request at a time costs nothing), else once the marker written after it came back in
 // its place. A marker is a PING with a text of its own (a random number per connection object,
-// and a count); one starts a write whose first request follows an unanswered one (pipelined, or
-// behind a request nobody waits for any more), and one ends a write of two requests or more, so
-// a reply waits at most for the requests written with it. Error replies are not held (handed to
-// the wrong request, an error only fails it) unless a reply before them is. A marker's reply
-// anywhere else, or a reply other than an error in a marker's place, means a reply was lost:
-// the connection fails (protocol_error) with every request whose reply it can no longer tell,
-// and is made again. An error in a marker's place (BUSY) proves nothing: the replies held
-// before it wait for the next marker.
+// and a count) that ends every write of the io thread that holds a request, and every write of
+// a borrower that holds a request queued behind an unanswered one (pipelined, or behind a
+// request nobody waits for any more): the server answers it with the replies of that write, so
+// holding them costs no time (a marker in a later write would come back only after the server
+// ran that write too). A WAIT (which the server may hold) gets a marker before it too. BUSY and LOADING replies
+// are not held (the server ran nothing: handed to the wrong request, they only fail it) unless
+// a reply before them is. A marker's reply anywhere else, or anything but a marker's, BUSY or
+// LOADING in a marker's place, means a reply was lost: the connection fails (protocol_error)
+// with every request whose reply it can no longer tell, and is made again. BUSY or LOADING in
+// a marker's place proves nothing: the replies held before it wait for the next marker.
 // An ASKING is written together with the command after it (nothing between them: the server
 // applies ASKING to the next command only). docs/protocol.md has the argument.
 //
@@ -218,20 +220,21 @@ class Connection {
   // (malformed reply, reply to no request) is returned, not acted on: each driver has its way.
   std::optional<Failure> dispatch();
   // The failure of a reply out of place (see the top).
-  static Failure lost_reply();
+  static Failure out_of_order(const resp::Reply& reply);
   // Hands `reply` to the request of `p` (or to its reissuer first).
   void answer(Pending& p, resp::Reply& reply);
-  // Markers (see the top). Whether the request about to be queued starts a write behind an
-  // unanswered request; queueing the next marker (its entry and bytes: room reserved first);
-  // before out_ is written, the marker that ends a write of two requests or more; whether
-  // `reply` is a marker's (`n`'s, or any of this connection's for 0).
-  bool needs_leading_marker() const {
-    return !on_message_ && out_.empty() && !in_flight_.empty() && in_flight_.back().marker == 0;
-  }
+  // Markers (see the top): what a request about to be queued needs (a marker at the end of its
+  // write, or one before it); queueing the next marker (its entry and bytes: room reserved
+  // first); before out_ is written, the marker that ends it if needed; whether `reply` is a
+  // marker's (`n`'s, or any of this connection's for 0).
+  void mark_before(std::string_view command);
+  void queued(std::string_view command);  // after a request's entry and bytes were queued
   void queue_marker();
   void end_write();
   bool is_marker_reply(const resp::Reply& reply, std::uint64_t n) const;
   static bool is_asking(std::string_view command);
+  static bool is_wait(std::string_view command);
+  static bool is_inert(const resp::Reply& reply);  // BUSY, LOADING: the server ran nothing
   bool is_push(const resp::Reply& reply) const;
   static std::string sunsubscribed_channel(std::string_view command);
   // Queues `command` to be written, its reply awaited by `p`: all or nothing if it throws.
@@ -275,7 +278,9 @@ class Connection {
   // The replies read for the first held_.size() entries of in_flight_, each kept until the
   // marker after it comes back (see the top).
   std::deque<resp::Reply> held_;
+  bool unmarked_ = false;      // out_ holds a request queued behind an unanswered one
   std::size_t unwritten_ = 0;  // requests in out_
+  std::size_t queued_ = 0;     // entries (requests and markers) in out_: the last of in_flight_
   bool asking_last_ = false;   // the last request in out_ is an ASKING: not written alone
   std::string marker_text_;    // "dlock-sync-<random>-": a marker's text before its number
   std::uint64_t markers_ = 0;  // markers queued so far: the number of the last
