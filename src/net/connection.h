@@ -15,12 +15,13 @@
 // a borrower that holds a request queued behind an unanswered one (pipelined, or behind a
 // request nobody waits for any more): the server answers it with the replies of that write, so
 // holding them costs no time (a marker in a later write would come back only after the server
-// ran that write too). A WAIT (which the server may hold) gets a marker before it too. BUSY and LOADING replies
-// are not held (the server ran nothing: handed to the wrong request, they only fail it) unless
-// a reply before them is. A marker's reply anywhere else, or anything but a marker's, BUSY or
-// LOADING in a marker's place, means a reply was lost: the connection fails (protocol_error)
-// with every request whose reply it can no longer tell, and is made again. BUSY or LOADING in
-// a marker's place proves nothing: the replies held before it wait for the next marker.
+// ran that write too). A WAIT (which the server may hold) gets a marker before it too. BUSY
+// and LOADING replies are not held (the server ran nothing: handed to the wrong request, they
+// only fail it) unless a reply before them is. A marker's reply anywhere else, or anything but
+// a marker's, BUSY or LOADING in a marker's place, means a reply was lost: the connection fails
+// (protocol_error) with every request whose reply it can no longer tell, and is made again.
+// BUSY or LOADING in a marker's place proves nothing: the replies held before it wait for the
+// next marker.
 // An ASKING is written together with the command after it (nothing between them: the server
 // applies ASKING to the next command only). docs/protocol.md has the argument.
 //
