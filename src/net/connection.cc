@@ -638,7 +638,7 @@ std::optional<Connection::Failure> Connection::dispatch() {
     if (slot.marker == 0 && is_marker_reply(*reply, 0)) return out_of_order(*reply);
     // BUSY or LOADING in a marker's place (PING is refused where a script is) is the marker's
     // own unless a reply was lost: it proves nothing, and the replies held before it wait for
-    // the next marker (the next write's first, or their deadlines).
+    // the next marker (the one ending the next write, or their deadlines).
     slot.marker = 0;
     // Kept until a marker behind it comes back: a reply behind one kept so (the callbacks keep
     // their order), and any reply but BUSY or LOADING (which ran nothing: handed to the wrong
