@@ -5,6 +5,8 @@ prototypes of issue 32 (bench/lean/*.lua, docs/protocol-lean.md), one at a time 
     taskset -c 1 nice -n 10 /usr/bin/python3 bench/lean_cost.py [ROUNDS] [N] [--one-at-a-time]
         [--server-cpu=C] [--before=DIR]
 
+`native SET NX PX + INCR` an acquisition with no script (docs/protocol-lean.md, "An acquisition
+without a script"), released by today's release.lua, or by its release_batch.lua 64 at a time.
 `dlock today` is src/scripts as a client of several nodes runs them (the name's counter),
 `dlock today, one node` as a client of one node (the node's counter), `... dispatched K` the
 same calls K to an EVALSHA of dispatcher() (group commit of today's scripts as they are), `fast
@@ -110,6 +112,7 @@ def load(r):
         if name.endswith(".lua"):
             sha[name[:-4]] = r.script_load(open(os.path.join(LEAN, name)).read())
     sha["cad"] = r.script_load(COMPARE_AND_DELETE)
+    sha["today_release_batch"] = r.script_load(open(os.path.join(SRC, "release_batch.lua")).read())
     return sha
 
 
@@ -166,6 +169,23 @@ class Calls:
         return [["EVALSHA", self.sha["bound_batch"], len(keys)] + keys + ["a", TTL] + values,
                 ["EVALSHA", self.sha["bound_batch"], len(keys)] + keys + ["r", TTL] + values]
 
+    def native(self, name, hold="c.1"):
+        """A sketch of an acquisition without a script (docs/protocol-lean.md, "Native
+        commands"): the lock key written by SET NX PX in today's format, the token by INCR of
+        the node's counter right behind it, released by today's release.lua."""
+        return [["SET", name, "dlock. %s owner" % hold, "NX", "PX", TTL], ["INCR", FLOOR],
+                self.current(name, hold, counter="n")[1]]
+
+    def native_batch(self, names, hold="c.1"):
+        """native() for `names`, released by today's release_batch.lua in one call."""
+        out = [c for n in names for c in self.native(n, hold)[:2]]
+        keys, args = [], []
+        for n in names:
+            keys.append(n)
+            args += ["owner", "dlock:release:{%s}" % n, hold]
+        return out + [["EVALSHA", self.sha["today_release_batch"], len(keys)] + keys + args +
+                      ["publish"]]
+
     def dispatched(self, names):
         """today's one-node acquire, then release, of `names`: two EVALSHA of dispatcher()."""
         out = []
@@ -215,6 +235,11 @@ def row_commands(calls, row, tag):
             acquire, release = calls.batch(names[j:j + k], True)
             out += [acquire, calls.raise_node(1, names[j:j + k])[0], release]
         return out
+    if row == "native SET NX PX + INCR":
+        return [c for n in names for c in calls.native(n)]
+    if row.startswith("native SET NX PX + INCR, release batched"):
+        k = int(row.split()[-1])
+        return [c for j in range(0, N, k) for c in calls.native_batch(names[j:j + k])]
     if row == "fast paths first, one node":
         return [["EVALSHA", calls.sha[s]] + c[2:] for n in names
                 for s, c in zip(("acquire_fastfirst", "release_fastfirst"),
@@ -244,7 +269,7 @@ ROWS = ["raw floor"] + (["dlock before"] if BEFORE else []) + [
         "string key (comparison)", "lean A batched 4", "lean A batched 16", "lean A batched 64",
         "lean B batched 16", "lean B+flag batched 16", "lean B+flag batched 64",
         "lean A + raise every cycle", "lean A batched 16 + raise", "bound batched 16",
-        "bound batched 64"]
+        "bound batched 64", "native SET NX PX + INCR", "native SET NX PX + INCR, release batched 64"]
 
 
 def cpu_seconds(r):
@@ -252,7 +277,7 @@ def cpu_seconds(r):
     return info["used_cpu_user"] + info["used_cpu_sys"]
 
 
-def run_row(r, commands):
+def run_row(r, commands, native=False):
     r.config_resetstat()
     before = cpu_seconds(r)
     if PIPELINED:
@@ -270,6 +295,8 @@ def run_row(r, commands):
     cpu = cpu_seconds(r) - before
     stats = r.info("commandstats")
     top = ("cmdstat_evalsha", "cmdstat_set")
+    if native:
+        top += ("cmdstat_incr",)  # a command of its own there, inside the scripts elsewhere
     usec = sum(v["usec"] for k, v in stats.items() if k in top)
     inner = {k[len("cmdstat_"):]: v["calls"] / N for k, v in stats.items()
              if k not in ("cmdstat_evalsha", "cmdstat_config|resetstat", "cmdstat_info")}
@@ -381,7 +408,8 @@ def main():
             order = ROWS[:]
             random.shuffle(order)
             for row in order:
-                results[row].append(run_row(r, row_commands(calls, row, f"r{rnd}")))
+                results[row].append(run_row(r, row_commands(calls, row, f"r{rnd}"),
+                                            native=row.startswith("native")))
         floor = results["raw floor"]
         mode = "pipelined (many in flight)" if PIPELINED else "one call at a time"
         print(f"{mode}; {N} cycles per row, {ROUNDS} rounds. exec = commandstats usec, "

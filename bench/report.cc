@@ -69,6 +69,41 @@ struct Target {
   bool met;
 };
 
+// Issue 32's own targets (a lean protocol) that no row above states: Redis CPU per cycle at 1
+// and 64 in flight on 1 node (the asio API's rows of "Many in flight"), the client's
+// instructions (callgrind), and Redis memory per held lock and per name after its ttl.
+std::vector<Target> lean_protocol_targets(const Results& r) {
+  std::vector<Target> t;
+  if (r.server_us.count(kDlockAsync)) {
+    const double one = many(r.server_us, kDlockAsync, 1, 1) / many(r.server_us, kRaw, 1, 1);
+    t.push_back({"Redis CPU per cycle (1 in flight, 1 node) ≤ 2 × the floor's (issue 32)",
+                 ratio(one), one <= 2});
+    const double busy = many(r.server_us, kDlockAsync, 1, 64) / many(r.server_us, kRaw, 1, 64);
+    t.push_back({"Redis CPU per cycle (64 in flight, 1 node) ≤ 1.0 × the floor's (issue 32)",
+                 ratio(busy), busy <= 1.0});
+  }
+  if (const auto* d = find(r.instructions, kDlock)) {
+    if (const auto* raw = find(r.instructions, kRaw)) {
+      const double x = *d / *raw;
+      t.push_back({"client instructions per cycle (callgrind, 1 node) ≤ 1.5 × hiredis's (issue 32)",
+                   ratio(x), x <= 1.5});
+    }
+  }
+  if (const auto* d = find(r.memory_per_lock, kDlock)) {
+    if (const auto* raw = find(r.memory_per_lock, kRaw)) {
+      const double x = *d / *raw;
+      t.push_back(
+          {"Redis memory per held lock ≤ 1.5 × the floor's (issue 32)", ratio(x), x <= 1.5});
+    }
+  }
+  if (const auto* f = find(r.memory_per_name, kDlock)) {
+    // Redis's own allocations move by a few bytes either way: a key per 100 names would not.
+    t.push_back({"nothing left per name once its ttl passed (issue 32)",
+                 fixed(f->keys_per_name, 4) + " keys per name", f->keys_per_name < 0.01});
+  }
+  return t;
+}
+
 std::vector<Target> targets(const Results& r) {
   std::vector<Target> t;
   const double rtt = p50(r, kRaw, 1) / 2;  // one raw round trip: half a raw cycle
@@ -96,6 +131,8 @@ std::vector<Target> targets(const Results& r) {
     const double vs = p50(r, kRedlock, 5) / p50(r, kDlock, 5);
     t.push_back({"5-node cycle faster than node-redlock (p50)",
                  "node-redlock ÷ dlock = " + ratio(vs), vs > 1});
+    t.push_back({"5-node cycle faster than node-redlock by ≥ 1.2 × (p50, issue 32)",
+                 "node-redlock ÷ dlock = " + ratio(vs), vs >= 1.2});
   }
   for (const auto& mode : {kDlock, kDlockFair}) {
     const auto* c = find(r.contention, mode);
@@ -138,6 +175,7 @@ std::vector<Target> targets(const Results& r) {
                    c <= 1.6});
     }
   }
+  for (auto& row : lean_protocol_targets(r)) t.push_back(std::move(row));
   for (const auto& peer : {kRedisPy, kRedlock}) {
     if (!r.throughput.count(peer)) continue;
     const double x = tput(r, kDlock, 64) / tput(r, peer, 64);

@@ -272,13 +272,19 @@ class HandingBack final : public Done<T>::Impl, public HandBack {
     if constexpr (batched) {
       hand_back(std::move(executor), std::move(completion), std::move(work));
     } else {
-      asio::post(executor, [completion = std::move(completion)] { completion->run(); });
+      post_at_once(std::move(executor), std::move(completion));
       // Only after post() returned: it still wakes one of the executor's threads after the
       // handler can run there. Were the work released by the handler, its io_context could run
       // out of work, return from run() and be destroyed by its owner while post() is still
       // signalling it (ThreadSanitizer saw exactly that in AsyncTest.ManyInFlightFromOneThread).
+      // The executor is gone by now too: its last copy must not outlive the work either.
       work->reset();
     }
+  }
+  // Takes the executor by value: its copy ends with this call, before the caller lets the
+  // work go (as hand_back does with its own).
+  static void post_at_once(Executor executor, std::unique_ptr<HandBack> completion) {
+    asio::post(executor, [completion = std::move(completion)] { completion->run(); });
   }
   void run() override {
     // The slot is left as it is: a late emit finds the operation over and does nothing,

@@ -55,6 +55,10 @@ inline std::string auxiliary_key(std::string_view prefix, std::string_view name)
   return key;
 }
 
+// What every key and prefix of dlock's below starts with (KeysTest checks it): a lock name that
+// does not is none of them (names_a_dlock_key).
+inline constexpr std::string_view kDlockKeyPrefix = "dlock:";
+
 // The prefixes of the auxiliary keys below, for append_auxiliary_key.
 inline constexpr std::string_view kFencePrefix = "dlock:fence:";
 inline constexpr std::string_view kReadersPrefix = "dlock:readers:";
@@ -88,6 +92,7 @@ inline const std::string kBootsKey("dlock:boots");
 // (KEY:{TAG}, node/node_keys.h): a lock by that name would be written over dlock's own
 // bookkeeping on a node, and every script that reads it there would fail from then on.
 inline bool names_a_node_key(std::string_view name) {
+  if (!name.starts_with(kDlockKeyPrefix)) return false;  // most names: one comparison
   for (const std::string_view key :
        {kFenceFloorKey, std::string_view(kMaxTtlKey), std::string_view(kBootsKey)}) {
     if (name.substr(0, key.size()) != key) continue;
@@ -108,6 +113,7 @@ inline std::string accepted_token_key(std::string_view key) {
 // or deleted, by the scripts of the name it belongs to: a grant of "A" took the counter
 // dlock:fence:{A} away, another client's lock by that name with it (two holders).
 inline bool names_a_dlock_key(std::string_view name) {
+  if (!name.starts_with(kDlockKeyPrefix)) return false;
   if (names_a_node_key(name)) return true;
   for (const std::string_view prefix :
        {kFencePrefix, kReadersPrefix, kWritersWaitingPrefix, kPermitsPrefix, kQueuePrefix,

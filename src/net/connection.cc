@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -387,18 +388,29 @@ void Connection::queued(std::string_view command) {
   asking_last_ = is_asking(command);
 }
 
+std::string_view Connection::digits(std::uint64_t n, char* buffer) {
+  const auto end = std::to_chars(buffer, buffer + 20, n).ptr;
+  return std::string_view(buffer, static_cast<std::size_t>(end - buffer));
+}
+
 void Connection::queue_marker() {
-  char command[96];
   const std::uint64_t n = markers_ + 1;
-  const std::string count = std::to_string(n);  // short: no allocation
-  const int length =
-      std::snprintf(command, sizeof(command), "*2\r\n$4\r\nPING\r\n$%zu\r\n%s%s\r\n",
-                    marker_text_.size() + count.size(), marker_text_.c_str(), count.c_str());
+  char count_digits[20];
+  const std::string_view count = digits(n, count_digits);
+  char length_digits[20];
+  const std::string_view length = digits(marker_text_.size() + count.size(), length_digits);
+  // Appended piece by piece (snprintf was about 3% of an asio cycle's client instructions).
+  constexpr std::string_view kPing = "*2\r\n$4\r\nPING\r\n$";
   // The room, then the entry, then the bytes (which then cannot throw): all or nothing.
-  out_.reserve(out_.size() + static_cast<std::size_t>(length));
+  out_.reserve(out_.size() + kPing.size() + length.size() + marker_text_.size() + count.size() + 4);
   in_flight_.push_back(Pending{{}, Clock::time_point::max(), Clock::now(), nullptr});
   in_flight_.back().marker = n;
-  out_.append(command, static_cast<std::size_t>(length));
+  out_.append(kPing)
+      .append(length)
+      .append("\r\n")
+      .append(marker_text_)
+      .append(count)
+      .append("\r\n");
   ++queued_;
   markers_ = n;
 }
@@ -415,7 +427,8 @@ bool Connection::is_marker_reply(const resp::Reply& reply, std::uint64_t n) cons
       reply.str.compare(0, marker_text_.size(), marker_text_) != 0) {
     return false;
   }
-  return n == 0 || std::string_view(reply.str).substr(marker_text_.size()) == std::to_string(n);
+  char count[20];
+  return n == 0 || std::string_view(reply.str).substr(marker_text_.size()) == digits(n, count);
 }
 
 bool Connection::is_asking(std::string_view command) {

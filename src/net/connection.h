@@ -233,6 +233,8 @@ class Connection {
   void queue_marker();
   void end_write();
   bool is_marker_reply(const resp::Reply& reply, std::uint64_t n) const;
+  // The decimal digits of `n`, written at `buffer` (room for 20: any 64-bit count).
+  static std::string_view digits(std::uint64_t n, char* buffer);
   static bool is_asking(std::string_view command);
   static bool is_wait(std::string_view command);
   static bool is_inert(const resp::Reply& reply);  // BUSY, LOADING: the server ran nothing

@@ -15,10 +15,19 @@ constexpr std::size_t put_size(std::string_view s) {
   return s.size() + 25;
 }
 
-// Writes `kind` and the digits of `n`, then CRLF, at `p`; returns the end.
+// Writes `kind` and the digits of `n`, then CRLF, at `p`; returns the end. Lengths below 100
+// (nearly every one a lock cycle writes: some 35 per cycle) are written directly: to_chars's
+// general loop was about 2% of a blocking cycle's client instructions (issue 32).
 char* put_header(char* p, char kind, std::size_t n) {
   *p++ = kind;
-  p = std::to_chars(p, p + 20, n).ptr;
+  if (n < 10) {
+    *p++ = static_cast<char>('0' + n);
+  } else if (n < 100) {
+    *p++ = static_cast<char>('0' + n / 10);
+    *p++ = static_cast<char>('0' + n % 10);
+  } else {
+    p = std::to_chars(p, p + 20, n).ptr;
+  }
   *p++ = '\r';
   *p++ = '\n';
   return p;
@@ -53,8 +62,8 @@ std::string_view encode_eval(std::string_view verb, std::string_view body, const
   char* p =
       put_header(out.data(), '*', 3 + call.keys.size() + call.args.size() + (publishes ? 1 : 0));
   for (const std::string_view s : {verb, body, nkeys}) p = put(p, s);
-  for (const std::string_view k : call.keys) p = put(p, k);
-  for (const std::string_view a : call.args) p = put(p, a);
+  call.keys.for_each([&p](std::string_view k) { p = put(p, k); });
+  call.args.for_each([&p](std::string_view a) { p = put(p, a); });
   if (publishes) p = put(p, publish_verb);
   return std::string_view(out.data(), static_cast<std::size_t>(p - out.data()));
 }

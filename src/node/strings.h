@@ -110,6 +110,19 @@ class Strings {
   // String i becomes `s` (which must not view this Strings).
   void replace(std::size_t i, std::string_view s);
 
+  // Calls f(string) for each string in order: one pass over the ends (indexing recomputes
+  // where each string begins; encoding every call of a lock cycle walks them all).
+  template <typename F>
+  void for_each(F&& f) const {
+    std::size_t begin = 0;
+    const std::string_view bytes(bytes_);
+    for (std::size_t i = 0; i < size_; ++i) {
+      const std::size_t e = end(i);
+      f(bytes.substr(begin, e - begin));
+      begin = e;
+    }
+  }
+
   std::vector<std::string> to_vector() const { return std::vector<std::string>(begin(), end()); }
   friend bool operator==(const Strings& a, const Strings& b) {
     if (a.size_ != b.size_ || a.bytes_ != b.bytes_) return false;
@@ -132,6 +145,7 @@ class Strings {
     }
   }
   void add_end();
+  void add_end_slow();
 
   std::string bytes_;
   std::size_t size_ = 0;
@@ -140,15 +154,20 @@ class Strings {
 };
 
 inline void Strings::add_end() {
+  // The common case first, small enough to inline (every string of a lock cycle's calls).
+  if (size_ < kInline && bytes_.size() <= UINT32_MAX) {
+    inline_[size_++] = static_cast<std::uint32_t>(bytes_.size());
+    return;
+  }
+  add_end_slow();
+}
+
+inline void Strings::add_end_slow() {
   // Ends are 32-bit: past 4 GiB they would wrap, and a string's view run past its end.
   if (bytes_.size() > UINT32_MAX)
     throw std::length_error("node::Strings: a call's strings exceed 4 GiB");
   const auto at = static_cast<std::uint32_t>(bytes_.size());
-  if (heap_.empty() && size_ < kInline) {
-    inline_[size_++] = at;
-    return;
-  }
-  if (heap_.empty()) heap_.assign(inline_.begin(), inline_.end());
+  if (heap_.empty()) heap_.assign(inline_.begin(), inline_.begin() + size_);
   heap_.push_back(at);
   ++size_;
 }

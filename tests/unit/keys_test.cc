@@ -23,6 +23,17 @@ TEST(KeysTest, NodeKeysAreNoLockNames) {
   }
 }
 
+// names_a_node_key and names_a_dlock_key stop at once for a name outside "dlock:": every key and
+// prefix they look for must start with it, or a lock name could take that key over.
+TEST(KeysTest, EveryKeyDlockKeepsStartsWithItsPrefix) {
+  for (const std::string_view key :
+       {kFencePrefix, kReadersPrefix, kWritersWaitingPrefix, kPermitsPrefix, kQueuePrefix,
+        kQueueAlivePrefix, kReleasePrefix, kFenceFloorKey, std::string_view(kMaxTtlKey),
+        std::string_view(kBootsKey), kAcceptedPrefix}) {
+    EXPECT_TRUE(key.starts_with(kDlockKeyPrefix)) << key;
+  }
+}
+
 // Lock names that would be another name's keys: a grant of "job" took dlock:fence:{job} away
 // (GETDEL of its counter), another client's lock by that name with it (review, issue 32).
 TEST(KeysTest, KeysOfOtherNamesAreNoLockNames) {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // node::Strings, a call's keys or arguments in one buffer: each string reads back as written,
-// past the strings kept in place too, and replace() moves every later string with it.
+// past the strings kept in place too (indexed and walked), and replace() moves every later string
+// with it.
 #include "node/strings.h"
 
 #include <gtest/gtest.h>
@@ -27,6 +28,9 @@ TEST(StringsTest, ReadsBackWhatWasWrittenInPlaceAndPastIt) {
     EXPECT_EQ(s.empty(), n == 0);
     EXPECT_EQ(s.to_vector(), expected) << n << " strings";
     for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(s[i], expected[i]) << i;
+    std::vector<std::string> walked;  // for_each: the same strings, in order
+    s.for_each([&walked](std::string_view v) { walked.emplace_back(v); });
+    EXPECT_EQ(walked, expected) << n << " strings";
   }
 }
 
