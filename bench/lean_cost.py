@@ -3,7 +3,7 @@
 prototypes of issue 32 (bench/lean/*.lua, docs/protocol-lean.md), one at a time and batched.
 
     taskset -c 1 nice -n 10 /usr/bin/python3 bench/lean_cost.py [ROUNDS] [N] [--one-at-a-time]
-        [--server-cpu=C] [--before=DIR]
+        [--server-cpu=C] [--before=DIR] [--only=TEXT]
 
 `native SET NX PX + INCR` an acquisition with no script (docs/protocol-lean.md, "An acquisition
 without a script"), released by today's release.lua, or by its release_batch.lua 64 at a time.
@@ -46,6 +46,7 @@ import redis
 
 import redis_process
 from redis_process import free_port
+from script_text import with_key_clock
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "..", "src", "scripts")
@@ -104,15 +105,18 @@ return out
 def load(r):
     sha = {"dispatcher": r.script_load(dispatcher())}
     for prefix, src in [("", SRC)] + [("before_", d) for d in BEFORE]:
-        clock = open(os.path.join(src, "key_clock.lua")).read()
         for name in ("acquire", "release"):
             body = open(os.path.join(src, name + ".lua")).read()
-            sha[prefix + name] = r.script_load(clock + body if name in CLOCKED else body)
+            sha[prefix + name] = r.script_load(with_key_clock(src, body) if name in CLOCKED
+                                               else body)
     for name in os.listdir(LEAN):
         if name.endswith(".lua"):
             sha[name[:-4]] = r.script_load(open(os.path.join(LEAN, name)).read())
     sha["cad"] = r.script_load(COMPARE_AND_DELETE)
     sha["today_release_batch"] = r.script_load(open(os.path.join(SRC, "release_batch.lua")).read())
+    # As script.cc loads it: key_clock.lua (its server_ms) before the text.
+    sha["today_acquire_batch"] = r.script_load(
+        with_key_clock(SRC, open(os.path.join(SRC, "acquire_batch.lua")).read()))
     return sha
 
 
@@ -186,6 +190,21 @@ class Calls:
         return out + [["EVALSHA", self.sha["today_release_batch"], len(keys)] + keys + args +
                       ["publish"]]
 
+    def group_commit(self, names, hold="c.1"):
+        """Group commit as the client of one node sends it (node/coalescer.cc): today's
+        acquire_batch.lua of `names` by the node's counter, then release_batch.lua of them."""
+        keys, args = [FLOOR, MAX_TTL], []
+        for n in names:
+            keys += [n, "dlock:fence:{%s}" % n, "dlock:readers:{%s}" % n]
+            args += ["owner", hold, TTL, "n"]
+        acquire = ["EVALSHA", self.sha["today_acquire_batch"], len(keys)] + keys + args
+        keys, args = [], []
+        for n in names:
+            keys.append(n)
+            args += ["owner", "dlock:release:{%s}" % n, hold]
+        return [acquire, ["EVALSHA", self.sha["today_release_batch"], len(keys)] + keys + args +
+                ["publish"]]
+
     def dispatched(self, names):
         """today's one-node acquire, then release, of `names`: two EVALSHA of dispatcher()."""
         out = []
@@ -244,6 +263,9 @@ def row_commands(calls, row, tag):
         return [["EVALSHA", calls.sha[s]] + c[2:] for n in names
                 for s, c in zip(("acquire_fastfirst", "release_fastfirst"),
                                 calls.current(n, counter="n"))]
+    if row.startswith("dlock today, one node, group commit"):
+        k = int(row.split()[-1])
+        return [c for j in range(0, N, k) for c in calls.group_commit(names[j:j + k])]
     if row.startswith("dlock today, one node, dispatched"):
         k = int(row.split()[-1])
         return [c for j in range(0, N, k) for c in calls.dispatched(names[j:j + k])]
@@ -265,11 +287,16 @@ def row_commands(calls, row, tag):
 ROWS = ["raw floor"] + (["dlock before"] if BEFORE else []) + [
         "dlock today", "dlock today, one node", "dlock today, one node, dispatched 1",
         "dlock today, one node, dispatched 16", "dlock today, one node, dispatched 64",
+        "dlock today, one node, group commit 16", "dlock today, one node, group commit 64",
         "fast paths first, one node", "lean A (compatible keys)", "lean B (node marker)",
         "string key (comparison)", "lean A batched 4", "lean A batched 16", "lean A batched 64",
         "lean B batched 16", "lean B+flag batched 16", "lean B+flag batched 64",
         "lean A + raise every cycle", "lean A batched 16 + raise", "bound batched 16",
         "bound batched 64", "native SET NX PX + INCR", "native SET NX PX + INCR, release batched 64"]
+# --only=TEXT: the raw floor and the rows whose name contains TEXT (a shorter run).
+ONLY = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")]
+if ONLY:
+    ROWS = [row for row in ROWS if row == "raw floor" or ONLY[0] in row]
 
 
 def cpu_seconds(r):
@@ -310,6 +337,8 @@ def check_reply(reply):
         if not all(isinstance(x, int) and x >= 0 for x in reply[1:]):
             raise RuntimeError(f"a dispatched call was refused or failed: {reply}")
     elif isinstance(reply, list):
+        if any(x is None for x in reply):
+            raise RuntimeError(f"a batched name was sent back to its own script: {reply}")
         if reply and reply[0] in (0, -2) and len(reply) <= 3:
             raise RuntimeError(f"unexpected reply {reply}")
         if any(isinstance(x, int) and x < 0 for x in reply):

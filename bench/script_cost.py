@@ -18,6 +18,7 @@ import sys
 
 
 from redis_process import free_port, start_server
+from script_text import with_key_clock
 
 SRC = sys.argv[1] if len(sys.argv) > 1 else "src/scripts"
 N = int(sys.argv[2]) if len(sys.argv) > 2 else 20000
@@ -27,19 +28,18 @@ COMPARE_AND_DELETE = ("if redis.call('get', KEYS[1]) == ARGV[1] then "
 
 
 # The scripts that keep deadlines inside keys run with key_clock.lua's functions before their
-# text (src/scripts/script.cc, `clocked`); loaded bare they fail with "nonexistent global
+# text or inside it (src/scripts/script.cc, `clocked`; script_text.py); loaded bare they fail with "nonexistent global
 # variable 'server_ms'".
 CLOCKED = ("acquire", "fair_acquire", "release", "renew", "inspect", "fair_leave")
 
 
 def load_scripts(r, src):
-    clock = open(os.path.join(src, "key_clock.lua")).read()
     sha = {}
     for name in os.listdir(src):
         if not name.endswith(".lua") or name == "key_clock.lua":
             continue
         body = open(os.path.join(src, name)).read()
-        sha[name[:-4]] = r.script_load(clock + body if name[:-4] in CLOCKED else body)
+        sha[name[:-4]] = r.script_load(with_key_clock(src, body) if name[:-4] in CLOCKED else body)
     return sha
 
 

@@ -11,11 +11,14 @@
 // request only when it cannot be another's: at once when nothing was written after that request
 // (one request at a time costs nothing), else once the marker written after it came back in
 // its place. A marker is a PING with a text of its own (a random number per connection object,
-// and a count) that ends every write of the io thread that holds a request, and every write of
-// a borrower that holds a request queued behind an unanswered one (pipelined, or behind a
-// request nobody waits for any more): the server answers it with the replies of that write, so
-// holding them costs no time (a marker in a later write would come back only after the server
-// ran that write too). A WAIT (which the server may hold) gets a marker before it too. BUSY
+// and a count) that ends every write that holds a request queued behind an unanswered one
+// (pipelined, or behind a request nobody waits for any more): the server answers it with the
+// replies of that write, so holding them costs no time. The io thread also ends with one every
+// write that holds a request while requests overlap (one queued behind an unanswered one in the
+// last 64 writes): a marker written later would come back only after the server ran that later
+// write too. A lone request's write has none otherwise (a reply read before anything else was
+// written is its own); if another write follows before that reply is read, the reply waits for
+// that write's marker. A WAIT (which the server may hold) gets a marker before it too. BUSY
 // and LOADING replies are not held (the server ran nothing: handed to the wrong request, they
 // only fail it) unless a reply before them is. A marker's reply anywhere else, or anything but
 // a marker's, BUSY or LOADING in a marker's place, means a reply was lost: the connection fails
@@ -287,6 +290,10 @@ class Connection {
   bool asking_last_ = false;   // the last request in out_ is an ASKING: not written alone
   std::string marker_text_;    // "dlock-sync-<random>-": a marker's text before its number
   std::uint64_t markers_ = 0;  // markers queued so far: the number of the last
+  // The io thread's writes still to end with a marker even when lone: requests overlapped
+  // lately (see flush()). Reset to kMarkedWritesAfterOverlap at every overlap.
+  static constexpr std::uint32_t kMarkedWritesAfterOverlap = 64;
+  std::uint32_t marked_writes_ = 0;
   std::size_t handshake_left_ = 0;
   std::string out_;                       // encoded commands not yet handed to the socket
   std::shared_ptr<std::string> writing_;  // the bytes of the last write, see flush()

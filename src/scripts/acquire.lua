@@ -75,7 +75,8 @@
 --   {0, fence, pttl, 1}  refused by readers, and the writer registered as waiting: it must
 --                     leave (fair_leave.lua) if it gives up
 --   {-1, fence, n}    a semaphore slot whose record says n permits, not ARGV[8]: nothing changed
--- server_ms, key_clock: key_clock.lua, put before this.
+-- server_ms, key_clock: key_clock.lua, put after the fast path (each function made costs a call
+-- as much as an inner command).
 
 -- The fast path, first: a write hold counted by the node's counter, for a free name (no key, no
 -- readers, no name counter) and no waiting-writer registration or semaphore slot to undo. Most
@@ -96,11 +97,14 @@ if ARGV[4] == 'w' and ARGV[7] == 'n' and ARGV[6] ~= '1' and not KEYS[7] and
   if type(fast_counted) == 'number' and fast_counted > 1 then
     -- record_ttl()'s test: the record of this ttl reaches past this lease already.
     local score = redis.pcall('zscore', KEYS[4], ARGV[3])
-    if type(score) == 'string' and tonumber(score) >= server_ms() + tonumber(ARGV[3]) then
-      return fast_counted
+    if type(score) == 'string' then
+      local t = redis.call('time')  -- server_ms(), not made yet
+      local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      if tonumber(score) >= now + tonumber(ARGV[3]) then return fast_counted end
     end
   end
 end
+-- key_clock.lua goes here (script.cc): after the fast path, which makes none of its functions.
 -- The name's counter, else the node's floor, else (a node that lost its memory, or a new one)
 -- the server's clock in microseconds: tokens grow by one per grant, far slower than that clock,
 -- so a node that restarted empty still counts from above every token handed out before, even

@@ -1,5 +1,6 @@
 -- key_clock: not a script of its own. script.cc puts it before the scripts that keep deadlines
--- inside a key (acquire, fair_acquire, release, renew, inspect, fair_leave): read holds
+-- inside a key (acquire, fair_acquire, release, renew, inspect, fair_leave), or at their line
+-- "-- key_clock.lua goes here (script.cc)" after a fast path that needs none of it: read holds
 -- (dlock:readers:{NAME}), waiting writers (dlock:writers-waiting:{NAME}) and the fair queue's
 -- check-in deadlines (dlock:queue-alive:{NAME}). No KEYS, ARGV or reply of its own.
 --

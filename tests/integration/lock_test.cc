@@ -331,6 +331,28 @@ TEST_F(LockTest, EveryScriptLoadsWithTheShaWeCallItBy) {
   }
 }
 
+// Lua makes every function of a script anew on each call (about an inner command's cost each):
+// key_clock.lua's functions come after the fast paths of acquire and release (issue 32), once.
+TEST(ScriptTextTest, KeyClockComesOnceAfterTheFastPathsOfAcquireAndRelease) {
+  const std::pair<const scripts::Script*, std::string_view> fast_paths[] = {
+      {&scripts::acquire(), "local fast_counted"},
+      {&scripts::release(), "redis.pcall('get', KEYS[1]) == 'dlock. '"}};
+  for (const auto& [script, fast_path] : fast_paths) {
+    for (const std::string* text : {&script->source, &script->unguarded_source}) {
+      const std::size_t fast = text->find(fast_path);
+      const std::size_t clock = text->find("local function server_ms");
+      ASSERT_NE(fast, std::string::npos) << script->name;
+      ASSERT_NE(clock, std::string::npos) << script->name;
+      EXPECT_LT(fast, clock) << script->name << ": a function made before the fast path";
+      EXPECT_EQ(text->find("local function server_ms", clock + 1), std::string::npos)
+          << script->name;
+    }
+  }
+  // The others keep it first.
+  EXPECT_LT(scripts::renew().source.find("local function server_ms"),
+            scripts::renew().source.find("KEYS[1]"));
+}
+
 TEST_F(LockTest, ReconnectsAfterTheNodeRestarts) {
   ClientOptions options;
   options.reconnect_backoff_min = 20ms;

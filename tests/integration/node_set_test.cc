@@ -517,7 +517,8 @@ TEST_F(LostReplyTest, AfterALostReplyOfALoneRequestTheConnectionServesAgain) {
   const std::vector<std::string> alone{"alone"};
   const auto lost = echo_all(alone, 300ms);
   ASSERT_FALSE(lost[0]);
-  // The io thread's write ends with a marker, whose reply came in its place: found at once.
+  // A lone write has no marker: the request times out (had it one, the marker's reply in its
+  // place would fail it at once).
   EXPECT_TRUE(lost[0].error().is(errc::timeout) || lost[0].error().is(errc::protocol_error))
       << lost[0].error().message();
   int served = 0;
@@ -528,6 +529,67 @@ TEST_F(LostReplyTest, AfterALostReplyOfALoneRequestTheConnectionServesAgain) {
     served = out[0] ? served + 1 : 0;
   }
   EXPECT_EQ(served, 3) << "the connection did not come back in step";
+}
+
+// A lone request's write has no marker (issue 32: two PINGs per lock cycle at one in flight).
+// Its reply lost, and the next request written before the lost one's deadline: the next
+// request's reply comes where the lost one's was awaited, behind a write made after it, so it
+// is held, and the next write's marker (overlap: it is marked) shows the shift. Neither
+// request may take the other's reply.
+TEST_F(LostReplyTest, ALoneRequestWhoseReplyIsLostNeverTakesTheReplyOfTheNext) {
+  const std::vector<std::string> warm{"warm"};
+  ASSERT_TRUE(echo_all(warm)[0]);
+  proxy_->lose_next_reply("lone-lost");
+  std::promise<Result<resp::Reply>> lost, next;
+  asio::post(io_, [&] {
+    connection_->send(resp::encode_command({"ECHO", "lone-lost"}), net::Clock::now() + 3s,
+                      [&](Result<resp::Reply> r) { lost.set_value(std::move(r)); });
+  });
+  std::this_thread::sleep_for(200ms);  // written alone; its reply lost by now
+  asio::post(io_, [&] {
+    connection_->send(resp::encode_command({"ECHO", "next"}), net::Clock::now() + 3s,
+                      [&](Result<resp::Reply> r) { next.set_value(std::move(r)); });
+  });
+  const auto lost_reply = lost.get_future().get();
+  const auto next_reply = next.get_future().get();
+  EXPECT_FALSE(lost_reply) << "its reply was lost; it took: " << lost_reply->str;
+  if (next_reply) {
+    EXPECT_EQ(next_reply->str, "next");
+  }
+  EXPECT_EQ(proxy_->stats().lost_targeted, 1U);
+  const std::vector<std::string> again{"again"};
+  EXPECT_TRUE(eventually([&] {
+    const auto out = echo_all(again);
+    expect_own_or_failed(again, out);
+    return static_cast<bool>(out[0]);
+  })) << "the connection never served again";
+}
+
+// Requests one at a time write no markers; once requests overlap (pipelined), the io thread's
+// writes end with one, lone or not, for a while: a lone request's reply would otherwise wait
+// for the next write's run (a group-commit batch for the next batch's).
+TEST_F(LostReplyTest, MarkersOnlyWhileRequestsOverlap) {
+  const auto pings = [&] {
+    auto info = server_->command({"INFO", "commandstats"});
+    const std::string text = info && info->str ? info->str : "";
+    const auto at = text.find("cmdstat_ping:calls=");
+    return at == std::string::npos ? 0L : std::stol(text.substr(at + 19));
+  };
+  const std::vector<std::string> warm{"warm"};
+  ASSERT_TRUE(echo_all(warm)[0]);
+  const long before = pings();  // the connection's handshake (a PING) and the server's start
+  for (int i = 0; i < 20; ++i) {
+    const std::vector<std::string> one{"one-" + std::to_string(i)};
+    ASSERT_EQ(echo_all(one)[0]->str, one[0]);
+  }
+  EXPECT_EQ(pings(), before) << "a lone request's write ended with a marker";
+  const std::vector<std::string> four{"p-0", "p-1", "p-2", "p-3"};
+  for (const auto& r : echo_all(four)) ASSERT_TRUE(r) << r.error().message();
+  const long pipelined = pings();
+  EXPECT_GE(pipelined, 1) << "pipelined requests went unchecked";
+  const std::vector<std::string> one{"after"};
+  ASSERT_EQ(echo_all(one)[0]->str, "after");
+  EXPECT_EQ(pings(), pipelined + 1) << "a lone write right after overlapping ones is marked";
 }
 
 // An error reply is held like any other: handed to the wrong request, a redirect (ASK, MOVED)
