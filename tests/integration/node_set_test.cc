@@ -580,7 +580,9 @@ TEST_F(LostReplyTest, MarkersOnlyWhileRequestsOverlap) {
   const long before = pings();  // the connection's handshake (a PING) and the server's start
   for (int i = 0; i < 20; ++i) {
     const std::vector<std::string> one{"one-" + std::to_string(i)};
-    ASSERT_EQ(echo_all(one)[0]->str, one[0]);
+    const auto out = echo_all(one);
+    ASSERT_TRUE(out[0]) << out[0].error().message();
+    ASSERT_EQ(out[0]->str, one[0]);
   }
   EXPECT_EQ(pings(), before) << "a lone request's write ended with a marker";
   const std::vector<std::string> four{"p-0", "p-1", "p-2", "p-3"};
@@ -588,7 +590,9 @@ TEST_F(LostReplyTest, MarkersOnlyWhileRequestsOverlap) {
   const long pipelined = pings();
   EXPECT_GE(pipelined, 1) << "pipelined requests went unchecked";
   const std::vector<std::string> one{"after"};
-  ASSERT_EQ(echo_all(one)[0]->str, "after");
+  const auto after = echo_all(one);
+  ASSERT_TRUE(after[0]) << after[0].error().message();
+  ASSERT_EQ(after[0]->str, "after");
   EXPECT_EQ(pings(), pipelined + 1) << "a lone write right after overlapping ones is marked";
 }
 
