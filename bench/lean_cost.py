@@ -11,7 +11,7 @@ without a script"), released by today's release.lua, or by its release_batch.lua
 `dlock today, one node` as a client of one node (the node's counter), `... dispatched K` the
 same calls K to an EVALSHA of dispatcher() (group commit of today's scripts as they are), `fast
 paths first` bench/lean/acquire_fastfirst.lua and release_fastfirst.lua; --before=DIR adds the row
-`dlock before` with the acquire.lua and release.lua of DIR (e.g. an older checkout's
+`dlock before` (and `dlock before, one node`) with the acquire.lua and release.lua of DIR (e.g. an older checkout's
 src/scripts: `git worktree add /tmp/old 8b836e2`), called as that version did.
 
 Starts a private redis-server (it inherits the taskset, or runs on CPU C), checks the prototypes' replies once
@@ -236,6 +236,8 @@ def row_commands(calls, row, tag):
         return [c for n in names for c in calls.current(n, counter="n")]
     if row == "dlock before":
         return [c for n in names for c in calls.current(n, prefix="before_")]
+    if row == "dlock before, one node":
+        return [c for n in names for c in calls.current(n, counter="n", prefix="before_")]
     if row == "lean A (compatible keys)":
         return [c for n in names for c in calls.lean(n, True)]
     if row == "lean B (node marker)":
@@ -284,7 +286,7 @@ def row_commands(calls, row, tag):
     raise ValueError(row)
 
 
-ROWS = ["raw floor"] + (["dlock before"] if BEFORE else []) + [
+ROWS = ["raw floor"] + (["dlock before", "dlock before, one node"] if BEFORE else []) + [
         "dlock today", "dlock today, one node", "dlock today, one node, dispatched 1",
         "dlock today, one node, dispatched 16", "dlock today, one node, dispatched 64",
         "dlock today, one node, group commit 16", "dlock today, one node, group commit 64",

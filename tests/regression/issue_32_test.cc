@@ -67,6 +67,20 @@ long long calls_of(const RedisServer& server, const std::string& command) {
   return at == std::string::npos ? 0 : std::stoll(text.substr(at + key.size()));
 }
 
+// How many writes the server counted (INFO persistence: no save runs in tests, so the count
+// only grows): a command that changed nothing counts none.
+long long writes_of(const RedisServer& server) {
+  const auto info = server.command({"INFO", "persistence"});
+  const std::string text = info->str;
+  const std::string key = "rdb_changes_since_last_save:";
+  return std::stoll(text.substr(text.find(key) + key.size()));
+}
+
+// How long (ms) dlock:max-ttl itself has left: -1 none (it would outlive every entry).
+long long record_key_left(const RedisServer& server) {
+  return server.command({"PTTL", "dlock:max-ttl"})->integer;
+}
+
 void lock_and_unlock(Client& client, const std::string& name, std::chrono::milliseconds ttl) {
   auto lease = client.try_lock(name, ttl_of(ttl));
   ASSERT_TRUE(lease) << lease.error().message();
@@ -80,9 +94,13 @@ TEST(Issue32RecordTest, GrantsOfOneTtlRecordItOncePerTtl) {
   RedisServer server;
   Client client = client_on(server);
   lock_and_unlock(client, "warm-up", 60s);
-  ASSERT_TRUE(server.command({"CONFIG", "RESETSTAT"}));
+  const long long recorded = record_end(server, "60000");
+  const long long writes = writes_of(server);
   for (int i = 0; i < 20; ++i) lock_and_unlock(client, "job-" + std::to_string(i), 60s);
-  EXPECT_EQ(calls_of(server, "zadd"), 0) << "a grant recorded a ttl its record already covers";
+  // No write is counted but the lock's own (SET, the node counter's INCR, DEL).
+  EXPECT_EQ(writes_of(server) - writes, 20 * 3) << "a grant wrote more than its lock";
+  EXPECT_EQ(record_end(server, "60000"), recorded)
+      << "a grant recorded a ttl its record already covers";
   // The last grant's lease ends within 60 s of now; its record at least that late.
   EXPECT_GE(record_end(server, "60000"), server_ms(server) + 60000);
   // Another ttl is recorded at once: the marker names one ttl.
@@ -121,6 +139,64 @@ TEST(Issue32RecordTest, ARecordTakenAwayIsWrittenAgain) {
   lock_and_unlock(client, "fourth", 60s);
   EXPECT_GE(record_end(server, "60000"), server_ms(server) + 60000 - 1000)
       << "a grant trusted an entry that ends before its lease";
+}
+
+// The same on a lock set of several nodes (the name's counter: the path below acquire.lua's
+// fast path, whose test of the record reads TIME, where the fast path reads PEXPIRETIME).
+TEST(Issue32RecordTest, GrantsOfALockSetOfSeveralNodesRecordTheirTtlOncePerTtl) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  std::vector<std::unique_ptr<RedisServer>> servers;
+  ClientOptions options;
+  for (int i = 0; i < 3; ++i) {
+    servers.push_back(std::make_unique<RedisServer>());
+    options.nodes.push_back(servers.back()->url());
+  }
+  auto client = Client::create(options);
+  ASSERT_TRUE(client) << client.error().message();
+  lock_and_unlock(*client, "warm-up", 60s);
+  std::vector<long long> recorded;
+  for (const auto& server : servers) {
+    recorded.push_back(record_end(*server, "60000"));
+    EXPECT_GE(recorded.back(), server_ms(*server) + 120000 - 5000);
+    EXPECT_GE(record_key_left(*server), 120000 - 5000);
+  }
+  for (int i = 0; i < 20; ++i) lock_and_unlock(*client, "job-" + std::to_string(i), 60s);
+  for (std::size_t i = 0; i < servers.size(); ++i) {
+    EXPECT_EQ(record_end(*servers[i], "60000"), recorded[i])
+        << "a grant recorded a ttl its record already covers";
+  }
+  // An entry that ends too soon is raised for two ttls.
+  ASSERT_TRUE(servers[0]->command(
+      {"ZADD", "dlock:max-ttl", std::to_string(server_ms(*servers[0]) + 20000), "60000"}));
+  lock_and_unlock(*client, "again", 60s);
+  EXPECT_GE(record_end(*servers[0], "60000"), server_ms(*servers[0]) + 120000 - 5000);
+}
+
+// A grant that writes its ttl's entry writes it for two ttls (so the grants of the next ttl skip
+// it) and gives dlock:max-ttl a ttl that outlives it, also when the fast path (which tests the
+// entry against the key's PEXPIRETIME) found it missing or ending too soon.
+TEST(Issue32RecordTest, AGrantThatRecordsRecordsForTwoTtlsAndTheRecordExpires) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client client = client_on(server);
+  lock_and_unlock(client, "first", 60s);
+  EXPECT_GE(record_end(server, "60000"), server_ms(server) + 120000 - 5000);
+  EXPECT_GE(record_key_left(server), 120000 - 5000);
+  // The key taken away (an eviction): made again, with a ttl.
+  ASSERT_TRUE(server.command({"DEL", "dlock:max-ttl"}));
+  lock_and_unlock(client, "second", 60s);
+  EXPECT_GE(record_end(server, "60000"), server_ms(server) + 120000 - 5000)
+      << "the record was written for one lease only";
+  EXPECT_GE(record_key_left(server), 120000 - 5000) << "dlock:max-ttl was left without a ttl";
+  // The entry there but ending before a new lease would, the key with a short ttl.
+  ASSERT_TRUE(server.command(
+      {"ZADD", "dlock:max-ttl", std::to_string(server_ms(server) + 20000), "60000"}));
+  ASSERT_TRUE(server.command({"PEXPIRE", "dlock:max-ttl", "20000"}));
+  lock_and_unlock(client, "third", 60s);
+  EXPECT_GE(record_end(server, "60000"), server_ms(server) + 120000 - 5000)
+      << "an entry that ended too soon was raised for one lease only";
+  EXPECT_GE(record_key_left(server), 120000 - 5000)
+      << "dlock:max-ttl would expire before the entry it keeps";
 }
 
 // A free name on one node, the common grant, is acquire.lua's fast path: one EXISTS (the key, its
@@ -212,6 +288,87 @@ TEST(Issue32NodeCounterTest, AFloorThatIsNoIntegerIsReadNotAnError) {
   auto lease = client.try_lock("job", ttl_of(10s));
   EXPECT_EQ(token_of(lease), 1900000000000001u);
   EXPECT_EQ(server.command({"GET", "dlock:fence-floor"})->str, std::string("1900000000000001"));
+}
+
+// A lock set of several nodes counts with the name's counter, on acquire.lua's fast path too
+// (before its functions, with no TIME): a free name counts from the name's counter, else from
+// the node's floor, else from the clock, and the floor follows every token.
+struct TwoNodes {
+  RedisServer a, b;
+  Client make_client() {
+    ClientOptions options;
+    options.nodes = {a.url(), b.url()};
+    auto c = Client::create(options);
+    EXPECT_TRUE(c) << c.error().message();
+    return std::move(c).value();
+  }
+  Client client = make_client();
+};
+
+std::uint64_t number_at(const RedisServer& server, const std::string& key) {
+  const auto reply = server.command({"GET", key});
+  return reply && reply->type == REDIS_REPLY_STRING ? std::stoull(reply->str) : 0;
+}
+
+TEST(Issue32NameCounterTest, AFreeNameCountsFromItsCounterTheFloorOrTheClock) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  TwoNodes nodes;
+  // Empty nodes: from the clock (microseconds), above any token a node handed out before it
+  // lost its memory.
+  auto first = nodes.client.try_lock("a", ttl_of(10s));
+  const std::uint64_t t1 = token_of(first);
+  EXPECT_GT(t1, 1'000'000'000'000'000u);
+  for (const RedisServer* server : {&nodes.a, &nodes.b}) {
+    const std::uint64_t counted = number_at(*server, "dlock:fence:{a}");
+    EXPECT_GT(counted, 0u) << "no name counter written";
+    EXPECT_LE(counted, t1);
+    EXPECT_EQ(number_at(*server, "dlock:fence-floor"), counted) << "the floor did not follow";
+  }
+  ASSERT_TRUE(first->unlock());
+  // The name's counter, one above.
+  auto second = nodes.client.try_lock("a", ttl_of(10s));
+  EXPECT_EQ(token_of(second), t1 + 1);
+  ASSERT_TRUE(second->unlock());
+  // A new name: from the floor, one above the largest of the nodes'.
+  ASSERT_TRUE(nodes.b.command({"SET", "dlock:fence-floor", "4000000000000000"}));
+  auto third = nodes.client.try_lock("b", ttl_of(10s));
+  EXPECT_EQ(token_of(third), 4'000'000'000'000'001u);
+  EXPECT_EQ(number_at(nodes.b, "dlock:fence-floor"), 4'000'000'000'000'001u);
+  EXPECT_EQ(number_at(nodes.b, "dlock:fence:{b}"), 4'000'000'000'000'001u);
+  ASSERT_TRUE(third->unlock());
+  // A name's counter above the floor (an older dlock's, or the floor lost to an eviction):
+  // counted from it, and the floor raised to the token.
+  ASSERT_TRUE(nodes.a.command({"SET", "dlock:fence:{c}", "9000000000000000", "PX", "10000"}));
+  auto fourth = nodes.client.try_lock("c", ttl_of(10s));
+  EXPECT_EQ(token_of(fourth), 9'000'000'000'000'001u);
+  EXPECT_EQ(number_at(nodes.a, "dlock:fence-floor"), 9'000'000'000'000'001u);
+  // Held: another client is refused, and nothing is counted.
+  Client other = nodes.make_client();
+  EXPECT_FALSE(other.try_lock("c", ttl_of(10s))) << "granted beside a holder";
+  EXPECT_EQ(number_at(nodes.a, "dlock:fence:{c}"), 9'000'000'000'000'001u);
+  ASSERT_TRUE(fourth->unlock());
+  // Readers keep a writer out on this path as on the others.
+  auto reader = nodes.client.try_lock_shared("d", ttl_of(10s));
+  ASSERT_TRUE(reader) << reader.error().message();
+  EXPECT_FALSE(other.try_lock("d", ttl_of(10s))) << "a writer granted beside a reader";
+  ASSERT_TRUE(reader->unlock());
+}
+
+// The common grant of a lock set of several nodes (a free name, the max-ttl record covering
+// its ttl) runs on the fast path: no TIME (the general path's record test reads it).
+TEST(Issue32NameCounterTest, AFreeNameOnSeveralNodesIsGrantedOnTheFastPath) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  TwoNodes nodes;
+  lock_and_unlock(nodes.client, "warm-up", 60s);
+  for (const RedisServer* server : {&nodes.a, &nodes.b}) {
+    ASSERT_TRUE(server->command({"CONFIG", "RESETSTAT"}));
+  }
+  for (int i = 0; i < 10; ++i) lock_and_unlock(nodes.client, "job-" + std::to_string(i), 60s);
+  for (const RedisServer* server : {&nodes.a, &nodes.b}) {
+    EXPECT_EQ(calls_of(*server, "time"), 0) << "a grant took the general path";
+    EXPECT_EQ(calls_of(*server, "exists"), 10);
+    EXPECT_EQ(calls_of(*server, "pexpiretime"), 10);
+  }
 }
 
 // Found by the chaos runner's async workers: a granted acquisition still settles with the

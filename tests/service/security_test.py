@@ -57,8 +57,11 @@ class SecureService:
         self.stub = pb_grpc.LocksStub(self.channel)
 
     def said(self):
-        self.stderr.seek(0)
-        return self.stderr.read()
+        # pread, never seek: the service writes through the same open file (one offset), so a
+        # seek(0) here could send a line it writes meanwhile to offset 0, over earlier ones
+        # (seen as a lost SIGHUP message on a loaded machine).
+        fd = self.stderr.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
 
     def stop(self):
         self.channel.close()
