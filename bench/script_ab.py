@@ -79,7 +79,8 @@ def main():
         for r in range(ROUNDS):
             got = {}
             for which in (("old", "new") if r % 2 == 0 else ("new", "old")):
-                commands = [c for i in range(N) for c in cycle(sha[which], "%s%d:%d" % (which, r, i))]
+                commands = [c for i in range(N)
+                            for c in cycle(sha[which], "%s%d:%d" % (which, r, i))]
                 before = cpu_seconds(client)
                 run(client, commands)
                 got[which] = (cpu_seconds(client) - before) / N * 1e6
