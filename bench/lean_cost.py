@@ -10,9 +10,10 @@ without a script"), released by today's release.lua, or by its release_batch.lua
 `dlock today` is src/scripts as a client of several nodes runs them (the name's counter),
 `dlock today, one node` as a client of one node (the node's counter), `... dispatched K` the
 same calls K to an EVALSHA of dispatcher() (group commit of today's scripts as they are), `fast
-paths first` bench/lean/acquire_fastfirst.lua and release_fastfirst.lua; --before=DIR adds the row
-`dlock before` (and `dlock before, one node`) with the acquire.lua and release.lua of DIR (e.g. an older checkout's
-src/scripts: `git worktree add /tmp/old 8b836e2`), called as that version did.
+paths first` bench/lean/acquire_fastfirst.lua and release_fastfirst.lua; --before=DIR adds the rows
+`dlock before` and `dlock before, one node` with the acquire.lua and release.lua of DIR (e.g.
+an older checkout's src/scripts: `git worktree add /tmp/old 8b836e2`), called as that version
+did (bench/script_ab.py compares two such folders in paired rounds).
 
 Starts a private redis-server (it inherits the taskset, or runs on CPU C), checks the prototypes' replies once
 (tokens grow, a held lock is refused, an older hold of the client is taken over, a client of
