@@ -93,6 +93,7 @@
 local fast_granted = false  -- the fast path wrote the hold
 local fast_counted = nil    -- its INCR of the node's counter
 local fast_token = nil      -- the token it counted (then only the max-ttl record is left)
+-- One EXISTS either way: the readers and the name counter, or the readers named twice.
 if ARGV[4] == 'w' and ARGV[6] ~= '1' and not KEYS[7] and
     redis.call('exists', KEYS[5], ARGV[7] == 'n' and KEYS[2] or KEYS[5]) == 0 and
     redis.call('set', KEYS[1], 'dlock. ' .. ARGV[2] .. ' ' .. ARGV[1], 'nx', 'px', ARGV[3]) then
