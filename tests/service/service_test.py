@@ -75,18 +75,37 @@ class Redis:
     """One redis-server on loopback, no persistence; killed by pid."""
 
     def __init__(self):
-        self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="dlock-service-redis-")
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.dir],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if not wait_until(lambda: self.cli("PING") == "PONG"):
-            raise RuntimeError("redis-server on port %d did not answer" % self.port)
+        # A free port can be taken by a parallel test (a client's ephemeral port) between
+        # free_port() and the server's bind: the server then exits, and another port is tried,
+        # as tests/support/redis_server.cc does.
+        for attempt in range(5):
+            self.port = free_port()
+            self.proc = subprocess.Popen(
+                ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--dir", self.dir],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if wait_until(lambda: self.proc.poll() is not None or self.started() == "PONG"):
+                # Ours (alive: its bind worked), not another test's server that took the port.
+                if self.proc.poll() is None and (
+                        "process_id:%d" % self.proc.pid) in self.started("INFO", "server"):
+                    return
+            self.proc.kill()
+            self.proc.wait()
+        raise RuntimeError("redis-server on port %d did not answer" % self.port)
 
     @property
     def url(self):
         return "redis://127.0.0.1:%d" % self.port
+
+    def started(self, *args):
+        """cli() while starting, bounded: whatever took the port may accept and never answer."""
+        try:
+            r = subprocess.run(["redis-cli", "-p", str(self.port)] + list(args or ["PING"]),
+                               capture_output=True, text=True, timeout=2)
+            return r.stdout.strip()
+        except subprocess.TimeoutExpired:
+            return ""
 
     def cli(self, *args):
         r = subprocess.run(["redis-cli", "-p", str(self.port)] + list(args),
