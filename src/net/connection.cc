@@ -460,6 +460,7 @@ void Connection::fail(errc code, const std::string& reason) {
   {
     std::lock_guard lock(lend_mu_);
     lendable_ = false;
+    open_seen_.store(0, std::memory_order_relaxed);
   }
   handshake_left_ = 0;
   connect_deadline_ = Clock::time_point::max();
@@ -762,9 +763,14 @@ bool Connection::borrowed_waiting() const {
 }
 
 bool Connection::peer_closed() const {
+  const std::int64_t now = Clock::now().time_since_epoch().count();
+  const std::int64_t seen = open_seen_.load(std::memory_order_relaxed);
+  if (seen != 0 && now - seen < std::chrono::nanoseconds(kProbeStands).count()) return false;
   const int fd = bare_fd_ >= 0 ? bare_fd_ : stream_->tcp.native_handle();
   pollfd p{fd, POLLIN | POLLRDHUP, 0};
-  return ::poll(&p, 1, 0) != 0;
+  const bool closed = ::poll(&p, 1, 0) != 0;
+  if (!closed) open_seen_.store(now, std::memory_order_relaxed);
+  return closed;
 }
 
 void Connection::break_loan(Failure failure) {

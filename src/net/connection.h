@@ -258,7 +258,8 @@ class Connection {
   void update_lendable();
   // Plain command connections read only while replies are due; TLS and subscriber ones always.
   bool reads_always() const { return address_.tls || static_cast<bool>(on_message_); }
-  // An idle socket with something to read (or a hang-up) means the server closed it.
+  // An idle socket with something to read (or a hang-up) means the server closed it. A probe
+  // that found it open stands for kProbeStands (see open_seen_).
   bool peer_closed() const;
   void on_timer();
   void expire_waiting(Clock::time_point now);  // during a loan: the requests queued behind it
@@ -321,6 +322,15 @@ class Connection {
   std::optional<Failure> loan_failure_;
   bool loan_late_ = false;  // requests expired during the loan: their replies are late
 
+  // When (Clock, in ns since its epoch) a probe last found the idle socket open; 0 after a
+  // failure. One operation probes up to three times (Membership::greeting_due, the script text's
+  // trust in ServerNode, send()), microseconds apart: a poll() each cost the io thread three
+  // system calls per request (issue 32). Within kProbeStands the first answer stands; a server
+  // that closes meanwhile is found by the request's read instead (an io_error), as one that
+  // closes just after a probe always was. Written by whoever probes (the io thread, a borrower,
+  // closed_by_server() under lend_mu_), cleared by fail() under lend_mu_.
+  static constexpr std::chrono::microseconds kProbeStands{50};
+  mutable std::atomic<std::int64_t> open_seen_{0};
   std::atomic<std::uint64_t> epoch_{0};
   // A ready connection failed (closed by the server, or by us on an error) and has not been
   // remade yet: its next request reconnects on a new epoch (closed_by_server).
