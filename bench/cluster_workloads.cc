@@ -10,19 +10,13 @@
 #include <stdexcept>
 #include <thread>
 
+#include "stats.h"
 #include "workloads.h"
 
 namespace dlock::bench {
 namespace {
 
 using namespace std::chrono_literals;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // One run of async_throughput on `cluster`, with the masters' counters read around it.
 ClusterLoad load_once(const MeasuredCluster& cluster, int inflight, std::chrono::milliseconds run,

@@ -369,7 +369,8 @@ void write_report(const Results& r, const std::filesystem::path& dir, const std:
           "node-redlock (that many concurrent promises), the raw floor pipelined on one "
           "connection per node (SET NX PX then the compare-and-delete script, every node). In "
           "brackets: the redis-servers' CPU per cycle in µs (INFO used_cpu_user + used_cpu_sys, "
-          "all nodes together).\n\n"
+          "all nodes together). The raw floor and dlock: medians of three interleaved runs of "
+          "2/3 s each; node-redlock: one run of 2 s.\n\n"
        << "| implementation | 1 node: 1 | 16 | 64 | 256 | 5 nodes: 1 | 16 | 64 | 256 |\n"
        << "|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& impl : {kRaw, kRedlock, kDlockAsync}) {

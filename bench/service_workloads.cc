@@ -92,11 +92,6 @@ struct Flight {
   std::vector<double> per_second, service_us, redis_us;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? NAN : v[v.size() / 2];
-}
-
 // Rounds of the three in-flight rows, each with the CPU the service and Redis spent on it.
 void measure_in_flight(ServiceResults& r, const Ports& ports, const ServiceUnderTest& service) {
   const auto run = std::chrono::milliseconds(static_cast<long>(r.run_ms));

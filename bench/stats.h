@@ -18,6 +18,10 @@ struct Summary {
 // Samples in nanoseconds; an empty vector gives an all-zero summary.
 Summary summarize(std::vector<std::int64_t> samples_ns);
 
+// The median of repeated runs' results (the mean of the middle two for an even count); NaN for
+// none.
+double median(std::vector<double> v);
+
 // Now on CLOCK_MONOTONIC in nanoseconds: the clock Python's time.monotonic_ns() and Node's
 // process.hrtime.bigint() read, so worker processes in any language share one timeline.
 std::int64_t monotonic_ns();
