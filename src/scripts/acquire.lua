@@ -145,7 +145,10 @@ end
 -- already reaches that far, nothing is written; else it is written until two ttls from now, so
 -- that the grants of the next ttl skip it: TIME and ZSCORE instead of TIME, ZADD and PTTL on
 -- most grants (the fast path tests it with the key's PEXPIRETIME for TIME). A string in KEYS[4]
--- is the never-shrinking record of dlock before 0.2: replaced.
+-- is the never-shrinking record of dlock before 0.2: replaced, its ttl kept as an entry that ends
+-- after that ttl, the key as long-lived (as hello.lua converts it). A record that never expires
+-- (PTTL -1) is kept so: given a ttl, it would end before its longer entries
+-- (ManagedUpgradeRecordTest).
 local function record_ttl()
   local now = server_ms()
   local ttl = tonumber(ARGV[3])
@@ -153,13 +156,20 @@ local function record_ttl()
   local score = redis.pcall('zscore', KEYS[4], ARGV[3])
   if type(score) == 'string' and tonumber(score) >= now + ttl then return end
   local until_ms = now + 2 * ttl
+  local left = redis.call('pttl', KEYS[4])
   local added = redis.pcall('zadd', KEYS[4], 'gt', until_ms, ARGV[3])
   if type(added) ~= 'number' then
     if redis.call('type', KEYS[4]).ok ~= 'string' then error(added.err) end  -- e.g. OOM
+    local old = tonumber(redis.call('get', KEYS[4])) or 0
     redis.call('del', KEYS[4])
     redis.call('zadd', KEYS[4], until_ms, ARGV[3])
+    left = -2  -- a new key
+    if old > 0 then
+      redis.call('zadd', KEYS[4], 'gt', now + old, old)
+      redis.call('pexpire', KEYS[4], old)
+    end
   end
-  outlive(KEYS[4], 2 * ttl)
+  if left ~= -1 then outlive(KEYS[4], 2 * ttl) end
 end
 -- The name's counter: a new one counts from the floor, and the floor follows every token. The
 -- node's: the floor itself, one INCR (no per-name key to create and expire; on one node a token

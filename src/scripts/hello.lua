@@ -71,19 +71,27 @@ end
 -- first, for twice its ttl ('0': none).
 local function live_max_ttl(member)
   -- dlock before 0.2 kept a string here that never shrank: it becomes one entry that ends
-  -- after its own ttl (a quarantine computed from it is as long as before, once more).
+  -- after its own ttl (a quarantine computed from it is as long as before, once more), and the
+  -- key lives as long (acquire.lua's record_ttl and max_ttl_raise.lua convert it alike).
   if redis.call('type', KEYS[2]).ok == 'string' then
     local old = tonumber(redis.call('get', KEYS[2])) or 0
     redis.call('del', KEYS[2])
-    if old > 0 then redis.call('zadd', KEYS[2], now + old, old) end
+    if old > 0 then
+      redis.call('zadd', KEYS[2], now + old, old)
+      redis.call('pexpire', KEYS[2], old)
+    end
   end
   -- For twice the ttl: the client announces again once one ttl has passed, so every lease it
   -- grants under this announcement ends while the entry lives, also one whose grant on some
-  -- node runs late, after another client's greeting read this node.
+  -- node runs late, after another client's greeting read this node. The key's ttl is read
+  -- before the ZADD: -2, none yet (the ZADD makes the key, which then gets one); -1, a key
+  -- that never expires, kept so (given one, it would end before its longer entries:
+  -- ManagedUpgradeRecordTest).
   local record = ttl_of(member)
   if record > 0 then
+    local left = redis.call('pttl', KEYS[2])
     redis.call('zadd', KEYS[2], 'gt', now + 2 * record, member)
-    if redis.call('pttl', KEYS[2]) < 2 * record then redis.call('pexpire', KEYS[2], 2 * record) end
+    if left ~= -1 and left < 2 * record then redis.call('pexpire', KEYS[2], 2 * record) end
   end
   redis.call('zremrangebyscore', KEYS[2], '-inf', now)
   local largest = 0

@@ -438,6 +438,93 @@ TEST(ManagedUpgradeTest, AnExtensionReplacesAnOlderDlocksStringRecord) {
   EXPECT_TRUE(lease->unlock());
 }
 
+// An older dlock's string record says that leases of its ttl may live here. Each of the three
+// scripts that replace it with today's zset (a greeting's hello.lua, a grant's acquire.lua, a
+// renewal's max_ttl_raise.lua) must keep that ttl for as long as such a lease may live, key and
+// entry alike. Found in review: the greeting kept the entry but set the new key to expire
+// after two of its own ttls (a key without an expiry read as "too short"), and a grant or a
+// renewal dropped the value: the 7-day ttl was forgotten within seconds, and with it the
+// quarantine of a node that restarts meanwhile.
+class ManagedUpgradeRecordTest : public ::testing::Test {
+ protected:
+  static constexpr long long kOldTtl = 7LL * 24 * 3600 * 1000;  // an older client's -t 168h
+
+  // The older client's record, written as it wrote it.
+  void write_old_record() {
+    ASSERT_TRUE(server.command({"SET", lock::kMaxTtlKey, std::to_string(kOldTtl)}));
+  }
+  // Today's record keeps the older ttl, and lives about as long as a lease of it may.
+  void expect_old_ttl_kept(const std::string& by) {
+    auto score = server.command({"ZSCORE", lock::kMaxTtlKey, std::to_string(kOldTtl)});
+    EXPECT_TRUE(score && score->type == REDIS_REPLY_STRING)
+        << by << " dropped the older dlock's ttl from the record";
+    const long long left = integer_of(server.command({"PTTL", lock::kMaxTtlKey}));
+    EXPECT_TRUE(left == -1 || left > kOldTtl - 60'000)
+        << by << " left the record " << left << " ms to live, with a " << kOldTtl
+        << " ms lease possibly still held";
+  }
+
+  RedisServer server;
+};
+
+TEST_F(ManagedUpgradeRecordTest, AGreetingKeepsTheOlderTtlAsLongAsItsLeasesMayLive) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  write_old_record();  // a node no client of today's greeted yet
+  Client first = client_of({server.url()});
+  auto lease = first.try_lock("job", fixed(10s, "holder"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  expect_old_ttl_kept("the first greeting");
+  write_old_record();  // a node in use: another client's greeting replaces it
+  Client second = client_of({server.url()});
+  auto other = second.try_lock("other", fixed(10s, "holder"));
+  ASSERT_TRUE(other) << other.error().message();
+  expect_old_ttl_kept("a greeting of a node in use");
+}
+
+TEST_F(ManagedUpgradeRecordTest, AGrantKeepsTheOlderTtlAsLongAsItsLeasesMayLive) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  Client client = client_of({server.url()});
+  auto first = client.try_lock("first", fixed(10s, "holder"));  // greeted: no string to replace
+  ASSERT_TRUE(first) << first.error().message();
+  write_old_record();  // an older client's grant, after the greeting
+  auto lease = client.try_lock("job", fixed(10s, "holder"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  expect_old_ttl_kept("the grant");
+}
+
+TEST_F(ManagedUpgradeRecordTest, ARenewalKeepsTheOlderTtlAsLongAsItsLeasesMayLive) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  Client client = client_of({server.url()});
+  auto lease = client.try_lock("job", fixed(10s, "holder"));
+  ASSERT_TRUE(lease) << lease.error().message();
+  write_old_record();
+  auto extended = lease->extend();
+  ASSERT_TRUE(extended) << extended.error().message();
+  expect_old_ttl_kept("the renewal");
+}
+
+// A record that never expires (one converted by the greeting of a dlock before this fix, or
+// written by hand) is not given an expiry shorter than its entries by the greeting, the grant
+// or the renewal (each set one of two of its own ttls where it found none). This passed before
+// the fix too: the greeting announces the 7-day ttl it learned there, for 14 days, before the
+// grant and the renewal run. It covers the paths that now leave such a record as it is
+// (max_ttl_raise.lua's PERSIST among them).
+TEST_F(ManagedUpgradeRecordTest, ARecordThatNeverExpiresIsNotCutShort) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  auto time = server.command({"TIME"});
+  ASSERT_TRUE(time && time->type == REDIS_REPLY_ARRAY && time->elements == 2);
+  const long long now_ms = std::stoll(time->element[0]->str) * 1000;
+  ASSERT_TRUE(server.command(
+      {"ZADD", lock::kMaxTtlKey, std::to_string(now_ms + kOldTtl), std::to_string(kOldTtl)}));
+  Client client = client_of({server.url()});
+  auto lease = client.try_lock("job", fixed(10s, "holder"));  // the greeting, then the grant
+  ASSERT_TRUE(lease) << lease.error().message();
+  expect_old_ttl_kept("the greeting and the grant");
+  auto extended = lease->extend();
+  ASSERT_TRUE(extended) << extended.error().message();
+  expect_old_ttl_kept("the renewal");
+}
+
 TEST(ManagedAclTest, AUserLimitedToItsAppKeysIsToldWhatDlockNeedsAndNothingIsWritten) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   RedisServer server;
