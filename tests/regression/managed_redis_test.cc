@@ -504,22 +504,23 @@ TEST_F(ManagedUpgradeRecordTest, ARenewalKeepsTheOlderTtlAsLongAsItsLeasesMayLiv
 }
 
 // A record that never expires (one converted by the greeting of a dlock before this fix, or
-// written by hand) is not given an expiry shorter than its entries by the greeting, the grant
-// or the renewal (each set one of two of its own ttls where it found none). This passed before
-// the fix too: the greeting announces the 7-day ttl it learned there, for 14 days, before the
-// grant and the renewal run. It covers the paths that now leave such a record as it is
-// (max_ttl_raise.lua's PERSIST among them).
+// made so by hand) is not given an expiry shorter than its entries by a grant of a ttl new to
+// it (record_ttl) or by a renewal (max_ttl_raise.lua): each set one of two of its own ttls
+// where it found none.
 TEST_F(ManagedUpgradeRecordTest, ARecordThatNeverExpiresIsNotCutShort) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
+  Client client = client_of({server.url()});
+  auto first = client.try_lock("first", fixed(10s, "holder"));  // greeted, 10 s recorded
+  ASSERT_TRUE(first) << first.error().message();
   auto time = server.command({"TIME"});
   ASSERT_TRUE(time && time->type == REDIS_REPLY_ARRAY && time->elements == 2);
   const long long now_ms = std::stoll(time->element[0]->str) * 1000;
   ASSERT_TRUE(server.command(
       {"ZADD", lock::kMaxTtlKey, std::to_string(now_ms + kOldTtl), std::to_string(kOldTtl)}));
-  Client client = client_of({server.url()});
-  auto lease = client.try_lock("job", fixed(10s, "holder"));  // the greeting, then the grant
+  ASSERT_EQ(integer_of(server.command({"PERSIST", lock::kMaxTtlKey})), 1);
+  auto lease = client.try_lock("job", fixed(12s, "holder"));  // a ttl the record lacks
   ASSERT_TRUE(lease) << lease.error().message();
-  expect_old_ttl_kept("the greeting and the grant");
+  expect_old_ttl_kept("the grant");
   auto extended = lease->extend();
   ASSERT_TRUE(extended) << extended.error().message();
   expect_old_ttl_kept("the renewal");
