@@ -119,15 +119,6 @@ class ObserverTest : public test::ClusterTest {
     EXPECT_TRUE(c) << c.error().message();
     return std::move(c).value();
   }
-  // Whether some client listens for releases of `name` on every node: a lock() that found it
-  // held is then waiting.
-  bool someone_waits_for(const std::string& name) {
-    for (std::size_t i = 0; i < size(); ++i) {
-      auto r = (*nodes_)[i].command({"PUBSUB", "NUMSUB", lock::release_channel(name)});
-      if (!r || r->elements < 2 || r->element[1]->integer < 1) return false;
-    }
-    return true;
-  }
   std::shared_ptr<Recorder> recorder_ = std::make_shared<Recorder>();
 };
 

@@ -112,7 +112,14 @@ TEST_P(WaitingTest, ReleaserComingStraightBackIsHeldBackWhileAnotherClientWaits)
       return static_cast<bool>(lease->unlock());
     });
     while (!waiting) std::this_thread::sleep_for(1ms);
-    std::this_thread::sleep_for(100ms);  // the waiter has tried and subscribed
+    // The waiter has tried and listens on every node (the releaser never waits before round 1,
+    // and the waiter keeps listening from then on). A fixed 100 ms was not always enough in the
+    // first round, whose waiter connects to and greets every node first: in a clean-clone CI
+    // run its subscriptions were not all there yet, the release counted nobody listening, and
+    // the releaser was rightly not held back ("round 0: not held back", 5 nodes).
+    ASSERT_TRUE(eventually([&] { return someone_waits_for("job"); }, 20s))
+        << "round " << round << ": the waiter never listened";
+    std::this_thread::sleep_for(20ms);  // its attempt after subscribing has been refused
     // Timed from before the release: the grace starts when the release's replies arrive,
     // inside unlock(), so from after unlock() returned it may be a fraction of a ms shorter.
     const auto asked = Clock::now();

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "lock/keys.h"
 #include "support/lock_clients.h"
 #include "support/redis_server.h"
 
@@ -50,6 +51,15 @@ class ClusterTest : public ::testing::TestWithParam<int> {
     EXPECT_LE(nodes_with(key), size() - quorum());
     EXPECT_TRUE(eventually([&] { return nodes_with(key) == 0; }, std::chrono::seconds(5)))
         << key << " is still on " << nodes_with(key) << " of " << size() << " nodes";
+  }
+  // Whether some client listens for releases of `name` on every node: a lock() that found it
+  // held is then waiting.
+  bool someone_waits_for(const std::string& name) {
+    for (std::size_t i = 0; i < size(); ++i) {
+      auto r = (*nodes_)[i].command({"PUBSUB", "NUMSUB", lock::release_channel(name)});
+      if (!r || r->elements < 2 || r->element[1]->integer < 1) return false;
+    }
+    return true;
   }
   std::size_t size() const { return nodes_->size(); }
   std::size_t quorum() const { return nodes_->size() / 2 + 1; }
