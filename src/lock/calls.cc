@@ -142,6 +142,9 @@ node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
     args.push_back(std::to_string(writer.register_for.count()));
     args.push_back(writer.registered || writer.waited ? "1" : "0");
     args.push_back(counter == TokenCounter::node ? "n" : "");
+    // ARGV[7] 'nr' / 'r': the same count, the record of the ttl known to cover the lease.
+    call.record_known_arg = args.size() - 1;
+    call.record_known_value = counter == TokenCounter::node ? "nr" : "r";
   } else {
     args.push_back(std::to_string(fair->arrival_ms));
     args.push_back(std::to_string(fair->waiter_timeout.count()));

@@ -90,6 +90,14 @@ struct Call {
   // and the record (a lossy failover would lose them together): a cluster node raises nothing
   // before sending it, and its reply, if Call::granted, is confirmed like a grant.
   bool records_itself = false;
+  // With record_ttl and granted: the argument args[record_known_arg] that a server node sends as
+  // record_known_value instead when it knows its server's record of lease ttls reaches past
+  // any lease this call may grant (node/record_window.h), so that the script skips its check
+  // of the record; and a promise of the script: a grant (Call::granted) of the call sent as
+  // built leaves that record reaching at least 1.5 record_ttl past the moment the script ran.
+  // npos: no such argument.
+  std::size_t record_known_arg = std::string_view::npos;
+  std::string_view record_known_value{};
   // How a server node may send this call in one batch call with others queued for it at the
   // same time (node/coalescer.h). Never by a cluster, nor on a borrowed connection.
   BatchForm batch{};

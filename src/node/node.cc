@@ -18,8 +18,10 @@ std::unique_ptr<Node> make_node(asio::io_context& io, net::NodeAddress address,
     return std::make_unique<ClusterNode>(io, std::move(address), options, std::move(on_message),
                                          index, observer);
   }
+  Sharding plain;
+  plain.remembers_records = true;
   return std::make_unique<ServerNode>(io, std::move(address), options, std::move(on_message), index,
-                                      observer);
+                                      observer, std::move(plain));
 }
 
 }  // namespace dlock::node

@@ -47,9 +47,10 @@ char* put(char* p, std::string_view s) {
 // views, no growing, no per-piece capacity checks): every lock cycle encodes two of these. The
 // buffer is the thread's, reused (Connection::send copies the bytes out): no allocation per
 // request. It keeps the size of the largest command encoded (a full renewal batch, tens of
-// KiB). Valid until the thread's next encode_eval.
+// KiB). Valid until the thread's next encode_eval. `record_known`: the call's record_known_arg
+// is sent as its record_known_value.
 std::string_view encode_eval(std::string_view verb, std::string_view body, const Call& call,
-                             std::string_view publish_verb) {
+                             std::string_view publish_verb, bool record_known = false) {
   thread_local std::string out;
   char digits[24];
   const auto end = std::to_chars(digits, digits + sizeof digits, call.keys.size()).ptr;
@@ -57,13 +58,22 @@ std::string_view encode_eval(std::string_view verb, std::string_view body, const
   const bool publishes = call.script->publishes;
   const std::size_t size = put_size({}) + put_size(verb) + put_size(body) + put_size(nkeys) +
                            (publishes ? put_size(publish_verb) : 0) + call.keys.bytes() +
-                           call.args.bytes() + put_size({}) * (call.keys.size() + call.args.size());
+                           call.args.bytes() +
+                           put_size({}) * (call.keys.size() + call.args.size()) +
+                           (record_known ? call.record_known_value.size() : 0);
   if (out.size() < size) out.resize(size);
   char* p =
       put_header(out.data(), '*', 3 + call.keys.size() + call.args.size() + (publishes ? 1 : 0));
   for (const std::string_view s : {verb, body, nkeys}) p = put(p, s);
   call.keys.for_each([&p](std::string_view k) { p = put(p, k); });
-  call.args.for_each([&p](std::string_view a) { p = put(p, a); });
+  if (!record_known) {
+    call.args.for_each([&p](std::string_view a) { p = put(p, a); });
+  } else {
+    std::size_t i = 0;
+    call.args.for_each([&p, &i, &call](std::string_view a) {
+      p = put(p, i++ == call.record_known_arg ? call.record_known_value : a);
+    });
+  }
   if (publishes) p = put(p, publish_verb);
   return std::string_view(out.data(), static_cast<std::size_t>(p - out.data()));
 }
@@ -266,22 +276,43 @@ void ServerNode::send_observed(std::shared_ptr<const Call> shared, net::Clock::t
     ask(asking, deadline);  // after the encoding (see ask)
     return connection_.send(command, deadline, std::move(done));
   }
-  if (call.min_replicas > 0) done = guarded(call, deadline, std::move(done));
   // The unguarded text only on the connection whose server is known to refuse it as a
-  // replica, and bound to it (see run()).
+  // replica, and bound to it (see run()); so is an acquisition that skips the record's check.
   const std::uint64_t epoch = connection_.ready_epoch();
   const bool bare = unguarded(*call.script, epoch, deadline);
+  bool record_known = false;
+  if (sharding_.remembers_records && call.record_known_arg != std::string_view::npos &&
+      call.record_ttl) {
+    record_known = records_.covers(call.record_ttl->count(), epoch, deadline);
+    if (!record_known) done = learning_record(call, std::move(done));
+  }
+  // After learning_record: the record window learns from grants that count, once confirmed.
+  if (call.min_replicas > 0) done = guarded(call, deadline, std::move(done));
   // NOSCRIPT (and an ACL that denies EVALSHA) is answered by reissue(), which the connection
   // asks before `done`; so is a NOPERM completed with what dlock's ACL user needs.
   const bool eval_only = eval_only_.load(std::memory_order_relaxed);
   std::string kept;
-  const std::string_view command =
-      asked_first(asking, deadline,
-                  eval_only ? encode_eval("EVAL", call.script->text(bare), call, publish_verb())
-                            : encode_eval("EVALSHA", call.script->sha(bare), call, publish_verb()),
-                  kept);
+  const std::string_view command = asked_first(
+      asking, deadline,
+      eval_only
+          ? encode_eval("EVAL", call.script->text(bare), call, publish_verb(), record_known)
+          : encode_eval("EVALSHA", call.script->sha(bare), call, publish_verb(), record_known),
+      kept);
   connection_.send(command, deadline, std::move(done),
-                   net::Connection::Reissue{this, std::move(shared), asking}, bare ? epoch : 0);
+                   net::Connection::Reissue{this, std::move(shared), asking},
+                   bare || record_known ? epoch : 0);
+}
+
+net::Connection::Callback ServerNode::learning_record(const Call& call,
+                                                      net::Connection::Callback done) {
+  // Sent as built, the script checks the record: a grant says it reaches 1.5 ttl past the
+  // script's run, which came after now. A reply is read on the connection it was sent on (a
+  // NOSCRIPT's EVAL included: the same text), so its epoch is the one the window is bound to.
+  return [this, ttl = call.record_ttl->count(), granted = call.granted, sent = net::Clock::now(),
+          done = std::move(done)](Result<resp::Reply> r) mutable {
+    if (r && granted != nullptr && granted(*r)) records_.granted(ttl, connection_.epoch(), sent);
+    done(std::move(r));
+  };
 }
 
 bool ServerNode::reissue(resp::Reply& reply, const std::shared_ptr<const void>& subject,

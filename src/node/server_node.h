@@ -16,11 +16,13 @@
 #include "node/call.h"
 #include "node/coalescer.h"
 #include "node/node.h"
+#include "node/record_window.h"
 #include "scripts/script.h"
 
 namespace dlock::node {
 
-// How a ServerNode that is a Redis Cluster shard behaves (node/cluster_node.h).
+// How a ServerNode behaves in its role: a plain node, a Redis Cluster shard (node/cluster_node.h)
+// or a server of a Sentinel-managed group (node/sentinel_node.h).
 struct Sharding {
   // SSUBSCRIBE / SUNSUBSCRIBE and SPUBLISH instead of the classic commands (a cluster shard).
   bool sharded_pubsub = false;
@@ -33,6 +35,11 @@ struct Sharding {
   // a cluster's shard: the cluster routes each call by its keys and names the node keys of
   // its slot, which a batch call of another shape would escape.
   bool group_commit = true;
+  // Acquisitions skip the script's check of the record of lease ttls while a grant seen on the
+  // same connection says it covers them (node/record_window.h). Only for a plain node: a
+  // cluster keeps one record per slot, and a Sentinel-managed master confirms its record on
+  // the replicas (node/replica_confirm.h), which a skipped check would not write.
+  bool remembers_records = false;
 };
 
 class ServerNode final : public Node, private net::Connection::Reissuer {
@@ -65,6 +72,10 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
   // would meet a new connection gets the checked text, or fails if the connection went after it was
   // chosen. A CONFIG refused (renamed, disabled, an ACL without it) keeps the check on that
   // connection.
+  //
+  // An acquisition (Call::record_known_arg) goes with that argument changed while this node
+  // knows its server's record of lease ttls covers it (Sharding::remembers_records), bound to
+  // the connection it learnt that on.
   //
   // A call with a batch form (Call::batch) run on the io thread may go in one batch call with
   // others (group commit, node/coalescer.h), unless Sharding::group_commit is off; on a thread
@@ -118,6 +129,9 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
   // sends the next CONFIG GET first when one is due (any thread that may send).
   bool unguarded(const scripts::Script& script, std::uint64_t epoch,
                  net::Clock::time_point deadline);
+  // `done`, after the record window learnt from a grant of `call` sent now with the record's
+  // check (Sharding::remembers_records).
+  net::Connection::Callback learning_record(const Call& call, net::Connection::Callback done);
   // `done`, called only once WAIT confirmed call.min_replicas replicas (the replica guard).
   net::Connection::Callback guarded(const Call& call, net::Clock::time_point deadline,
                                     net::Connection::Callback done);
@@ -143,6 +157,8 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
   // yes is trusted.
   std::atomic<std::int64_t> recheck_at_{0};
   std::atomic<std::int64_t> trusted_until_{0};
+  // The record of lease ttls as the grants on the command connection showed it. Any thread.
+  RecordWindow records_;
   const std::chrono::milliseconds resubscribe_timeout_;
 };
 

@@ -21,9 +21,12 @@
 --          its clock in microseconds (counter() below)
 -- KEYS[4]  dlock:max-ttl, the ttls (ms) of leases that may still live here (hello.lua): a zset
 --          ttl -> until when (ms, this server's clock), the key as long-lived as its last entry.
---          A grant records ARGV[3] for ARGV[3] ms, so every node that holds a key knows its ttl,
---          also when the greeting that announced it missed this node (a restart quarantine
---          computed from it is then long enough), and forgets it once no such lease can live
+--          A grant records ARGV[3], so every node that holds a key knows its ttl, also when the
+--          greeting that announced it missed this node (a restart quarantine computed from it is
+--          then long enough), and forgets it once no such lease can live. Every grant leaves the
+--          entry of ARGV[3] reaching at least one and a half ttls past the moment the script ran
+--          (it writes two ttls when the entry reaches less): the client that sees the grant may
+--          then skip the check for grants that end within that reach (ARGV[7] 'r')
 -- ARGV[1]  owner token
 -- ARGV[2]  hold id: unique per acquisition, "CLIENT.N" with N growing per client; release and
 --          renew act only when it matches
@@ -47,9 +50,13 @@
 --          raises its ttl to the slot's, renew.lua re-arms it beside the permits, the release
 --          of the last permit deletes it)
 -- ARGV[7]  'n': count with the node's counter (KEYS[3], one INCR per grant of any name; the
---          client of a lock set of one node), else with the name's (KEYS[2], then KEYS[3]).
+--          client of a lock set of one node), else ('') with the name's (KEYS[2], then KEYS[3]).
 --          Either way a token is larger than every token this node handed out or was raised to
---          for the name: the node counter is never below the name's (next_token)
+--          for the name: the node counter is never below the name's (next_token). 'nr' and 'r'
+--          the same, and the client knows that this node's record of a ttl at least ARGV[3]
+--          reaches past any lease this call grants (node/record_window.h: an earlier grant on
+--          this connection, within its reach): the fast path then leaves KEYS[4] alone (a
+--          ZSCORE and a PEXPIRETIME less, about a tenth of the cycle's Redis CPU)
 -- ARGV[8]  only with KEYS[7]: the permit count this client uses; a record of another count
 --          refuses the grant, a grant records it
 --
@@ -90,15 +97,17 @@
 -- written) it leaves to next_token() or record_ttl(), after the functions. Anything else (a
 -- key, readers, or a name counter beside the node's) takes the paths below, which read the key
 -- again.
+local by_node = ARGV[7] == 'n' or ARGV[7] == 'nr'  -- count with the node's counter
+local record_known = ARGV[7] == 'r' or ARGV[7] == 'nr'
 local fast_granted = false  -- the fast path wrote the hold
 local fast_counted = nil    -- its INCR of the node's counter
 local fast_token = nil      -- the token it counted (then only the max-ttl record is left)
 -- One EXISTS either way: the readers and the name counter, or the readers named twice.
 if ARGV[4] == 'w' and ARGV[6] ~= '1' and not KEYS[7] and
-    redis.call('exists', KEYS[5], ARGV[7] == 'n' and KEYS[2] or KEYS[5]) == 0 and
+    redis.call('exists', KEYS[5], by_node and KEYS[2] or KEYS[5]) == 0 and
     redis.call('set', KEYS[1], 'dlock. ' .. ARGV[2] .. ' ' .. ARGV[1], 'nx', 'px', ARGV[3]) then
   fast_granted = true
-  if ARGV[7] == 'n' then
+  if by_node then
     -- pcall: see next_token().
     fast_counted = redis.pcall('incr', KEYS[3])
     if type(fast_counted) == 'number' and fast_counted > 1 then fast_token = fast_counted end
@@ -112,14 +121,16 @@ if ARGV[4] == 'w' and ARGV[6] ~= '1' and not KEYS[7] and
     end
   end
   if fast_token then
-    -- record_ttl()'s test: the record of this ttl reaches past this lease already. The lease's
-    -- end is read from the key just set: PEXPIRETIME replies an integer, where TIME's table of
-    -- two strings and their arithmetic cost Redis about 0.8 µs more. An error (no PEXPIRETIME
-    -- before Redis 7) leaves the test to record_ttl().
+    if record_known then return fast_token end
+    -- record_ttl()'s test: the record of this ttl reaches half a ttl past this lease already.
+    -- The lease's end is read from the key just set: PEXPIRETIME replies an integer, where
+    -- TIME's table of two strings and their arithmetic cost Redis about 0.8 µs more. An error
+    -- (no PEXPIRETIME before Redis 7) leaves the test to record_ttl().
     local score = redis.pcall('zscore', KEYS[4], ARGV[3])
     if type(score) == 'string' then
       local ends = redis.pcall('pexpiretime', KEYS[1])
-      if type(ends) == 'number' and ends > 0 and tonumber(score) >= ends then
+      if type(ends) == 'number' and ends > 0 and
+          tonumber(score) >= ends + math.floor(tonumber(ARGV[3]) / 2) then
         return fast_token
       end
     end
@@ -142,9 +153,11 @@ local function outlive(key, ms)
   if redis.call('pttl', key) < ms then redis.call('pexpire', key, ms) end
 end
 -- KEYS[4]: a lease of ARGV[3] ms granted now ends within ARGV[3] ms. When the record of that ttl
--- already reaches that far, nothing is written; else it is written until two ttls from now, so
--- that the grants of the next ttl skip it: TIME and ZSCORE instead of TIME, ZADD and PTTL on
--- most grants (the fast path tests it with the key's PEXPIRETIME for TIME). A string in KEYS[4]
+-- already reaches half a ttl further, nothing is written; else it is written until two ttls
+-- from now, so that the grants of the next half ttl skip it: TIME and ZSCORE instead of TIME,
+-- ZADD and PTTL on most grants (the fast path tests it with the key's PEXPIRETIME for TIME).
+-- Either way the record reaches one and a half ttls past now: what a client that sees this
+-- grant counts on for the next half ttl (ARGV[7] 'r'). A string in KEYS[4]
 -- is the never-shrinking record of dlock before 0.2: replaced, its ttl kept as an entry that ends
 -- after that ttl, the key as long-lived (as hello.lua converts it). A record that never expires
 -- (PTTL -1) is kept so: given a ttl, it would end before its longer entries
@@ -154,7 +167,7 @@ local function record_ttl()
   local ttl = tonumber(ARGV[3])
   -- pcall: an older dlock's string record is no zset (then recorded below).
   local score = redis.pcall('zscore', KEYS[4], ARGV[3])
-  if type(score) == 'string' and tonumber(score) >= now + ttl then return end
+  if type(score) == 'string' and tonumber(score) >= now + ttl + math.floor(ttl / 2) then return end
   local until_ms = now + 2 * ttl
   local left = redis.call('pttl', KEYS[4])
   local added = redis.pcall('zadd', KEYS[4], 'gt', until_ms, ARGV[3])
@@ -182,7 +195,7 @@ end
 -- counter is inlined in the fast path: keep them alike.
 local function next_token(counted)
   local token
-  if ARGV[7] == 'n' then
+  if by_node then
     -- pcall: a floor INCR cannot count (no dlock writes one; "1.7e+15" by hand) is read as
     -- counter() reads it, and written back as an integer.
     if counted == nil then counted = redis.pcall('incr', KEYS[3]) end

@@ -476,11 +476,15 @@ TEST_F(LockTest, UnreachableNodeIsNamedWithItsReason) {
 TEST_F(LockTest, AnOwnKeyOfAnotherTypeIsNamedAndLeavesNothingLocked) {
   Client client = make_client();
   ASSERT_TRUE(client.try_lock("warm-up", ttl(10s))->unlock());  // the node is greeted
+  // Each attempt with a ttl larger than every grant before it: a grant's record window covers
+  // only smaller ones (node/record_window.h), so every attempt reads dlock:max-ttl.
+  auto attempt_ttl = 10s;
   for (const char* own :
        {"dlock:max-ttl", "dlock:fence-floor", "dlock:fence:{job}", "dlock:readers:{job}"}) {
+    attempt_ttl += 1s;
     server_->command({"DEL", own});
     server_->command({"RPUSH", own, "not dlock's"});
-    auto r = client.try_lock("job", ttl(10s));
+    auto r = client.try_lock("job", ttl(attempt_ttl));
     ASSERT_FALSE(r) << own;
     ASSERT_EQ(r.error().nodes().size(), 1u) << r.error().message();
     const std::string& reason = r.error().nodes()[0].reason;
@@ -489,7 +493,7 @@ TEST_F(LockTest, AnOwnKeyOfAnotherTypeIsNamedAndLeavesNothingLocked) {
     EXPECT_NE(r.error().message().find("dlock:"), std::string::npos) << r.error().message();
     EXPECT_FALSE(server_->exists("job")) << own << ": the refused grant left its key behind";
     server_->command({"DEL", own});
-    auto again = client.try_lock("job", ttl(10s));
+    auto again = client.try_lock("job", ttl(attempt_ttl));
     ASSERT_TRUE(again) << own << ": " << again.error().message();
     EXPECT_TRUE(again->unlock());
   }

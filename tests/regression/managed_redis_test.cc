@@ -486,8 +486,12 @@ TEST_F(ManagedUpgradeRecordTest, AGrantKeepsTheOlderTtlAsLongAsItsLeasesMayLive)
   Client client = client_of({server.url()});
   auto first = client.try_lock("first", fixed(10s, "holder"));  // greeted: no string to replace
   ASSERT_TRUE(first) << first.error().message();
-  write_old_record();  // an older client's grant, after the greeting
-  auto lease = client.try_lock("job", fixed(10s, "holder"));
+  // An older client's grant, after the greeting (by hand over today's record: an older client
+  // writes its string only where no record is, its GET of a zset fails).
+  write_old_record();
+  // A ttl the first grant's record window does not cover: this grant checks the record
+  // (node/record_window.h).
+  auto lease = client.try_lock("job", fixed(12s, "holder"));
   ASSERT_TRUE(lease) << lease.error().message();
   expect_old_ttl_kept("the grant");
 }

@@ -209,8 +209,11 @@ std::int64_t SimNode::next_token(const node::Call& call, std::int64_t ttl, std::
   const std::string& max_ttl = at(call.keys, 3);
   const std::int64_t step = mutation_ == Mutation::no_fence_increment ? 0 : 1;
   std::int64_t token = 0;
-  if (at(call.args, 6) == "n") {
+  if (at(call.args, 6) == "n" || at(call.args, 6) == "nr") {
     // ARGV[7] 'n': the node's counter; the name's is taken away (GETDEL) and passed if ahead.
+    // ('nr' and 'r', sent by a server node that knows its record covers the lease, skip only
+    // the fast path's check of the record: node/record_window.h; the simulation's nodes are
+    // never sent them.)
     const auto named = store_.get(fence, now);
     store_.del(fence);
     token = node_token(floor, named ? std::optional(number(*named)) : std::nullopt, step, now);
@@ -236,11 +239,11 @@ std::int64_t SimNode::node_token(const std::string& floor, std::optional<std::in
 }
 
 // acquire.lua's record_ttl(): nothing when dlock:max-ttl (KEYS[4]) already holds `ttl` until
-// at least now + ttl, else until now + 2 ttl.
+// at least now + 1.5 ttl (rounded down), else until now + 2 ttl.
 void SimNode::record_granted_ttl(const std::string& max_ttl, std::int64_t ttl, std::int64_t now) {
   const std::string member = std::to_string(ttl);
   const HGet entry = store_.hget(max_ttl, member, now);
-  if (entry.kind == HGet::Kind::value && number(entry.value) >= now + ttl) return;
+  if (entry.kind == HGet::Kind::value && number(entry.value) >= now + ttl + ttl / 2) return;
   record_ttl(max_ttl, member, 2 * ttl, now);
 }
 

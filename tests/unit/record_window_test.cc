@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: MIT
+// RecordWindow (node/record_window.h): which acquisitions a server node sends without the
+// script's check of the record of lease ttls, from the grants it saw.
+#include "node/record_window.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+namespace dlock::node {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(RecordWindowTest, ReachIsOneAndAHalfTtlsLessDriftAndGranularity) {
+  // 15,000 ms less 1% (150) and 2 ms.
+  EXPECT_EQ(RecordWindow::reach(10000), 14848ms);
+  // An odd ttl rounds down, as acquire.lua's math.floor(ttl / 2).
+  EXPECT_EQ(RecordWindow::reach(1001), std::chrono::milliseconds(1501 - 16 - 2));
+}
+
+TEST(RecordWindowTest, NothingIsCoveredBeforeAGrant) {
+  RecordWindow window;
+  const auto now = net::Clock::now();
+  EXPECT_FALSE(window.covers(1, 1, now));
+  EXPECT_FALSE(window.covers(1, 0, now)) << "epoch 0 is a connection not ready";
+}
+
+// A lease of ttl T, answered by its deadline, ends inside the record when the deadline is at most
+// half a ttl (less the margins) after the checking call was sent.
+TEST(RecordWindowTest, ALeaseIsCoveredWhileItsDeadlinePlusTtlEndsInsideTheReach) {
+  RecordWindow window;
+  const auto sent = net::Clock::now();
+  window.granted(10000, 7, sent);
+  EXPECT_TRUE(window.covers(10000, 7, sent + 200ms));
+  EXPECT_TRUE(window.covers(10000, 7, sent + 4848ms));
+  EXPECT_FALSE(window.covers(10000, 7, sent + 4849ms)) << "the lease would end past the record";
+  // A smaller ttl ends sooner: covered longer. A larger one is not this entry's.
+  EXPECT_TRUE(window.covers(5000, 7, sent + 9848ms));
+  EXPECT_FALSE(window.covers(10001, 7, sent + 200ms)) << "a larger ttl than the record's";
+  // Another connection may reach another server process, with another record.
+  EXPECT_FALSE(window.covers(10000, 8, sent + 200ms)) << "a window crossed connections";
+  EXPECT_FALSE(window.covers(10000, 0, sent + 200ms));
+}
+
+TEST(RecordWindowTest, ALaterGrantReplacesUnlessWhatWasKnownCoversMore) {
+  RecordWindow window;
+  const auto t0 = net::Clock::now();
+  window.granted(60000, 1, t0);
+  // A smaller ttl, sent later, whose window ends before the larger one's: the larger is kept.
+  window.granted(1000, 1, t0 + 1s);
+  EXPECT_TRUE(window.covers(60000, 1, t0 + 2s)) << "a dominated grant replaced a larger window";
+  // The same ttl, later: the window moves on.
+  window.granted(60000, 1, t0 + 20s);
+  EXPECT_TRUE(window.covers(60000, 1, t0 + 49s));
+  // A smaller ttl whose window outlasts the larger one's replaces it: the larger ttl then checks.
+  window.granted(1000, 1, t0 + 150s);
+  EXPECT_TRUE(window.covers(1000, 1, t0 + 150s + 200ms));
+  EXPECT_FALSE(window.covers(60000, 1, t0 + 150s + 200ms));
+  // A grant on a new connection replaces whatever the old one knew.
+  window.granted(500, 2, t0 + 151s);
+  EXPECT_FALSE(window.covers(1000, 1, t0 + 150s + 300ms));
+  EXPECT_TRUE(window.covers(500, 2, t0 + 151s + 10ms));
+}
+
+}  // namespace
+}  // namespace dlock::node
