@@ -150,6 +150,8 @@ node::ScriptRound QuorumLock::send_acquire(const HoldId& hold, std::chrono::mill
       acquire_call(hold, ttl, fair, writer, permits, std::move(announcement), counter);
   call.min_replicas = guard.replicas;
   call.replica_timeout = guard.timeout;
+  call.record_drift = drift_factor_;
+  if (!record_window_) call.record_known_arg = std::string_view::npos;
   return node::ScriptRound(nodes_, std::move(call));
 }
 

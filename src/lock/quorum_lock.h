@@ -70,6 +70,7 @@ class QuorumLock {
              MembershipOptions membership = {})
       : nodes_(nodes),
         drift_factor_(drift_factor),
+        record_window_(!membership.allow_eviction),
         membership_(nodes, drift_factor, observer, membership) {}
 
   // One attempt at a new hold. Errors: lock_held, quorum_not_reached, timeout (quorum came
@@ -198,6 +199,9 @@ class QuorumLock {
 
   node::Fanout& nodes_;
   const double drift_factor_;
+  // Acquisitions may skip the max-ttl record's check (node/record_window.h): not where keys may
+  // be evicted, since skipped checks leave the record the coldest key.
+  const bool record_window_;
   Membership membership_;
 };
 

@@ -96,8 +96,11 @@ struct Call {
   // of the record; and a promise of the script: a grant (Call::granted) of the call sent as
   // built leaves that record reaching at least 1.5 record_ttl past the moment the script ran.
   // npos: no such argument.
+  // record_drift: how fast a server's clock may run against this client's (the lock's drift
+  // factor), taken off what the record is known to reach.
   std::size_t record_known_arg = std::string_view::npos;
   std::string_view record_known_value{};
+  double record_drift = 0.01;
   // How a server node may send this call in one batch call with others queued for it at the
   // same time (node/coalescer.h). Never by a cluster, nor on a borrowed connection.
   BatchForm batch{};

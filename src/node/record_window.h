@@ -4,28 +4,33 @@
 // ZSCORE and a PEXPIRETIME in every grant were about a tenth of a lock cycle's Redis CPU).
 //
 // The record (dlock:max-ttl) must reach past the end of every lease a server granted, for as
-// long as the lease may live: a restart quarantine is computed from it. A grant of an
+// long as the lease may be used: a restart quarantine is computed from it. A grant of an
 // acquisition that checks it (Call::record_known_arg sent as built) leaves the entry of its ttl
 // T reaching at least 1.5 T past the moment the script ran (acquire.lua writes two ttls when
 // it reaches less), and nothing but a deletion by hand (DEL, FLUSHALL), an eviction or a new
 // server process shortens an entry: a client's retraction removes only its announcements,
-// never a grant's bare ttl, and every other write is ZADD GT. So a lease of at most T granted
-// by a call that is answered within 0.5 T of that script's run ends inside the record. The
-// script ran after the call was sent, and a call answered after its node deadline is not
-// counted (its grant is given back), so it suffices that the deadline of the call is at most
-// 0.5 T after the sending of the call that checked: covers().
+// never a grant's bare ttl, and every other write is ZADD GT. The script ran after the call was
+// sent, so the record reaches 1.5 T past that sending, less what a server clock that runs fast
+// by up to the lock's drift factor takes off it (reach()). A lease of at most T granted by a
+// later call is used at most T past that call's sending (its validity is counted from before
+// the send), and the call is sent before its node deadline, so the lease is used inside the
+// record when the call's deadline plus T is inside the reach: covers(). (Its key on the server
+// ends by then too when the reply comes by the deadline; a later reply is not waited for.)
 //
 // Bound to the connection epoch: a new connection may reach a new server process (a restart
 // in place, a failover behind one address) whose record is another, so a window learnt on one
 // connection covers only requests bound to it (net::Connection::send's epoch: a request that
-// would meet a new connection fails instead). A deletion by hand or an eviction (only with
-// ClientOptions::allow_eviction) is found within half a ttl instead of at the next grant:
-// docs/safety.md, "The record of lease ttls".
+// would meet a new connection fails instead; ServerNode sends as built when the server may
+// have closed the connection). A deletion by hand is found within half a ttl instead of at the
+// next grant: docs/safety.md. Not used where keys may be evicted (ClientOptions::allow_eviction:
+// the record, untouched by skipped checks, would be the coldest key) or where the record is per
+// slot or confirmed on replicas (Sharding::remembers_records).
 //
 // Any thread: a borrowed round (the blocking API) sends and reads on the caller's thread.
 #pragma once
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <mutex>
 
@@ -35,20 +40,23 @@ namespace dlock::node {
 
 class RecordWindow {
  public:
-  // How far past the checking script's run the record reaches: 1.5 ttl, less what a server
-  // clock that runs up to 1% fast (the drift the lock's validity allows for, lock/validity.h)
-  // takes off it, and 2 ms of expiry granularity (as record_lives_until, node/replica_confirm.h).
-  static constexpr std::chrono::milliseconds reach(std::int64_t ttl) {
+  // How far past the checking call's sending the record reaches, on this client's clock: 1.5
+  // ttl (acquire.lua's ttl + floor(ttl / 2)), less what a server clock that runs up to `drift`
+  // fast (the lock's drift factor, the drift its validity allows for: lock/validity.h) takes
+  // off it, rounded up, and 2 ms of expiry granularity.
+  static std::chrono::milliseconds reach(std::int64_t ttl, double drift) {
     const std::int64_t reach = ttl + ttl / 2;
-    return std::chrono::milliseconds(reach - (reach + 99) / 100 - 2);
+    const auto drifted = static_cast<std::int64_t>(std::ceil(static_cast<double>(reach) * drift));
+    return std::chrono::milliseconds(reach - drifted - 2);
   }
 
   // A grant, by a call of `ttl` that checked the record, sent at `sent` and answered on
-  // connection epoch `epoch`. It replaces what was known unless that covers as much or more
-  // (the same connection, a ttl as large, as long): one window, the latest, which is all a
-  // client that uses one ttl needs; a client of several ttls checks a little more often.
-  void granted(std::int64_t ttl, std::uint64_t epoch, net::Clock::time_point sent) {
-    const net::Clock::time_point until = sent + reach(ttl);
+  // connection epoch `epoch`; `drift` the lock's drift factor. It replaces what was known unless
+  // that covers as much or more (the same connection, a ttl as large, as long): one window, the
+  // latest, which is all a client that uses one ttl needs; a client of several ttls checks a little
+  // more often.
+  void granted(std::int64_t ttl, double drift, std::uint64_t epoch, net::Clock::time_point sent) {
+    const net::Clock::time_point until = sent + reach(ttl, drift);
     std::lock_guard<std::mutex> lock(mutex_);
     if (epoch == epoch_ && ttl <= ttl_ && until <= until_) return;
     ttl_ = ttl;

@@ -283,7 +283,10 @@ void ServerNode::send_observed(std::shared_ptr<const Call> shared, net::Clock::t
   bool record_known = false;
   if (sharding_.remembers_records && call.record_known_arg != std::string_view::npos &&
       call.record_ttl) {
-    record_known = records_.covers(call.record_ttl->count(), epoch, deadline);
+    // Not on a connection the server may have closed: the request would fail bound to it,
+    // where as built it goes on the next connection (as unguarded() decides).
+    record_known = records_.covers(call.record_ttl->count(), epoch, deadline) &&
+                   !connection_.closed_by_server();
     if (!record_known) done = learning_record(call, std::move(done));
   }
   // After learning_record: the record window learns from grants that count, once confirmed.
@@ -308,9 +311,11 @@ net::Connection::Callback ServerNode::learning_record(const Call& call,
   // Sent as built, the script checks the record: a grant says it reaches 1.5 ttl past the
   // script's run, which came after now. A reply is read on the connection it was sent on (a
   // NOSCRIPT's EVAL included: the same text), so its epoch is the one the window is bound to.
-  return [this, ttl = call.record_ttl->count(), granted = call.granted, sent = net::Clock::now(),
-          done = std::move(done)](Result<resp::Reply> r) mutable {
-    if (r && granted != nullptr && granted(*r)) records_.granted(ttl, connection_.epoch(), sent);
+  return [this, ttl = call.record_ttl->count(), drift = call.record_drift, granted = call.granted,
+          sent = net::Clock::now(), done = std::move(done)](Result<resp::Reply> r) mutable {
+    if (r && granted != nullptr && granted(*r)) {
+      records_.granted(ttl, drift, connection_.epoch(), sent);
+    }
     done(std::move(r));
   };
 }

@@ -138,7 +138,7 @@ local function record_ttl(ttl_arg)
   local now = server_ms()
   local ttl = tonumber(ttl_arg)
   local score = redis.pcall('zscore', KEYS[2], ttl_arg)
-  if type(score) == 'string' and tonumber(score) >= now + ttl then return end
+  if type(score) == 'string' and tonumber(score) >= now + ttl + math.floor(ttl / 2) then return end
   local until_ms = now + 2 * ttl
   local added = redis.pcall('zadd', KEYS[2], 'gt', until_ms, ttl_arg)
   if type(added) ~= 'number' then
