@@ -64,8 +64,9 @@ class RecordWindow {
     until_ = until;
   }
 
-  // Whether a lease of `ttl`, granted by a call bound to connection epoch `epoch` that counts
-  // only if answered by `deadline`, ends inside the record.
+  // Whether a lease of `ttl`, granted by a call bound to connection epoch `epoch` and sent
+  // before its node deadline `deadline`, is used (and, answered by then, lives) inside the
+  // record.
   bool covers(std::int64_t ttl, std::uint64_t epoch, net::Clock::time_point deadline) const {
     std::lock_guard<std::mutex> lock(mutex_);
     return epoch != 0 && epoch == epoch_ && ttl <= ttl_ &&
