@@ -520,6 +520,7 @@ engine::Task<std::vector<Result<Clock::time_point>>> QuorumLock::renew_task(
   // confirmed before covers the largest ttl (max_ttl_raise_call): else that node's renewals do
   // not count (count_only_raised).
   calls.push_back(max_ttl_raise_call(max_ttl));
+  calls.back().record_drift = drift_factor_;
   const auto start = Clock::now();
   node::Round round(nodes_, std::move(calls));
   std::vector<node::Outcomes> outcomes = co_await round;

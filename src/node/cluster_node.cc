@@ -138,10 +138,11 @@ void ClusterNode::raise_max_ttl_then(const Call& call, Request acquisition) {
   const std::uint64_t epoch_then = epoch();
   const auto deadline = acquisition.deadline;
   const auto sent = net::Clock::now();
+  const double drift = call.record_drift;
   auto raise = std::make_shared<const Call>(
       in_slot(call.record_call(*call.record_ttl, announcement), kHomeSlot));
   route(Request{std::move(raise), kHomeSlot, deadline,
-                [this, ttl, epoch_then, sent, announcement = std::move(announcement),
+                [this, ttl, epoch_then, sent, drift, announcement = std::move(announcement),
                  acquisition = std::move(acquisition)](Result<resp::Reply> r) mutable {
                   if (!r || r->is_error()) {
                     // Not recorded where greetings look: this node must not grant it.
@@ -153,7 +154,7 @@ void ClusterNode::raise_max_ttl_then(const Call& call, Request acquisition) {
                   if (epoch_then == epoch()) {
                     home_max_ttl_ = ttl;
                     home_max_ttl_epoch_ = epoch_then;
-                    home_max_ttl_until_ = record_lives_until(sent, ttl);
+                    home_max_ttl_until_ = record_lives_until(sent, ttl, drift);
                     home_max_ttl_announcement_ = std::move(announcement);
                   }
                   route(std::move(acquisition));
@@ -163,9 +164,9 @@ void ClusterNode::raise_max_ttl_then(const Call& call, Request acquisition) {
 void ClusterNode::record_grant_after(const Call& call, std::uint16_t slot, Request& acquisition) {
   auto record = std::make_shared<const Call>(
       in_slot(call.record_call(*call.record_ttl, std::string()), kHomeSlot));
-  acquisition.done = [this, slot, ttl = call.record_ttl->count(), granted = call.granted,
-                      renewal = call.records_itself, record = std::move(record),
-                      deadline = acquisition.deadline,
+  acquisition.done = [this, slot, ttl = call.record_ttl->count(), drift = call.record_drift,
+                      granted = call.granted, renewal = call.records_itself,
+                      record = std::move(record), deadline = acquisition.deadline,
                       done = std::move(acquisition.done)](Result<resp::Reply> r) mutable {
     if (!r || !granted(*r)) return done(std::move(r));
     // The lock's key and slot 0's record on one master: a lossy failover of it loses both, so
@@ -177,7 +178,7 @@ void ClusterNode::record_grant_after(const Call& call, std::uint16_t slot, Reque
     if (shared && home_confirmations_.record().refusing(epoch())) {
       return done(recently_not_confirmed(home_confirmations_.master(), renewal));
     }
-    const Recorded recorded{ttl, epoch(), net::Clock::now(), deadline, renewal};
+    const Recorded recorded{ttl, epoch(), net::Clock::now(), deadline, renewal, drift};
     auto join = std::make_shared<Confirmation>();
     join->grant = std::move(*r);
     join->done = std::move(done);
@@ -187,7 +188,8 @@ void ClusterNode::record_grant_after(const Call& call, std::uint16_t slot, Reque
                       if (raised && !raised->is_error() && recorded.epoch == epoch()) {
                         home_grant_ttl_ = recorded.ttl;
                         home_grant_epoch_ = recorded.epoch;
-                        home_grant_until_ = record_lives_until(recorded.sent, recorded.ttl);
+                        home_grant_until_ =
+                            record_lives_until(recorded.sent, recorded.ttl, recorded.drift);
                       }
                       join->raised = std::move(raised);
                       confirm_when_counted(recorded, join);

@@ -33,7 +33,7 @@ void RecordConfirmations::confirmed(const Recorded& recorded, resp::Reply grant,
     return done(Error(errc::io_error, master_ + " changed while its record was confirmed"));
   }
   record_ = ReplicatedRecord{recorded.ttl, recorded.epoch,
-                             record_lives_until(recorded.sent, recorded.ttl)};
+                             record_lives_until(recorded.sent, recorded.ttl, recorded.drift)};
   done(std::move(grant));
 }
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -26,10 +27,15 @@ namespace dlock::node {
 
 // Until when (this client's clock) a record raised for twice `ttl` ms by a call sent at `sent`
 // lives at least: max_ttl_raise.lua writes it on the server's clock once the call runs, after
-// `sent`; a server clock that runs up to 1% fast (the drift the lock's validity allows for,
-// lock/validity.h) ends it up to 2% of a ttl, plus 2 ms of expiry granularity, sooner.
-inline net::Clock::time_point record_lives_until(net::Clock::time_point sent, std::int64_t ttl) {
-  return sent + std::chrono::milliseconds(2 * ttl - (2 * ttl + 99) / 100 - 2);
+// `sent`; a server clock that runs up to `drift` fast (the lock's drift factor, the drift its
+// validity allows for: lock/validity.h; Call::record_drift) ends it up to that share of two
+// ttls (rounded up), plus 2 ms of expiry granularity, sooner. (1% was fixed before: a larger
+// drift factor ended the record before a lease's validity, as RecordWindow::reach found.)
+inline net::Clock::time_point record_lives_until(net::Clock::time_point sent, std::int64_t ttl,
+                                                 double drift) {
+  const std::int64_t live = 2 * ttl;
+  const auto drifted = static_cast<std::int64_t>(std::ceil(static_cast<double>(live) * drift));
+  return sent + std::chrono::milliseconds(live - drifted - 2);
 }
 
 // The last bare record of a ttl confirmed on every replica (or raised on a master without any),
@@ -84,6 +90,7 @@ struct Recorded {
   net::Clock::time_point sent;
   net::Clock::time_point deadline;
   bool renewal = false;  // a renewal round's record (Call::records_itself), not a grant's
+  double drift = 0.01;   // the lock's drift factor (Call::record_drift)
 };
 
 class ServerNode;

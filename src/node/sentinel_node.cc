@@ -135,8 +135,9 @@ net::Connection::Callback SentinelNode::record_grant_after(const Call& call, Ser
   // The master and epoch the acquisition goes to, captured now: the record and WAIT go to that
   // master, so what they confirm (or the refusal after a failed WAIT) belongs to this epoch.
   return [this, &master, sent_epoch = epoch(), ttl = call.record_ttl->count(),
-          granted = call.granted, renewal = call.records_itself, record = std::move(record),
-          deadline, done = std::move(done)](Result<resp::Reply> r) mutable {
+          drift = call.record_drift, granted = call.granted, renewal = call.records_itself,
+          record = std::move(record), deadline,
+          done = std::move(done)](Result<resp::Reply> r) mutable {
     if (closing_) return;
     // Another master or connection since the acquisition was sent (a failover, a restart in
     // place): its reply is from an epoch the lock no longer counts, so it is passed on as it
@@ -153,7 +154,7 @@ net::Connection::Callback SentinelNode::record_grant_after(const Call& call, Ser
     if (confirmations_.record().refusing(sent_epoch)) {
       return done(recently_not_confirmed(confirmations_.master(), renewal));
     }
-    const Recorded recorded{ttl, sent_epoch, net::Clock::now(), deadline, renewal};
+    const Recorded recorded{ttl, sent_epoch, net::Clock::now(), deadline, renewal, drift};
     auto join = std::make_shared<Confirmation>();
     join->grant = std::move(*r);
     join->done = std::move(done);

@@ -7,6 +7,8 @@
 
 #include <chrono>
 
+#include "node/replica_confirm.h"
+
 namespace dlock::node {
 namespace {
 
@@ -33,6 +35,22 @@ TEST(RecordWindowTest, TheReachEndsBeforeAFastServerClockEndsTheRecord) {
           << "ttl " << ttl << ", drift " << drift;
     }
   }
+}
+
+// The same for the records a Sentinel or cluster node confirms on the replicas (two ttls): the
+// drift factor, not a fixed 1%.
+TEST(RecordWindowTest, AConfirmedRecordEndsBeforeAFastServerClockEndsIt) {
+  const auto sent = net::Clock::now();
+  for (const double drift : {0.0, 0.01, 0.05, 0.2, 0.5}) {
+    for (const std::int64_t ttl : {1, 2, 3, 999, 1000, 30000, 604800000}) {
+      const double record_ends = static_cast<double>(2 * ttl) / (1.0 + drift);
+      const auto lives = std::chrono::duration_cast<std::chrono::milliseconds>(
+          record_lives_until(sent, ttl, drift) - sent);
+      EXPECT_LE(static_cast<double>(lives.count()), record_ends)
+          << "ttl " << ttl << ", drift " << drift;
+    }
+  }
+  EXPECT_EQ(record_lives_until(sent, 10000, 0.01) - sent, 19798ms);  // as with 1% fixed
 }
 
 TEST(RecordWindowTest, NothingIsCoveredBeforeAGrant) {
