@@ -102,10 +102,14 @@ local record_known = ARGV[7] == 'r' or ARGV[7] == 'nr'
 local fast_granted = false  -- the fast path wrote the hold
 local fast_counted = nil    -- its INCR of the node's counter
 local fast_token = nil      -- the token it counted (then only the max-ttl record is left)
--- One EXISTS either way: the readers and the name counter, or the readers named twice.
-if ARGV[4] == 'w' and ARGV[6] ~= '1' and not KEYS[7] and
+-- One EXISTS either way: the readers and the name counter, or the readers named twice. The SET
+-- by pcall: a full server (noeviction) refuses it with OOM before it looks at the key, also
+-- when the key is held; the general path then answers held (or fails with OOM for a free name,
+-- at its own SET), as it would have without the fast path (ManagedOomTest).
+local written = ARGV[4] == 'w' and ARGV[6] ~= '1' and not KEYS[7] and
     redis.call('exists', KEYS[5], by_node and KEYS[2] or KEYS[5]) == 0 and
-    redis.call('set', KEYS[1], 'dlock. ' .. ARGV[2] .. ' ' .. ARGV[1], 'nx', 'px', ARGV[3]) then
+    redis.pcall('set', KEYS[1], 'dlock. ' .. ARGV[2] .. ' ' .. ARGV[1], 'nx', 'px', ARGV[3])
+if written and written.ok then
   fast_granted = true
   if by_node then
     -- pcall: see next_token().

@@ -382,6 +382,26 @@ TEST(ManagedOomTest, AcquisitionsFailClearlyAndWriteNothingReleasesWork) {
   EXPECT_FALSE(server.exists("held"));
 }
 
+// A name held by another owner is refused as held on a full server when the server runs the
+// checked script text (no shebang: a server not known to say replica-read-only yes; the
+// shebang text is refused up front with OOM, held name or not). acquire.lua's fast path wrote
+// its SET NX by redis.call, which a full server refuses with OOM before it looks at the key,
+// so a waiter got an OOM error where the general path answers held (found in review,
+// 2026-11-29).
+TEST(ManagedOomTest, AHeldNameIsRefusedAsHeldOnAFullServerWithTheCheckedText) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server(with({"--maxmemory-policy", "noeviction", "--replica-read-only", "no"}));
+  Client client = client_of({server.url()});
+  auto held = client.try_lock("held", fixed(20s, "holder"));
+  ASSERT_TRUE(held) << held.error().message();
+  fill(server);
+  Client other = client_of({server.url()});
+  auto refused = other.try_lock("held", fixed(20s, "other"));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code(), make_error_code(errc::lock_held)) << refused.error().message();
+  EXPECT_TRUE(held->unlock());
+}
+
 TEST(ManagedOomTest, HeldLocksAreExtendedAndRenewedWhileMemoryIsFull) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   RedisServer server(small_memory());
