@@ -38,16 +38,21 @@
 
 namespace dlock::node {
 
+// How long (this client's clock) a record a server keeps for `span` ms of its own clock lives at
+// least: a server clock that runs up to `drift` fast (the lock's drift factor, the drift its
+// validity allows for: lock/validity.h) ends it that share of `span` sooner (rounded up), and
+// expiry granularity 2 ms sooner. Shared with record_lives_until (node/replica_confirm.h).
+inline std::chrono::milliseconds drifted_span(std::int64_t span, double drift) {
+  const auto drifted = static_cast<std::int64_t>(std::ceil(static_cast<double>(span) * drift));
+  return std::chrono::milliseconds(span - drifted - 2);
+}
+
 class RecordWindow {
  public:
   // How far past the checking call's sending the record reaches, on this client's clock: 1.5
-  // ttl (acquire.lua's ttl + floor(ttl / 2)), less what a server clock that runs up to `drift`
-  // fast (the lock's drift factor, the drift its validity allows for: lock/validity.h) takes
-  // off it, rounded up, and 2 ms of expiry granularity.
+  // ttl (acquire.lua's ttl + floor(ttl / 2)) of the server's clock (drifted_span).
   static std::chrono::milliseconds reach(std::int64_t ttl, double drift) {
-    const std::int64_t reach = ttl + ttl / 2;
-    const auto drifted = static_cast<std::int64_t>(std::ceil(static_cast<double>(reach) * drift));
-    return std::chrono::milliseconds(reach - drifted - 2);
+    return drifted_span(ttl + ttl / 2, drift);
   }
 
   // A grant, by a call of `ttl` that checked the record, sent at `sent` and answered on

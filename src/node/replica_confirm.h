@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -21,21 +20,19 @@
 #include "net/connection.h"
 #include "node/call.h"
 #include "node/cluster_topology.h"
+#include "node/record_window.h"
 #include "resp/reply.h"
 
 namespace dlock::node {
 
 // Until when (this client's clock) a record raised for twice `ttl` ms by a call sent at `sent`
 // lives at least: max_ttl_raise.lua writes it on the server's clock once the call runs, after
-// `sent`; a server clock that runs up to `drift` fast (the lock's drift factor, the drift its
-// validity allows for: lock/validity.h; Call::record_drift) ends it up to that share of two
-// ttls (rounded up), plus 2 ms of expiry granularity, sooner. (1% was fixed before: a larger
-// drift factor ended the record before a lease's validity, as RecordWindow::reach found.)
+// `sent`, for two ttls of the server's clock, less what the lock's drift factor
+// (Call::record_drift) takes off them (drifted_span; 1% was fixed before: a larger drift factor
+// ended the record before a lease's validity, as RecordWindow::reach found).
 inline net::Clock::time_point record_lives_until(net::Clock::time_point sent, std::int64_t ttl,
                                                  double drift) {
-  const std::int64_t live = 2 * ttl;
-  const auto drifted = static_cast<std::int64_t>(std::ceil(static_cast<double>(live) * drift));
-  return sent + std::chrono::milliseconds(live - drifted - 2);
+  return sent + drifted_span(2 * ttl, drift);
 }
 
 // The last bare record of a ttl confirmed on every replica (or raised on a master without any),
