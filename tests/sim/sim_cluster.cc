@@ -202,9 +202,19 @@ bool same_kind(const node::Call& a, const node::Call& b) {
 }  // namespace
 
 std::vector<resp::Reply> SimCluster::execute(std::size_t client, std::size_t i,
-                                             const std::vector<node::Call>& calls) {
+                                             const std::vector<node::Call>& calls,
+                                             const std::vector<node::Call>* alone,
+                                             bool* sent_alone) {
   std::vector<resp::Reply> replies(calls.size());
   std::vector<bool> done(calls.size(), false);
+  if (sent_alone) *sent_alone = false;
+  const auto run_alone = [&] {
+    replies[0] = nodes_[i]->execute(alone->front());
+    ++stats_.record_known_sent;
+    if (sent_alone) *sent_alone = true;
+    return replies;
+  };
+  if (alone && (!options_.batching || calls.front().batch.script == nullptr)) return run_alone();
   for (std::size_t c = 0; c < calls.size(); ++c) {
     if (done[c]) continue;
     if (!options_.batching || calls[c].batch.script == nullptr) {
@@ -221,6 +231,8 @@ std::vector<resp::Reply> SimCluster::execute(std::size_t client, std::size_t i,
     // Late calls of this kind, stuck on another connection to this node: they run late anyway,
     // and running now inside this batch is one time at which they may run.
     const std::vector<Deferred> late = take_late(i, calls[c]);
+    // A batch of the lone call only: the client sends it alone, with what its window knows.
+    if (alone && items.size() == 1 && late.empty()) return run_alone();
     for (const Deferred& d : late) {
       for (const auto& call : d.calls) items.push_back(Item{&call, nullptr, &d});
     }

@@ -155,9 +155,13 @@ class SimCluster {
   void tick();
 
   // Runs `calls` of `client` on node i, one after another, and returns their replies; with
-  // options().batching a call with a batch form goes in a batch call (run_batch).
+  // options().batching a call with a batch form goes in a batch call (run_batch). `alone`: the
+  // form a server node sends a lone call in when its record window covers it (sim_fanout.h),
+  // run instead of a batch call that would hold only that call; `*sent_alone` then says so.
   std::vector<resp::Reply> execute(std::size_t client, std::size_t i,
-                                   const std::vector<node::Call>& calls);
+                                   const std::vector<node::Call>& calls,
+                                   const std::vector<node::Call>* alone = nullptr,
+                                   bool* sent_alone = nullptr);
 
   // Keeps `calls` of `client` to run on node i at a later step (dropped if the node restarts).
   void defer(std::size_t client, std::size_t i, const std::vector<node::Call>& calls);
@@ -193,6 +197,9 @@ class SimCluster {
     std::size_t batch_items = 0;
     std::size_t batch_late_items = 0;
     std::size_t batch_left_alone = 0;
+    // Lone acquisitions a client's record window covered: sent with ARGV[7] 'nr'/'r'
+    // (sim_fanout.h).
+    std::size_t record_known_sent = 0;
   };
   Stats& stats() { return stats_; }
 

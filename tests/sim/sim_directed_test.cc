@@ -861,6 +861,87 @@ TEST(SimDirected, ARetractionKeepsTheRecordOfALiveLeaseOfTheSameTtl) {
   expect_no_second_owner_during(w, 1, "b", held, 300ms);
 }
 
+// Issue 32's record window (node/record_window.h, sim_fanout.h). Client 0 takes 'x' for `ttl`
+// and gives it back: a grant that checks the record, which then reaches two ttls past it, and
+// teaches the window on every node. At `second` after it, client 0 holds 'x' for `ttl` again on
+// nodes 0 and 1 (node 2's acquire is not sent); an attempt of two ttls is refused and takes its
+// announcements back; `restart_at` after the first grant, node 0 restarts
+// and client 1 tries to take 'x' while the lease lives. What it reports: how many of the second
+// grant's acquisitions skipped the record, and whether client 1 ever held 'x' with it. (The
+// refused attempt is on 'y', which client 1 holds everywhere meanwhile: a grant of it on node 2
+// would record two ttls there.)
+struct WindowTimeline {
+  std::size_t skipped = 0;
+  bool two_owners = false;
+};
+WindowTimeline record_window_timeline(Mutation mutation, std::chrono::milliseconds ttl,
+                                      std::chrono::milliseconds second,
+                                      std::chrono::milliseconds restart_at) {
+  bool armed = false;
+  World w(
+      3,
+      [&](std::size_t c, std::size_t n, const node::Call& call) {
+        if (armed && c == 0 && n == 2 && is(call, "acquire")) {
+          armed = false;
+          return std::optional(Fault::unsent);
+        }
+        return std::optional<Fault>();
+      },
+      {}, 2, mutation);
+  WindowTimeline out;
+  const auto t0 = Clock::now();
+  const auto first = w.take(0, "a", ttl);
+  EXPECT_NE(first, nullptr);
+  if (!first) return out;
+  w.end(0, first);
+  std::this_thread::sleep_until(t0 + second);
+  const auto before = w.cluster().stats().record_known_sent;
+  armed = true;
+  const auto held = w.take(0, "a", ttl);
+  EXPECT_NE(held, nullptr) << "granted on nodes 0 and 1";
+  if (!held) return out;
+  out.skipped = w.cluster().stats().record_known_sent - before;
+  // Refused on every node ('y' is client 1's), so that no grant of it records two ttls.
+  const auto y = w.take(1, "d", 200ms, "y");
+  EXPECT_NE(y, nullptr);
+  EXPECT_EQ(w.take(0, "c", 2 * ttl, "y"), nullptr) << "held by owner d";
+  if (y) w.end(1, y);
+  std::this_thread::sleep_until(t0 + restart_at);
+  w.restart(0, 10);
+  while (held_at(*held, Clock::now())) {
+    const auto other = w.take(1, "b", 20ms);
+    out.two_owners = out.two_owners || two_owners(held, other);
+    if (other) w.end(1, other);
+    std::this_thread::sleep_for(10ms);
+  }
+  return out;
+}
+
+// A grant the window covers leaves dlock:max-ttl alone; the record of the grant that taught the
+// window reaches past its lease, so the lease's ttl stays known after the retraction: node 0
+// sits out long enough.
+TEST(SimDirected, AGrantTheRecordWindowCoversIsInsideTheRecordThatTaughtIt) {
+  const auto r = record_window_timeline(Mutation::none, 400ms, 100ms, 300ms);
+  EXPECT_EQ(r.skipped, 2U) << "nodes 0 and 1 skipped the record";
+  EXPECT_FALSE(r.two_owners) << "two owners hold 'x'";
+}
+
+// Past the window (its lease would outlive the first record), the grant checks the record
+// again and writes it; the same timeline with a window that trusts the record for three ttls
+// (planted: record_window_too_long) skips it, and client 1 takes 'x' from the holder once the
+// first record lapsed: the simulation sees what a window too long does.
+TEST(SimDirected, AGrantPastTheRecordWindowRecordsItsTtl) {
+  // The first record lapses two ttls after its grant (node clocks run up to 0.5% fast); the
+  // lease of the second grant lives until about 2.2 ttls.
+  const auto r = record_window_timeline(Mutation::none, 1000ms, 1200ms, 2030ms);
+  EXPECT_EQ(r.skipped, 0U) << "the window ended: the grant checks the record";
+  EXPECT_FALSE(r.two_owners) << "two owners hold 'x'";
+  const auto planted =
+      record_window_timeline(Mutation::record_window_too_long, 1000ms, 1200ms, 2030ms);
+  EXPECT_EQ(planted.skipped, 2U) << "the planted window covers the second grant";
+  EXPECT_TRUE(planted.two_owners) << "the planted bug went unseen";
+}
+
 // Renewals after a retraction: the client greets again before the renewal counts (nothing of
 // its own is announced any more), and the renewal records its ttl on every node. Client 0 holds
 // 'x' for 300 ms on nodes 0 and 1, is refused for another owner with 600 ms (retracting), and

@@ -14,6 +14,9 @@ SimFanout::SimFanout(SimCluster& cluster, std::size_t client)
       epochs_(cluster.size(), 0),
       connected_(cluster.size(), false) {
   for (std::size_t i = 0; i < cluster.size(); ++i) {
+    windows_.push_back(std::make_unique<node::RecordWindow>());
+  }
+  for (std::size_t i = 0; i < cluster.size(); ++i) {
     net::NodeAddress a;
     a.host = "sim-node-" + std::to_string(i);
     a.port = static_cast<std::uint16_t>(7000 + i);
@@ -49,23 +52,67 @@ std::vector<std::size_t> SimFanout::arrival(const std::vector<Fault>& faults) {
   return order;
 }
 
+std::optional<std::vector<node::Call>> SimFanout::record_known(std::size_t i, Fault fault,
+                                                               const std::vector<node::Call>& calls,
+                                                               net::Clock::time_point sent) const {
+  if (calls.size() != 1) return std::nullopt;
+  const node::Call& call = calls.front();
+  // As ServerNode::send_observed: only on the connection that is up now (bound to its epoch; a
+  // fault that never sends it fails it either way). The sim sends at once: its node deadline
+  // is the sending.
+  if (!call.script || call.record_known_arg == std::string_view::npos || !call.record_ttl ||
+      !connected_[i] || fault == Fault::unsent || fault == Fault::restart_before ||
+      !windows_[i]->covers(call.record_ttl->count(), epochs_[i], sent)) {
+    return std::nullopt;
+  }
+  // The form SimCluster::execute runs when the call goes alone (a batch item has no such
+  // argument: a batch call holding others runs it as built).
+  std::vector<node::Call> known = calls;
+  known.front().args.replace(call.record_known_arg, call.record_known_value);
+  return known;
+}
+
+void SimFanout::learn(std::size_t i, const std::vector<node::Call>& calls,
+                      const std::vector<Result<resp::Reply>>& replies,
+                      net::Clock::time_point sent) {
+  if (calls.size() != 1 || replies.size() != 1 || !replies.front()) return;
+  const node::Call& call = calls.front();
+  if (!call.script || call.record_known_arg == std::string_view::npos || !call.record_ttl ||
+      call.granted == nullptr || !call.granted(*replies.front())) {
+    return;
+  }
+  const auto ttl = call.record_ttl->count();
+  const bool too_long = cluster_.options().mutation == Mutation::record_window_too_long;
+  windows_[i]->granted(ttl, call.record_drift, epochs_[i],
+                       too_long ? sent + node::RecordWindow::reach(ttl, call.record_drift) : sent);
+}
+
 std::vector<Result<resp::Reply>> SimFanout::deliver(std::size_t i, Fault fault,
-                                                    const std::vector<node::Call>& calls) {
+                                                    const std::vector<node::Call>& as_built) {
+  const net::Clock::time_point sent = net::Clock::now();
+  const std::optional<std::vector<node::Call>> known = record_known(i, fault, as_built, sent);
+  const std::vector<node::Call>& calls = as_built;
   if (cluster_.options().before_deliver)
     cluster_.options().before_deliver(client_, i, calls.front());
   const auto fail = [&](errc code, const char* why) {
     return std::vector<Result<resp::Reply>>(calls.size(), Error(code, why));
   };
+  bool sent_alone = false;  // with what the window knows (else as built: it checks the record)
   const auto execute = [&] {
     std::vector<Result<resp::Reply>> replies;
-    for (auto& r : cluster_.execute(client_, i, calls)) replies.emplace_back(std::move(r));
+    for (auto& r : cluster_.execute(client_, i, calls, known ? &*known : nullptr, &sent_alone)) {
+      replies.emplace_back(std::move(r));
+    }
     return replies;
   };
   switch (fault) {
     case Fault::none:
-    case Fault::slow_reply:  // its wait: round()
+    case Fault::slow_reply: {  // its wait: round()
       use(i);
-      return execute();
+      auto replies = execute();
+      if (!sent_alone) learn(i, calls, replies, sent);
+      return replies;
+    }
     case Fault::reply_lost:
       use(i);
       (void)execute();

@@ -203,7 +203,29 @@ std::int64_t SimNode::counter(const std::string& fence, const std::string& floor
   return now * 1000;  // acquire.lua: the server's clock in microseconds
 }
 
-std::int64_t SimNode::next_token(const node::Call& call, std::int64_t ttl, std::int64_t now) {
+// acquire.lua's fast path for a free key: a write hold (ARGV[4] 'w'), no waiter's grant
+// (ARGV[6] not '1'), no semaphore slot (KEYS[7]), no readers (not simulated) and, with the
+// node's counter, no name counter (KEYS[2]). It returns at once, without the record's check,
+// when the client says its record window covers the lease (ARGV[7] 'nr' or 'r') and it counted
+// the token itself: by the node's counter an INCR that answered more than 1 (a floor of 1 or
+// more), by the name's its counter or else the floor. Anything else goes on to next_token() and
+// record_ttl().
+bool SimNode::fast_path_skips_record(const node::Call& call, std::int64_t now) {
+  const std::string& counter_arg = at(call.args, 6);
+  if ((counter_arg != "nr" && counter_arg != "r") || at(call.args, 3) != "w" ||
+      at(call.args, 5) == "1" || call.keys.size() > 6) {
+    return false;
+  }
+  const std::string& fence = at(call.keys, 1);
+  const auto floor = store_.get(at(call.keys, 2), now);
+  if (counter_arg == "nr") {
+    return !store_.exists(fence, now) && floor && number(*floor) >= 1;
+  }
+  return store_.exists(fence, now) || floor.has_value();
+}
+
+std::int64_t SimNode::next_token(const node::Call& call, std::int64_t ttl, std::int64_t now,
+                                 bool record) {
   const std::string& fence = at(call.keys, 1);
   const std::string& floor = at(call.keys, 2);
   const std::string& max_ttl = at(call.keys, 3);
@@ -211,9 +233,8 @@ std::int64_t SimNode::next_token(const node::Call& call, std::int64_t ttl, std::
   std::int64_t token = 0;
   if (at(call.args, 6) == "n" || at(call.args, 6) == "nr") {
     // ARGV[7] 'n': the node's counter; the name's is taken away (GETDEL) and passed if ahead.
-    // ('nr' and 'r', sent by a server node that knows its record covers the lease, skip only
-    // the fast path's check of the record: node/record_window.h; the simulation's nodes are
-    // never sent them.)
+    // ('nr' and 'r', sent by a client whose record window covers the lease, skip only the fast
+    // path's check of the record: fast_path_skips_record().)
     const auto named = store_.get(fence, now);
     store_.del(fence);
     token = node_token(floor, named ? std::optional(number(*named)) : std::nullopt, step, now);
@@ -223,7 +244,7 @@ std::int64_t SimNode::next_token(const node::Call& call, std::int64_t ttl, std::
     const auto f = store_.get(floor, now);
     if (token > (f ? number(*f) : 0)) store_.set(floor, std::to_string(token), std::nullopt, now);
   }
-  record_granted_ttl(max_ttl, ttl, now);
+  if (record) record_granted_ttl(max_ttl, ttl, now);
   return token;
 }
 
@@ -299,10 +320,13 @@ resp::Reply SimNode::acquire(const node::Call& call, std::int64_t now) {
   }
   if (mutation_ == Mutation::grant_when_held) store_.del(key);
   if (!store_.exists(key, now)) {
+    // acquire.lua's fast path, before the hold is written: with ARGV[7] 'nr' or 'r' it leaves
+    // the max-ttl record alone when it counts the token itself.
+    const bool skip_record = fast_path_skips_record(call, now);
     store_.hset(key, owner, hold, now);
     store_.pexpire(key, ttl, now);
     if (record) count_permit(*record, at(call.args, 7), key, 1, now);
-    return integer(next_token(call, ttl, now));
+    return integer(next_token(call, ttl, now, !skip_record));
   }
   // An older hold of the same client is stale and taken over; any other hold of the owner is
   // held. A ttl is never shortened.

@@ -38,6 +38,10 @@ enum class Mutation {
   batch_grants_when_held,  // acquire_batch grants a name whose key exists (another holds it)
   batch_reuses_floor,      // acquire_batch hands out the node's floor without incrementing it
   batch_shares_one_token,  // acquire_batch gives every name it grants one token: base + 1
+  // A client's, planted in its SimFanout: the record window believes a checked record reaches
+  // twice as far as acquire.lua makes it (three ttls), so it skips the check for leases that
+  // outlive the record.
+  record_window_too_long,
 };
 
 class SimNode {
@@ -115,7 +119,11 @@ class SimNode {
   static bool older_hold_of_same_client(const std::string& id, const std::string& mine);
   // acquire.lua's counter() and next_token(): the name's counter, or the node's floor.
   std::int64_t counter(const std::string& fence, const std::string& floor, std::int64_t now);
-  std::int64_t next_token(const node::Call& call, std::int64_t ttl, std::int64_t now);
+  // `record`: false when acquire.lua's fast path leaves the max-ttl record alone
+  // (fast_path_skips_record()).
+  std::int64_t next_token(const node::Call& call, std::int64_t ttl, std::int64_t now,
+                          bool record = true);
+  bool fast_path_skips_record(const node::Call& call, std::int64_t now);
   // next_token() with the node's counter (ARGV[7] 'n'): the floor plus `step` (INCR, or with no
   // floor the clock in microseconds), above `named` (the largest name counter taken away), set
   // as the floor. acquire.lua's and acquire_batch.lua's.
