@@ -2,7 +2,7 @@
 """Two builds of dlock_bench against each other at one call in flight, with the client's own CPU:
 what bench/compare.sh does not report (its clients and servers are on different CPUs).
 
-    /usr/bin/python3 bench/client_ab.py OLD/dlock_bench NEW/dlock_bench [ROUNDS] [CYCLES]
+    /usr/bin/python3 bench/client_ab.py OLD/dlock_bench NEW/dlock_bench [ROUNDS] [CYCLES] [K]
 
 Starts a private redis-server on CPU 0 (no persistence), and per round runs `dlock_bench cycles
 --impl dlock --count CYCLES` (the blocking API) and the same with `--async` (the asio API), each
@@ -13,7 +13,9 @@ client's (its rusage), each per cycle, over the process's whole run (start inclu
 bench/compare.sh: use enough cycles). Prints, per API and measure, the medians over the rounds
 and new ÷ old as the median of the per-round ratios, with how many rounds the new one was lower
 (a busy 2-core machine drifts between rounds; the ratio of two neighbouring runs is what
-counts). Defaults: 10 rounds of 20,000 cycles. Needs python3-redis.
+counts). Defaults: 10 rounds of 20,000 cycles. With K: a third row, the asio API with K cycles
+in flight (`--async --inflight K`: one thread, 3 s a run, per cycle over the cycles it ran, as
+bench/run.sh's "Many in flight" places it). Needs python3-redis.
 """
 import resource
 import statistics
@@ -30,13 +32,16 @@ def server_cpu(r):
 
 
 def run(r, binary, port, args, cycles):
-    """(wall, server CPU, client CPU) in µs per cycle of one run."""
+    """(wall, server CPU, client CPU) in µs per cycle of one run; with --inflight, per cycle it
+    ran (it prints "... per second, N cycles")."""
     cpu0 = server_cpu(r)
     use0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    subprocess.run(["taskset", "-c", "0", binary, "cycles", "--port", str(port), "--count",
-                    str(cycles)] + args, check=True, stdout=subprocess.DEVNULL)
+    out = subprocess.run(["taskset", "-c", "0", binary, "cycles", "--port", str(port), "--count",
+                          str(cycles)] + args, check=True, stdout=subprocess.PIPE, text=True).stdout
     t1 = time.monotonic()
+    if "--inflight" in args:
+        cycles = int(out.split()[-2])
     use1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu1 = server_cpu(r)
     client = (use1.ru_utime - use0.ru_utime) + (use1.ru_stime - use0.ru_stime)
@@ -49,12 +54,15 @@ def main():
     old, new = sys.argv[1], sys.argv[2]
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 10
     cycles = int(sys.argv[4]) if len(sys.argv) > 4 else 20000
+    apis = [("blocking", ["--impl", "dlock"]), ("asio", ["--impl", "dlock", "--async"])]
+    if len(sys.argv) > 5:
+        apis.append((f"asio {sys.argv[5]}", ["--impl", "dlock", "--async", "--inflight",
+                                             sys.argv[5]]))
     port = free_port()
     server, r = start_server(port, cpu="0")
     try:
         raw = []
-        for api, args in (("blocking", ["--impl", "dlock"]),
-                          ("asio", ["--impl", "dlock", "--async"])):
+        for api, args in apis:
             runs = {"old": [], "new": []}
             for i in range(rounds):
                 order = [("old", old), ("new", new)]

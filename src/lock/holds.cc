@@ -43,7 +43,9 @@ using Status = detail::LeaseState::Status;
 
 }  // namespace
 
-Holds::Holds(QuorumLock& lock) : lock_(lock), id_prefix_(random_hex(8) + ".") {}
+Holds::Holds(QuorumLock& lock) : lock_(lock), id_prefix_(random_hex(8) + ".") {
+  spares_.reserve(kSpares);
+}
 
 std::string Holds::next_hold_id() {
   char digits[24];
@@ -73,7 +75,17 @@ Holds::Entries::iterator Holds::add_locked(HoldKind kind) {
   // Reused only when the spare is nobody else's: a Task that left the entry may still hold its
   // pointer until its frame ends. It was erased unused (no users, no hold with leases, its
   // mutex free), so it is a new entry once its hold is dropped.
-  if (spare_ && spare_->mapped().use_count() == 1) {
+  // The latest spares first: an older one is as likely still held as a newer one, and only a
+  // few are looked at.
+  const std::size_t look = std::min<std::size_t>(spares_.size(), 4);
+  auto spare = spares_.end();
+  for (std::size_t k = 1; k <= look; ++k) {
+    if (spares_[spares_.size() - k].mapped().use_count() == 1) {
+      spare = spares_.end() - static_cast<std::ptrdiff_t>(k);
+      break;
+    }
+  }
+  if (spare != spares_.end()) {
     // use_count() is a relaxed load: the acquire fence orders this thread's writes below after
     // whatever the last other owner did with the entry before it dropped its pointer (that
     // drop is a release). TSan does not model fences (GCC refuses them under -Wtsan) and
@@ -81,8 +93,8 @@ Holds::Entries::iterator Holds::add_locked(HoldKind kind) {
 #if !defined(__SANITIZE_THREAD__)
     std::atomic_thread_fence(std::memory_order_acquire);
 #endif
-    Entries::node_type node = std::move(*spare_);
-    spare_.reset();
+    Entries::node_type node = std::move(*spare);
+    spares_.erase(spare);
     node.key() = key_;
     node.mapped()->current = nullptr;
     node.mapped()->kind = kind;
@@ -111,7 +123,10 @@ void Holds::leave(const std::shared_ptr<Entry>& e) {
   // A hold with leases keeps its entry: reentrancy looks it up there. Calls on one entry are
   // serialized, so the last one to settle left the entry's latest state.
   std::lock_guard lock(mu_);
-  if (--e->users == 0 && !e->keep) spare_ = entries_.extract(entries_.find(*e->key));
+  if (--e->users != 0 || e->keep) return;
+  auto node = entries_.extract(entries_.find(*e->key));
+  // Room reserved at construction: keeping a spare never allocates (nor throws).
+  if (spares_.size() < kSpares) spares_.push_back(std::move(node));
 }
 
 bool Holds::has(const std::string& name, const OwnerToken& owner, HoldKind kind) {

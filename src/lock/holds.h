@@ -24,6 +24,7 @@
 #include <string>
 #include <unordered_map>
 #include <variant>
+#include <vector>
 
 #include "engine/async_mutex.h"
 #include "engine/task.h"
@@ -94,7 +95,7 @@ class Holds {
                                                  Clock::time_point until);
   std::shared_ptr<Entry> enter(std::string_view name, const OwnerToken& owner, HoldKind kind);
   using Entries = std::unordered_map<std::string, std::shared_ptr<Entry>>;
-  // A new entry for key_ (of `kind`), made from spare_ when nothing else holds it. Under mu_.
+  // A new entry for key_ (of `kind`), made from a spare that nothing else holds. Under mu_.
   Entries::iterator add_locked(HoldKind kind);
   // At the end of a call, still under e->mu: whether the entry must be kept when unused.
   void settle(Entry& e);
@@ -115,10 +116,13 @@ class Holds {
   // How many entries of read holds are kept (Entry::keep); changed under mu_. While none is,
   // the upgrade checks of a write acquisition (two per acquisition) need no lock and no lookup.
   std::atomic<std::size_t> kept_reads_{0};
-  // Guarded by mu_: the last entry erased, kept whole (its map node, its key's capacity, its
-  // Entry) for the next new one: an uncontended lock cycle makes one entry and erases it, three
-  // allocations each time otherwise (issue 32).
-  std::optional<Entries::node_type> spare_;
+  // Guarded by mu_: entries erased, each kept whole (its map node, its key's capacity, its
+  // Entry) for a new one: an uncontended lock cycle makes one entry and erases it, three
+  // allocations each time otherwise (issue 32). Up to kSpares, the latest last: as many as the
+  // acquisitions a client keeps in flight (the asio API's 64 took three allocations per cycle
+  // with one spare).
+  static constexpr std::size_t kSpares = 64;
+  std::vector<Entries::node_type> spares_;
 };
 
 }  // namespace dlock::lock
