@@ -75,8 +75,8 @@ Holds::Entries::iterator Holds::add_locked(HoldKind kind) {
   // Reused only when the spare is nobody else's: a Task that left the entry may still hold its
   // pointer until its frame ends. It was erased unused (no users, no hold with leases, its
   // mutex free), so it is a new entry once its hold is dropped.
-  // The latest spares first: an older one is as likely still held as a newer one, and only a
-  // few are looked at.
+  // The newest spares first (the memory used last), though the newest is also the likeliest to
+  // be still held by a frame that is ending; only a few are looked at.
   const std::size_t look = std::min<std::size_t>(spares_.size(), 4);
   auto spare = spares_.end();
   for (std::size_t k = 1; k <= look; ++k) {

@@ -198,7 +198,7 @@ class SimCluster {
     std::size_t batch_late_items = 0;
     std::size_t batch_left_alone = 0;
     // Lone acquisitions a client's record window covered: sent with ARGV[7] 'nr'/'r'
-    // (sim_fanout.h).
+    // (sim_fanout.h). Whether the node then skipped the record: SimNode::records_skipped().
     std::size_t record_known_sent = 0;
   };
   Stats& stats() { return stats_; }

@@ -863,17 +863,24 @@ TEST(SimDirected, ARetractionKeepsTheRecordOfALiveLeaseOfTheSameTtl) {
 
 // Issue 32's record window (node/record_window.h, sim_fanout.h). Client 0 takes 'x' for `ttl`
 // and gives it back: a grant that checks the record, which then reaches two ttls past it, and
-// teaches the window on every node. At `second` after it, client 0 holds 'x' for `ttl` again on
-// nodes 0 and 1 (node 2's acquire is not sent); an attempt of two ttls is refused and takes its
-// announcements back; `restart_at` after the first grant, node 0 restarts
-// and client 1 tries to take 'x' while the lease lives. What it reports: how many of the second
-// grant's acquisitions skipped the record, and whether client 1 ever held 'x' with it. (The
-// refused attempt is on 'y', which client 1 holds everywhere meanwhile: a grant of it on node 2
-// would record two ttls there.)
+// teaches the window on every node. At `second` after that grant came back, client 0 holds 'x'
+// for `ttl` again on nodes 0 and 1 (node 2's acquire is not sent); an attempt of two ttls is
+// refused and takes its announcements back; at `restart_at`, node 0 restarts and client 1 tries
+// to take 'x' again and again while the lease lives. The refused attempt is on 'y', which
+// client 1 holds everywhere meanwhile for 100 ms (a grant of it on node 2 would record two ttls
+// there; the records of 'y' lapse 200 ms after its grant). What it reports: how many of the
+// second grant's acquisitions skipped the record (the nodes' count), whether node 1 still
+// recorded `ttl` just before the restart, and whether client 1 ever held 'x' with client 0.
 struct WindowTimeline {
   std::size_t skipped = 0;
+  bool recorded_on_1 = false;
   bool two_owners = false;
 };
+std::size_t records_skipped(World& w) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < w.cluster().size(); ++i) n += w.cluster().node(i).records_skipped();
+  return n;
+}
 WindowTimeline record_window_timeline(Mutation mutation, std::chrono::milliseconds ttl,
                                       std::chrono::milliseconds second,
                                       std::chrono::milliseconds restart_at) {
@@ -889,24 +896,25 @@ WindowTimeline record_window_timeline(Mutation mutation, std::chrono::millisecon
       },
       {}, 2, mutation);
   WindowTimeline out;
-  const auto t0 = Clock::now();
   const auto first = w.take(0, "a", ttl);
   EXPECT_NE(first, nullptr);
   if (!first) return out;
+  // After the grant: its record reaches two ttls past a moment before this (the script's run).
+  const auto t0 = Clock::now();
   w.end(0, first);
   std::this_thread::sleep_until(t0 + second);
-  const auto before = w.cluster().stats().record_known_sent;
+  const auto before = records_skipped(w);
   armed = true;
   const auto held = w.take(0, "a", ttl);
   EXPECT_NE(held, nullptr) << "granted on nodes 0 and 1";
   if (!held) return out;
-  out.skipped = w.cluster().stats().record_known_sent - before;
-  // Refused on every node ('y' is client 1's), so that no grant of it records two ttls.
-  const auto y = w.take(1, "d", 200ms, "y");
+  out.skipped = records_skipped(w) - before;
+  const auto y = w.take(1, "d", 100ms, "y");
   EXPECT_NE(y, nullptr);
   EXPECT_EQ(w.take(0, "c", 2 * ttl, "y"), nullptr) << "held by owner d";
   if (y) w.end(1, y);
   std::this_thread::sleep_until(t0 + restart_at);
+  out.recorded_on_1 = records_ttl(w.cluster().node(1), std::to_string(ttl.count()));
   w.restart(0, 10);
   while (held_at(*held, Clock::now())) {
     const auto other = w.take(1, "b", 20ms);
@@ -918,11 +926,13 @@ WindowTimeline record_window_timeline(Mutation mutation, std::chrono::millisecon
 }
 
 // A grant the window covers leaves dlock:max-ttl alone; the record of the grant that taught the
-// window reaches past its lease, so the lease's ttl stays known after the retraction: node 0
-// sits out long enough.
+// window reaches past its lease, and after the retraction it is all that keeps the lease's ttl
+// known: node 0 sits out long enough. (Without that record, client 1 would learn no ttl above
+// its own 20 ms and take 'x' on nodes 0 and 2 while the lease lives.)
 TEST(SimDirected, AGrantTheRecordWindowCoversIsInsideTheRecordThatTaughtIt) {
-  const auto r = record_window_timeline(Mutation::none, 400ms, 100ms, 300ms);
+  const auto r = record_window_timeline(Mutation::none, 400ms, 50ms, 350ms);
   EXPECT_EQ(r.skipped, 2U) << "nodes 0 and 1 skipped the record";
+  EXPECT_TRUE(r.recorded_on_1) << "the first grant's record of 400 ms lives on node 1";
   EXPECT_FALSE(r.two_owners) << "two owners hold 'x'";
 }
 
@@ -931,14 +941,16 @@ TEST(SimDirected, AGrantTheRecordWindowCoversIsInsideTheRecordThatTaughtIt) {
 // (planted: record_window_too_long) skips it, and client 1 takes 'x' from the holder once the
 // first record lapsed: the simulation sees what a window too long does.
 TEST(SimDirected, AGrantPastTheRecordWindowRecordsItsTtl) {
-  // The first record lapses two ttls after its grant (node clocks run up to 0.5% fast); the
-  // lease of the second grant lives until about 2.2 ttls.
+  // The first record lapses two ttls after its grant's run (on a node clock up to 0.5% slow,
+  // 2.01 ttls on the client's); the second lease lives until about 2.2 ttls.
   const auto r = record_window_timeline(Mutation::none, 1000ms, 1200ms, 2030ms);
   EXPECT_EQ(r.skipped, 0U) << "the window ended: the grant checks the record";
+  EXPECT_TRUE(r.recorded_on_1) << "the second grant recorded 1000 ms on node 1";
   EXPECT_FALSE(r.two_owners) << "two owners hold 'x'";
   const auto planted =
       record_window_timeline(Mutation::record_window_too_long, 1000ms, 1200ms, 2030ms);
   EXPECT_EQ(planted.skipped, 2U) << "the planted window covers the second grant";
+  EXPECT_FALSE(planted.recorded_on_1) << "no live record of 1000 ms on node 1";
   EXPECT_TRUE(planted.two_owners) << "the planted bug went unseen";
 }
 

@@ -124,7 +124,15 @@ std::vector<Result<resp::Reply>> SimFanout::deliver(std::size_t i, Fault fault,
       return fail(errc::io_error, "connection failed (sim: not sent)");
     case Fault::late:
       use(i);
-      cluster_.defer(client_, i, calls);
+      if (known) {
+        // Sent alone with what the window knows, it runs late alone (never in a batch call).
+        std::vector<node::Call> alone = *known;
+        alone.front().batch = {};
+        ++cluster_.stats().record_known_sent;
+        cluster_.defer(client_, i, alone);
+      } else {
+        cluster_.defer(client_, i, calls);
+      }
       drop(i, cluster_.rng().chance(0.5));
       return fail(errc::timeout, "no reply within the deadline (sim: runs late)");
     case Fault::error_reply: {

@@ -323,6 +323,7 @@ resp::Reply SimNode::acquire(const node::Call& call, std::int64_t now) {
     // acquire.lua's fast path, before the hold is written: with ARGV[7] 'nr' or 'r' it leaves
     // the max-ttl record alone when it counts the token itself.
     const bool skip_record = fast_path_skips_record(call, now);
+    if (skip_record) ++records_skipped_;
     store_.hset(key, owner, hold, now);
     store_.pexpire(key, ttl, now);
     if (record) count_permit(*record, at(call.args, 7), key, 1, now);

@@ -84,6 +84,9 @@ class SimNode {
   std::uint64_t generation() const { return generation_; }
   const NodeClock& clock() const { return clock_; }
   std::int64_t now_ms() const { return clock_.now_ms(); }
+  // Grants whose acquisition skipped the max-ttl record (ARGV[7] 'nr'/'r': the client's record
+  // window), over the node's whole life.
+  std::size_t records_skipped() const { return records_skipped_; }
   // The live keys, for the invariant checks.
   const std::map<std::string, Entry>& live_keys() { return store_.live(now_ms()); }
   // A token handed out by a grant (acquire, or an item of acquire_batch in item order), in the
@@ -143,6 +146,7 @@ class SimNode {
   std::int64_t replica_boot_ms_;  // the replica has run an hour before the node (a long uptime)
   Store replica_;
   std::uint64_t generation_ = 0;
+  std::size_t records_skipped_ = 0;
   Store store_;
   std::vector<Grant> grants_;
 };
