@@ -15,8 +15,6 @@ SimFanout::SimFanout(SimCluster& cluster, std::size_t client)
       connected_(cluster.size(), false) {
   for (std::size_t i = 0; i < cluster.size(); ++i) {
     windows_.push_back(std::make_unique<node::RecordWindow>());
-  }
-  for (std::size_t i = 0; i < cluster.size(); ++i) {
     net::NodeAddress a;
     a.host = "sim-node-" + std::to_string(i);
     a.port = static_cast<std::uint16_t>(7000 + i);
@@ -88,10 +86,9 @@ void SimFanout::learn(std::size_t i, const std::vector<node::Call>& calls,
 }
 
 std::vector<Result<resp::Reply>> SimFanout::deliver(std::size_t i, Fault fault,
-                                                    const std::vector<node::Call>& as_built) {
+                                                    const std::vector<node::Call>& calls) {
   const net::Clock::time_point sent = net::Clock::now();
-  const std::optional<std::vector<node::Call>> known = record_known(i, fault, as_built, sent);
-  const std::vector<node::Call>& calls = as_built;
+  const std::optional<std::vector<node::Call>> known = record_known(i, fault, calls, sent);
   if (cluster_.options().before_deliver)
     cluster_.options().before_deliver(client_, i, calls.front());
   const auto fail = [&](errc code, const char* why) {
