@@ -663,6 +663,61 @@ TEST_P(AsyncTest, APlainCallbackMayWaitForAnotherOnesCallback) {
   EXPECT_EQ(waited_in_vain, 0) << "A's callback waited 10 s for B's, which was held behind it";
 }
 
+// Holds keeps up to 64 erased entries (name, owner, kind) and reuses them for other keys (issue
+// 32). Round one: 100 owners each take a name, all in flight together, and let go (their entries
+// become spares). Round two: 100 other owners take the names shifted by one, in flight together,
+// on reused entries: each is a new hold of its own owner (a larger token, its owner in the key),
+// round one's owners are refused, and a reentrant acquisition of round two's owner joins its own
+// hold only.
+TEST_P(AsyncTest, ReusedHoldEntriesKeepOwnersApart) {
+  Client client = make_client(2000ms);
+  constexpr int kNames = 100;
+  const auto name = [](int i) { return "reuse:" + std::to_string(i % kNames); };
+  const auto take_all = [&](const char* prefix, int shift) {
+    std::vector<std::future<Result<Lease>>> pending;
+    for (int i = 0; i < kNames; ++i) {
+      pending.push_back(dlock::async_try_lock(
+          client, name(i + shift), fixed(10s, prefix + std::to_string(i)), asio::use_future));
+    }
+    std::vector<Lease> leases;
+    for (auto& f : pending) {
+      auto lease = f.get();
+      EXPECT_TRUE(lease) << lease.error().message();
+      if (lease) leases.push_back(std::move(*lease));
+    }
+    return leases;
+  };
+  std::vector<Lease> first = take_all("a-", 0);
+  ASSERT_EQ(first.size(), static_cast<std::size_t>(kNames));
+  std::vector<FencingToken> first_token(kNames);
+  for (int i = 0; i < kNames; ++i) first_token[i] = first[i].fencing_token();
+  for (auto& lease : first) ASSERT_TRUE(dlock::async_unlock(lease, asio::use_future).get());
+
+  std::vector<Lease> second = take_all("b-", 1);
+  ASSERT_EQ(second.size(), static_cast<std::size_t>(kNames));
+  for (int i = 0; i < kNames; ++i) {
+    const int n = (i + 1) % kNames;  // the name b-i holds; a-n held it in round one
+    EXPECT_GT(second[i].fencing_token().value(), first_token[n].value()) << name(n);
+    const auto value = (*nodes_)[0].command({"GET", name(n)});
+    ASSERT_TRUE(value && value->str) << name(n);
+    EXPECT_NE(std::string(value->str).find(" b-" + std::to_string(i)), std::string::npos)
+        << name(n) << " holds " << value->str;
+    auto again = dlock::async_try_lock(client, name(n), fixed(10s, "a-" + std::to_string(n)),
+                                       asio::use_future)
+                     .get();
+    EXPECT_FALSE(again) << "round one's owner of " << name(n) << " got it back";
+    auto nested = dlock::async_try_lock(client, name(n), fixed(10s, "b-" + std::to_string(i)),
+                                        asio::use_future)
+                      .get();
+    ASSERT_TRUE(nested) << nested.error().message();
+    EXPECT_EQ(nested->fencing_token().value(), second[i].fencing_token().value())
+        << "joined its own hold";
+    EXPECT_TRUE(dlock::async_unlock(*nested, asio::use_future).get());
+  }
+  for (auto& lease : second) EXPECT_TRUE(dlock::async_unlock(lease, asio::use_future).get());
+  for (int i = 0; i < kNames; i += 17) expect_released_everywhere(name(i));
+}
+
 INSTANTIATE_TEST_SUITE_P(Nodes, AsyncTest, ::testing::Values(1, 5), test::node_count_name);
 
 }  // namespace
