@@ -201,6 +201,12 @@ bool same_kind(const node::Call& a, const node::Call& b) {
 
 }  // namespace
 
+std::size_t SimCluster::records_skipped() const {
+  std::size_t n = 0;
+  for (const auto& node : nodes_) n += node->records_skipped();
+  return n;
+}
+
 std::vector<resp::Reply> SimCluster::execute(std::size_t client, std::size_t i,
                                              const std::vector<node::Call>& calls,
                                              const std::vector<node::Call>* alone,

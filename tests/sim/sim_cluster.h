@@ -202,6 +202,8 @@ class SimCluster {
     std::size_t record_known_sent = 0;
   };
   Stats& stats() { return stats_; }
+  // Grants that skipped the max-ttl record, on every node (SimNode::records_skipped).
+  std::size_t records_skipped() const;
 
  private:
   struct Deferred {

@@ -876,11 +876,6 @@ struct WindowTimeline {
   bool recorded_on_1 = false;
   bool two_owners = false;
 };
-std::size_t records_skipped(World& w) {
-  std::size_t n = 0;
-  for (std::size_t i = 0; i < w.cluster().size(); ++i) n += w.cluster().node(i).records_skipped();
-  return n;
-}
 WindowTimeline record_window_timeline(Mutation mutation, std::chrono::milliseconds ttl,
                                       std::chrono::milliseconds second,
                                       std::chrono::milliseconds restart_at) {
@@ -903,12 +898,12 @@ WindowTimeline record_window_timeline(Mutation mutation, std::chrono::millisecon
   const auto t0 = Clock::now();
   w.end(0, first);
   std::this_thread::sleep_until(t0 + second);
-  const auto before = records_skipped(w);
+  const auto before = w.cluster().records_skipped();
   armed = true;
   const auto held = w.take(0, "a", ttl);
   EXPECT_NE(held, nullptr) << "granted on nodes 0 and 1";
   if (!held) return out;
-  out.skipped = records_skipped(w) - before;
+  out.skipped = w.cluster().records_skipped() - before;
   const auto y = w.take(1, "d", 100ms, "y");
   EXPECT_NE(y, nullptr);
   EXPECT_EQ(w.take(0, "c", 2 * ttl, "y"), nullptr) << "held by owner d";

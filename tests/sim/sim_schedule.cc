@@ -84,10 +84,7 @@ ScheduleReport Schedule::run() {
   report.counts["failovers"] += cluster_->stats().failovers;
   report.counts["late runs"] += cluster_->stats().late_runs;
   report.counts["acquisitions sent with the record window"] += cluster_->stats().record_known_sent;
-  for (std::size_t i = 0; i < cluster_->size(); ++i) {
-    report.counts["acquisitions that skipped the record (window)"] +=
-        cluster_->node(i).records_skipped();
-  }
+  report.counts["acquisitions that skipped the record (window)"] += cluster_->records_skipped();
   if (options_.batching) {  // without, the counts (and digests) of the schedules before it
     report.counts["batch calls"] += cluster_->stats().batch_calls;
     report.counts["batch items"] += cluster_->stats().batch_items;
