@@ -60,8 +60,8 @@ std::vector<node::Call> renew_calls(const std::vector<Renewal>& renewals,
                                     const std::vector<std::size_t>& live,
                                     std::vector<RenewPlace>& places);
 
-// How acquire.lua counts fencing tokens: with the name's counter, or with the node's (one INCR,
-// cheaper; for a lock set of one node, where a token needs no raise on other nodes).
+// How acquire.lua counts fencing tokens: with the name's counter (what older clients of several
+// nodes send), or with the node's (one INCR, cheaper: what this client sends on any lock set).
 enum class TokenCounter { name, node };
 
 // acquire.lua (or fair_acquire.lua with `fair`, which always counts by name) for a new hold of

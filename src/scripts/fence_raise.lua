@@ -1,5 +1,5 @@
--- fence_raise: second phase of a fencing token on N nodes; raises the name's counter to the
--- token handed out, so that a majority holds it and every later acquisition sees it, and says
+-- fence_raise: second phase of a fencing token on N nodes; raises this node's count of the name
+-- to the token handed out, so that a majority holds it and every later acquisition sees it, and says
 -- whether the hold the token is for is still on this node. Only then may the client count the
 -- answer: a hold gone since its grant (an operator's force_release, a server clock step that
 -- expired the key early, another server behind the address) may have let another holder in
@@ -17,15 +17,19 @@
 -- ARGV[4]  hold id
 -- ARGV[5]  'w' a write hold, 'r' a read hold
 --
--- The counter (and the floor) is raised to ARGV[1] whether the hold is here or not: counters
--- only grow, so a raise never lowers a token handed out later, and a node left behind would
--- answer below the name's tokens for as long as it is in use (issue 28). A node with neither
--- counter nor floor (it lost its memory) counts from its clock in microseconds, as
--- acquire.lua's counter() does: it is not lowered to the token.
+-- The count is raised to ARGV[1] whether the hold is here or not: counters only grow, so a raise
+-- never lowers a token handed out later, and a node left behind would answer below the name's
+-- tokens for as long as it is in use (issue 28). The floor is raised, and the name's counter
+-- only where it exists: an absent one counts from the floor (acquire.lua), and one written here
+-- would send this client's next grants of the name (by the node's counter, which only the floor
+-- serves) off acquire.lua's fast path, to take it away, for a ttl. A node with neither counter
+-- nor floor (it lost its memory) counts from its clock in microseconds, as acquire.lua's
+-- counter() does: it is not lowered to the token.
 --
 -- Replies the counter after the call (never lower than ARGV[1]) if the hold is here, else -1.
+local named = redis.call('get', KEYS[1])
 local function counter()
-  local known = redis.call('get', KEYS[1]) or redis.call('get', KEYS[2])
+  local known = named or redis.call('get', KEYS[2])
   if known then return tonumber(known) end
   local t = redis.call('time')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -49,7 +53,7 @@ end
 local current = counter()
 local token = tonumber(ARGV[1])
 if current < token then
-  redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
+  if named then redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2]) end
   if token > tonumber(redis.call('get', KEYS[2]) or '0') then redis.call('set', KEYS[2], ARGV[1]) end
   current = token
 end

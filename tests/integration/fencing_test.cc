@@ -174,6 +174,36 @@ TEST_F(FenceRaiseScriptTest, ReadHoldsAndSemaphoreSlotsAreCheckedWhereTheyLive) 
   EXPECT_EQ(raise(permit, slot + 2), -1);
 }
 
+// A raise writes the floor, and the name's counter only where the name has one: an absent counter
+// counts from the floor (acquire.lua), and one written by the raise would send the next grants of
+// the name by the node's counter (every lock set of this client) off acquire.lua's fast path.
+// Either way every later grant of the name, by either counter, is above the token.
+TEST_F(FenceRaiseScriptTest, RaisesTheFloorAndOnlyANameCounterThatExists) {
+  const lock::HoldId hold{"job", OwnerToken("a"), "c1.1", lock::HoldKind::write};
+  const auto by_node = [&](const lock::HoldId& h) {
+    const auto r = eval(lock::acquire_call(h, 10s, std::nullopt, lock::WriterWait{}, 0, "",
+                                           lock::TokenCounter::node));
+    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+  };
+  const long long granted = by_node(hold);
+  ASSERT_GT(granted, 0);
+  EXPECT_EQ(raise(hold, granted + 5), granted + 5);
+  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), std::to_string(granted + 5));
+  EXPECT_EQ(get(lock::fence_key("job")), "") << "a name counter the node did not have";
+  (void)eval(lock::release_call(hold));
+  const lock::HoldId next{"job", OwnerToken("b"), "c2.1", lock::HoldKind::write};
+  EXPECT_EQ(by_node(next), granted + 6);
+  (void)eval(lock::release_call(next));
+  // By the name's counter (fair mode, an older client): from the raised floor.
+  const lock::HoldId named{"job", OwnerToken("c"), "c3.1", lock::HoldKind::write};
+  EXPECT_EQ(grant(named), granted + 7);
+  EXPECT_EQ(get(lock::fence_key("job")), std::to_string(granted + 7));
+  // A name counter that exists is raised with the floor.
+  EXPECT_EQ(raise(named, granted + 20), granted + 20);
+  EXPECT_EQ(get(lock::fence_key("job")), std::to_string(granted + 20));
+  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), std::to_string(granted + 20));
+}
+
 // A node that lost its memory counts from its clock in microseconds (acquire.lua's counter()):
 // a raise to a small token leaves it so, and writes no floor below that clock.
 TEST_F(FenceRaiseScriptTest, AnEmptyNodeIsNotLoweredToTheToken) {

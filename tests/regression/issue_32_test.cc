@@ -4,7 +4,7 @@
 // records it does so for two ttls, so the grants meanwhile skip it; the record must still reach
 // past every lease that may live, also when something took it away (an eviction, an operator's
 // DEL) or made it again without this ttl.
-// On a lock set of one node, acquire.lua counts tokens with the node's counter (one INCR): a
+// acquire.lua counts tokens with the node's counter (one INCR per grant, on any number of nodes): a
 // token must still be larger than every token of the name before it, whichever client, mode or
 // dlock version handed it out.
 #include <dlock/async.h>
@@ -21,6 +21,9 @@
 #include <thread>
 #include <vector>
 
+#include "lock/calls.h"
+#include "lock/hold.h"
+#include "node/call.h"
 #include "support/redis_server.h"
 #include "support/tcp_proxy.h"
 
@@ -150,7 +153,7 @@ TEST(Issue32RecordTest, ARecordTakenAwayIsWrittenAgain) {
       << "a grant trusted an entry that ends before its lease";
 }
 
-// The same on a lock set of several nodes (the name's counter, on acquire.lua's fast path too).
+// The same on a lock set of several nodes.
 TEST(Issue32RecordTest, GrantsOfALockSetOfSeveralNodesRecordTheirTtlOncePerTtl) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   std::vector<std::unique_ptr<RedisServer>> servers;
@@ -385,9 +388,12 @@ TEST(Issue32NodeCounterTest, AFloorThatIsNoIntegerIsReadNotAnError) {
   EXPECT_EQ(server.command({"GET", "dlock:fence-floor"})->str, std::string("1900000000000001"));
 }
 
-// A lock set of several nodes counts with the name's counter, on acquire.lua's fast path too
-// (before its functions, with no TIME): a free name counts from the name's counter, else from
-// the node's floor, else from the clock, and the floor follows every token.
+// A lock set of several nodes counts with the node's counter too: one INCR per grant on each
+// node, no name counter written; the token is the largest of the granting nodes' counters, and
+// a token that is not on a quorum of them is raised there before it is handed out (the nodes'
+// counters disagree: here set so by hand, in production by grants of other names reaching the
+// nodes in different orders). Before, such a client counted with the name's counter (GET and
+// SET of the name's counter and of the floor per grant).
 struct TwoNodes {
   RedisServer a, b;
   Client make_client() {
@@ -405,47 +411,111 @@ std::uint64_t number_at(const RedisServer& server, const std::string& key) {
   return reply && reply->type == REDIS_REPLY_STRING ? std::stoull(reply->str) : 0;
 }
 
-TEST(Issue32NameCounterTest, AFreeNameCountsFromItsCounterTheFloorOrTheClock) {
+TEST(Issue32NodeCounterTest, SeveralNodesCountWithTheNodeCounterAndRaiseATokenNotOnAQuorum) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   TwoNodes nodes;
-  // Empty nodes: from the clock (microseconds), above any token a node handed out before it
-  // lost its memory.
+  // Empty nodes: each counts from its clock (microseconds); the two clocks' counts differ, so
+  // the larger is on one node of the two that must hold it, and is raised on the other.
   auto first = nodes.client.try_lock("a", ttl_of(10s));
   const std::uint64_t t1 = token_of(first);
   EXPECT_GT(t1, 1'000'000'000'000'000u);
   for (const RedisServer* server : {&nodes.a, &nodes.b}) {
-    const std::uint64_t counted = number_at(*server, "dlock:fence:{a}");
-    EXPECT_GT(counted, 0u) << "no name counter written";
-    EXPECT_LE(counted, t1);
-    EXPECT_EQ(number_at(*server, "dlock:fence-floor"), counted) << "the floor did not follow";
+    EXPECT_EQ(number_at(*server, "dlock:fence-floor"), t1) << "the token is not on both nodes";
+    EXPECT_EQ(server->command({"EXISTS", "dlock:fence:{a}"})->integer, 0)
+        << "the raise wrote a name counter the node did not have";
   }
   ASSERT_TRUE(first->unlock());
-  // The name's counter, one above.
-  auto second = nodes.client.try_lock("a", ttl_of(10s));
-  EXPECT_EQ(token_of(second), t1 + 1);
-  ASSERT_TRUE(second->unlock());
-  // A new name: from the floor, one above the largest of the nodes'.
+  // Counters that agree: one INCR each, the token one above, nothing raised.
+  for (const RedisServer* server : {&nodes.a, &nodes.b}) {
+    ASSERT_TRUE(server->command({"CONFIG", "RESETSTAT"}));
+  }
+  for (int i = 0; i < 10; ++i) lock_and_unlock(nodes.client, "job-" + std::to_string(i), 10s);
+  for (const RedisServer* server : {&nodes.a, &nodes.b}) {
+    EXPECT_EQ(calls_of(*server, "incr"), 10);
+    EXPECT_EQ(calls_of(*server, "set"), 10) << "more than the lock key written per grant";
+    EXPECT_EQ(calls_of(*server, "get"), 10) << "more than the release's read per cycle";
+    EXPECT_EQ(number_at(*server, "dlock:fence-floor"), t1 + 10);
+    EXPECT_EQ(server->command({"EXISTS", "dlock:fence:{job-0}"})->integer, 0)
+        << "a name counter written by a grant of the node's counter";
+  }
+  // Counters that disagree: the larger is the token, raised on the node that counted less.
   ASSERT_TRUE(nodes.b.command({"SET", "dlock:fence-floor", "4000000000000000"}));
-  auto third = nodes.client.try_lock("b", ttl_of(10s));
-  EXPECT_EQ(token_of(third), 4'000'000'000'000'001u);
-  EXPECT_EQ(number_at(nodes.b, "dlock:fence-floor"), 4'000'000'000'000'001u);
-  EXPECT_EQ(number_at(nodes.b, "dlock:fence:{b}"), 4'000'000'000'000'001u);
-  ASSERT_TRUE(third->unlock());
-  // A name's counter above the floor (an older dlock's, or the floor lost to an eviction):
-  // counted from it, and the floor raised to the token.
-  ASSERT_TRUE(nodes.a.command({"SET", "dlock:fence:{c}", "9000000000000000", "PX", "10000"}));
-  auto fourth = nodes.client.try_lock("c", ttl_of(10s));
-  EXPECT_EQ(token_of(fourth), 9'000'000'000'000'001u);
-  EXPECT_EQ(number_at(nodes.a, "dlock:fence-floor"), 9'000'000'000'000'001u);
+  auto second = nodes.client.try_lock("b", ttl_of(10s));
+  EXPECT_EQ(token_of(second), 4'000'000'000'000'001u);
+  EXPECT_EQ(number_at(nodes.a, "dlock:fence-floor"), 4'000'000'000'000'001u)
+      << "handed out a token that one of the two nodes does not hold";
   // Held: another client is refused, and nothing is counted.
   Client other = nodes.make_client();
-  EXPECT_FALSE(other.try_lock("c", ttl_of(10s))) << "granted beside a holder";
-  EXPECT_EQ(number_at(nodes.a, "dlock:fence:{c}"), 9'000'000'000'000'001u);
-  ASSERT_TRUE(fourth->unlock());
+  EXPECT_FALSE(other.try_lock("b", ttl_of(10s))) << "granted beside a holder";
+  EXPECT_EQ(number_at(nodes.a, "dlock:fence-floor"), 4'000'000'000'000'001u);
+  EXPECT_EQ(number_at(nodes.b, "dlock:fence-floor"), 4'000'000'000'000'001u);
+  ASSERT_TRUE(second->unlock());
+  // The next holder of the name, of any client, gets a larger token.
+  auto third = other.try_lock("b", ttl_of(10s));
+  EXPECT_EQ(token_of(third), 4'000'000'000'000'002u);
+  ASSERT_TRUE(third->unlock());
   // Readers keep a writer out on this path as on the others.
   auto reader = nodes.client.try_lock_shared("d", ttl_of(10s));
   ASSERT_TRUE(reader) << reader.error().message();
   EXPECT_FALSE(other.try_lock("d", ttl_of(10s))) << "a writer granted beside a reader";
+  ASSERT_TRUE(reader->unlock());
+}
+
+// acquire.lua by the name's counter (ARGV[7] ''), as a dlock client of several nodes sent it
+// before it counted with the node's (such clients may share the nodes with this one): its fast
+// path (before the functions, with no TIME) counts a free name from the name's counter, else
+// from the node's floor, else from the clock, and the floor follows every token. The token of a
+// grant (0 if refused).
+long long by_name_counter(const RedisServer& server, const std::string& name,
+                          const std::string& owner, const std::string& hold) {
+  const node::Call call =
+      lock::acquire_call(lock::HoldId{name, OwnerToken(owner), hold, lock::HoldKind::write}, 10s,
+                         std::nullopt, {}, 0, {}, lock::TokenCounter::name);
+  std::vector<std::string> args{"EVAL", std::string(call.script->source),
+                                std::to_string(call.keys.size())};
+  for (const std::string_view key : call.keys) args.emplace_back(key);
+  for (const std::string_view arg : call.args) args.emplace_back(arg);
+  const auto r = server.command(args);
+  EXPECT_TRUE(r && r->type != REDIS_REPLY_ERROR) << (r && r->str ? r->str : "no reply");
+  return r && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+}
+
+TEST(Issue32NameCounterTest, AFreeNameCountsFromItsCounterTheFloorOrTheClock) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client client = client_on(server);
+  // An empty node: from the clock (microseconds), above any token it handed out before it lost
+  // its memory.
+  const auto t1 = static_cast<std::uint64_t>(by_name_counter(server, "a", "o", "old.1"));
+  EXPECT_GT(t1, 1'000'000'000'000'000u);
+  EXPECT_EQ(number_at(server, "dlock:fence:{a}"), t1) << "no name counter written";
+  EXPECT_EQ(number_at(server, "dlock:fence-floor"), t1) << "the floor did not follow";
+  ASSERT_TRUE(client.unlock("a", OwnerToken("o")));
+  // The name's counter, one above.
+  EXPECT_EQ(static_cast<std::uint64_t>(by_name_counter(server, "a", "o", "old.2")), t1 + 1);
+  ASSERT_TRUE(client.unlock("a", OwnerToken("o")));
+  // A new name: from the floor, one above.
+  ASSERT_TRUE(server.command({"SET", "dlock:fence-floor", "4000000000000000"}));
+  EXPECT_EQ(by_name_counter(server, "b", "o", "old.3"), 4'000'000'000'000'001);
+  EXPECT_EQ(number_at(server, "dlock:fence-floor"), 4'000'000'000'000'001u);
+  EXPECT_EQ(number_at(server, "dlock:fence:{b}"), 4'000'000'000'000'001u);
+  ASSERT_TRUE(client.unlock("b", OwnerToken("o")));
+  // A name's counter above the floor (the floor lost to an eviction, or written by hand):
+  // counted from it, and the floor raised to the token.
+  ASSERT_TRUE(server.command({"SET", "dlock:fence:{c}", "9000000000000000", "PX", "10000"}));
+  EXPECT_EQ(by_name_counter(server, "c", "o", "old.4"), 9'000'000'000'000'001);
+  EXPECT_EQ(number_at(server, "dlock:fence-floor"), 9'000'000'000'000'001u);
+  // Held: refused, and nothing is counted; this client's node counter counts above it.
+  EXPECT_EQ(by_name_counter(server, "c", "p", "other.1"), 0) << "granted beside a holder";
+  EXPECT_EQ(number_at(server, "dlock:fence:{c}"), 9'000'000'000'000'001u);
+  ASSERT_TRUE(client.unlock("c", OwnerToken("o")));
+  auto next = client.try_lock("c", ttl_of(10s));
+  EXPECT_GT(token_of(next), 9'000'000'000'000'001u);
+  ASSERT_TRUE(next->unlock());
+  // Readers keep a writer out on this path as on the others.
+  auto reader = client.try_lock_shared("d", ttl_of(10s));
+  ASSERT_TRUE(reader) << reader.error().message();
+  EXPECT_EQ(by_name_counter(server, "d", "p", "other.2"), 0) << "a writer granted beside a reader";
   ASSERT_TRUE(reader->unlock());
 }
 

@@ -504,9 +504,9 @@ resp::Reply SimNode::renew(const node::Call& call, std::int64_t now) {
   return array(result);
 }
 
-// fence_raise.lua: the counter (and the floor) raised to the token whether the hold is here or
-// not; the reply is the counter if KEYS[3] holds this hold (owner -> hold id), else -1. Read
-// holds are not simulated.
+// fence_raise.lua: the count raised to the token whether the hold is here or not (the floor,
+// and the name's counter only where it exists); the reply is the counter if KEYS[3] holds this hold
+// (owner -> hold id), else -1. Read holds are not simulated.
 resp::Reply SimNode::fence_raise(const node::Call& call, std::int64_t now) {
   const std::string& fence = at(call.keys, 0);
   const std::string& floor = at(call.keys, 1);
@@ -516,7 +516,7 @@ resp::Reply SimNode::fence_raise(const node::Call& call, std::int64_t now) {
   std::int64_t current = counter(fence, floor, now);
   const std::int64_t token = number(at(call.args, 0));
   if (current < token) {
-    store_.set(fence, at(call.args, 0), number(at(call.args, 1)), now);
+    if (store_.get(fence, now)) store_.set(fence, at(call.args, 0), number(at(call.args, 1)), now);
     const auto f = store_.get(floor, now);
     if (token > (f ? number(*f) : 0)) store_.set(floor, at(call.args, 0), std::nullopt, now);
     current = token;
