@@ -3,7 +3,7 @@
 does on one node.
 
     /usr/bin/python3 bench/nodes_ab.py OLD/dlock_bench NEW/dlock_bench NODES CYCLES ROUNDS
-        [one | async64 | clients=K]
+        [one | async64 | clients=K | commands]
 
 Starts NODES private redis-servers on CPU 0 (no persistence) and per round runs each binary
 once, on CPU 0 beside them as bench/run.sh places everything, the order of the two swapped
@@ -15,6 +15,9 @@ every round:
   clients=K  K such processes at once, each `--new-names` (a name no process used before per
              cycle), CYCLES each: several clients whose grants reach the nodes in their own
              orders
+  commands   `one` once per binary (ROUNDS unused), the servers' statistics reset before: the
+             commands each node ran per cycle (INFO commandstats; inside scripts too), and the
+             microseconds they took
 
 Per run: the wall time, the servers' CPU (INFO cpu, used_cpu_user + used_cpu_sys, summed over
 the nodes) and the clients' (their rusage, summed), each per cycle, and the
@@ -74,6 +77,24 @@ def run(binary, base, nodes, cycles, mode, servers):
     return ((t1 - t0) * 1e6 / done, (cpu1 - cpu0) * 1e6 / done, client * 1e6 / done, rate)
 
 
+def commands(binary, base, nodes, cycles, servers):
+    """Prints `INFO commandstats` of one run of `one`: calls and µs per node per cycle."""
+    run(binary, base, nodes, 200, "one", servers)  # scripts loaded, connections made
+    for server in servers:
+        server.config_resetstat()
+    run(binary, base, nodes, cycles, "one", servers)
+    total = {}
+    for server in servers:
+        for command, stats in server.info("commandstats").items():
+            calls, usec = total.get(command, (0, 0))
+            total[command] = (calls + stats["calls"], usec + stats["usec"])
+    per = cycles * nodes
+    print(f"  {binary}: per node per cycle")
+    for command, (calls, usec) in sorted(total.items()):
+        if calls / per >= 0.01 and not command.startswith(("cmdstat_config", "cmdstat_info")):
+            print(f"    {command[len('cmdstat_'):]:12s} {calls / per:5.2f} calls {usec / per:6.2f} µs")
+
+
 def main():
     if len(sys.argv) < 6:
         sys.exit(__doc__)
@@ -86,6 +107,10 @@ def main():
     started = [start_server(base + i, cpu="0") for i in range(nodes)]
     servers = [client for _, client in started]
     try:
+        if mode == "commands":
+            for binary in (old, new):
+                commands(binary, base, nodes, cycles, servers)
+            return
         runs = {"old": [], "new": []}
         for r in range(rounds):
             order = [("old", old), ("new", new)] if r % 2 == 0 else [("new", new), ("old", old)]
