@@ -115,9 +115,6 @@ struct ClusterOptions {
   // Review: runs just before a round's calls are delivered to a node; in_order: nodes in index
   // order.
   std::function<void(std::size_t, std::size_t, const node::Call&)> before_deliver;
-  // Runs after a node ran a round's calls and before their replies reach the client (a reply
-  // that is slow to come back); only for calls delivered without a fault.
-  std::function<void(std::size_t, std::size_t, const node::Call&)> after_execute;
   bool in_order = false;
   // Group commit (node/coalescer.h) on every node: a call with a batch form runs through its
   // batch script (SimCluster::execute) together with the round's other calls of its kind and,

@@ -761,17 +761,26 @@ TEST(SimDirected, ARefusedAttemptLeavesNoAnnouncementBehind) {
 }
 
 // The retraction waits for every attempt of the client in flight. Client 0's attempt A (1.5 s)
-// is granted on nodes 0 and 2; node 1's acquire is not sent and node 2's reply comes back
-// slowly. Meanwhile client 0's attempt B is refused (error replies on nodes 1 and 2), node 0
-// restarts, and client 1 greets while it takes and gives back 'y' for 1 s (so it has no
-// refusal of its own, which would make it greet again later). Had B taken the 1.5 s
-// announcement back, nodes 1 and 2 would know no 1.5 s then (the grant records of 1.5 s lapsed
-// long ago), node 0 would sit out only 1 s, and client 1, with no reason to greet again, would
-// take 'x' on nodes 0 and 1 while A holds it on nodes 0 and 2 (the late grant of
-// AGrantThatRunsAfterAGreetingLeavesItsTtlUnknown, now through a retraction). Two owners when
-// Membership::settle_task ignores the rounds in flight.
+// is granted on nodes 0 and 2; node 1's acquire is not sent and node 2's runs slowly. Meanwhile
+// client 0's attempt B is refused (error replies on nodes 1 and 2), node 0 restarts, and client
+// 1 greets while it takes and gives back 'y' for 1 s (so it has no refusal of its own, which
+// would make it greet again later). Had B taken the 1.5 s announcement back, nodes 1 and 2
+// would know no 1.5 s then (the warm-up's grant records of 1.5 s lapsed), node 0 would sit out
+// only 1 s, and client 1, with no reason to greet again, would take 'x' on nodes 0 and 1 while
+// A holds it on nodes 0 and 2 (the late grant of AGrantThatRunsAfterAGreetingLeavesItsTtlUnknown,
+// now through a retraction). Two owners when Membership::take_announcements ignores the
+// attempts in flight (checked: it fails so).
+//
+// A's two grants must count one token (on a quorum: a raise could not count node 0, which
+// restarts and loses A's hold: finding 11). Each node counts every grant of any name, and
+// between A's grant on node 0 and its grant on node 2, client 1's grant of 'y' adds one on node
+// 2 (node 0 has restarted). So node 0 is put one ahead first: client 2's attempt on 'z', sent to
+// node 0 only, just before A's acquire runs there; and B's greeting, which would raise the
+// floors of nodes 1 and 2 to node 0's, is refused there.
 TEST(SimDirected, ARefusalDoesNotRetractWhileAnotherAttemptOfTheClientIsInFlight) {
   bool armed = false;
+  bool z_on_node_0_only = false;
+  bool b_greeting_refused = false;
   World* world = nullptr;
   std::shared_ptr<detail::LeaseState> concurrent;
   Clock::time_point restarted;
@@ -781,47 +790,51 @@ TEST(SimDirected, ARefusalDoesNotRetractWhileAnotherAttemptOfTheClientIsInFlight
         if (armed && client == 0 && node == 1 && is(call, "acquire")) {
           return std::optional(Fault::unsent);
         }
+        if (z_on_node_0_only && client == 2 && node != 0 && is(call, "acquire")) {
+          return std::optional(Fault::unsent);
+        }
+        if (b_greeting_refused && client == 0 && node != 0 && is(call, "floor_raise")) {
+          return std::optional(Fault::error_reply);
+        }
         // Client 0's concurrent attempt B is refused on nodes 1 and 2.
         if (client == 0 && node != 0 && is(call, "acquire") && call.args[0] == "c") {
           return std::optional(Fault::error_reply);
         }
         return std::optional<Fault>();
       },
-      {}, 3, Mutation::none,
-      [&](ClusterOptions& o) {
-        o.in_order = true;
-        // After node 2 ran A's acquire: A's two grants count one token (on a quorum, no raise,
-        // which could not count node 0 once it restarted and lost A's hold: finding 11). Run
-        // before it, B's greeting raised node 2's floor to node 0's (A's count), one below the
-        // count node 2 then gave A.
-        o.after_execute = [&](std::size_t client, std::size_t node, const node::Call& call) {
-          if (!armed || client != 0 || node != 2 || !is(call, "acquire") || call.args[0] != "a") {
-            return;
-          }
-          armed = false;
-          world->trace().step(80, "client 0's attempt B, refused, while A is in flight");
-          concurrent = world->take(0, "c", 1500ms);
-          world->trace().step(90,
-                              "node 0 restarts; the holder's connection breaks, replaced later");
-          world->cluster().node(0).restart("restarted-node-0");
-          world->fanout(0).drop(0, false);
-          restarted = Clock::now();
-          // Greets: must learn 1.5 s from nodes 1 and 2.
-          const auto y = world->take(1, "b", 1000ms, "y");
-          if (y) world->end(1, y);
-        };
-      });
+      [&](std::size_t client, std::size_t node, const node::Call& call) {
+        if (!armed || client != 0 || !is(call, "acquire") || call.args[0] != "a") return;
+        if (node == 0) {
+          world->trace().step(70, "client 2's attempt on 'z', on node 0 only: one ahead there");
+          z_on_node_0_only = true;
+          EXPECT_EQ(world->take(2, "o", 1000ms, "z"), nullptr) << "'z' on one node of three";
+          z_on_node_0_only = false;
+          return;
+        }
+        if (node != 2) return;
+        armed = false;
+        world->trace().step(80, "client 0's attempt B, refused, while A is in flight");
+        b_greeting_refused = true;
+        concurrent = world->take(0, "c", 1500ms);
+        b_greeting_refused = false;
+        world->trace().step(90, "node 0 restarts; the holder's connection breaks, replaced later");
+        world->cluster().node(0).restart("restarted-node-0");
+        world->fanout(0).drop(0, false);
+        restarted = Clock::now();
+        // Greets: must learn 1.5 s from nodes 1 and 2.
+        const auto y = world->take(1, "b", 1000ms, "y");
+        if (y) world->end(1, y);
+      },
+      3);
   world = &w;
   // The ttls of the first version (300 and 200 ms) times 5: on a busy machine the holder's
   // 300 ms had run out before the check.
   const auto warm = w.take(0, "a", 1500ms);
   ASSERT_NE(warm, nullptr);
   w.end(0, warm);
-  std::this_thread::sleep_for(1600ms);  // the grant records of 1.5 s lapse
+  std::this_thread::sleep_for(3100ms);  // the warm-up's grant records (two ttls) lapse
   // Client 2 takes 'x' for 1 s (y's ttl: no larger one recorded) and gives it back: the nodes'
-  // counters then agree, so A's grants on nodes 0 and 2 answer one token, on a quorum, with no
-  // raise. A raise could not count node 0: it restarts before the raise and loses A's hold
-  // (finding 11).
+  // counters then agree.
   const auto level = w.take(2, "l", 1000ms);
   ASSERT_NE(level, nullptr);
   w.end(2, level);

@@ -107,9 +107,6 @@ std::vector<Result<resp::Reply>> SimFanout::deliver(std::size_t i, Fault fault,
     case Fault::slow_reply: {  // its wait: round()
       use(i);
       auto replies = execute();
-      if (cluster_.options().after_execute) {
-        cluster_.options().after_execute(client_, i, calls.front());
-      }
       if (!sent_alone) learn(i, calls, replies, sent);
       return replies;
     }
