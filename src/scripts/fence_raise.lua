@@ -1,6 +1,6 @@
 -- fence_raise: second phase of a fencing token on N nodes; raises this node's count of the name
--- to the token handed out, so that a majority holds it and every later acquisition sees it, and says
--- whether the hold the token is for is still on this node. Only then may the client count the
+-- to the token handed out, so that a majority holds it and every later acquisition sees it, and
+-- says whether the hold the token is for is still on this node. Only then may the client count the
 -- answer: a hold gone since its grant (an operator's force_release, a server clock step that
 -- expired the key early, another server behind the address) may have let another holder in
 -- here with a counter below the token, which the raise would then seem to confirm.
