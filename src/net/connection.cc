@@ -590,6 +590,7 @@ void Connection::start_read() {
 
 void Connection::on_read(std::size_t n) {
   last_read_ = Clock::now();
+  saw_open(last_read_);
   if (!reader_->feed(std::string_view(read_buf_.data(), n))) {
     return fail(errc::protocol_error, "malformed reply: " + reader_->error());
   }
@@ -762,6 +763,13 @@ bool Connection::borrowed_waiting() const {
   return !loan_failure_ && live_in_flight();
 }
 
+void Connection::saw_open(Clock::time_point at) const {
+  // Bytes read prove the socket open as much as a probe's poll() at that instant would (a close
+  // right behind them is found by the next request's read, as one right after a probe is).
+  // Before the reply's callbacks run, so a failure they or the parser cause clears it after.
+  open_seen_.store(at.time_since_epoch().count(), std::memory_order_relaxed);
+}
+
 bool Connection::peer_closed() const {
   const std::int64_t now = Clock::now().time_since_epoch().count();
   const std::int64_t seen = open_seen_.load(std::memory_order_relaxed);
@@ -857,6 +865,7 @@ bool Connection::borrowed_receive() {
     const ssize_t n = ::recv(borrowed_fd(), read_buf_.data(), read_buf_.size(), MSG_DONTWAIT);
     if (n > 0) {
       last_read_ = Clock::now();
+      saw_open(last_read_);
       if (!reader_->feed(std::string_view(read_buf_.data(), static_cast<std::size_t>(n)))) {
         loan_failure_ = Failure{errc::protocol_error, "malformed reply: " + reader_->error()};
         return false;
