@@ -114,11 +114,12 @@ if written and written.ok then
   if by_node then
     -- pcall: see next_token().
     fast_counted = redis.pcall('incr', KEYS[3])
-    if type(fast_counted) == 'number' and fast_counted > 1 then fast_token = fast_counted end
+    if type(fast_counted) == 'number' and fast_counted > 1e15 then fast_token = fast_counted end
   else
     local floor = redis.call('get', KEYS[3])
     local known = redis.call('get', KEYS[2]) or floor
-    if known then
+    -- A count at or below 10^15 is none (count_of() below): next_token() then.
+    if known and (tonumber(known) or 0) > 1e15 then
       fast_token = tonumber(known) + 1
       redis.call('set', KEYS[2], fast_token, 'px', ARGV[3])
       if fast_token > tonumber(floor or '0') then redis.call('set', KEYS[3], fast_token) end
@@ -141,13 +142,25 @@ if written and written.ok then
   end
 end
 -- key_clock.lua goes here (script.cc): after the fast path, which makes none of its functions.
+-- A count read from a counter, or nil when it counts nothing: absent, or at or below 10^15. No
+-- dlock writes a count so small (every count starts from the clock in microseconds, past 10^15
+-- since 2001), but an INCR of an absent floor writes 1: a client that takes its token with a
+-- plain INCR (docs/protocol-lean.md, "Native commands") would leave one where a flush, a DEL
+-- or an eviction took the floor, and counting on from it would hand out tokens below those
+-- handed out before. Such a count is read as none: counted from the clock, which only raises.
+-- Text that is no number is kept (tonumber() then fails the caller, as it always did).
+local function count_of(text)
+  if text and (tonumber(text) or 2e15) <= 1e15 then return nil end
+  return text
+end
 -- The name's counter, else the node's floor, else (a node that lost its memory, or a new one)
 -- the server's clock in microseconds: tokens grow by one per grant, far slower than that clock,
 -- so a node that restarted empty still counts from above every token handed out before, even
 -- when every node lost its memory (a quiet rolling restart). Exact in a Lua number below 2^53.
 -- `floor`: KEYS[3] if the caller read it already.
 local function counter(floor)
-  local known = redis.call('get', KEYS[2]) or floor or redis.call('get', KEYS[3])
+  local known = count_of(redis.call('get', KEYS[2])) or
+      count_of(floor or redis.call('get', KEYS[3]))
   if known then return tonumber(known) end
   local t = redis.call('time')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -208,7 +221,7 @@ local function next_token(counted)
     else
       token = math.floor(tonumber(redis.call('get', KEYS[3])) or 0) + 1
     end
-    if token <= 1 then  -- there was no floor: count from the clock, as counter() does
+    if token <= 1e15 then  -- there was no floor (count_of()): count from the clock, as counter()
       local t = redis.call('time')
       token = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 1
     end

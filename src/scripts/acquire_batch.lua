@@ -54,6 +54,14 @@ if type(floor) == 'table' or (floor and tonumber(floor) and not countable(floor)
   return out
 end
 local floor_number = floor and countable(floor)
+-- A count at or below 10^15 is none (acquire.lua's count_of(), which says why): such a floor is
+-- absent here (counted from the clock, and written over at the end), such a name's counter too.
+if floor_number and floor_number <= 1e15 then floor, floor_number = false, nil end
+local function count_of(text)
+  local n = text and countable(text)
+  if n and n > 1e15 then return n end
+  return nil
+end
 local counters = {}  -- per name granted: its counter's value, false if it has none
 -- Every key of the names met in this call. A name whose keys meet another's (the same name
 -- twice, or a lock named after another name's counter or readers key: "dlock:fence:{A}" beside
@@ -121,7 +129,7 @@ for i = 1, items do
       if counters[i] then redis.call('del', fence) end
     else
       -- The name's counter, else the floor, else the clock; written back with the lease's ttl.
-      token = (counters[i] and tonumber(counters[i]) or running or from_clock()) + 1
+      token = (count_of(counters[i]) or running or from_clock()) + 1
       redis.call('set', fence, token, 'px', ttl)
     end
     -- acquire.lua raises the floor to a token above it, or above 0 when there is none.

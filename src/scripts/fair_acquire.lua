@@ -46,9 +46,14 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local clock = key_clock()
 local alive_now = clock.now(KEYS[4], true, now)
 local owner = ARGV[1]
--- As acquire.lua's: the counter, the floor, else the clock in microseconds.
+-- As acquire.lua's: the counter, the floor, else the clock in microseconds; a count at or below
+-- 10^15 is none (acquire.lua's count_of(), which says why).
+local function count_of(text)
+  if text and (tonumber(text) or 2e15) <= 1e15 then return nil end
+  return text
+end
 local function counter()
-  local known = redis.call('get', KEYS[2]) or redis.call('get', KEYS[5])
+  local known = count_of(redis.call('get', KEYS[2])) or count_of(redis.call('get', KEYS[5]))
   if known then return tonumber(known) end
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end

@@ -33,6 +33,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// Counts as dlock writes them: above 10^15 (from the clock in microseconds). A count at or below
+// it is none (acquire.lua's count_of()): the tests of the batch's arithmetic count from here.
+constexpr long long kCounted = 4'000'000'000'000'000;
+std::string counted(long long above) {
+  return std::to_string(kCounted + above);
+}
+
 class GroupCommitTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -105,15 +112,15 @@ class GroupCommitTest : public ::testing::Test {
 // node the next holder of any name gets a larger token (docs/features.md). A review found the
 // first version gave the names of one batch call one shared token.
 TEST_F(GroupCommitTest, FreshNamesGetTokensOfTheirOwnAboveTheFloorAndEveryNameCounter) {
-  cmd({"SET", std::string(lock::kFenceFloorKey), "1000"});
-  cmd({"SET", lock::fence_key("b"), "5000"});
+  cmd({"SET", std::string(lock::kFenceFloorKey), counted(1000)});
+  cmd({"SET", lock::fence_key("b"), counted(5000)});
   auto r = acquire_batch({"a", "b", "c"});
   ASSERT_EQ(r->elements, 3u);
   for (std::size_t i = 0; i < 3; ++i) {
     ASSERT_EQ(r->element[i]->type, REDIS_REPLY_INTEGER) << i;
-    EXPECT_EQ(r->element[i]->integer, 5001 + static_cast<long long>(i)) << i;
+    EXPECT_EQ(r->element[i]->integer, kCounted + 5001 + static_cast<long long>(i)) << i;
   }
-  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), "5003");
+  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), counted(5003));
   EXPECT_EQ(get(lock::fence_key("b")), "-");  // taken away, as acquire.lua's GETDEL
   EXPECT_EQ(hash("a"), "o0=c.0;");
   EXPECT_EQ(hash("c"), "o2=c.2;");
@@ -122,9 +129,9 @@ TEST_F(GroupCommitTest, FreshNamesGetTokensOfTheirOwnAboveTheFloorAndEveryNameCo
   EXPECT_TRUE(cmd({"ZSCORE", lock::kMaxTtlKey, "10000"})->str != nullptr) << "ttl not recorded";
   // A second call: above the first.
   r = acquire_batch({"d", "e"});
-  EXPECT_EQ(r->element[0]->integer, 5004);
-  EXPECT_EQ(r->element[1]->integer, 5005);
-  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), "5005");
+  EXPECT_EQ(r->element[0]->integer, kCounted + 5004);
+  EXPECT_EQ(r->element[1]->integer, kCounted + 5005);
+  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), counted(5005));
 }
 
 // Names counted by their own counter (the client of a lock set of several nodes) batch too: each
@@ -137,9 +144,9 @@ TEST_F(GroupCommitTest, NamesByTheirOwnCounterGetWhatAcquireLuaOneAfterTheOtherG
   const std::vector<std::string> names{"a", "b", "c", "d", "e", "f"};
   const std::set<std::string> by_name{"a", "b", "c", "e"};
   for (const RedisServer* s : {server_.get(), &reference}) {
-    s->command({"SET", std::string(lock::kFenceFloorKey), "1000"});
-    s->command({"SET", lock::fence_key("b"), "5000"});  // ahead of the floor
-    s->command({"SET", lock::fence_key("c"), "700"});   // behind it
+    s->command({"SET", std::string(lock::kFenceFloorKey), counted(1000)});
+    s->command({"SET", lock::fence_key("b"), counted(5000)});  // ahead of the floor
+    s->command({"SET", lock::fence_key("c"), counted(700)});   // behind it
   }
   const auto r = acquire_batch(names, "10000", by_name);
   ASSERT_EQ(r->elements, names.size());
@@ -178,8 +185,8 @@ TEST_F(GroupCommitTest, NamesByTheirOwnCounterGetWhatAcquireLuaOneAfterTheOtherG
   }
   const auto floor = reference.command({"GET", std::string(lock::kFenceFloorKey)});
   EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), std::string(floor->str));
-  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), "5004")
-      << "a 1001, b 5001, c 701, d 5002, e 5003, f 5004";
+  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), counted(5004))
+      << "a 1001, b 5001, c 701, d 5002, e 5003, f 5004 (above kCounted)";
 }
 
 // acquire.lua counting by the name fails on a floor that is no number: those names go alone
@@ -199,18 +206,18 @@ TEST_F(GroupCommitTest, ANameByItsCounterOnAFloorThatIsNoNumberGoesAlone) {
 // midway, after a grant whose counter it had taken away. Now the later of two names whose keys
 // meet is nil, either order, and goes alone (where acquire.lua refuses or fails it).
 TEST_F(GroupCommitTest, ANameThatIsAnotherNamesKeyInTheSameCallGoesAlone) {
-  cmd({"SET", std::string(lock::kFenceFloorKey), "1000"});
+  cmd({"SET", std::string(lock::kFenceFloorKey), counted(1000)});
   const std::string x = lock::fence_key("A");
   auto r = acquire_batch({x, "A"}, "10000", {x, "A"});
   ASSERT_EQ(r->element[0]->type, REDIS_REPLY_INTEGER);
   EXPECT_TRUE(nil(r->element[1])) << "A granted beside the lock on its counter key";
   EXPECT_EQ(hash(x), "o0=c.0;") << "the lock on A's counter key was overwritten";
   EXPECT_EQ(cmd({"EXISTS", "A"})->integer, 0);
-  cmd({"SET", lock::fence_key("B"), "2000"});
+  cmd({"SET", lock::fence_key("B"), counted(2000)});
   const std::string y = lock::readers_key("C");
   r = acquire_batch({"B", "C", y}, "10000", {"C"});
   ASSERT_EQ(r->element[0]->type, REDIS_REPLY_INTEGER) << (r->str ? r->str : "");
-  EXPECT_EQ(r->element[0]->integer, 2001);
+  EXPECT_EQ(r->element[0]->integer, kCounted + 2001);
   ASSERT_EQ(r->element[1]->type, REDIS_REPLY_INTEGER);
   EXPECT_TRUE(nil(r->element[2])) << "a lock on C's readers key granted beside C";
   EXPECT_EQ(cmd({"EXISTS", y})->integer, 0);
@@ -218,7 +225,8 @@ TEST_F(GroupCommitTest, ANameThatIsAnotherNamesKeyInTheSameCallGoesAlone) {
 
 // Floors and counters no dlock writes, which a Lua number cannot count up by one (a review: nan
 // gave two names one token, 2^53 froze every token at 2^53): every name goes alone, where
-// acquire.lua's INCR counts or fails. A negative name counter does not lower the floor.
+// acquire.lua's INCR counts or fails. A negative name counter counts nothing (as acquire.lua's
+// count_of() reads it): the name counts from the clock, and does not lower the floor.
 TEST_F(GroupCommitTest, FloorsAndCountersALuaNumberCannotCountGoAlone) {
   for (const char* floor : {"nan", "inf", "9007199254740992"}) {
     cmd({"SET", std::string(lock::kFenceFloorKey), floor});
@@ -230,9 +238,9 @@ TEST_F(GroupCommitTest, FloorsAndCountersALuaNumberCannotCountGoAlone) {
   cmd({"SET", lock::fence_key("neg"), "-5"});
   const auto r = acquire_batch({"neg", "fresh"}, "10000", {"neg", "fresh"});
   ASSERT_EQ(r->element[0]->type, REDIS_REPLY_INTEGER);
-  EXPECT_EQ(r->element[0]->integer, -4) << "acquire.lua's token for that counter";
+  EXPECT_GT(r->element[0]->integer, 1'000'000'000'000'000) << "from the clock, as acquire.lua";
   ASSERT_EQ(r->element[1]->type, REDIS_REPLY_INTEGER);
-  EXPECT_GT(r->element[1]->integer, 1'000'000'000'000'000) << "counted from the clock";
+  EXPECT_EQ(r->element[1]->integer, r->element[0]->integer + 1) << "counted from the floor";
   EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), std::to_string(r->element[1]->integer));
 }
 
@@ -241,13 +249,13 @@ TEST_F(GroupCommitTest, TakenNamesAreNilAndUnchanged) {
   cmd({"PEXPIRE", "held", "50000"});
   cmd({"ZADD", lock::readers_key("read"), "99999999999999", "x.2 reader"});
   cmd({"SET", "foreign", "v"});
-  cmd({"SET", std::string(lock::kFenceFloorKey), "7"});
+  cmd({"SET", std::string(lock::kFenceFloorKey), counted(7)});
   auto r = acquire_batch({"held", "read", "free", "free", "foreign"});
   ASSERT_EQ(r->elements, 5u);
   EXPECT_TRUE(nil(r->element[0]));
   EXPECT_TRUE(nil(r->element[1]));
   ASSERT_EQ(r->element[2]->type, REDIS_REPLY_INTEGER);
-  EXPECT_EQ(r->element[2]->integer, 8);
+  EXPECT_EQ(r->element[2]->integer, kCounted + 8);
   EXPECT_TRUE(nil(r->element[3])) << "the same name twice: the second must run alone";
   EXPECT_TRUE(nil(r->element[4]));
   EXPECT_EQ(hash("held"), "other=x.1;");
@@ -270,11 +278,11 @@ TEST_F(GroupCommitTest, NothingGrantedWritesNothing) {
 // The common case reads each name with one EXISTS (key, readers and counter) and no GET; a name
 // with a counter is still read and counted above it (the test above).
 TEST_F(GroupCommitTest, FreshNamesAreReadWithOneExistsEach) {
-  cmd({"SET", lock::fence_key("c"), "7000"});
+  cmd({"SET", lock::fence_key("c"), counted(7000)});
   ASSERT_TRUE(cmd({"CONFIG", "RESETSTAT"}));
   auto r = acquire_batch({"a", "b", "c"});
   ASSERT_EQ(r->element[2]->type, REDIS_REPLY_INTEGER);
-  EXPECT_GT(r->element[2]->integer, 7000);
+  EXPECT_GT(r->element[2]->integer, kCounted + 7000);
   const std::string stats = cmd({"INFO", "commandstats"})->str;
   auto calls = [&](const std::string& command) {
     const std::string key = "cmdstat_" + command + ":calls=";
@@ -293,6 +301,20 @@ TEST_F(GroupCommitTest, NoFloorCountsFromTheClock) {
   ASSERT_EQ(r->element[0]->type, REDIS_REPLY_INTEGER);
   EXPECT_GT(r->element[0]->integer, micros - 60'000'000);
   EXPECT_EQ(r->element[1]->integer, r->element[0]->integer + 1);
+  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), std::to_string(r->element[1]->integer));
+}
+
+// A count at or below 10^15 is none (acquire.lua's count_of(): an INCR of an absent floor writes
+// 1): a floor of 1 and a name's counter of 5 counted on gave tokens 2 and 6, below those handed
+// out before. Now from the clock, as acquire.lua, and the floor written over.
+TEST_F(GroupCommitTest, SmallCountsAreNone) {
+  cmd({"SET", std::string(lock::kFenceFloorKey), "1"});
+  cmd({"SET", lock::fence_key("b"), "5"});
+  const auto r = acquire_batch({"a", "b"}, "10000", {"b"});
+  ASSERT_EQ(r->element[0]->type, REDIS_REPLY_INTEGER);
+  EXPECT_GT(r->element[0]->integer, 1'000'000'000'000'000) << "counted on from a floor of 1";
+  ASSERT_EQ(r->element[1]->type, REDIS_REPLY_INTEGER);
+  EXPECT_EQ(r->element[1]->integer, r->element[0]->integer + 1) << "from a name counter of 5";
   EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), std::to_string(r->element[1]->integer));
 }
 
@@ -489,7 +511,7 @@ TEST_F(CoalescerTest, AcquisitionsQueuedTogetherGoInOneCallWithTheirOwnOutcomes)
 // The acquisitions of a client of several nodes count by the name's counter: they batch too,
 // mixed with node-counted ones, each with the token its own call gives.
 TEST_F(CoalescerTest, AcquisitionsCountedByTheNameGoInOneCallToo) {
-  cmd({"SET", lock::fence_key("named3"), "90000"});
+  cmd({"SET", lock::fence_key("named3"), counted(90000)});
   reset_stats();
   std::vector<node::Call> calls;
   for (int i = 0; i < 10; ++i) {
@@ -502,9 +524,10 @@ TEST_F(CoalescerTest, AcquisitionsCountedByTheNameGoInOneCallToo) {
   for (int i = 0; i < 11; ++i) {
     ASSERT_EQ(kind(out[i]), lock::AcquireReply::Kind::granted) << i;
   }
-  EXPECT_EQ(lock::parse_acquire(out[3]).counter, 90001u) << "the name's counter plus one";
-  EXPECT_EQ(get(lock::fence_key("named3")), "90001");
-  EXPECT_GT(lock::parse_acquire(out[10]).counter, 90001u) << "the node's counter above all";
+  constexpr auto kNamed3 = static_cast<std::uint64_t>(kCounted + 90001);
+  EXPECT_EQ(lock::parse_acquire(out[3]).counter, kNamed3) << "the name's counter plus one";
+  EXPECT_EQ(get(lock::fence_key("named3")), counted(90001));
+  EXPECT_GT(lock::parse_acquire(out[10]).counter, kNamed3) << "the node's counter above all";
   EXPECT_EQ(get(lock::fence_key("named0")), std::to_string(lock::parse_acquire(out[0]).counter));
 }
 
@@ -654,24 +677,25 @@ TEST_F(CoalescerTest, ANameCounterThatIsNoNumberDoesNotFailTheOtherNames) {
 // of another name set it lower), in one batch call with a name whose counter is no number: the
 // first version granted the first name, took its counter away (GETDEL), then failed on the
 // second; sent alone, acquire.lua met the first's own hold and counted from the floor only: a
-// token of 101 after the name's 500 (found by review). Everything that can fail is now read
-// before anything is written: the bad name is left alone, the other granted above its counter.
+// token of 101 after the name's 500 (found by review; above kCounted here). Everything that can
+// fail is now read before anything is written: the bad name is left alone, the other granted
+// above its counter.
 TEST_F(CoalescerTest, ANameCounterAheadOfTheFloorIsNeverLostToAnotherNamesBadCounter) {
-  cmd({"SET", std::string(lock::kFenceFloorKey), "100"});
-  cmd({"SET", lock::fence_key("x"), "500"});
+  cmd({"SET", std::string(lock::kFenceFloorKey), counted(100)});
+  cmd({"SET", lock::fence_key("x"), counted(500)});
   cmd({"SET", lock::fence_key("y"), "abc"});
   auto r = acquire_batch({"x", "y"});
   ASSERT_EQ(r->elements, 2u);
   ASSERT_EQ(r->element[0]->type, REDIS_REPLY_INTEGER);
-  EXPECT_EQ(r->element[0]->integer, 501);
+  EXPECT_EQ(r->element[0]->integer, kCounted + 501);
   EXPECT_TRUE(nil(r->element[1]));
   EXPECT_EQ(get(lock::fence_key("y")), "abc") << "a name left alone is not touched";
   EXPECT_EQ(cmd({"EXISTS", "y"})->integer, 0);
   // Through the coalescer: the same, with y's own call failing alone.
-  cmd({"SET", lock::fence_key("x2"), "900"});
+  cmd({"SET", lock::fence_key("x2"), counted(900)});
   const auto out = run_together({acquire(hold("x2", "o", "c.1")), acquire(hold("y", "o", "c.2"))});
   EXPECT_EQ(kind(out[0]), lock::AcquireReply::Kind::granted);
-  EXPECT_GT(lock::parse_acquire(out[0]).counter, 900u);
+  EXPECT_GT(lock::parse_acquire(out[0]).counter, static_cast<std::uint64_t>(kCounted + 900));
   ASSERT_TRUE(out[1]);
   EXPECT_TRUE(out[1]->is_error());
 }

@@ -519,6 +519,68 @@ TEST(Issue32NameCounterTest, AFreeNameCountsFromItsCounterTheFloorOrTheClock) {
   ASSERT_TRUE(reader->unlock());
 }
 
+// A count at or below 10^15 counts nothing (acquire.lua's count_of()). No dlock writes one (every
+// count starts from the clock in microseconds), but an INCR of an absent floor writes 1: a client
+// that takes its token with a plain INCR would leave one where a flush, a DEL or an eviction took
+// the floor, and every script that counted on from it handed out tokens below those handed out
+// before (here 2, then 6 and 4 by the name's counter, then 4 in fair mode). Each now counts from
+// the clock (or a real count) and writes the floor over.
+std::uint64_t micros_now() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+TEST(Issue32SmallCountTest, AFloorOfOneIsNoneForTheNodeCounter) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client client = client_on(server);
+  const std::uint64_t before = micros_now();
+  ASSERT_TRUE(server.command({"SET", "dlock:fence-floor", "1"}));
+  auto lease = client.try_lock("job", ttl_of(10s));
+  const std::uint64_t token = token_of(lease);
+  EXPECT_GT(token, before - 60'000'000) << "counted on from a floor of 1";
+  EXPECT_EQ(number_at(server, "dlock:fence-floor"), token) << "the floor not written over";
+  ASSERT_TRUE(lease->unlock());
+  auto next = client.try_lock("job", ttl_of(10s));
+  EXPECT_EQ(token_of(next), token + 1);
+}
+
+TEST(Issue32SmallCountTest, SmallCountsAreNoneForTheNameCounter) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  const std::uint64_t before = micros_now();
+  // A floor of 3, no name counter: from the clock.
+  ASSERT_TRUE(server.command({"SET", "dlock:fence-floor", "3"}));
+  const long long a = by_name_counter(server, "a", "o", "old.1");
+  EXPECT_GT(static_cast<std::uint64_t>(a), before - 60'000'000) << "counted on from a floor of 3";
+  EXPECT_EQ(number_at(server, "dlock:fence-floor"), static_cast<std::uint64_t>(a));
+  // A name counter of 5 beside a real floor: from the floor.
+  ASSERT_TRUE(server.command({"SET", "dlock:fence-floor", "4000000000000000"}));
+  ASSERT_TRUE(server.command({"SET", "dlock:fence:{b}", "5", "PX", "10000"}));
+  EXPECT_EQ(by_name_counter(server, "b", "o", "old.2"), 4'000'000'000'000'001);
+  // Both small: from the clock, above every token before.
+  ASSERT_TRUE(server.command({"SET", "dlock:fence-floor", "2"}));
+  ASSERT_TRUE(server.command({"SET", "dlock:fence:{c}", "3", "PX", "10000"}));
+  EXPECT_GT(static_cast<std::uint64_t>(by_name_counter(server, "c", "o", "old.3")),
+            before - 60'000'000);
+}
+
+TEST(Issue32SmallCountTest, SmallCountsAreNoneInFairMode) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client client = client_on(server);
+  const std::uint64_t before = micros_now();
+  ASSERT_TRUE(server.command({"SET", "dlock:fence-floor", "3"}));
+  LockOptions fair = ttl_of(10s);
+  fair.fair = true;
+  auto first = client.try_lock("a", fair);
+  EXPECT_GT(token_of(first), before - 60'000'000) << "counted on from a floor of 3";
+  ASSERT_TRUE(server.command({"SET", "dlock:fence:{b}", "7", "PX", "10000"}));
+  auto second = client.try_lock("b", fair);
+  EXPECT_GT(token_of(second), token_of(first)) << "counted on from a name counter of 7";
+}
+
 // The common grant of a lock set of several nodes (a free name, the max-ttl record covering
 // its ttl) runs on the fast path: no TIME (the general path's record test reads it), and no
 // check of the record at all while the first grant's says it covers the leases

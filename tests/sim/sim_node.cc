@@ -195,21 +195,35 @@ resp::Reply SimNode::info(std::int64_t now) const {
   return r;
 }
 
+std::optional<std::int64_t> SimNode::count_of(const std::string& key, std::int64_t now) {
+  const auto v = store_.get(key, now);
+  if (!v || number(*v) <= kLeastCount) return std::nullopt;
+  return number(*v);
+}
+
 std::int64_t SimNode::counter(const std::string& fence, const std::string& floor,
                               std::int64_t now) {
-  // tonumber(redis.call('get', KEYS[2]) or redis.call('get', KEYS[3]) or '0')
+  // count_of(GET KEYS[2]) or count_of(GET KEYS[3]) or the clock
+  if (auto v = count_of(fence, now)) return *v;
+  if (auto v = count_of(floor, now)) return *v;
+  return now * 1000;  // acquire.lua: the server's clock in microseconds
+}
+
+std::int64_t SimNode::raw_counter(const std::string& fence, const std::string& floor,
+                                  std::int64_t now) {
+  // fence_raise.lua: GET KEYS[1] or GET KEYS[2] (any count), or the clock
   if (auto v = store_.get(fence, now)) return number(*v);
   if (auto v = store_.get(floor, now)) return number(*v);
-  return now * 1000;  // acquire.lua: the server's clock in microseconds
+  return now * 1000;
 }
 
 // acquire.lua's fast path for a free key: a write hold (ARGV[4] 'w'), no waiter's grant
 // (ARGV[6] not '1'), no semaphore slot (KEYS[7]), no readers (not simulated) and, with the
 // node's counter, no name counter (KEYS[2]). It returns at once, without the record's check,
 // when the client says its record window covers the lease (ARGV[7] 'nr' or 'r') and it counted
-// the token itself: by the node's counter an INCR that answered more than 1 (a floor of 1 or
-// more), by the name's its counter or else the floor. Anything else goes on to next_token() and
-// record_ttl().
+// the token itself: by the node's counter an INCR that answered more than kLeastCount (a floor
+// of that or more), by the name's its counter or else the floor, above kLeastCount. Anything
+// else goes on to next_token() and record_ttl().
 bool SimNode::fast_path_skips_record(const node::Call& call, std::int64_t now) {
   const std::string& counter_arg = at(call.args, 6);
   if ((counter_arg != "nr" && counter_arg != "r") || at(call.args, 3) != "w" ||
@@ -219,9 +233,12 @@ bool SimNode::fast_path_skips_record(const node::Call& call, std::int64_t now) {
   const std::string& fence = at(call.keys, 1);
   const auto floor = store_.get(at(call.keys, 2), now);
   if (counter_arg == "nr") {
-    return !store_.exists(fence, now) && floor && number(*floor) >= 1;
+    return !store_.exists(fence, now) && floor && number(*floor) >= kLeastCount;
   }
-  return store_.exists(fence, now) || floor.has_value();
+  // acquire.lua: the name's counter, else the floor, counted if above kLeastCount.
+  const auto named = store_.get(fence, now);
+  const auto known = named ? named : floor;
+  return known && number(*known) > kLeastCount;
 }
 
 std::int64_t SimNode::next_token(const node::Call& call, std::int64_t ttl, std::int64_t now,
@@ -252,8 +269,8 @@ std::int64_t SimNode::node_token(const std::string& floor, std::optional<std::in
                                  std::int64_t step, std::int64_t now) {
   const auto f = store_.get(floor, now);
   const std::int64_t base = f ? number(*f) : 0;
-  std::int64_t token =
-      (base <= 0 ? now * 1000 : base) + step;  // INCR answered 1 or less: the clock
+  // INCR answered kLeastCount or less: the clock.
+  std::int64_t token = (base + 1 <= kLeastCount ? now * 1000 : base) + step;
   if (named && token <= *named) token = *named + step;
   store_.set(floor, std::to_string(token), std::nullopt, now);
   return token;
@@ -423,8 +440,8 @@ resp::Reply SimNode::acquire_batch(const node::Call& call, std::int64_t now) {
       mutation_ == Mutation::batch_reuses_floor || mutation_ == Mutation::no_fence_increment;
   const bool share = mutation_ == Mutation::batch_shares_one_token;
   const std::int64_t step = reuse ? 0 : 1;
-  const auto f = store_.get(floor, now);
-  std::optional<std::int64_t> running = f ? std::optional(number(*f)) : std::nullopt;
+  // A floor of kLeastCount or less is none: counted from the clock, written over at the end.
+  std::optional<std::int64_t> running = count_of(floor, now);
   std::optional<std::int64_t> shared;  // the mutation batch_shares_one_token: the first token
   for (std::size_t i = 0; i < items; ++i) {
     if (!granted[i]) continue;
@@ -439,7 +456,8 @@ resp::Reply SimNode::acquire_batch(const node::Call& call, std::int64_t now) {
       token = std::max(base, named) + step;
       store_.del(fence);
     } else {
-      token = (counters[i] ? *counters[i] : running ? *running : now * 1000) + step;
+      const bool counts = counters[i] && *counters[i] > kLeastCount;
+      token = (counts ? *counters[i] : running ? *running : now * 1000) + step;
       store_.set(fence, std::to_string(token), ttl, now);
     }
     if (share) token = shared.value_or(token);
@@ -513,7 +531,7 @@ resp::Reply SimNode::fence_raise(const node::Call& call, std::int64_t now) {
   if (at(call.args, 4) != "w") return error("ERR sim: read holds not modelled");
   const HGet id = store_.hget(at(call.keys, 2), at(call.args, 2), now);
   const bool here = id.kind == HGet::Kind::value && id.value == at(call.args, 3);
-  std::int64_t current = counter(fence, floor, now);
+  std::int64_t current = raw_counter(fence, floor, now);
   const std::int64_t token = number(at(call.args, 0));
   if (current < token) {
     if (store_.get(fence, now)) store_.set(fence, at(call.args, 0), number(at(call.args, 1)), now);

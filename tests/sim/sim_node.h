@@ -120,8 +120,13 @@ class SimNode {
   resp::Reply info(std::int64_t now) const;
   // acquire.lua's older_hold_of_this_client(): `id` is an older hold of the client of `mine`.
   static bool older_hold_of_same_client(const std::string& id, const std::string& mine);
-  // acquire.lua's counter() and next_token(): the name's counter, or the node's floor.
+  // acquire.lua's counter() and next_token(): the name's counter, or the node's floor, or the
+  // clock; a count of kLeastCount or less is none (acquire.lua's count_of()).
+  static constexpr std::int64_t kLeastCount = 1'000'000'000'000'000;
+  std::optional<std::int64_t> count_of(const std::string& key, std::int64_t now);
   std::int64_t counter(const std::string& fence, const std::string& floor, std::int64_t now);
+  // fence_raise.lua's: any count.
+  std::int64_t raw_counter(const std::string& fence, const std::string& floor, std::int64_t now);
   // `record`: false when acquire.lua's fast path leaves the max-ttl record alone
   // (fast_path_skips_record()).
   std::int64_t next_token(const node::Call& call, std::int64_t ttl, std::int64_t now,
