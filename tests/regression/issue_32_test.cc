@@ -531,53 +531,55 @@ std::uint64_t micros_now() {
                                         .count());
 }
 
-TEST(Issue32SmallCountTest, AFloorOfOneIsNoneForTheNodeCounter) {
-  DLOCK_REQUIRE_REDIS_OR_SKIP();
+// A server, a client of it, and a time in microseconds every count from the server's clock
+// passes (a minute of slack for its clock against ours).
+struct SmallCounts {
   RedisServer server;
   Client client = client_on(server);
-  const std::uint64_t before = micros_now();
-  ASSERT_TRUE(server.command({"SET", "dlock:fence-floor", "1"}));
-  auto lease = client.try_lock("job", ttl_of(10s));
+  const std::uint64_t before = micros_now() - 60'000'000;
+};
+
+TEST(Issue32SmallCountTest, AFloorOfOneIsNoneForTheNodeCounter) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  SmallCounts t;
+  ASSERT_TRUE(t.server.command({"SET", "dlock:fence-floor", "1"}));
+  auto lease = t.client.try_lock("job", ttl_of(10s));
   const std::uint64_t token = token_of(lease);
-  EXPECT_GT(token, before - 60'000'000) << "counted on from a floor of 1";
-  EXPECT_EQ(number_at(server, "dlock:fence-floor"), token) << "the floor not written over";
+  EXPECT_GT(token, t.before) << "counted on from a floor of 1";
+  EXPECT_EQ(number_at(t.server, "dlock:fence-floor"), token) << "the floor not written over";
   ASSERT_TRUE(lease->unlock());
-  auto next = client.try_lock("job", ttl_of(10s));
+  auto next = t.client.try_lock("job", ttl_of(10s));
   EXPECT_EQ(token_of(next), token + 1);
 }
 
 TEST(Issue32SmallCountTest, SmallCountsAreNoneForTheNameCounter) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
-  RedisServer server;
-  const std::uint64_t before = micros_now();
+  SmallCounts t;
   // A floor of 3, no name counter: from the clock.
-  ASSERT_TRUE(server.command({"SET", "dlock:fence-floor", "3"}));
-  const long long a = by_name_counter(server, "a", "o", "old.1");
-  EXPECT_GT(static_cast<std::uint64_t>(a), before - 60'000'000) << "counted on from a floor of 3";
-  EXPECT_EQ(number_at(server, "dlock:fence-floor"), static_cast<std::uint64_t>(a));
+  ASSERT_TRUE(t.server.command({"SET", "dlock:fence-floor", "3"}));
+  const long long a = by_name_counter(t.server, "a", "o", "old.1");
+  EXPECT_GT(static_cast<std::uint64_t>(a), t.before) << "counted on from a floor of 3";
+  EXPECT_EQ(number_at(t.server, "dlock:fence-floor"), static_cast<std::uint64_t>(a));
   // A name counter of 5 beside a real floor: from the floor.
-  ASSERT_TRUE(server.command({"SET", "dlock:fence-floor", "4000000000000000"}));
-  ASSERT_TRUE(server.command({"SET", "dlock:fence:{b}", "5", "PX", "10000"}));
-  EXPECT_EQ(by_name_counter(server, "b", "o", "old.2"), 4'000'000'000'000'001);
-  // Both small: from the clock, above every token before.
-  ASSERT_TRUE(server.command({"SET", "dlock:fence-floor", "2"}));
-  ASSERT_TRUE(server.command({"SET", "dlock:fence:{c}", "3", "PX", "10000"}));
-  EXPECT_GT(static_cast<std::uint64_t>(by_name_counter(server, "c", "o", "old.3")),
-            before - 60'000'000);
+  ASSERT_TRUE(t.server.command({"SET", "dlock:fence-floor", "4000000000000000"}));
+  ASSERT_TRUE(t.server.command({"SET", "dlock:fence:{b}", "5", "PX", "10000"}));
+  EXPECT_EQ(by_name_counter(t.server, "b", "o", "old.2"), 4'000'000'000'000'001);
+  // Both small: from the clock.
+  ASSERT_TRUE(t.server.command({"SET", "dlock:fence-floor", "2"}));
+  ASSERT_TRUE(t.server.command({"SET", "dlock:fence:{c}", "3", "PX", "10000"}));
+  EXPECT_GT(static_cast<std::uint64_t>(by_name_counter(t.server, "c", "o", "old.3")), t.before);
 }
 
 TEST(Issue32SmallCountTest, SmallCountsAreNoneInFairMode) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
-  RedisServer server;
-  Client client = client_on(server);
-  const std::uint64_t before = micros_now();
-  ASSERT_TRUE(server.command({"SET", "dlock:fence-floor", "3"}));
+  SmallCounts t;
+  ASSERT_TRUE(t.server.command({"SET", "dlock:fence-floor", "3"}));
   LockOptions fair = ttl_of(10s);
   fair.fair = true;
-  auto first = client.try_lock("a", fair);
-  EXPECT_GT(token_of(first), before - 60'000'000) << "counted on from a floor of 3";
-  ASSERT_TRUE(server.command({"SET", "dlock:fence:{b}", "7", "PX", "10000"}));
-  auto second = client.try_lock("b", fair);
+  auto first = t.client.try_lock("a", fair);
+  EXPECT_GT(token_of(first), t.before) << "counted on from a floor of 3";
+  ASSERT_TRUE(t.server.command({"SET", "dlock:fence:{b}", "7", "PX", "10000"}));
+  auto second = t.client.try_lock("b", fair);
   EXPECT_GT(token_of(second), token_of(first)) << "counted on from a name counter of 7";
 }
 
