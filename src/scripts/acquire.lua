@@ -114,7 +114,10 @@ if written and written.ok then
   if by_node then
     -- pcall: see next_token().
     fast_counted = redis.pcall('incr', KEYS[3])
-    if type(fast_counted) == 'number' and fast_counted > 1e15 then fast_token = fast_counted end
+    -- A floor at or below 10^15 before the INCR is none (count_of() below).
+    if type(fast_counted) == 'number' and fast_counted > 1e15 + 1 then
+      fast_token = fast_counted
+    end
   else
     local floor = redis.call('get', KEYS[3])
     local known = redis.call('get', KEYS[2]) or floor
@@ -221,7 +224,8 @@ local function next_token(counted)
     else
       token = math.floor(tonumber(redis.call('get', KEYS[3])) or 0) + 1
     end
-    if token <= 1e15 then  -- there was no floor (count_of()): count from the clock, as counter()
+    -- The floor before it at or below 10^15: none (count_of()): from the clock, as counter().
+    if token <= 1e15 + 1 then
       local t = redis.call('time')
       token = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 1
     end

@@ -24,12 +24,18 @@
 -- would send this client's next grants of the name (by the node's counter, which only the floor
 -- serves) off acquire.lua's fast path, to take it away, for a ttl. A node with neither counter
 -- nor floor (it lost its memory) counts from its clock in microseconds, as acquire.lua's
--- counter() does: it is not lowered to the token.
+-- counter() does: it is not lowered to the token. A count at or below 10^15 is none here as in
+-- acquire.lua (count_of()): raised to a token below the clock, it would take the node's next
+-- count from the clock down to that token.
 --
 -- Replies the counter after the call (never lower than ARGV[1]) if the hold is here, else -1.
-local named = redis.call('get', KEYS[1])
+local function count_of(text)
+  if text and (tonumber(text) or 2e15) <= 1e15 then return nil end
+  return text
+end
+local named = count_of(redis.call('get', KEYS[1]))
 local function counter()
-  local known = named or redis.call('get', KEYS[2])
+  local known = named or count_of(redis.call('get', KEYS[2]))
   if known then return tonumber(known) end
   local t = redis.call('time')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])

@@ -9,9 +9,10 @@
 -- ARGV[1]  the largest floor the greeting read (a positive integer)
 --
 -- A node without a floor is left alone: it counts from its clock in microseconds
--- (acquire.lua), which is above every floor already. Replies the floor after the call (0: none).
+-- (acquire.lua), which is above every floor already; so is one at or below 10^15, which counts
+-- nothing (acquire.lua's count_of()). Replies the floor after the call (0: none).
 local floor = redis.call('get', KEYS[1])
-if not floor then
+if not floor or (tonumber(floor) or 2e15) <= 1e15 then
   return 0
 end
 if tonumber(floor) < tonumber(ARGV[1]) then

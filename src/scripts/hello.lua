@@ -101,9 +101,12 @@ local function live_max_ttl(member)
   return largest
 end
 
--- This node's fence floor, 0 if it has none.
+-- This node's fence floor, 0 if it has none or one at or below 10^15 (it counts nothing:
+-- acquire.lua's count_of()).
 local function floor()
-  return tonumber(redis.call('get', KEYS[3]) or '0') or 0
+  local n = tonumber(redis.call('get', KEYS[3]) or '0') or 0
+  if n <= 1e15 then return 0 end
+  return n
 end
 
 if not in_use and not joining then

@@ -30,7 +30,13 @@ if kind == 'string' then
   local id, owner = string.match(redis.call('get', KEYS[1]), '^dlock[.!] (%S+) (.+)$')
   if id then writer = {owner, id} end
 end
-local fence = tonumber(redis.call('get', KEYS[2]) or redis.call('get', KEYS[4]) or '0')
+-- A count at or below 10^15 counts nothing (acquire.lua's count_of()): reported as none.
+local function count_of(text)
+  if text and (tonumber(text) or 2e15) <= 1e15 then return nil end
+  return text
+end
+local fence = tonumber(count_of(redis.call('get', KEYS[2])) or
+    count_of(redis.call('get', KEYS[4])) or '0')
 local queued = redis.call('zcard', KEYS[3])
 -- The anchors ('', later than now while their key lives) are no writer and no reader.
 local clock = key_clock()

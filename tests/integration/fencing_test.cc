@@ -213,5 +213,53 @@ TEST_F(FenceRaiseScriptTest, AnEmptyNodeIsNotLoweredToTheToken) {
   EXPECT_GT(grant(hold), 1'000'000'000'000'000LL);
 }
 
+// A count at or below 10^15 counts nothing (acquire.lua's count_of(); an INCR of a lost floor
+// writes 1), so the node counts from its clock. A raise or a greeting's floor_raise to a token
+// below that clock must leave it so: the review of that rule found both wrote the token over the
+// floor of 1, and the name's next grant came out below its grant before the floor was lost.
+TEST_F(FenceRaiseScriptTest, ASmallCountIsNoneAndNotRaisedBelowTheClock) {
+  const lock::HoldId y{"y", OwnerToken("a"), "c1.1", lock::HoldKind::write};
+  const long long before = grant(y);
+  ASSERT_GT(before, 1'000'000'000'000'000LL);
+  (void)eval(lock::release_call(y));
+  const long long below = before - 1'000'000'000;  // a token of another name, behind the clock
+  for (const char* small : {"1", "1000000000000000"}) {
+    SCOPED_TRACE(small);
+    ASSERT_TRUE(server_->command({"SET", std::string(lock::kFenceFloorKey), small}));
+    const lock::HoldId x{"x", OwnerToken("b"), "c2.1", lock::HoldKind::write};
+    EXPECT_EQ(raise(x, below), -1);
+    EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), small) << "raised below the clock";
+    const auto raised = eval(lock::floor_raise_call(static_cast<std::uint64_t>(below)));
+    ASSERT_TRUE(raised && raised->type == REDIS_REPLY_INTEGER);
+    EXPECT_EQ(raised->integer, 0) << "a count at or below 10^15 is none";
+    EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), small) << "raised below the clock";
+    // By the node's counter (the name's, which the first grant wrote, would carry the name).
+    const lock::HoldId again{"y", OwnerToken("a"), std::string("c1.") + (small[1] ? "3" : "2"),
+                             lock::HoldKind::write};
+    const auto r = eval(lock::acquire_call(again, 10s, std::nullopt, lock::WriterWait{}, 0, "",
+                                           lock::TokenCounter::node));
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_INTEGER);
+    EXPECT_GT(r->integer, before) << "the name's token went down";
+    (void)eval(lock::release_call(again));
+  }
+  // Above the clock the raise still writes the floor.
+  ASSERT_TRUE(server_->command({"SET", std::string(lock::kFenceFloorKey), "1"}));
+  const lock::HoldId z{"z", OwnerToken("c"), "c3.1", lock::HoldKind::write};
+  EXPECT_EQ(raise(z, 4'000'000'000'000'000LL), -1);
+  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), "4000000000000000");
+}
+
+// The bound is one for every script: a floor of exactly 10^15 counts nothing for the node's
+// counter's INCR too (the review found acquire.lua tested the INCR's answer, 10^15 + 1, against
+// the bound, and counted on from it where acquire_batch.lua counted from the clock).
+TEST_F(FenceRaiseScriptTest, AFloorOfExactlyTenToTheFifteenthIsNone) {
+  ASSERT_TRUE(server_->command({"SET", std::string(lock::kFenceFloorKey), "1000000000000000"}));
+  const lock::HoldId hold{"job", OwnerToken("a"), "c1.1", lock::HoldKind::write};
+  const auto r = eval(lock::acquire_call(hold, 10s, std::nullopt, lock::WriterWait{}, 0, "",
+                                         lock::TokenCounter::node));
+  ASSERT_TRUE(r && r->type == REDIS_REPLY_INTEGER);
+  EXPECT_GT(r->integer, 1'000'000'000'000'001LL) << "counted on from a floor of 10^15";
+}
+
 }  // namespace
 }  // namespace dlock

@@ -209,21 +209,13 @@ std::int64_t SimNode::counter(const std::string& fence, const std::string& floor
   return now * 1000;  // acquire.lua: the server's clock in microseconds
 }
 
-std::int64_t SimNode::raw_counter(const std::string& fence, const std::string& floor,
-                                  std::int64_t now) {
-  // fence_raise.lua: GET KEYS[1] or GET KEYS[2] (any count), or the clock
-  if (auto v = store_.get(fence, now)) return number(*v);
-  if (auto v = store_.get(floor, now)) return number(*v);
-  return now * 1000;
-}
-
 // acquire.lua's fast path for a free key: a write hold (ARGV[4] 'w'), no waiter's grant
 // (ARGV[6] not '1'), no semaphore slot (KEYS[7]), no readers (not simulated) and, with the
 // node's counter, no name counter (KEYS[2]). It returns at once, without the record's check,
 // when the client says its record window covers the lease (ARGV[7] 'nr' or 'r') and it counted
-// the token itself: by the node's counter an INCR that answered more than kLeastCount (a floor
-// of that or more), by the name's its counter or else the floor, above kLeastCount. Anything
-// else goes on to next_token() and record_ttl().
+// the token itself: by the node's counter an INCR of a floor above kLeastCount, by the name's
+// its counter or else the floor, above kLeastCount. Anything else goes on to next_token() and
+// record_ttl().
 bool SimNode::fast_path_skips_record(const node::Call& call, std::int64_t now) {
   const std::string& counter_arg = at(call.args, 6);
   if ((counter_arg != "nr" && counter_arg != "r") || at(call.args, 3) != "w" ||
@@ -233,7 +225,7 @@ bool SimNode::fast_path_skips_record(const node::Call& call, std::int64_t now) {
   const std::string& fence = at(call.keys, 1);
   const auto floor = store_.get(at(call.keys, 2), now);
   if (counter_arg == "nr") {
-    return !store_.exists(fence, now) && floor && number(*floor) >= kLeastCount;
+    return !store_.exists(fence, now) && floor && number(*floor) > kLeastCount;
   }
   // acquire.lua: the name's counter, else the floor, counted if above kLeastCount.
   const auto named = store_.get(fence, now);
@@ -269,8 +261,8 @@ std::int64_t SimNode::node_token(const std::string& floor, std::optional<std::in
                                  std::int64_t step, std::int64_t now) {
   const auto f = store_.get(floor, now);
   const std::int64_t base = f ? number(*f) : 0;
-  // INCR answered kLeastCount or less: the clock.
-  std::int64_t token = (base + 1 <= kLeastCount ? now * 1000 : base) + step;
+  // A floor of kLeastCount or less before the INCR: the clock.
+  std::int64_t token = (base <= kLeastCount ? now * 1000 : base) + step;
   if (named && token <= *named) token = *named + step;
   store_.set(floor, std::to_string(token), std::nullopt, now);
   return token;
@@ -523,18 +515,19 @@ resp::Reply SimNode::renew(const node::Call& call, std::int64_t now) {
 }
 
 // fence_raise.lua: the count raised to the token whether the hold is here or not (the floor,
-// and the name's counter only where it exists); the reply is the counter if KEYS[3] holds this hold
-// (owner -> hold id), else -1. Read holds are not simulated.
+// and the name's counter only where it exists; counts read as acquire.lua reads them); the reply
+// is the counter if KEYS[3] holds this hold (owner -> hold id), else -1. Read holds are not
+// simulated.
 resp::Reply SimNode::fence_raise(const node::Call& call, std::int64_t now) {
   const std::string& fence = at(call.keys, 0);
   const std::string& floor = at(call.keys, 1);
   if (at(call.args, 4) != "w") return error("ERR sim: read holds not modelled");
   const HGet id = store_.hget(at(call.keys, 2), at(call.args, 2), now);
   const bool here = id.kind == HGet::Kind::value && id.value == at(call.args, 3);
-  std::int64_t current = raw_counter(fence, floor, now);
+  std::int64_t current = counter(fence, floor, now);  // counts as acquire.lua's (count_of())
   const std::int64_t token = number(at(call.args, 0));
   if (current < token) {
-    if (store_.get(fence, now)) store_.set(fence, at(call.args, 0), number(at(call.args, 1)), now);
+    if (count_of(fence, now)) store_.set(fence, at(call.args, 0), number(at(call.args, 1)), now);
     const auto f = store_.get(floor, now);
     if (token > (f ? number(*f) : 0)) store_.set(floor, at(call.args, 0), std::nullopt, now);
     current = token;
@@ -549,11 +542,9 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
   // it a member with the ages the greeting learned.
   const bool in_use = !store_.hgetall(boots, now).empty();
   const bool joining = at(call.args, 2) == "join";
-  // KEYS[3]: the fence floor, read only; the greeting's reply ends with it (0: none).
-  const auto floor = [&] {
-    const auto f = store_.get(at(call.keys, 2), now);
-    return f ? number(*f) : 0;
-  };
+  // KEYS[3]: the fence floor, read only; the greeting's reply ends with it (0: none, or at or
+  // below kLeastCount).
+  const auto floor = [&] { return count_of(at(call.keys, 2), now).value_or(0); };
   if (!in_use && !joining) {
     std::vector<std::int64_t> result{live_max_ttl(max_ttl_key, now), 0};
     for (std::size_t i = 3; i + 1 < call.args.size(); i += 2) result.push_back(-1);
@@ -609,10 +600,10 @@ resp::Reply SimNode::hello(const node::Call& call, std::int64_t now) {
 // floor_raise.lua: an existing floor below ARGV[1] is raised to it; none stays none.
 resp::Reply SimNode::floor_raise(const node::Call& call, std::int64_t now) {
   const std::string& key = at(call.keys, 0);
-  const auto f = store_.get(key, now);
+  const auto f = count_of(key, now);  // none, or at or below kLeastCount: left alone
   if (!f) return integer(0);
   const std::int64_t target = number(at(call.args, 0));
-  if (number(*f) >= target) return integer(number(*f));
+  if (*f >= target) return integer(*f);
   store_.set(key, at(call.args, 0), std::nullopt, now);
   return integer(target);
 }

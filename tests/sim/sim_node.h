@@ -125,8 +125,6 @@ class SimNode {
   static constexpr std::int64_t kLeastCount = 1'000'000'000'000'000;
   std::optional<std::int64_t> count_of(const std::string& key, std::int64_t now);
   std::int64_t counter(const std::string& fence, const std::string& floor, std::int64_t now);
-  // fence_raise.lua's: any count.
-  std::int64_t raw_counter(const std::string& fence, const std::string& floor, std::int64_t now);
   // `record`: false when acquire.lua's fast path leaves the max-ttl record alone
   // (fast_path_skips_record()).
   std::int64_t next_token(const node::Call& call, std::int64_t ttl, std::int64_t now,
