@@ -121,8 +121,9 @@ if written and written.ok then
   else
     local floor = redis.call('get', KEYS[3])
     local known = redis.call('get', KEYS[2]) or floor
-    -- A count at or below 10^15 is none (count_of() below): next_token() then.
-    if known and (tonumber(known) or 0) > 1e15 then
+    -- A count at or below 10^15 is none (count_of() below): next_token() then, also for a
+    -- floor that counts nothing (written there at least from the clock).
+    if known and (tonumber(known) or 0) > 1e15 and floor and (tonumber(floor) or 0) > 1e15 then
       fast_token = tonumber(known) + 1
       redis.call('set', KEYS[2], fast_token, 'px', ARGV[3])
       if fast_token > tonumber(floor or '0') then redis.call('set', KEYS[3], fast_token) end
@@ -161,12 +162,32 @@ end
 -- so a node that restarted empty still counts from above every token handed out before, even
 -- when every node lost its memory (a quiet rolling restart). Exact in a Lua number below 2^53.
 -- `floor`: KEYS[3] if the caller read it already.
+-- The server's clock in microseconds, read once per call (a token counted from it and the floor
+-- written from it agree).
+local clock_read = nil
+local function clock_us()
+  if not clock_read then
+    local t = redis.call('time')
+    clock_read = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return clock_read
+end
 local function counter(floor)
   local known = count_of(redis.call('get', KEYS[2])) or
       count_of(floor or redis.call('get', KEYS[3]))
   if known then return tonumber(known) end
-  local t = redis.call('time')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return clock_us()
+end
+-- The floor (its text `floor`, as read) follows a token above it. A floor that counts nothing
+-- (count_of()) is written at least the clock: the node counted every name from there, and the
+-- token of a name counted by its own counter may be below it (the review of the 10^15 rule:
+-- written alone, it took every other name's next count on the node down to this name's).
+local function raise_floor(floor, token)
+  if not count_of(floor) then
+    redis.call('set', KEYS[3], math.max(token, clock_us()))
+  elseif token > tonumber(floor) then
+    redis.call('set', KEYS[3], token)
+  end
 end
 -- A key lives at least `ms` more (never shortened: other holds share it).
 local function outlive(key, ms)
@@ -220,15 +241,13 @@ local function next_token(counted)
     -- counter() reads it, and written back as an integer.
     if counted == nil then counted = redis.pcall('incr', KEYS[3]) end
     if type(counted) == 'number' then
-      token = counted
+      -- The floor before it at or below 10^15 counts nothing (count_of()).
+      if counted > 1e15 + 1 then token = counted end
     else
-      token = math.floor(tonumber(redis.call('get', KEYS[3])) or 0) + 1
+      local floor = tonumber(count_of(redis.call('get', KEYS[3])))
+      if floor then token = math.floor(floor) + 1 end
     end
-    -- The floor before it at or below 10^15: none (count_of()): from the clock, as counter().
-    if token <= 1e15 + 1 then
-      local t = redis.call('time')
-      token = tonumber(t[1]) * 1000000 + tonumber(t[2]) + 1
-    end
+    if not token then token = clock_us() + 1 end  -- no floor: from the clock, as counter()
     local named = tonumber(redis.call('getdel', KEYS[2]) or '0')
     if token <= named then token = named + 1 end
     if token ~= counted then redis.call('set', KEYS[3], token) end
@@ -236,7 +255,7 @@ local function next_token(counted)
     local floor = redis.call('get', KEYS[3])
     token = counter(floor) + 1
     redis.call('set', KEYS[2], token, 'px', ARGV[3])
-    if token > tonumber(floor or '0') then redis.call('set', KEYS[3], token) end
+    raise_floor(floor, token)
   end
   record_ttl()
   return token

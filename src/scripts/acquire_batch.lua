@@ -132,8 +132,13 @@ for i = 1, items do
       token = (count_of(counters[i]) or running or from_clock()) + 1
       redis.call('set', fence, token, 'px', ttl)
     end
-    -- acquire.lua raises the floor to a token above it, or above 0 when there is none.
-    if token > (running or 0) then running = token end
+    -- acquire.lua raises the floor to a token above it; one that counts nothing, to at least the
+    -- clock (its raise_floor()).
+    if not running then
+      running = math.max(token, from_clock())
+    elseif token > running then
+      running = token
+    end
     out[i] = token
     granted[ttl] = true
     count = count + 1

@@ -60,7 +60,13 @@ end
 local function next_token()
   local token = counter() + 1
   redis.call('set', KEYS[2], token, 'px', ARGV[3])
-  if token > tonumber(redis.call('get', KEYS[5]) or '0') then redis.call('set', KEYS[5], token) end
+  -- As acquire.lua's raise_floor(): a floor that counts nothing is written at least the clock.
+  local floor = redis.call('get', KEYS[5])
+  if not count_of(floor) then
+    redis.call('set', KEYS[5], math.max(token, tonumber(t[1]) * 1000000 + tonumber(t[2])))
+  elseif token > tonumber(floor) then
+    redis.call('set', KEYS[5], token)
+  end
   -- As acquire.lua's record_ttl (a string there is an older dlock's record: replaced).
   local ttl = tonumber(ARGV[3])
   local added = redis.pcall('zadd', KEYS[6], 'gt', now + ttl, ttl)

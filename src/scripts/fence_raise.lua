@@ -34,11 +34,18 @@ local function count_of(text)
   return text
 end
 local named = count_of(redis.call('get', KEYS[1]))
+local clock_read = nil  -- the server's clock in microseconds, read once
+local function clock_us()
+  if not clock_read then
+    local t = redis.call('time')
+    clock_read = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return clock_read
+end
 local function counter()
   local known = named or count_of(redis.call('get', KEYS[2]))
   if known then return tonumber(known) end
-  local t = redis.call('time')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+  return clock_us()
 end
 -- pcall: a key of another type (not dlock's) holds no hold of ours.
 local here
@@ -60,7 +67,14 @@ local current = counter()
 local token = tonumber(ARGV[1])
 if current < token then
   if named then redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2]) end
-  if token > tonumber(redis.call('get', KEYS[2]) or '0') then redis.call('set', KEYS[2], ARGV[1]) end
+  -- As acquire.lua's raise_floor(): a floor that counts nothing is written at least the clock
+  -- (the node counted every name from there; a name's counter may be below it).
+  local floor = redis.call('get', KEYS[2])
+  if not count_of(floor) then
+    redis.call('set', KEYS[2], math.max(token, clock_us()))
+  elseif token > tonumber(floor) then
+    redis.call('set', KEYS[2], ARGV[1])
+  end
   current = token
 end
 if not here then return -1 end

@@ -249,6 +249,46 @@ TEST_F(FenceRaiseScriptTest, ASmallCountIsNoneAndNotRaisedBelowTheClock) {
   EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), "4000000000000000");
 }
 
+// A floor that counts nothing (lost, or the 1 a plain INCR leaves) beside a name's counter that
+// lives on (a token a second ago): the node counted every name from its clock, and writing the
+// floor from that name's token alone took every other name's next count down to it (the second
+// review of the 10^15 rule; on one node, or with fair mode, the next holder of another name got
+// a token below its last). The floor is written at least the clock, by a grant by the name's
+// counter (acquire.lua) and by a raise (fence_raise.lua).
+TEST_F(FenceRaiseScriptTest, ALostFloorIsWrittenAtLeastTheClockBesideANamesCounter) {
+  const auto by_node = [&](const lock::HoldId& h) {
+    const auto r = eval(lock::acquire_call(h, 10s, std::nullopt, lock::WriterWait{}, 0, "",
+                                           lock::TokenCounter::node));
+    return r && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+  };
+  for (const char* lost : {"", "1"}) {
+    SCOPED_TRACE(*lost ? "a floor of 1" : "no floor");
+    const lock::HoldId b{"b", OwnerToken("b"), std::string("c2.") + (*lost ? "2" : "1"),
+                         lock::HoldKind::write};
+    const long long before = by_node(b);  // the clock, about now
+    ASSERT_GT(before, 1'000'000'000'000'000LL);
+    (void)eval(lock::release_call(b));
+    const long long second_ago = before - 1'000'000;  // a token of "a" handed out then
+    for (int step = 0; step < 2; ++step) {
+      (void)server_->command({"DEL", std::string(lock::kFenceFloorKey)});
+      if (*lost) {
+        ASSERT_TRUE(server_->command({"SET", std::string(lock::kFenceFloorKey), lost}));
+      }
+      ASSERT_TRUE(server_->command(
+          {"SET", lock::fence_key("a"), std::to_string(second_ago), "PX", "10000"}));
+      const lock::HoldId a{"a", OwnerToken("a"), "c1." + std::to_string(step + (*lost ? 3 : 1)),
+                           lock::HoldKind::write};
+      const long long answer = step == 0 ? grant(a) : raise(a, second_ago + 5);
+      EXPECT_EQ(answer, step == 0 ? second_ago + 1 : -1) << "by the name's counter; not here";
+      (void)eval(lock::release_call(a));
+      const lock::HoldId next{"b", OwnerToken("b"), "c3." + std::to_string(step) + lost,
+                              lock::HoldKind::write};
+      EXPECT_GT(by_node(next), before) << (step == 0 ? "after the grant" : "after the raise");
+      (void)eval(lock::release_call(next));
+    }
+  }
+}
+
 // The bound is one for every script: a floor of exactly 10^15 counts nothing for the node's
 // counter's INCR too (the review found acquire.lua tested the INCR's answer, 10^15 + 1, against
 // the bound, and counted on from it where acquire_batch.lua counted from the clock).
@@ -259,6 +299,15 @@ TEST_F(FenceRaiseScriptTest, AFloorOfExactlyTenToTheFifteenthIsNone) {
                                          lock::TokenCounter::node));
   ASSERT_TRUE(r && r->type == REDIS_REPLY_INTEGER);
   EXPECT_GT(r->integer, 1'000'000'000'000'001LL) << "counted on from a floor of 10^15";
+  // A floor just above it that INCR cannot count (no integer) counts, as acquire_batch.lua
+  // counts it (the second review: acquire.lua read it as none).
+  (void)eval(lock::release_call(hold));
+  ASSERT_TRUE(server_->command({"SET", std::string(lock::kFenceFloorKey), "1000000000000000.5"}));
+  const lock::HoldId next{"job", OwnerToken("a"), "c1.2", lock::HoldKind::write};
+  const auto n = eval(lock::acquire_call(next, 10s, std::nullopt, lock::WriterWait{}, 0, "",
+                                         lock::TokenCounter::node));
+  ASSERT_TRUE(n && n->type == REDIS_REPLY_INTEGER);
+  EXPECT_EQ(n->integer, 1'000'000'000'000'001LL);
 }
 
 }  // namespace

@@ -318,6 +318,25 @@ TEST_F(GroupCommitTest, SmallCountsAreNone) {
   EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), std::to_string(r->element[1]->integer));
 }
 
+// A floor that counts nothing beside a name's counter that lives on (a token a second ago): the
+// floor is written at least the clock, as acquire.lua's raise_floor() writes it, so a name counted
+// by the node's counter after it in the call (or in a later call) counts from the clock, not
+// from that name's token (the second review of the 10^15 rule: 2 above it before).
+TEST_F(GroupCommitTest, ALostFloorIsWrittenAtLeastTheClockBesideANamesCounter) {
+  const auto first = acquire_batch({"x"});  // no floor: the server's clock, about now
+  ASSERT_EQ(first->element[0]->type, REDIS_REPLY_INTEGER);
+  const long long before = first->element[0]->integer;
+  cmd({"DEL", std::string(lock::kFenceFloorKey)});
+  const long long second_ago = before - 1'000'000;
+  cmd({"SET", lock::fence_key("a"), std::to_string(second_ago), "PX", "10000"});
+  const auto r = acquire_batch({"a", "b"}, "10000", {"a"});
+  ASSERT_EQ(r->element[0]->type, REDIS_REPLY_INTEGER);
+  EXPECT_EQ(r->element[0]->integer, second_ago + 1) << "by the name's counter";
+  ASSERT_EQ(r->element[1]->type, REDIS_REPLY_INTEGER);
+  EXPECT_GT(r->element[1]->integer, before) << "counted from a's token";
+  EXPECT_EQ(get(std::string(lock::kFenceFloorKey)), std::to_string(r->element[1]->integer));
+}
+
 TEST_F(GroupCommitTest, AFloorThatIsNoIntegerIsReadAndWrittenBack) {
   cmd({"SET", std::string(lock::kFenceFloorKey), "1.7e+15"});
   auto r = acquire_batch({"a"});

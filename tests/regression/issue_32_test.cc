@@ -583,6 +583,28 @@ TEST(Issue32SmallCountTest, SmallCountsAreNoneInFairMode) {
   EXPECT_GT(token_of(second), token_of(first)) << "counted on from a name counter of 7";
 }
 
+// Fair mode counts by the name's counter: beside a lost floor, its grant writes the floor at
+// least the clock (acquire.lua's raise_floor()), or the next holder of another name by the
+// node's counter got a token below its last (the second review of the 10^15 rule).
+TEST(Issue32SmallCountTest, ALostFloorIsWrittenAtLeastTheClockInFairMode) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  SmallCounts t;
+  auto b = t.client.try_lock("b", ttl_of(10s));
+  const std::uint64_t before = token_of(b);  // the server's clock, about now
+  ASSERT_TRUE(b->unlock());
+  ASSERT_TRUE(t.server.command({"DEL", "dlock:fence-floor"}));
+  const std::uint64_t second_ago = before - 1'000'000;
+  ASSERT_TRUE(
+      t.server.command({"SET", "dlock:fence:{a}", std::to_string(second_ago), "PX", "10000"}));
+  LockOptions fair = ttl_of(10s);
+  fair.fair = true;
+  auto a = t.client.try_lock("a", fair);
+  EXPECT_EQ(token_of(a), second_ago + 1);
+  ASSERT_TRUE(a->unlock());
+  auto next = t.client.try_lock("b", ttl_of(10s));
+  EXPECT_GT(token_of(next), before) << "counted from a's token";
+}
+
 // The common grant of a lock set of several nodes (a free name, the max-ttl record covering
 // its ttl) runs on the fast path: no TIME (the general path's record test reads it), and no
 // check of the record at all while the first grant's says it covers the leases

@@ -250,11 +250,21 @@ std::int64_t SimNode::next_token(const node::Call& call, std::int64_t ttl, std::
   } else {
     token = counter(fence, floor, now) + step;
     store_.set(fence, std::to_string(token), ttl, now);
-    const auto f = store_.get(floor, now);
-    if (token > (f ? number(*f) : 0)) store_.set(floor, std::to_string(token), std::nullopt, now);
+    raise_floor(floor, token, now);
   }
   if (record) record_granted_ttl(max_ttl, ttl, now);
   return token;
+}
+
+// acquire.lua's raise_floor(): a floor above kLeastCount follows a token above it; one that
+// counts nothing is written at least the clock.
+void SimNode::raise_floor(const std::string& floor, std::int64_t token, std::int64_t now) {
+  const auto f = count_of(floor, now);
+  if (!f) {
+    store_.set(floor, std::to_string(std::max(token, now * 1000)), std::nullopt, now);
+  } else if (token > *f) {
+    store_.set(floor, std::to_string(token), std::nullopt, now);
+  }
 }
 
 std::int64_t SimNode::node_token(const std::string& floor, std::optional<std::int64_t> named,
@@ -454,7 +464,8 @@ resp::Reply SimNode::acquire_batch(const node::Call& call, std::int64_t now) {
     }
     if (share) token = shared.value_or(token);
     shared = shared.value_or(token);
-    if (token > running.value_or(0)) running = token;  // acquire.lua: above the floor, or 0
+    // acquire.lua's raise_floor(): above the floor; a floor that counts nothing, the clock too.
+    running = running ? std::max(*running, token) : std::max(token, now * 1000);
     out.elements[i] = integer(token);
   }
   if (running) store_.set(floor, std::to_string(*running), std::nullopt, now);
@@ -528,8 +539,7 @@ resp::Reply SimNode::fence_raise(const node::Call& call, std::int64_t now) {
   const std::int64_t token = number(at(call.args, 0));
   if (current < token) {
     if (count_of(fence, now)) store_.set(fence, at(call.args, 0), number(at(call.args, 1)), now);
-    const auto f = store_.get(floor, now);
-    if (token > (f ? number(*f) : 0)) store_.set(floor, at(call.args, 0), std::nullopt, now);
+    raise_floor(floor, token, now);
     current = token;
   }
   return integer(here ? current : -1);

@@ -125,6 +125,7 @@ class SimNode {
   static constexpr std::int64_t kLeastCount = 1'000'000'000'000'000;
   std::optional<std::int64_t> count_of(const std::string& key, std::int64_t now);
   std::int64_t counter(const std::string& fence, const std::string& floor, std::int64_t now);
+  void raise_floor(const std::string& floor, std::int64_t token, std::int64_t now);
   // `record`: false when acquire.lua's fast path leaves the max-ttl record alone
   // (fast_path_skips_record()).
   std::int64_t next_token(const node::Call& call, std::int64_t ttl, std::int64_t now,
