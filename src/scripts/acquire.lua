@@ -157,11 +157,6 @@ local function count_of(text)
   if text and (tonumber(text) or 2e15) <= 1e15 then return nil end
   return text
 end
--- The name's counter, else the node's floor, else (a node that lost its memory, or a new one)
--- the server's clock in microseconds: tokens grow by one per grant, far slower than that clock,
--- so a node that restarted empty still counts from above every token handed out before, even
--- when every node lost its memory (a quiet rolling restart). Exact in a Lua number below 2^53.
--- `floor`: KEYS[3] if the caller read it already.
 -- The server's clock in microseconds, read once per call (a token counted from it and the floor
 -- written from it agree).
 local clock_read = nil
@@ -172,6 +167,11 @@ local function clock_us()
   end
   return clock_read
 end
+-- The name's counter, else the node's floor, else (a node that lost its memory, or a new one)
+-- the server's clock in microseconds: tokens grow by one per grant, far slower than that clock,
+-- so a node that restarted empty still counts from above every token handed out before, even
+-- when every node lost its memory (a quiet rolling restart). Exact in a Lua number below 2^53.
+-- `floor`: KEYS[3] if the caller read it already.
 local function counter(floor)
   local known = count_of(redis.call('get', KEYS[2])) or
       count_of(floor or redis.call('get', KEYS[3]))
