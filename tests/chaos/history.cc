@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 
 namespace dlock::chaos {
 namespace {
@@ -21,6 +22,51 @@ std::string describe(const Event& e) {
          (e.shared ? ", reader" : "") +
          (e.permits > 0 ? ", permit " + e.slot + " of " + std::to_string(e.permits) : "") +
          (e.detail.empty() ? "" : ", " + e.detail) + "}";
+}
+
+// The holds the sampler saw on e's name while e waited, each with the worker whose events
+// name its owner: what kept a waiter out when no fault explains it.
+std::string holders_during(const History& h, const Event& e) {
+  struct Seen {
+    std::size_t samples = 0;
+    std::set<std::size_t> nodes;
+    std::int64_t min_ttl = INT64_MAX;
+    std::int64_t max_ttl = INT64_MIN;
+  };
+  std::map<std::tuple<bool, std::string, std::string>, Seen> seen;  // (shared, owner, hold)
+  std::size_t samples = 0;
+  for (const auto& s : h.samples) {
+    if (s.name != e.name || s.at_ns < e.wait_ns || s.at_ns > e.release_ns) continue;
+    ++samples;
+    std::set<std::tuple<bool, std::string, std::string>> in_this;
+    for (const auto& hold : s.holds) {
+      auto key = std::make_tuple(hold.shared, hold.owner, hold.hold);
+      auto& k = seen[key];
+      if (in_this.insert(std::move(key)).second) ++k.samples;
+      k.nodes.insert(hold.node + 1);
+      k.min_ttl = std::min(k.min_ttl, hold.ttl_ms);
+      k.max_ttl = std::max(k.max_ttl, hold.ttl_ms);
+    }
+  }
+  if (samples == 0) return "";
+  std::map<std::string, std::string> worker_of;  // owner -> holder
+  for (const auto& o : h.events) {
+    if (!o.owner.empty()) worker_of.emplace(o.owner, o.holder);
+  }
+  std::string out = "; holds sampled in its wait (" + std::to_string(samples) + " samples):";
+  std::size_t listed = 0;
+  for (const auto& [key, k] : seen) {
+    if (++listed > 5) break;
+    const auto& [shared, owner, hold] = key;
+    const auto w = worker_of.find(owner);
+    std::string nodes;
+    for (auto n : k.nodes) nodes += (nodes.empty() ? "" : ",") + std::to_string(n);
+    out += " [" + (w == worker_of.end() ? std::string("no worker's") : w->second) +
+           (shared ? " reader" : "") + " owner " + owner + " hold " + hold + ", in " +
+           std::to_string(k.samples) + " on nodes " + nodes + ", ttl " + std::to_string(k.min_ttl) +
+           ".." + std::to_string(k.max_ttl) + " ms]";
+  }
+  return out;
 }
 
 bool in_fault(const History& h, std::int64_t from, std::int64_t to) {
@@ -107,8 +153,21 @@ std::string to_line(const Event& e) {
                 {"shared", e.shared},
                 {"permits", e.permits},
                 {"slot", e.slot},
-                {"detail", e.detail}}}}
+                {"detail", e.detail},
+                {"owner", e.owner}}}}
       .dump();
+}
+
+std::string to_line(const Sample& s) {
+  json holds = json::array();
+  for (const auto& h : s.holds) {
+    holds.push_back({{"node", h.node},
+                     {"shared", h.shared},
+                     {"owner", h.owner},
+                     {"hold", h.hold},
+                     {"ttl_ms", h.ttl_ms}});
+  }
+  return json{{"sample", {{"at_ns", s.at_ns}, {"name", s.name}, {"holds", holds}}}}.dump();
 }
 
 std::string to_line(const Fault& f) {
@@ -143,10 +202,18 @@ History read_history(const std::string& path) {
                   e.value("read_ns", std::int64_t{0}), e.at("valid_until_ns"), e.at("release_ns"),
                   e.value("write_ns", std::int64_t{0}), e.at("outcome"), e.at("paused"),
                   e.at("skewed"), e.value("shared", false), e.value("permits", 0u),
-                  e.value("slot", ""), e.value("detail", "")});
+                  e.value("slot", ""), e.value("detail", ""), e.value("owner", "")});
       } else if (j.contains("fault")) {
         const auto& f = j["fault"];
         h.faults.push_back(Fault{f.at("kind"), f.at("target"), f.at("start_ns"), f.at("end_ns")});
+      } else if (j.contains("sample")) {
+        const auto& j_sample = j["sample"];
+        Sample sample{j_sample.at("at_ns"), j_sample.at("name"), {}};
+        for (const auto& held : j_sample.at("holds")) {
+          sample.holds.push_back(SampledHold{held.at("node"), held.at("shared"), held.at("owner"),
+                                             held.at("hold"), held.at("ttl_ms")});
+        }
+        h.samples.push_back(std::move(sample));
       } else if (j.contains("summary")) {
         const auto& s = j["summary"];
         h.counter = s.at("counter");
@@ -322,7 +389,7 @@ Report check(const History& history) {
     if (e.outcome != "timeout") continue;
     if (!in_fault(history, e.wait_ns, e.release_ns)) {
       r.violations.push_back("waiter got no lock within " + std::to_string(history.wait_bound_ms) +
-                             " ms while no fault ran: " + describe(e));
+                             " ms while no fault ran: " + describe(e) + holders_during(history, e));
       continue;
     }
     if (e.skewed) continue;

@@ -48,6 +48,23 @@ struct Event {
   unsigned permits = 0;  // > 0: a permit of the semaphore `name` of that many permits
   std::string slot;      // a permit: the slot lock it held (dlock:sem:{NAME}:<i>)
   std::string detail;    // how a nesting worker nested its leases, and what each call returned
+  std::string owner;     // the lease's owner token, when acquired (names a sampled hold's worker)
+};
+
+// One hold one node showed a sampler (holder_sampler.h).
+struct SampledHold {
+  std::size_t node = 0;  // index among the lock nodes
+  bool shared = false;   // a read hold
+  std::string owner;
+  std::string hold;  // the hold id
+  std::int64_t ttl_ms = -1;
+};
+
+// Who held `name` at at_ns, on the nodes that answered (none: free everywhere, not recorded).
+struct Sample {
+  std::int64_t at_ns = 0;
+  std::string name;
+  std::vector<SampledHold> holds;
 };
 
 struct Fault {
@@ -60,6 +77,7 @@ struct Fault {
 struct History {
   std::vector<Event> events;
   std::vector<Fault> faults;
+  std::vector<Sample> samples;
   // The final counter of the resource every name writes that `counters` does not list
   // (-1: unknown).
   std::int64_t counter = -1;
@@ -71,9 +89,11 @@ struct History {
   std::int64_t drift_ms = 0;
 };
 
-// One JSON object per line: {"event": {...}}, {"fault": {...}} or {"summary": {...}}.
+// One JSON object per line: {"event": {...}}, {"fault": {...}}, {"sample": {...}} or
+// {"summary": {...}}.
 std::string to_line(const Event& e);
 std::string to_line(const Fault& f);
+std::string to_line(const Sample& s);
 std::string summary_line(const History& h);
 // Reads a history file; throws std::runtime_error with the line number on a bad line.
 History read_history(const std::string& path);

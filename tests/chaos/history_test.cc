@@ -313,6 +313,33 @@ TEST(HistoryCheckTest, TimeoutOutsideFaultsIsALivenessViolation) {
   EXPECT_TRUE(check(h).violations.empty()) << "a wait during a fault is excused";
 }
 
+TEST(HistoryCheckTest, ALivenessViolationNamesTheHoldsSampledDuringTheWait) {
+  // The hold that kept the waiter out, mapped to the worker whose events name its owner; a
+  // sample of another name, or outside the wait, is not listed.
+  History h = clean();
+  h.events[0].owner = "p1:7";
+  h.events.push_back(cycle("w", 0, 100, 10100, "timeout"));
+  for (std::int64_t at : {50, 2000, 3000}) {
+    h.samples.push_back(Sample{
+        at * kMs,
+        "n",
+        {SampledHold{0, false, "p1:7", "h.9", 400}, SampledHold{2, false, "p1:7", "h.9", 350}}});
+  }
+  h.samples.push_back(Sample{4000 * kMs, "n", {SampledHold{1, true, "p2:3", "h.4", 120}}});
+  h.samples.push_back(Sample{5000 * kMs, "other", {SampledHold{1, false, "p3:1", "h.1", 90}}});
+  const auto r = check(h);
+  ASSERT_EQ(r.violations.size(), 1u);
+  const std::string& v = r.violations[0];
+  EXPECT_NE(v.find("(3 samples)"), std::string::npos) << v;
+  EXPECT_NE(v.find("[a owner p1:7 hold h.9, in 2 on nodes 1,3, ttl 350..400 ms]"),
+            std::string::npos)
+      << v;
+  EXPECT_NE(v.find("[no worker's reader owner p2:3 hold h.4, in 1 on nodes 2, ttl 120..120 ms]"),
+            std::string::npos)
+      << v;
+  EXPECT_EQ(v.find("p3:1"), std::string::npos) << v;
+}
+
 TEST(HistoryCheckTest, WaiterPassedOverByManyHandOffsOutsideFaultsIsAViolation) {
   History h = clean();
   // A fault at the start of the wait excuses the timeout under the first rule.
@@ -377,15 +404,27 @@ TEST(HistoryCheckTest, RoundTripsThroughAFile) {
   History h = clean();
   h.faults.push_back(Fault{"stop-node", "node-2", 1, 2});
   h.events[1].detail = "nest outer=300ms/renewed";
+  h.events[1].owner = "p1:7";
+  h.samples.push_back(Sample{5, "n", {SampledHold{2, true, "p1:7", "h.9", 42}}});
   const std::string path = testing::TempDir() + "/history.jsonl";
   {
     std::ofstream out(path);
     for (const auto& e : h.events) out << to_line(e) << "\n";
     for (const auto& f : h.faults) out << to_line(f) << "\n";
+    for (const auto& s : h.samples) out << to_line(s) << "\n";
     out << summary_line(h) << "\n";
   }
   const History back = read_history(path);
   EXPECT_EQ(back.events.size(), 3u);
+  EXPECT_EQ(back.events[1].owner, "p1:7");
+  ASSERT_EQ(back.samples.size(), 1u);
+  EXPECT_EQ(back.samples[0].at_ns, 5);
+  ASSERT_EQ(back.samples[0].holds.size(), 1u);
+  EXPECT_EQ(back.samples[0].holds[0].node, 2u);
+  EXPECT_TRUE(back.samples[0].holds[0].shared);
+  EXPECT_EQ(back.samples[0].holds[0].owner, "p1:7");
+  EXPECT_EQ(back.samples[0].holds[0].hold, "h.9");
+  EXPECT_EQ(back.samples[0].holds[0].ttl_ms, 42);
   EXPECT_EQ(back.faults.size(), 1u);
   EXPECT_EQ(back.counter, 3);
   EXPECT_EQ(back.events[1].holder, "b");

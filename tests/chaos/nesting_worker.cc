@@ -146,6 +146,7 @@ bool take_outer(const WorkerOptions& w, Client& client, FencedStore& store, cons
   c.e.acquire_ns = real_now_ns();
   c.outer = std::move(*outer);
   c.e.token = c.outer->fencing_token().value();
+  c.e.owner = c.outer->owner().str();
   c.held = c.belief.check({&*c.outer});
   // A fenced read: the resource now refuses every older holder's write.
   auto read = store.read(kName, c.outer->fencing_token());

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "batch_monitor.h"
 #include "faults.h"
 #include "history.h"
+#include "holder_sampler.h"
 #include "nodes.h"
 #include "worker.h"
 
@@ -371,6 +373,10 @@ int run_chaos(const RunOptions& o) {
   Workers workers(o, nodes, recorder);
   if (!workers.start()) return 69;
   FaultSchedule faults(fault_targets(o, nodes, workers), o.seed, o.reply_faults);
+  // Straight to the servers (no proxy): what they hold, not what a faulty path shows.
+  std::optional<HolderSampler> sampler;
+  sampler.emplace(nodes.urls_for(-1, std::vector<Spelling>(nodes.size(), Spelling::ip)), kName,
+                  [&recorder](const std::string& line) { recorder.line(line); });
   const auto start = Clock::now();
   while (Clock::now() - start < o.duration) {
     std::this_thread::sleep_for(faults.pause());
@@ -378,6 +384,7 @@ int run_chaos(const RunOptions& o) {
     if (auto f = faults.inject()) recorder.line(to_line(*f));
   }
   workers.stop();
+  sampler.reset();
   const History summary = final_summary(o, nodes);
   recorder.line(summary_line(summary));
   recorder.flush();

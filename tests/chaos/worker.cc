@@ -92,6 +92,7 @@ void record_acquired(Event& e, const Lease& lease) {
   e.acquire_ns = real_now_ns();
   e.valid_until_ns = e.acquire_ns + lease.validity().count() * 1'000'000;
   e.token = lease.fencing_token().value();
+  e.owner = lease.owner().str();
 }
 
 ClientOptions worker_client_options(const std::string& nodes) {
