@@ -39,11 +39,13 @@
 //
 //   dlock_chaos --cluster --cluster-replicas 1 --duration 3m --history /tmp/c.jsonl
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 
 #include "duration.h"
 #include "history.h"
 #include "runner.h"
+#include "starvation_watch.h"
 #include "worker.h"
 
 namespace dlock::chaos {
@@ -60,7 +62,15 @@ int print_check(const std::string& path) {
   const Report r = check(h);
   std::cout << "history " << path << ": " << r.cycles << " cycles, " << r.accepted
             << " accepted writes, " << r.refused << " refused, " << r.timeouts << " timeouts, "
-            << r.held_only << " held without a write, " << h.faults.size() << " faults\n"
+            << r.held_only << " held without a write, "
+            << std::count_if(h.faults.begin(), h.faults.end(),
+                             [](const Fault& f) { return f.kind != kStarved; })
+            << " faults\n"
+            << "the runner starved of CPU: "
+            << std::count_if(h.faults.begin(), h.faults.end(),
+                             [](const Fault& f) { return f.kind == kStarved; })
+            << " times (woken " << StarvationWatch::kLate.count()
+            << " ms late or more); waits that failed then (excused): " << r.starved_timeouts << "\n"
             << "late writes of paused or skewed holders: " << r.expected_overlaps
             << ", refused by fencing: " << r.caught_by_fencing
             << ", accepted before the next holder touched the resource (harmless): "

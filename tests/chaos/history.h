@@ -48,7 +48,9 @@ struct Event {
   unsigned permits = 0;  // > 0: a permit of the semaphore `name` of that many permits
   std::string slot;      // a permit: the slot lock it held (dlock:sem:{NAME}:<i>)
   std::string detail;    // how a nesting worker nested its leases, and what each call returned
-  std::string owner;     // the lease's owner token, when acquired (names a sampled hold's worker)
+  // The owner its acquisition asked as (an async worker's: once acquired): names a sampled
+  // hold's worker.
+  std::string owner;
 };
 
 // One hold one node showed a sampler (holder_sampler.h).
@@ -66,6 +68,10 @@ struct Sample {
   std::string name;
   std::vector<SampledHold> holds;
 };
+
+// The kind of fault the runner records for the times it was itself kept off the CPU
+// (starvation_watch.h): no fault it injected, and no excuse for anything but a failed wait.
+inline constexpr const char* kStarved = "starved";
 
 struct Fault {
   std::string kind;  // kill, restart-empty, restart-aof, stop-node, pause-holder, ...
@@ -106,7 +112,10 @@ struct Report {
   // Writes sent whose answer never came (outcome "error" with write_ns set): each may or may
   // not have been applied, so the counter may exceed the accepted writes by up to this many.
   std::size_t unknown_writes = 0;
-  std::size_t held_only = 0;          // held the lock without writing (outcome "held")
+  std::size_t held_only = 0;  // held the lock without writing (outcome "held")
+  // Waits that failed while no fault ran but the runner was kept off the CPU for a tenth of
+  // them or more (check (c)): excused, and counted.
+  std::size_t starved_timeouts = 0;
   std::size_t expected_overlaps = 0;  // paused or skewed holders
   std::size_t caught_by_fencing = 0;  // of those, the stale write was refused
   // Of those, accepted before any newer holder touched the resource (it then read that value).

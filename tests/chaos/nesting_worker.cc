@@ -135,6 +135,7 @@ struct Cycle {
 // The outer acquisition and the fenced read. False when the cycle ends there (e is complete).
 bool take_outer(const WorkerOptions& w, Client& client, FencedStore& store, const Plan& plan,
                 Cycle& c) {
+  c.e.owner = Client::default_owner().str();  // its leases' owner: named before any is had
   c.e.wait_ns = real_now_ns();
   auto outer = client.lock(kName, w.wait, options_of(plan.outer_ttl, plan.outer_renew));
   if (!outer) {
@@ -146,7 +147,6 @@ bool take_outer(const WorkerOptions& w, Client& client, FencedStore& store, cons
   c.e.acquire_ns = real_now_ns();
   c.outer = std::move(*outer);
   c.e.token = c.outer->fencing_token().value();
-  c.e.owner = c.outer->owner().str();
   c.held = c.belief.check({&*c.outer});
   // A fenced read: the resource now refuses every older holder's write.
   auto read = store.read(kName, c.outer->fencing_token());

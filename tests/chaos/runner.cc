@@ -25,6 +25,7 @@
 #include "history.h"
 #include "holder_sampler.h"
 #include "nodes.h"
+#include "starvation_watch.h"
 #include "worker.h"
 
 extern char** environ;
@@ -374,6 +375,8 @@ int run_chaos(const RunOptions& o) {
   if (!workers.start()) return 69;
   FaultSchedule faults(fault_targets(o, nodes, workers), o.seed, o.reply_faults);
   // Straight to the servers (no proxy): what they hold, not what a faulty path shows.
+  std::optional<StarvationWatch> starvation;
+  starvation.emplace([&recorder](const std::string& line) { recorder.line(line); });
   std::optional<HolderSampler> sampler;
   sampler.emplace(nodes.urls_for(-1, std::vector<Spelling>(nodes.size(), Spelling::ip)), kName,
                   [&recorder](const std::string& line) { recorder.line(line); });
@@ -385,6 +388,7 @@ int run_chaos(const RunOptions& o) {
   }
   workers.stop();
   sampler.reset();
+  starvation.reset();
   const History summary = final_summary(o, nodes);
   recorder.line(summary_line(summary));
   recorder.flush();

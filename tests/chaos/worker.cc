@@ -135,6 +135,7 @@ void run_plain_cycles(const WorkerOptions& w, Client& client, FencedStore& store
     e.name = kName;
     e.holder = holder;
     e.skewed = w.skewed;
+    e.owner = Client::default_owner().str();  // its leases' owner: named before any is had
     e.wait_ns = real_now_ns();
     auto lease = w.skewed ? poll_for_lock(client, w.wait, lock_options)
                           : client.lock(kName, w.wait, lock_options);
@@ -183,6 +184,7 @@ void run_reader_cycles(const WorkerOptions& w, Client& client, FencedStore& stor
     e.name = kName;
     e.holder = holder;
     e.shared = true;
+    e.owner = Client::default_owner().str();  // its leases' owner: named before any is had
     e.wait_ns = real_now_ns();
     auto lease = client.lock_shared(kName, w.wait, lock_options);
     if (!lease) {
@@ -218,6 +220,7 @@ void run_permit_cycles(const WorkerOptions& w, Client& client) {
     e.name = kSemaphore;
     e.holder = holder;
     e.permits = w.permits;
+    e.owner = Client::default_owner().str();  // its leases' owner: named before any is had
     e.wait_ns = real_now_ns();
     auto permit = semaphore.acquire_lease(w.wait);
     if (!permit) {
