@@ -66,11 +66,11 @@ int print_check(const std::string& path) {
             << std::count_if(h.faults.begin(), h.faults.end(),
                              [](const Fault& f) { return f.kind != kStarved; })
             << " faults\n"
-            << "the runner starved of CPU: "
+            << "workers starved of CPU (a thread waited half of "
+            << StarvationWatch::kWindow.count() << " ms or more for it): "
             << std::count_if(h.faults.begin(), h.faults.end(),
                              [](const Fault& f) { return f.kind == kStarved; })
-            << " times (woken " << StarvationWatch::kLate.count()
-            << " ms late or more); waits that failed then (excused): " << r.starved_timeouts << "\n"
+            << " periods; waits that failed then (excused): " << r.starved_timeouts << "\n"
             << "late writes of paused or skewed holders: " << r.expected_overlaps
             << ", refused by fencing: " << r.caught_by_fencing
             << ", accepted before the next holder touched the resource (harmless): "

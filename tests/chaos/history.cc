@@ -77,12 +77,21 @@ bool in_fault(const History& h, std::int64_t from, std::int64_t to) {
   });
 }
 
-// How long within [from, to] the runner was kept off the CPU.
+// How long within [from, to] some worker was starved of CPU (the union of the periods).
 std::int64_t starved_ns(const History& h, std::int64_t from, std::int64_t to) {
-  std::int64_t sum = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> spans;
   for (const auto& f : h.faults) {
-    if (f.kind == kStarved)
-      sum += std::max<std::int64_t>(0, std::min(to, f.end_ns) - std::max(from, f.start_ns));
+    const auto start = std::max(from, f.start_ns);
+    const auto end = std::min(to, f.end_ns);
+    if (f.kind == kStarved && start < end) spans.emplace_back(start, end);
+  }
+  std::sort(spans.begin(), spans.end());
+  std::int64_t sum = 0;
+  std::int64_t covered = from;  // the union so far ends here
+  for (const auto& [start, end] : spans) {
+    if (end <= covered) continue;
+    sum += end - std::max(start, covered);
+    covered = end;
   }
   return sum;
 }
@@ -402,7 +411,7 @@ Report check(const History& history) {
     if (e.outcome != "timeout") continue;
     if (!in_fault(history, e.wait_ns, e.release_ns)) {
       if (starved_ns(history, e.wait_ns, e.release_ns) * 10 >= e.release_ns - e.wait_ns) {
-        ++r.starved_timeouts;  // a client that cannot run gets no lock (starvation_watch.h)
+        ++r.starved_timeouts;  // clients that cannot run get no lock (starvation_watch.h)
         continue;
       }
       r.violations.push_back("waiter got no lock within " + std::to_string(history.wait_bound_ms) +

@@ -69,7 +69,7 @@ struct Sample {
   std::vector<SampledHold> holds;
 };
 
-// The kind of fault the runner records for the times it was itself kept off the CPU
+// The kind of fault the runner records for the times a worker was kept off the CPU
 // (starvation_watch.h): no fault it injected, and no excuse for anything but a failed wait.
 inline constexpr const char* kStarved = "starved";
 
@@ -113,7 +113,7 @@ struct Report {
   // not have been applied, so the counter may exceed the accepted writes by up to this many.
   std::size_t unknown_writes = 0;
   std::size_t held_only = 0;  // held the lock without writing (outcome "held")
-  // Waits that failed while no fault ran but the runner was kept off the CPU for a tenth of
+  // Waits that failed while no fault ran but workers were kept off the CPU for a tenth of
   // them or more (check (c)): excused, and counted.
   std::size_t starved_timeouts = 0;
   std::size_t expected_overlaps = 0;  // paused or skewed holders

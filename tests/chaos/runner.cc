@@ -376,7 +376,7 @@ int run_chaos(const RunOptions& o) {
   FaultSchedule faults(fault_targets(o, nodes, workers), o.seed, o.reply_faults);
   // Straight to the servers (no proxy): what they hold, not what a faulty path shows.
   std::optional<StarvationWatch> starvation;
-  starvation.emplace([&recorder](const std::string& line) { recorder.line(line); });
+  starvation.emplace(workers.pids(), [&recorder](const std::string& line) { recorder.line(line); });
   std::optional<HolderSampler> sampler;
   sampler.emplace(nodes.urls_for(-1, std::vector<Spelling>(nodes.size(), Spelling::ip)), kName,
                   [&recorder](const std::string& line) { recorder.line(line); });
