@@ -22,8 +22,8 @@ as under dlock's parallel fan-out on one CPU), then the release likewise. Rows:
 
 Per row and round, per cycle, summed over the nodes: the servers' CPU (INFO used_cpu_user +
 used_cpu_sys: everything, the sockets and the wake-ups included, which a slow Python client
-inflates) and the time inside the commands (INFO commandstats usec of EVALSHA, SET, EXISTS and
-INCR: what the acquisition's form changes). Prints per row the median over the rounds and the
+inflates) and the time inside the commands (INFO commandstats usec of EVALSHA and of the
+commands sent outside a script, each counted once: what the acquisition's form changes). Prints per row the median over the rounds and the
 median of the per-round ratios to `dlock today` and to the raw floor. Needs python3-redis.
 """
 import os
@@ -95,14 +95,23 @@ def cpu(clients):
     return sum(c.info("cpu")["used_cpu_user"] + c.info("cpu")["used_cpu_sys"] for c in clients)
 
 
-def exec_us(clients):
-    # INFO commandstats' usec of every command (inner commands of scripts are in their
-    # EVALSHA's too: only top-level ones are summed), all nodes.
+# The commands each row sends outside a script, once per node and cycle.
+TOP_LEVEL = {"raw floor": ("set",), "native": ("set", "exists", "incr")}
+
+
+def exec_us(clients, row, cycles):
+    # INFO commandstats' usec of EVALSHA (its inner commands included), all nodes, and of the
+    # commands the row sends outside a script. Redis counts a script's inner commands under
+    # their own names too (release.lua's GET, DEL, EXISTS...): of those, only the share of the
+    # calls that were top-level (cycles of them per node) is added, at the average cost per call.
     total = 0
     for c in clients:
-        for k, v in c.info("commandstats").items():
-            if k in ("cmdstat_evalsha", "cmdstat_set", "cmdstat_exists", "cmdstat_incr"):
-                total += v["usec"]
+        stats = c.info("commandstats")
+        total += stats.get("cmdstat_evalsha", {}).get("usec", 0)
+        for name in TOP_LEVEL.get(row, ()):
+            v = stats.get("cmdstat_" + name)
+            if v:
+                total += v["usec"] * min(1.0, cycles / v["calls"])
     return total
 
 
@@ -122,7 +131,7 @@ def run(row, clients, shas, cycles, tag):
             if c.execute_command(*rel) not in (0, 1):
                 raise RuntimeError(f"{row}: not released")
     spent = (cpu(clients) - before) * 1e6 / cycles
-    return spent, exec_us(clients) / cycles
+    return spent, exec_us(clients, row, cycles) / cycles
 
 
 def main():

@@ -77,6 +77,7 @@ int print_check(const std::string& path) {
             << r.harmless_late_writes << "\n"
             << "violations: " << r.violations.size() << " (overlaps: inside "
             << r.overlapped_windows << " holders' windows)\n";
+  for (const auto& x : r.excused) std::cout << "  EXCUSED " << x << "\n";
   for (const auto& v : r.violations) std::cout << "  VIOLATION " << v << "\n";
   return r.violations.empty() ? 0 : 1;
 }

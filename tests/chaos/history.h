@@ -62,16 +62,20 @@ struct SampledHold {
   std::int64_t ttl_ms = -1;
 };
 
-// Who held `name` at at_ns, on the nodes that answered (none: free everywhere, not recorded).
+// Who held `name` at at_ns, on the nodes that answered (no holds: free on all of them).
 struct Sample {
   std::int64_t at_ns = 0;
   std::string name;
   std::vector<SampledHold> holds;
+  std::size_t answered = 0;  // nodes that answered
 };
 
 // The kind of fault the runner records for the times a worker was kept off the CPU
 // (starvation_watch.h): no fault it injected, and no excuse for anything but a failed wait.
 inline constexpr const char* kStarved = "starved";
+// A starved fault's target: the worker process it starved, "worker N" (N its id, as in its
+// holders' names: worker-N, reader-N, permit-N, async-N.k).
+std::string starved_target(int worker_id);
 
 struct Fault {
   std::string kind;  // kill, restart-empty, restart-aof, stop-node, pause-holder, ...
@@ -116,6 +120,7 @@ struct Report {
   // Waits that failed while no fault ran but workers were kept off the CPU for a tenth of
   // them or more (check (c)): excused, and counted.
   std::size_t starved_timeouts = 0;
+  std::vector<std::string> excused;   // those waits, described
   std::size_t expected_overlaps = 0;  // paused or skewed holders
   std::size_t caught_by_fencing = 0;  // of those, the stale write was refused
   // Of those, accepted before any newer holder touched the resource (it then read that value).

@@ -313,28 +313,50 @@ TEST(HistoryCheckTest, TimeoutOutsideFaultsIsALivenessViolation) {
   EXPECT_TRUE(check(h).violations.empty()) << "a wait during a fault is excused";
 }
 
-TEST(HistoryCheckTest, AFailedWaitIsExcusedOnlyWhenWorkersWereStarvedForATenthOfIt) {
-  // Clients that cannot run get no lock: a wait of 10 s that lost 1 s or more to the workers'
-  // starvation is excused (and counted); less is still a violation. Starvation is no fault:
-  // it excuses nothing else (OneHolderTakingANameOverAndOverWhileAnotherWaitsIsAViolation).
+TEST(HistoryCheckTest, AFailedWaitIsExcusedOnlyWhenItsWorkerWasStarvedForATenthOfIt) {
+  // A client that cannot run gets no lock: a wait of 10 s whose own worker process lost 1 s or
+  // more to starvation is excused (counted and listed); less is still a violation, and so is
+  // another worker's starvation (the async workers starve themselves in most windows of a CI
+  // run). Starvation is no fault: it excuses nothing else (the hand-off rule below, and
+  // OneHolderTakingANameOverAndOverWhileAnotherWaitsIsAViolation).
   History h = clean();
-  h.events.push_back(cycle("w", 0, 100, 10100, "timeout"));
-  // Two workers starved at once count once: the union of the periods.
-  h.faults.push_back(Fault{kStarved, "pid 1", 2000 * kMs, 2600 * kMs});
-  h.faults.push_back(Fault{kStarved, "pid 2", 2100 * kMs, 2500 * kMs});
-  h.faults.push_back(Fault{kStarved, "pid 2", 9900 * kMs, 10300 * kMs});  // 200 ms inside
+  h.events.push_back(cycle("worker-3", 0, 100, 10100, "timeout"));
+  // Two periods that overlap count once: the union.
+  h.faults.push_back(Fault{kStarved, starved_target(3), 2000 * kMs, 2600 * kMs});
+  h.faults.push_back(Fault{kStarved, starved_target(3), 2100 * kMs, 2500 * kMs});
+  h.faults.push_back(Fault{kStarved, starved_target(3), 9900 * kMs, 10300 * kMs});  // 200 inside
+  h.faults.push_back(Fault{kStarved, starved_target(4), 3000 * kMs, 9000 * kMs});
+  h.faults.push_back(Fault{kStarved, starved_target(33), 3000 * kMs, 9000 * kMs});
   auto r = check(h);
-  EXPECT_EQ(r.violations.size(), 1u) << "800 ms of 10 s is not a tenth";
+  EXPECT_EQ(r.violations.size(), 1u) << "800 ms of 10 s is not a tenth; others' is no excuse";
   EXPECT_EQ(r.starved_timeouts, 0u);
-  h.faults.push_back(Fault{kStarved, "pid 3", 5000 * kMs, 5200 * kMs});
+  h.faults.push_back(Fault{kStarved, starved_target(3), 5000 * kMs, 5200 * kMs});
   r = check(h);
   EXPECT_TRUE(r.violations.empty()) << r.violations.front();
   EXPECT_EQ(r.starved_timeouts, 1u);
+  ASSERT_EQ(r.excused.size(), 1u);
+  EXPECT_NE(r.excused[0].find("1000 ms"), std::string::npos) << r.excused[0];
+  // An async worker's holder names its process the same way.
+  h.events.back().holder = "async-3.5";
+  EXPECT_TRUE(check(h).violations.empty());
+  h.events.back().holder = "worker-3";
+  // Excused as a timeout, a wait is still held to the hand-off rule: others took the lock 200
+  // times while no fault ran (a waiter that stopped hearing releases).
+  for (long k = 0; k < kStarvedHandOffs; ++k) {
+    h.events.push_back(cycle(k % 2 ? "worker-1" : "worker-2", static_cast<std::uint64_t>(10 + k),
+                             200 + 40 * k, 210 + 40 * k));
+  }
+  h.counter += kStarvedHandOffs;
+  r = check(h);
+  ASSERT_EQ(r.violations.size(), 1u);
+  EXPECT_NE(r.violations[0].find("while others took it"), std::string::npos) << r.violations[0];
 }
 
 TEST(HistoryCheckTest, ALivenessViolationNamesTheHoldsSampledDuringTheWait) {
-  // The hold that kept the waiter out, mapped to the worker whose events name its owner; a
-  // sample of another name, or outside the wait, is not listed.
+  // The hold that kept the waiter out, mapped to the worker whose events name its owner, the
+  // most often seen first; a sample of another name, or outside the wait, is not listed; a
+  // sample with no hold on any node that answered counts as free (one where none answered does
+  // not).
   History h = clean();
   h.events[0].owner = "p1:7";
   h.events.push_back(cycle("w", 0, 100, 10100, "timeout"));
@@ -346,10 +368,14 @@ TEST(HistoryCheckTest, ALivenessViolationNamesTheHoldsSampledDuringTheWait) {
   }
   h.samples.push_back(Sample{4000 * kMs, "n", {SampledHold{1, true, "p2:3", "h.4", 120}}});
   h.samples.push_back(Sample{5000 * kMs, "other", {SampledHold{1, false, "p3:1", "h.1", 90}}});
-  const auto r = check(h);
+  h.samples.push_back(Sample{6000 * kMs, "n", {}, 5});
+  h.samples.push_back(Sample{7000 * kMs, "n", {}, 0});
+  auto r = check(h);
   ASSERT_EQ(r.violations.size(), 1u);
-  const std::string& v = r.violations[0];
-  EXPECT_NE(v.find("(3 samples)"), std::string::npos) << v;
+  std::string v = r.violations[0];
+  EXPECT_NE(v.find("free on every node that answered in 1 of 5 samples; holds: [a owner"),
+            std::string::npos)
+      << v;
   EXPECT_NE(v.find("[a owner p1:7 hold h.9, in 2 on nodes 1,3, ttl 350..400 ms]"),
             std::string::npos)
       << v;
@@ -357,6 +383,15 @@ TEST(HistoryCheckTest, ALivenessViolationNamesTheHoldsSampledDuringTheWait) {
             std::string::npos)
       << v;
   EXPECT_EQ(v.find("p3:1"), std::string::npos) << v;
+  // Five holds are listed, and how many more there were.
+  for (int k = 0; k < 6; ++k) {
+    h.samples.push_back(Sample{
+        (8000 + k) * kMs, "n", {SampledHold{0, false, "p9:" + std::to_string(k), "h.0", 10}}, 1});
+  }
+  r = check(h);
+  ASSERT_EQ(r.violations.size(), 1u);
+  v = r.violations[0];
+  EXPECT_NE(v.find(" and 3 more"), std::string::npos) << v;
 }
 
 TEST(HistoryCheckTest, WaiterPassedOverByManyHandOffsOutsideFaultsIsAViolation) {
@@ -412,7 +447,7 @@ TEST(HistoryCheckTest, OneHolderTakingANameOverAndOverWhileAnotherWaitsIsAViolat
   EXPECT_TRUE(check(h).violations.empty());
   h.faults.pop_back();
   // Starvation is no fault here: the grants still count.
-  h.faults.push_back(Fault{kStarved, "pid 1", 0, 30 * kBargingRun * kMs});
+  h.faults.push_back(Fault{kStarved, starved_target(1), 0, 30 * kBargingRun * kMs});
   EXPECT_EQ(check(h).violations.size(), 1u);
   h.faults.pop_back();
   // Nor does a waiter that polls (the skewed worker) or one that was stopped.

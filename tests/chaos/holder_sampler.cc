@@ -21,6 +21,8 @@ Sample sample_of(const LockStatus& status, std::int64_t at_ns) {
   s.name = status.name;
   for (std::size_t i = 0; i < status.nodes.size(); ++i) {
     const NodeLockState& n = status.nodes[i];
+    if (n.error) continue;
+    ++s.answered;
     const auto ttl = n.ttl ? n.ttl->count() : -1;
     for (const auto& h : n.owners)
       s.holds.push_back(SampledHold{i, false, h.owner.str(), h.hold, ttl});
@@ -57,7 +59,7 @@ void HolderSampler::run(const std::string& urls) {
     auto status = client->status(name_);
     if (status) {
       const Sample s = sample_of(*status, real_now_ns());
-      if (!s.holds.empty()) record_(to_line(s));
+      record_(to_line(s));  // a free lock too: during a failed wait, the strongest clue
     }
     lock.lock();
   }

@@ -28,8 +28,9 @@ class StarvationWatch {
  public:
   static constexpr std::chrono::milliseconds kWindow{100};
 
-  // Watches `workers` and hands each starved period's history line to `record`, from a thread
-  // of its own.
+  // Watches `workers` (worker i + 1 is workers[i]: its holders are named "...-(i + 1)" or
+  // "async-(i + 1).k") and hands each starved period's history line (its target
+  // starved_target(i + 1)) to `record`, from a thread of its own.
   StarvationWatch(std::vector<pid_t> workers, std::function<void(const std::string&)> record);
   ~StarvationWatch();  // stops, records the periods still open, and joins
   StarvationWatch(const StarvationWatch&) = delete;

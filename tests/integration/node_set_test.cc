@@ -275,7 +275,7 @@ TEST_F(NodeSetTest, AFailedAllocationInsideABorrowedRoundLeavesEveryConnectionIn
     failed = false;
     int counted = 0;
     for (int attempt = 0; counted < 3; ++attempt) {
-      ASSERT_LT(attempt, 300) << "allocation " << n << ": this thread drove no round";
+      ASSERT_LT(attempt, 300) << "allocation " << n << ": this thread drove too few rounds";
       bool borrowed = false;
       auto calls = echo("thrown");
       alloc_faults::countdown = n;
