@@ -263,11 +263,11 @@ TEST_F(NodeSetTest, AFailedAllocationInsideABorrowedRoundLeavesEveryConnectionIn
   // one without the other (a bad_alloc between the two) and the next reply on that connection
   // is taken for the wrong request. Every allocation the calling thread makes in a round fails
   // in turn, three times each (the queue of entries allocates every few requests, so each try
-  // meets it elsewhere); after each, the next round must get its own answers. A try the io
-  // thread drove (it still held a connection, reading what the last try left) makes fewer
-  // allocations on this thread and says nothing about this one: it is not counted, else three
-  // such tries in a row end the walk before the round's later allocations (as they did in CI,
-  // under ThreadSanitizer, after 20 faults).
+  // meets it elsewhere); after each, the next round must get its own answers. Each try starts
+  // on idle connections, and one the io thread drove all the same (a connection still busy)
+  // makes fewer allocations on this thread and says nothing about this one: it is not counted,
+  // else three such tries in a row end the walk before the round's later allocations (as they
+  // did in CI, under ThreadSanitizer, after 20 faults, when tries were not started idle).
   warm_up();
   int thrown = 0;
   bool failed = true;
@@ -277,6 +277,14 @@ TEST_F(NodeSetTest, AFailedAllocationInsideABorrowedRoundLeavesEveryConnectionIn
     for (int attempt = 0; counted < 3; ++attempt) {
       ASSERT_LT(attempt, 300) << "allocation " << n << ": this thread drove too few rounds";
       bool borrowed = false;
+      // Each try starts on idle connections (the io thread has read what the last one left),
+      // so that this thread drives it unless something is wrong.
+      ASSERT_TRUE(eventually(
+          [&] {
+            auto idle = run_here(echo("idle"), {}, &borrowed);
+            return borrowed && idle[0][0] && idle[0][1] && idle[0][2];
+          },
+          5s));
       auto calls = echo("thrown");
       alloc_faults::countdown = n;
       try {
