@@ -354,12 +354,13 @@ engine::Task<Membership::Identities> Membership::identify() {
       }
       found.ids[i] = std::move(facts.id);
       excluded[i] = std::move(facts.excluded);
-      // Also an INFO that failed while its connection was made (the connect, on a loaded
-      // machine, outlasting the node timeout): the next round asks the new connection. Else
-      // the greeting went on without that node's identity, and dropped its hello answer as
-      // one from a changed connection: a new client's first acquisition failed "not greeted
-      // (0 answered)" on every node (26 tests of the dev suite at 16 jobs, on a machine whose
-      // system calls cost 1 µs).
+      // Also an INFO that failed while its connection was made within the round (the connect,
+      // on a loaded machine, outlasting the node timeout): the next round asks the new
+      // connection. Else the greeting went on without that node's identity, and dropped its
+      // hello answer as one from a changed connection: a new client's first acquisition failed
+      // "not greeted (0 answered)" (26 tests of the dev suite at 16 jobs, on a machine whose
+      // system calls cost 1 µs). A connect that ends only after the round still fails this
+      // greeting; the next attempt's greets again.
       if (nodes_.epoch(i) != found.epochs[i]) {
         found.ids[i].reset();
         excluded[i].clear();
