@@ -50,9 +50,8 @@ TEST_P(RestartTest, SecondClientCannotWinTheRestartedNodeAndTheFreeOne) {
   EXPECT_TRUE(held.is_held());
   // Released, the lock is free again on the nodes that vote (1 and 3: a quorum without the
   // restarted node, whose return after the largest ttl RestartedNodeVotesAgainAfterTheLargestTtl
-  // shows).
-  // Confirmed by node 1 alone (node 2 lost the key, node 3 never had it), so unlock() reports
-  // no quorum, but node 1 deletes it all the same.
+  // shows). Only node 1 confirms the release (node 2 lost the key, node 3 never had it), so
+  // unlock() reports no quorum, but node 1 deletes the key all the same.
   (void)held.unlock();
   Result<Lease> later = Error(errc::lock_held, "not tried");
   ASSERT_TRUE(eventually(
