@@ -39,7 +39,9 @@ struct ClientOptions {
   // Deadline for one command on one node, small compared to the ttl so a dead or stalled node
   // costs little. Default: 200 ms.
   Millis node_timeout{200};
-  // Deadline for establishing a connection (TCP, TLS, AUTH, SELECT). Default: 1 s.
+  // Deadline for establishing a connection (TCP, TLS, AUTH, SELECT). Default: 1 s. Also how
+  // long the client's first greeting of the nodes (its first acquisition) keeps trying while
+  // nodes it needs connect or answer slower than node_timeout.
   Millis connect_timeout{1000};
   // After a failed connection attempt a node is not retried before this delay, which doubles
   // on each further failure up to reconnect_backoff_max. Defaults: 50 ms, 2 s.

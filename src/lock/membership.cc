@@ -340,6 +340,7 @@ engine::Task<Membership::Identities> Membership::identify() {
                    std::vector<std::optional<BootIdentity>>(nodes_.size())};
   std::vector<std::string> excluded(nodes_.size());
   for (int round = 0; round < 3; ++round) {
+    found.timed_out = false;
     for (std::size_t i = 0; i < nodes_.size(); ++i) found.epochs[i] = nodes_.epoch(i);
     // The default sections: server (run_id, uptime), replication (role, replication ids),
     // memory (maxmemory, its policy), stats (evicted_keys).
@@ -360,7 +361,8 @@ engine::Task<Membership::Identities> Membership::identify() {
       // hello answer as one from a changed connection: a new client's first acquisition failed
       // "not greeted (0 answered)" (26 tests of the dev suite at 16 jobs, on a machine whose
       // system calls cost 1 µs). A connect that ends only after the round still fails this
-      // greeting; the next attempt's greets again.
+      // greeting; greet() tries again if it was the client's first.
+      found.timed_out = found.timed_out || (!infos[i] && infos[i].error().is(errc::timeout));
       if (nodes_.epoch(i) != found.epochs[i]) {
         found.ids[i].reset();
         excluded[i].clear();
@@ -392,8 +394,26 @@ void Membership::drop_answers_of_changed_connections(node::Outcomes& answers,
 }
 
 engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
+  // The first greeting of a strict set needs every node, and one connect or answer slower than
+  // the node timeout (a busy machine, a node far away) failed a new client's first acquisition
+  // (RedlockTest.AFirstConnectionSlowerThanTheNodeTimeout...). Until a greeting was trusted,
+  // one that was not because nodes timed out is tried again, as a connect may take the connect
+  // timeout. A node that refuses connections fails at once: no retry. Later greetings need
+  // only a quorum and are not held up by a node that does not answer.
+  const auto until =
+      Clock::now() + (trusted_once_ ? std::chrono::milliseconds(0) : options_.connect_timeout);
+  for (;;) {
+    bool timed_out = false;
+    auto once = greet_once(max_ttl, timed_out);
+    if (co_await std::move(once)) co_return true;
+    if (!timed_out || Clock::now() >= until) co_return false;
+  }
+}
+
+engine::Task<bool> Membership::greet_once(std::chrono::milliseconds max_ttl, bool& timed_out) {
   auto identifying = identify();
   const Identities found = co_await std::move(identifying);
+  timed_out = found.timed_out;
   const auto& ids = found.ids;
   // Digits new to this greeting: it announces "<max_ttl>.<id>" (hello.lua).
   const std::string id = next_announcement(max_ttl);
@@ -408,6 +428,7 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   const auto asked = Clock::now();
   node::ScriptRound hello(nodes_, hello_call(std::move(args)));
   node::Outcomes answers = co_await hello;
+  for (const auto& a : answers) timed_out = timed_out || (!a && a.error().is(errc::timeout));
   drop_answers_of_changed_connections(answers, found);
   // The nodes measured boot ages when they ran the script, at most now: a boot counted back
   // from `asked` would be placed too early by however long the requests took to get there.
@@ -429,6 +450,7 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
     co_return false;
   }
   unsettled_.clear();
+  trusted_once_ = true;
   const auto largest = std::max(max_ttl, report.max_ttl);
   // Joining nodes record the largest ttl learned under the same digits.
   keep_announcement(largest);

@@ -162,7 +162,7 @@ TEST_P(AsyncTest, ErrorsComeAsValues) {
   EXPECT_TRUE(zero.error().is(errc::invalid_argument));
 
   auto held = client.try_lock("job", fixed(10s, "someone-else"));
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   auto refused = dlock::async_try_lock(client, "job", fixed(10s), asio::use_future).get();
   ASSERT_FALSE(refused);
   EXPECT_TRUE(refused.error().is(errc::lock_held)) << refused.error().message();
@@ -400,7 +400,7 @@ TEST_P(AsyncTest, TheLastCopyOfAClientCancelsItsPendingWaits) {
 TEST_P(AsyncTest, CancelledExtensionLeavesTheLeaseValid) {
   Client client = make_client();
   auto lease = client.try_lock("job", fixed(10s));
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   asio::cancellation_signal signal;
   std::promise<Result<void>> got;
   dlock::async_extend(*lease, 20s, asio::bind_cancellation_slot(signal.slot(), [&](Result<void> r) {
@@ -422,7 +422,7 @@ TEST_P(AsyncTest, LockWaitsForTheReleaseWithoutAThread) {
   Client client = make_client();
   Client other = make_client();
   auto held = other.try_lock("job", fixed(30s, "holder"));
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   std::promise<Result<Lease>> got;
   const auto started = std::chrono::steady_clock::now();
   dlock::async_lock(client, "job", 20s, fixed(10s),
@@ -440,7 +440,7 @@ TEST_P(AsyncTest, LockWaitsForTheReleaseWithoutAThread) {
 TEST_P(AsyncTest, LockGivesUpAfterTheWait) {
   Client client = make_client();
   auto held = client.try_lock("job", fixed(30s, "holder"));
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   auto lease = dlock::async_lock(client, "job", 300ms, fixed(10s), asio::use_future).get();
   ASSERT_FALSE(lease);
   EXPECT_TRUE(lease.error().is(errc::wait_timeout)) << lease.error().message();
@@ -523,7 +523,7 @@ TEST_P(AsyncTest, CancelledWaitCompletesAtOnceAndNeverTakesTheLock) {
   Client client = make_client();
   Client other = make_client();
   auto held = other.try_lock("job", fixed(30s, "holder"));
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   asio::cancellation_signal signal;
   std::promise<Result<Lease>> got;
   dlock::async_lock(client, "job", 30s, fixed(10s, "cancelled-waiter"),

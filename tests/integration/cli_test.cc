@@ -123,7 +123,7 @@ TEST_F(CliTest, ReplicaGuardWithoutReplicasRefusesTheLock) {
 
 TEST_F(CliTest, HeldBySomeoneElseExits75) {
   auto lease = held_by_someone_else("job");
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   Ran ran = dlock_tool(args({"run", "job", "--", "echo", "never"}));
   EXPECT_EQ(ran.status, 75) << ran.output;
   EXPECT_EQ(ran.output.find("never"), std::string::npos);
@@ -136,7 +136,7 @@ TEST_F(CliTest, HeldBySomeoneElseExits75) {
 // flock's -E: a script picks the status that means "someone else has it".
 TEST_F(CliTest, ConflictExitCodeIsChosenWithE) {
   auto lease = held_by_someone_else("job");
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   Ran ran = dlock_tool(args({"run", "-E", "3", "job", "--", "echo", "never"}));
   EXPECT_EQ(ran.status, 3) << ran.output;
   EXPECT_EQ(ran.output.find("never"), std::string::npos);
@@ -170,7 +170,7 @@ TEST_F(CliTest, ShellCommandWithC) {
 // lock and wait like the default mode.
 TEST_F(CliTest, FairModeTakesAndWaits) {
   auto lease = held_by_someone_else("job");
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   auto ran = std::async(std::launch::async, [&] {
     return dlock_tool(args({"run", "--fair", "-w", "20s", "job", "--", "true"}));
   });
@@ -187,7 +187,7 @@ TEST_F(CliTest, FairModeTakesAndWaits) {
 
 TEST_F(CliTest, WaitsForTheLockWhenAllowedTo) {
   auto lease = held_by_someone_else("job");
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   auto ran = std::async(std::launch::async, [&] {
     return dlock_tool(args({"run", "-w", "20s", "job", "--", "true"}));
   });
@@ -574,7 +574,7 @@ TEST_F(CliTest, StatusJsonDescribesEachNode) {
   o.ttl = 30s;
   o.owner = OwnerToken("worker-7");
   auto lease = c.try_lock("job", o);
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   Ran ran = dlock_tool(args({"status", "--json", "job"}));
   ASSERT_EQ(ran.status, 0) << ran.output;
   auto j = nlohmann::json::parse(ran.output);
@@ -661,7 +661,7 @@ TEST_F(CliTest, AcquireReleasesWhenTheTokenCannotBePrinted) {
 
 TEST_F(CliTest, AcquireInterruptedWhileWaitingLeavesNothingBehind) {
   auto held = held_by_someone_else("deploy");
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   const std::string script = quote(DLOCK_TOOL_PATH) + " acquire -r " + quote(server_->url()) +
                              " -w 30s deploy & p=$!; sleep 1; kill -TERM $p; wait $p; echo rc=$?";
   // dlock_tool runs "ENV TOOL ARGS": here ENV is the script and a "#" that comments the rest out.
@@ -673,7 +673,7 @@ TEST_F(CliTest, AcquireInterruptedWhileWaitingLeavesNothingBehind) {
 
 TEST_F(CliTest, ReleaseNeedsAnOwnerOrForceButNotBoth) {
   auto held = held_by_someone_else("deploy");
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   EXPECT_EQ(dlock_tool(args({"release", "deploy"})).status, 64);
   EXPECT_EQ(dlock_tool(args({"release", "--force", "--yes", "--owner", "x", "deploy"})).status, 64);
   EXPECT_EQ(dlock_tool(args({"release", "--owner", "", "deploy"})).status, 64);

@@ -173,7 +173,7 @@ TEST_F(ClusterNodeTest, TheWatchdogRenewsLocksOnEveryShard) {
 TEST_F(ClusterNodeTest, StatusAndForceReleaseReachTheLocksMaster) {
   Client a = make_client();
   auto held = a.try_lock("stuck", fixed(60s));
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   auto status = a.status("stuck");
   ASSERT_TRUE(status) << status.error().message();
   ASSERT_EQ(status->nodes.size(), 1u);

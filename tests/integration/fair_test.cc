@@ -36,7 +36,7 @@ class FairTest : public test::ClusterTest {
 TEST_P(FairTest, WaitersGetTheLockInArrivalOrder) {
   Client client = make_client();
   auto held = client.try_lock("job", fair());
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   constexpr int kWaiters = 6;
   std::mutex mu;
   std::vector<int> order;
@@ -66,7 +66,7 @@ TEST_P(FairTest, WaitersGetTheLockInArrivalOrder) {
 TEST_P(FairTest, ReleaseWakesOnlyTheFirstInLine) {
   Client client = make_client();
   auto held = client.try_lock("job", fair());
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   const long start = evalsha_calls();
   constexpr int kWaiters = 8;
   std::vector<std::future<bool>> waiters;
@@ -106,7 +106,7 @@ TEST_P(FairTest, ReleaseWakesOnlyTheFirstInLine) {
 TEST_P(FairTest, DeadWaiterIsDroppedAndTheQueueMovesOn) {
   Client client = make_client();
   auto held = client.try_lock("job", fair());
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   // A waiter that queued first and then died: it will never check in again.
   for (std::size_t i = 0; i < size(); ++i) {
     (*nodes_)[i].command({"ZADD", "dlock:queue:{job}", "1", "ghost"});
@@ -127,7 +127,7 @@ TEST_P(FairTest, DeadWaiterIsDroppedAndTheQueueMovesOn) {
 TEST_P(FairTest, WaiterThatGivesUpLeavesTheQueue) {
   Client client = make_client();
   auto held = client.try_lock("job", fair());
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   std::thread([&] {
     auto lease = client.lock("job", 400ms, fair());
     EXPECT_FALSE(lease);
@@ -141,7 +141,7 @@ TEST_P(FairTest, WaiterThatGivesUpLeavesTheQueue) {
 TEST_P(FairTest, TryLockDoesNotQueue) {
   Client client = make_client();
   auto held = client.try_lock("job", fair());
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   std::thread([&] { EXPECT_FALSE(client.try_lock("job", fair())); }).join();
   EXPECT_EQ(queued(), 0);
 }

@@ -114,7 +114,7 @@ TEST_F(LockTest, FencingTokenGrowsWithEachAcquisition) {
   FencingToken last;
   for (int i = 0; i < 5; ++i) {
     auto lease = client.try_lock("job", ttl(10s));
-    ASSERT_TRUE(lease);
+    ASSERT_TRUE(lease) << lease.error().message();
     EXPECT_GT(lease->fencing_token(), last);
     last = lease->fencing_token();
   }
@@ -160,7 +160,7 @@ TEST_F(LockTest, ExpiredLeaseCannotReleaseOrExtendTheNextHolder) {
 TEST_F(LockTest, ExtendReArmsTheTtl) {
   Client client = make_client();
   auto lease = client.try_lock("job", ttl(1s));
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   ASSERT_TRUE(lease->extend(20s));
   auto pttl = server_->command({"PTTL", "job"});
   EXPECT_GT(pttl->integer, 10000);
@@ -189,7 +189,7 @@ TEST_F(LockTest, ValidityIsTtlMinusElapsedMinusDrift) {
   options.drift_factor = 0.01;
   Client client = make_client(options);
   auto lease = client.try_lock("job", ttl(10s));
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   EXPECT_LE(lease->validity(), 10s - 102ms);
   EXPECT_GT(lease->validity(), 8s);
 }
@@ -211,7 +211,7 @@ TEST_F(LockTest, LeaseDestructorReleases) {
   Client client = make_client();
   {
     auto lease = client.try_lock("job", ttl(10s));
-    ASSERT_TRUE(lease);
+    ASSERT_TRUE(lease) << lease.error().message();
     EXPECT_TRUE(server_->exists("job"));
   }
   EXPECT_FALSE(server_->exists("job"));
@@ -253,7 +253,7 @@ TEST_F(LockTest, StatusAndForcedReleaseReportTypedValues) {
   auto lease = client.try_lock("job", ttl(10s, "typed-owner"));
   ASSERT_TRUE(lease) << lease.error().message();
   auto held = client.status("job");
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   EXPECT_TRUE(held->held);
   const NodeLockState& n = held->nodes[0];
   EXPECT_EQ(n.kind, KeyKind::dlock);

@@ -209,7 +209,7 @@ TEST_P(ObserverTest, AWaitReportsItsRoundsAndTimeAndTheReleaseItsHoldTime) {
 TEST_P(ObserverTest, RenewalsByTheWatchdogAndByExtendAndALostLock) {
   Client client = observed_client(recorder_);
   auto lease = client.try_lock("job", renewed(600ms, "a"));
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   // The watchdog renews every ttl/3 (one may fail on a busy machine without losing the lock).
   const auto watchdog_ok = [&] {
     std::size_t n = 0;
@@ -245,7 +245,7 @@ TEST_P(ObserverTest, RenewalsByTheWatchdogAndByExtendAndALostLock) {
 TEST_P(ObserverTest, AnExtendOfALockThatIsGoneReportsItLost) {
   Client client = observed_client(recorder_);
   auto lease = client.try_lock("job", fixed(10s, "a"));
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   for (std::size_t i = 0; i < size(); ++i) (*nodes_)[i].command({"DEL", "job"});
   EXPECT_FALSE(lease->extend(10s));
   const auto r = recorder_->renewals();
@@ -286,7 +286,7 @@ TEST_P(ObserverTest, ARestartedNodeIsReportedQuarantined) {
   if (size() < 3) GTEST_SKIP() << "a lone node that restarted empty has nobody to vouch";
   Client holder_client = make_client();
   auto held = holder_client.try_lock("job", fixed(5s, "holder"));
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   (*nodes_)[1].restart(/*keep_data=*/false);
   Client client = observed_client(recorder_);  // greets the restarted node first
   (void)client.try_lock("other", fixed(1s, "b"));
@@ -308,7 +308,7 @@ TEST_P(ObserverTest, AsyncAcquisitionsAreReportedToo) {
   dlock::async_try_lock(client, "job", fixed(10s, "a"),
                         [&](Result<Lease> lease) { got.set_value(std::move(lease)); });
   auto lease = got.get_future().get();
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   std::promise<Result<Lease>> timed_out;
   dlock::async_lock(client, "job", 200ms, fixed(10s, "b"),
                     [&](Result<Lease> l) { timed_out.set_value(std::move(l)); });
@@ -385,7 +385,7 @@ TEST_P(ObserverTest, AsyncUnlockAndALeaseDroppedInItsHandlerAreReleases) {
   dlock::async_try_lock(client, "job", fixed(10s, "a"),
                         [&](Result<Lease> lease) { got.set_value(std::move(lease)); });
   auto lease = got.get_future().get();
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   std::promise<Result<void>> unlocked;
   dlock::async_unlock(*lease, [&](Result<void> r) { unlocked.set_value(std::move(r)); });
   ASSERT_TRUE(unlocked.get_future().get());
@@ -405,7 +405,7 @@ TEST_P(ObserverTest, PrometheusObserverCountsARealClient) {
   auto metrics = std::make_shared<PrometheusObserver>();
   Client client = observed_client(metrics);
   auto lease = client.try_lock("job", fixed(10s, "a"));
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   EXPECT_FALSE(client.try_lock("job", fixed(10s, "b")));
   ASSERT_TRUE(lease->unlock());
   const std::string text = metrics->text();

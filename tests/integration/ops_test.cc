@@ -212,7 +212,7 @@ TEST_F(OpsTest, ReleaseForceClearsAStuckLockAndTheHolderLearnsItLostIt) {
   o.ttl = 900ms;
   o.on_lost = [&](const Error&) { lost = true; };
   auto lease = client.try_lock("job", o);
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
 
   Tool refused({"release", "-r", server.url(), "job"});
   EXPECT_EQ(refused.wait(), 64) << "without --force";
@@ -250,7 +250,7 @@ TEST_F(OpsTest, WatchPrintsHolderChanges) {
   LockOptions o;
   o.owner = OwnerToken("worker-9");
   auto lease = client.try_lock("job", o);
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   EXPECT_NE(watch.line().find("held by worker-9"), std::string::npos);
   // Other names taken on the node meanwhile move its counter (one node counts tokens per node):
   // no change of job's holder, no line.
@@ -273,7 +273,7 @@ TEST_F(OpsTest, WatchStatsCountGrantsTooShortToBeSeenAndEachNodesRequests) {
   std::uint64_t before = 0;
   {
     auto lease = client.try_lock("job");
-    ASSERT_TRUE(lease);
+    ASSERT_TRUE(lease) << lease.error().message();
     before = lease->fencing_token().value();
     ASSERT_TRUE(lease->unlock());
   }
@@ -283,7 +283,7 @@ TEST_F(OpsTest, WatchStatsCountGrantsTooShortToBeSeenAndEachNodesRequests) {
   // Three holds far shorter than the poll interval: the fencing counter still counts them.
   for (int i = 0; i < 3; ++i) {
     auto lease = client.try_lock("job");
-    ASSERT_TRUE(lease);
+    ASSERT_TRUE(lease) << lease.error().message();
     ASSERT_TRUE(lease->unlock());
   }
   std::this_thread::sleep_for(300ms);

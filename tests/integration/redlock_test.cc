@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "support/redis_server.h"
+#include "support/tcp_proxy.h"
 
 namespace dlock {
 namespace {
@@ -198,6 +199,85 @@ TEST_F(RedlockTest, ABrandNewSetWithTwoNodesDownStartsFromAQuorumWithTheOptIn) {
   auto lease = opted_in.try_lock("job", ttl(10s));
   ASSERT_TRUE(lease) << lease.error().message();
   EXPECT_EQ(nodes_with("job", {0, 2, 4}), 3u);
+}
+
+// A node whose first connection is made slowly (the server's answer to the connection's PING
+// held 600 ms, past the 100 ms node timeout, well within the 1 s connect timeout) is identified
+// once the connection is made: a new client's first acquisition is granted on every node.
+// Before, the greeting asked that node's INFO while the connection was still being made, gave
+// up on it after one node timeout, and the first greeting, which needs every node, failed "not
+// greeted" (CI on a busy 2-core machine, where connects took longer than 100-200 ms timeouts).
+TEST_F(RedlockTest, AFirstConnectionSlowerThanTheNodeTimeoutIsWaitedForUpToTheConnectTimeout) {
+  test::TcpProxy slow("127.0.0.1", (*nodes_)[4].port());
+  std::vector<std::string> urls = nodes_->urls();
+  urls[4] = "redis://127.0.0.1:" + std::to_string(slow.port());
+  ClientOptions options;
+  options.nodes = urls;
+  options.node_timeout = 100ms;
+  options.connect_timeout = 1s;
+  slow.delay_replies(600ms);
+  Client client = std::move(Client::create(options)).value();
+  std::thread relent([&slow] {
+    // Only the connection's first reply is late: the proxy holds it once the server answered.
+    const auto until = std::chrono::steady_clock::now() + 10s;
+    while (slow.stats().replies == 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(1ms);
+    }
+    slow.forward();
+  });
+  LockOptions fixed = ttl(10s);
+  fixed.auto_renew = false;
+  auto lease = client.try_lock("job", fixed);
+  relent.join();
+  ASSERT_TRUE(lease) << lease.error().message();
+  EXPECT_EQ(nodes_with("job", {0, 1, 2, 3, 4}), 5u);
+  EXPECT_TRUE(lease->unlock());
+}
+
+// The first greeting's patience is bounded and only where it is needed. A strict set with a
+// node that never answers (a partition: its connections are accepted, nothing passes) tries
+// its first greeting again until the connect timeout, then fails naming the node; with
+// start_from_quorum the first acquisition is granted at once by the others, and so is a later
+// one that greets again.
+TEST_F(RedlockTest, ANodeThatNeverAnswersHoldsUpOnlyAFirstGreetingThatNeedsIt) {
+  test::TcpProxy dead("127.0.0.1", (*nodes_)[4].port());
+  dead.blackhole();
+  std::vector<std::string> urls = nodes_->urls();
+  urls[4] = "redis://127.0.0.1:" + std::to_string(dead.port());
+  ClientOptions options;
+  options.nodes = urls;
+  options.node_timeout = 100ms;
+  options.connect_timeout = 2s;
+  LockOptions fixed = ttl(5s);
+  fixed.auto_renew = false;
+  using Clock = std::chrono::steady_clock;
+  {
+    Client strict = std::move(Client::create(options)).value();
+    const auto start = Clock::now();
+    auto refused = strict.try_lock("job", fixed);
+    const auto took = Clock::now() - start;
+    ASSERT_FALSE(refused);
+    EXPECT_NE(refused.error().message().find("first greeting needs an answer from every node"),
+              std::string::npos)
+        << refused.error().message();
+    EXPECT_GE(took, 2s) << "tried again until the connect timeout";
+    EXPECT_LT(took, 10s) << "bounded by the connect timeout";
+    EXPECT_EQ(nodes_with("job", {0, 1, 2, 3}), 0u);
+  }
+  options.start_from_quorum = true;
+  Client opted_in = std::move(Client::create(options)).value();
+  auto start = Clock::now();
+  auto first = opted_in.try_lock("first", fixed);
+  ASSERT_TRUE(first) << first.error().message();
+  EXPECT_LT(Clock::now() - start, 1500ms) << "waited for a node the quorum did not need";
+  EXPECT_TRUE(first->unlock());
+  fixed.ttl = 20s;  // a ttl not announced yet: greets again
+  start = Clock::now();
+  auto second = opted_in.try_lock("second", fixed);
+  ASSERT_TRUE(second) << second.error().message();
+  EXPECT_LT(Clock::now() - start, 1500ms) << "a later greeting waited for the node";
+  EXPECT_EQ(nodes_with("second", {0, 1, 2, 3}), 4u);
+  EXPECT_TRUE(second->unlock());
 }
 
 }  // namespace

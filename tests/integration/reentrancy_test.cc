@@ -62,7 +62,7 @@ TEST_P(ReentrancyTest, NamedOwnerHandsTheLockToAnotherThread) {
   Client client = make_client();
   LockOptions o = fixed(10s, "job-42");
   auto lease = client.try_lock("job", o);
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   std::thread([&] {
     auto again = client.try_lock("job", o);  // same named owner: a reentrant hold
     ASSERT_TRUE(again) << again.error().message();

@@ -156,7 +156,7 @@ TEST_P(SemaphoreTest, TimeoutAndCancellationLeaveNothingBehind) {
   Client a = make_client(), b = make_client();
   Semaphore sa(a, "pool", 1, renewed(20s)), sb(b, "pool", 1, renewed(20s));
   auto held = sa.try_acquire_lease();
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   const auto before = held->fencing_token();
   auto timed_out = sb.acquire_lease(500ms);
   ASSERT_FALSE(timed_out);

@@ -42,7 +42,7 @@ class WaitingTest : public test::ClusterTest {
 TEST_P(WaitingTest, ReleaseWakesTheWaiterLongBeforeTheTtl) {
   Client client = make_client();
   auto held = client.try_lock("job", renewed(10s, "holder"));
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   std::atomic<bool> got{false};
   auto waiter = std::async(std::launch::async, [&] {
     auto lease = client.lock("job", 30s, renewed(10s));
@@ -211,7 +211,7 @@ TEST_P(WaitingTest, NoGraceWithoutOtherListeners) {
   const auto start = Clock::now();
   for (int i = 0; i < 20; ++i) {
     auto lease = client.lock("job", 5s, renewed(10s));
-    ASSERT_TRUE(lease);
+    ASSERT_TRUE(lease) << lease.error().message();
     ASSERT_TRUE(lease->unlock());
   }
   // 20 graces would be at least 20 ms; without a grace this takes a few ms even under TSan.
@@ -222,7 +222,7 @@ TEST_P(WaitingTest, NoGraceWithoutOtherListeners) {
 TEST_P(WaitingTest, WaiterDoesNotPoll) {
   Client client = make_client();
   auto held = client.try_lock("job", renewed(10s, "holder"));
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   const long before = evalsha_calls();
   auto lease = client.lock("job", 1500ms, renewed(10s));
   const long calls = evalsha_calls() - before;
@@ -248,7 +248,7 @@ TEST_P(WaitingTest, CrashedHolderReleasesWaitersWhenItsTtlEnds) {
 TEST_P(WaitingTest, WaitLimitEndsTheWait) {
   Client client = make_client();
   auto held = client.try_lock("job", renewed(10s, "holder"));
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   const auto start = Clock::now();
   auto lease = client.lock("job", 300ms, renewed(10s));
   const auto waited = Clock::now() - start;
@@ -262,7 +262,7 @@ TEST_P(WaitingTest, WaitLimitEndsTheWait) {
 TEST_P(WaitingTest, StopTokenCancelsTheWait) {
   Client client = make_client();
   auto held = client.try_lock("job", renewed(10s, "holder"));
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   std::stop_source stop;
   auto waiter = std::async(std::launch::async,
                            [&] { return client.lock("job", 60s, renewed(10s), stop.get_token()); });
@@ -278,7 +278,7 @@ TEST_P(WaitingTest, StopTokenCancelsTheWait) {
 TEST_P(WaitingTest, AllWaitersOfAClientShareOneSubscriberConnectionPerNode) {
   Client client = make_client();
   auto held = client.try_lock("job", renewed(10s, "holder"));
-  ASSERT_TRUE(held);
+  ASSERT_TRUE(held) << held.error().message();
   std::vector<std::future<bool>> waiters;
   for (int i = 0; i < 8; ++i) {
     waiters.push_back(std::async(std::launch::async, [&] {

@@ -369,12 +369,16 @@ TEST(Issue28TtlRecordTest, ARenewedLeaseKeepsARestartedNodeOut) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   test::RedisCluster nodes(3);
   Client holder_client = client_of(nodes.urls());
-  // Another library's short lock on node 2: the holder's lease lives on nodes 0 and 1 only.
-  nodes[2].command({"SET", "job", "other-library", "PX", "300"});
+  // Another library's lock on node 2: the holder's lease lives on nodes 0 and 1 only. Deleted
+  // once the holder was refused there, not left to expire: a 300 ms one ended before a slow
+  // first acquisition (a busy machine) reached node 2, which then granted too.
+  nodes[2].command({"SET", "job", "other-library", "PX", "30000"});
   LockOptions renewed = fixed(1500ms, "holder");
   renewed.auto_renew = true;
   auto held = holder_client.try_lock("job", renewed);
   ASSERT_TRUE(held) << held.error().message();
+  ASSERT_EQ(nodes[2].command({"GET", "job"})->str, std::string("other-library"));
+  nodes[2].command({"DEL", "job"});
   std::this_thread::sleep_for(2500ms);  // several renewals: the grant's record alone has ended
   ASSERT_TRUE(held->is_held());
   ASSERT_FALSE(nodes[2].exists("job"));

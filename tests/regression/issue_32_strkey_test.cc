@@ -517,7 +517,7 @@ TEST_F(Issue32StringKeyTest, AReleaseByOwnerFreesAStringHold) {
   // Through the client, by owner.
   Client client = client_on(*server_);
   auto lease = client.try_lock("job", as("handed"));
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   EXPECT_TRUE(client.unlock("job", OwnerToken("handed")));
   EXPECT_FALSE(server_->exists("job"));
 }
@@ -526,7 +526,7 @@ TEST_F(Issue32StringKeyTest, AReleaseByOwnerFreesAStringHold) {
 TEST_F(Issue32StringKeyTest, StatusAndForceReleaseOfAStringHold) {
   Client client = client_on(*server_);
   auto lease = client.try_lock("job", as("worker 7"));
-  ASSERT_TRUE(lease);
+  ASSERT_TRUE(lease) << lease.error().message();
   auto status = client.status("job");
   ASSERT_TRUE(status) << status.error().message();
   ASSERT_EQ(status->nodes.size(), 1u);
