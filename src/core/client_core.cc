@@ -113,7 +113,7 @@ ClientCore::ClientCore(const ClientOptions& options, std::unique_ptr<asio::ssl::
           options.observer.get()),
       lock_(nodes_, options.drift_factor, options.observer.get(),
             lock::MembershipOptions{options.allow_eviction, options.start_from_quorum,
-                                    options.connect_timeout}),
+                                    options.connect_timeout, options.node_timeout}),
       holds_(lock_),
       watchdog_(lock_, options.observer.get()) {}
 

@@ -340,7 +340,6 @@ engine::Task<Membership::Identities> Membership::identify() {
                    std::vector<std::optional<BootIdentity>>(nodes_.size())};
   std::vector<std::string> excluded(nodes_.size());
   for (int round = 0; round < 3; ++round) {
-    found.timed_out = false;
     for (std::size_t i = 0; i < nodes_.size(); ++i) found.epochs[i] = nodes_.epoch(i);
     // The default sections: server (run_id, uptime), replication (role, replication ids),
     // memory (maxmemory, its policy), stats (evicted_keys).
@@ -396,27 +395,35 @@ void Membership::drop_answers_of_changed_connections(node::Outcomes& answers,
 engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
   // The first greeting of a strict set needs every node, and one connect or answer slower than
   // the node timeout (a busy machine, a node far away) failed a new client's first acquisition
-  // (RedlockTest.AFirstConnectionSlowerThanTheNodeTimeout...). Until a greeting was trusted,
-  // one that was not because nodes timed out is tried again, as a connect may take the connect
-  // timeout. A node that refuses connections fails at once: no retry. Later greetings need
-  // only a quorum and are not held up by a node that does not answer.
-  const auto until =
-      Clock::now() + (trusted_once_ ? std::chrono::milliseconds(0) : options_.connect_timeout);
+  // (RedlockTest.AFirstConnectionSlowerThanTheNodeTimeout...). So until a greeting is trusted,
+  // within the client's first connect timeout (a connect may take that long), a greeting that
+  // was not trusted and waited for nodes that timed out is tried again. Not one whose timeouts
+  // came at once (a node in reconnect backoff fails with its last connect's timeout): that
+  // would spin. Later greetings need only a quorum and do not wait for a node that is down.
+  if (!first_contact_until_) first_contact_until_ = Clock::now() + options_.connect_timeout;
+  // Digits new to this greeting, the same in each try: it announces "<max_ttl>.<id>"
+  // (hello.lua), and a try again only makes the record end later.
+  const std::string id = next_announcement(max_ttl);
   for (;;) {
+    const auto started = Clock::now();
     bool timed_out = false;
-    auto once = greet_once(max_ttl, timed_out);
+    auto once = greet_once(max_ttl, id, timed_out);
     if (co_await std::move(once)) co_return true;
-    if (!timed_out || Clock::now() >= until) co_return false;
+    const auto now = Clock::now();
+    if (trusted_once_ || !timed_out || now >= *first_contact_until_ ||
+        now - started < options_.node_timeout) {
+      co_return false;
+    }
+    keep_announcement(max_ttl);  // announced again by the next try
   }
 }
 
-engine::Task<bool> Membership::greet_once(std::chrono::milliseconds max_ttl, bool& timed_out) {
+engine::Task<bool> Membership::greet_once(std::chrono::milliseconds max_ttl, const std::string& id,
+                                          bool& timed_out) {
   auto identifying = identify();
   const Identities found = co_await std::move(identifying);
   timed_out = found.timed_out;
   const auto& ids = found.ids;
-  // Digits new to this greeting: it announces "<max_ttl>.<id>" (hello.lua).
-  const std::string id = next_announcement(max_ttl);
   std::vector<std::string> args{announcement_member(max_ttl, id), std::to_string(nodes_.size()),
                                 "greet"};
   std::vector<std::size_t> greeted;  // node indexes, in the order of the hello pairs

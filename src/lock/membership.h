@@ -47,9 +47,12 @@ struct MembershipOptions {
   bool allow_eviction = false;
   // A lock set none of whose nodes is in use starts once a quorum answers, not all (ClientOptions).
   bool start_from_quorum = false;
-  // How long the client's first greeting keeps trying while nodes it needs time out (a connect
-  // or an answer slower than the node timeout): ClientOptions::connect_timeout; 0: one try.
+  // How long after its first greeting began a client keeps greeting while nodes it needs time
+  // out (a connect or an answer slower than the node timeout), until one greeting is trusted:
+  // ClientOptions::connect_timeout; 0: one try per greeting. A try is repeated only if it took
+  // at least node_timeout (ClientOptions), so that its timeouts were waited for.
   std::chrono::milliseconds connect_timeout{0};
+  std::chrono::milliseconds node_timeout{0};
 };
 
 class Membership {
@@ -176,16 +179,17 @@ class Membership {
   struct Identities {
     std::vector<std::uint64_t> epochs;
     std::vector<std::optional<BootIdentity>> ids;
-    bool timed_out = false;  // an INFO of the last round ran out of time
+    bool timed_out = false;  // an INFO of any round ran out of time
   };
   engine::Task<Identities> identify();
   // Greets the nodes: INFO, hello.lua 'greet', and 'join' for nodes not yet members when the
-  // answers can be trusted (judge_greeting); whether they could be. The client's first greeting
-  // is tried again while it could not be trusted because nodes timed out, for up to
-  // MembershipOptions::connect_timeout. Under mu_.
+  // answers can be trusted (judge_greeting); whether they could be. Until a greeting was
+  // trusted, one that was not because nodes timed out is tried again, within the client's
+  // first MembershipOptions::connect_timeout. Under mu_.
   engine::Task<bool> greet(std::chrono::milliseconds max_ttl);
-  // One try of greet(); `timed_out`: an INFO or a hello of it ran out of time.
-  engine::Task<bool> greet_once(std::chrono::milliseconds max_ttl, bool& timed_out);
+  // One try of greet(), announcing `id`; `timed_out`: an INFO or a hello of it ran out of time.
+  engine::Task<bool> greet_once(std::chrono::milliseconds max_ttl, const std::string& id,
+                                bool& timed_out);
   // Per greeted node, whether it is a member after this greeting; `largest` announces the
   // largest ttl the greeting learned (a member, announce()). Under mu_.
   engine::Task<std::vector<bool>> join(const std::vector<std::size_t>& greeted,
@@ -273,9 +277,10 @@ class Membership {
   // client's connection can put another server behind the same epoch).
   std::vector<std::string> checked_id_;
   Clock::time_point recheck_at_{};  // guarded by mu_: the next periodic greeting
-  // Guarded by mu_: a greeting was trusted once (until then, greet() tries again while nodes
-  // time out, up to the connect timeout).
+  // Guarded by mu_: a greeting was trusted once; until when a greeting not trusted because
+  // nodes timed out is tried again (the first greeting's start and the connect timeout).
   bool trusted_once_ = false;
+  std::optional<Clock::time_point> first_contact_until_;
   mutable std::shared_ptr<const Basis> basis_;  // guarded by mu_: the last views' basis
 };
 
