@@ -410,11 +410,11 @@ engine::Task<bool> Membership::greet(std::chrono::milliseconds max_ttl) {
     auto once = greet_once(max_ttl, id, timed_out);
     if (co_await std::move(once)) co_return true;
     const auto now = Clock::now();
-    if (trusted_once_ || !timed_out || now >= *first_contact_until_ ||
-        now - started < options_.node_timeout) {
+    // Without a node timeout given, kUnsettledRetry: never a try straight after another.
+    const auto waited = options_.node_timeout.count() > 0 ? options_.node_timeout : kUnsettledRetry;
+    if (trusted_once_ || !timed_out || now >= *first_contact_until_ || now - started < waited) {
       co_return false;
     }
-    keep_announcement(max_ttl);  // announced again by the next try
   }
 }
 
@@ -433,6 +433,8 @@ engine::Task<bool> Membership::greet_once(std::chrono::milliseconds max_ttl, con
     args.insert(args.end(), {ids[i]->run_id, ids[i]->uptime_seconds});
   }
   const auto asked = Clock::now();
+  // The announcement lapses twice its ttl after this try sends it, not after the greeting began.
+  keep_announcement(max_ttl);
   node::ScriptRound hello(nodes_, hello_call(std::move(args)));
   node::Outcomes answers = co_await hello;
   for (const auto& a : answers) timed_out = timed_out || (!a && a.error().is(errc::timeout));

@@ -269,18 +269,19 @@ TEST_F(RedlockTest, ANodeThatNeverAnswersHoldsUpOnlyAFirstGreetingThatNeedsIt) {
     EXPECT_EQ(nodes_with("job", {0, 1, 2, 3}), 0u);
   }
   options.start_from_quorum = true;
+  options.connect_timeout = 10s;  // waiting for the dead node would take that long
   Client opted_in = std::move(Client::create(options)).value();
   const auto start = Clock::now();
   auto first = opted_in.try_lock("first", fixed);
   ASSERT_TRUE(first) << first.error().message();
-  EXPECT_LT(Clock::now() - start, 1500ms) << "waited for a node the quorum did not need";
+  EXPECT_LT(Clock::now() - start, 5s) << "waited for a node the quorum did not need";
   EXPECT_EQ(nodes_with("first", {0, 1, 2, 3}), 4u);
   EXPECT_TRUE(first->unlock());
 }
 
 // Once a greeting was trusted, a greeting that falls short is not tried again, however early:
 // three of five nodes stop answering right after the first acquisition, and an acquisition
-// that must greet (a new ttl) fails after one try, not after the 5 s connect timeout.
+// that must greet (a new ttl) fails after one try, not after the 30 s connect timeout.
 TEST_F(RedlockTest, AfterATrustedGreetingAGreetingThatFallsShortIsNotTriedAgain) {
   std::vector<std::unique_ptr<test::TcpProxy>> proxies;
   std::vector<std::string> urls = nodes_->urls();
@@ -291,7 +292,7 @@ TEST_F(RedlockTest, AfterATrustedGreetingAGreetingThatFallsShortIsNotTriedAgain)
   ClientOptions options;
   options.nodes = urls;
   options.node_timeout = 100ms;
-  options.connect_timeout = 5s;
+  options.connect_timeout = 30s;
   Client client = std::move(Client::create(options)).value();
   LockOptions fixed = ttl(5s);
   fixed.auto_renew = false;
