@@ -34,6 +34,21 @@ class RedlockTest : public ::testing::Test {
     o.ttl = t;
     return o;
   }
+  // Options for the 5 nodes with the ones in `proxied` reached through `proxies` (made here,
+  // forwarding), a 100 ms node timeout and `connect_timeout`.
+  ClientOptions behind_proxies(std::initializer_list<std::size_t> proxied,
+                               std::vector<std::unique_ptr<test::TcpProxy>>& proxies,
+                               std::chrono::milliseconds connect_timeout) {
+    ClientOptions options;
+    options.nodes = nodes_->urls();
+    for (const std::size_t i : proxied) {
+      proxies.push_back(std::make_unique<test::TcpProxy>("127.0.0.1", (*nodes_)[i].port()));
+      options.nodes[i] = "redis://127.0.0.1:" + std::to_string(proxies.back()->port());
+    }
+    options.node_timeout = 100ms;
+    options.connect_timeout = connect_timeout;
+    return options;
+  }
   std::size_t nodes_with(const std::string& key, std::initializer_list<std::size_t> which) {
     std::size_t n = 0;
     for (auto i : which) n += (*nodes_)[i].exists(key) ? 1 : 0;
@@ -208,13 +223,9 @@ TEST_F(RedlockTest, ABrandNewSetWithTwoNodesDownStartsFromAQuorumWithTheOptIn) {
 // up on it after one node timeout, and the first greeting, which needs every node, failed "not
 // greeted" (CI on a busy 2-core machine, where connects took longer than 100-200 ms timeouts).
 TEST_F(RedlockTest, AFirstConnectionSlowerThanTheNodeTimeoutIsWaitedForUpToTheConnectTimeout) {
-  test::TcpProxy slow("127.0.0.1", (*nodes_)[4].port());
-  std::vector<std::string> urls = nodes_->urls();
-  urls[4] = "redis://127.0.0.1:" + std::to_string(slow.port());
-  ClientOptions options;
-  options.nodes = urls;
-  options.node_timeout = 100ms;
-  options.connect_timeout = 1s;
+  std::vector<std::unique_ptr<test::TcpProxy>> proxies;
+  const ClientOptions options = behind_proxies({4}, proxies, 1s);
+  test::TcpProxy& slow = *proxies[0];
   slow.delay_replies(600ms);
   Client client = std::move(Client::create(options)).value();
   std::thread relent([&slow] {
@@ -239,14 +250,9 @@ TEST_F(RedlockTest, AFirstConnectionSlowerThanTheNodeTimeoutIsWaitedForUpToTheCo
 // greets again until the connect timeout, then fails naming what is missing; the next call
 // does not wait again. With start_from_quorum the others grant at once.
 TEST_F(RedlockTest, ANodeThatNeverAnswersHoldsUpOnlyAFirstGreetingThatNeedsIt) {
-  test::TcpProxy dead("127.0.0.1", (*nodes_)[4].port());
-  dead.blackhole();
-  std::vector<std::string> urls = nodes_->urls();
-  urls[4] = "redis://127.0.0.1:" + std::to_string(dead.port());
-  ClientOptions options;
-  options.nodes = urls;
-  options.node_timeout = 100ms;
-  options.connect_timeout = 2s;
+  std::vector<std::unique_ptr<test::TcpProxy>> proxies;
+  ClientOptions options = behind_proxies({4}, proxies, 2s);
+  proxies[0]->blackhole();
   LockOptions fixed = ttl(5s);
   fixed.auto_renew = false;
   using Clock = std::chrono::steady_clock;
@@ -284,15 +290,7 @@ TEST_F(RedlockTest, ANodeThatNeverAnswersHoldsUpOnlyAFirstGreetingThatNeedsIt) {
 // that must greet (a new ttl) fails after one try, not after the 30 s connect timeout.
 TEST_F(RedlockTest, AfterATrustedGreetingAGreetingThatFallsShortIsNotTriedAgain) {
   std::vector<std::unique_ptr<test::TcpProxy>> proxies;
-  std::vector<std::string> urls = nodes_->urls();
-  for (std::size_t i = 2; i < 5; ++i) {
-    proxies.push_back(std::make_unique<test::TcpProxy>("127.0.0.1", (*nodes_)[i].port()));
-    urls[i] = "redis://127.0.0.1:" + std::to_string(proxies.back()->port());
-  }
-  ClientOptions options;
-  options.nodes = urls;
-  options.node_timeout = 100ms;
-  options.connect_timeout = 30s;
+  const ClientOptions options = behind_proxies({2, 3, 4}, proxies, 30s);
   Client client = std::move(Client::create(options)).value();
   LockOptions fixed = ttl(5s);
   fixed.auto_renew = false;
