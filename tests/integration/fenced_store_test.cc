@@ -70,8 +70,15 @@ TEST_F(FencedStoreTest, HolderPausedPastItsLeaseIsRefusedItsLateWrite) {
   lease.ttl = 300ms;
   lease.auto_renew = false;
   lease.owner = OwnerToken("slow-holder");
-  auto slow = client.try_lock("account", lease);
-  ASSERT_TRUE(slow);
+  // The client greets its node first, with a longer ttl, so the 300 ms lease below is one
+  // round: under TSan a first greeting took longer than the lease (CI here: "slow" refused).
+  LockOptions longer = lease;
+  longer.ttl = 10s;
+  auto warm_up = client.lock("warm-up", 10s, longer);
+  ASSERT_TRUE(warm_up) << warm_up.error().message();
+  ASSERT_TRUE(warm_up->unlock());
+  auto slow = client.lock("account", 5s, lease);
+  ASSERT_TRUE(slow) << slow.error().message();
   const FencingToken slow_token = slow->fencing_token();
   std::this_thread::sleep_for(600ms);  // a GC pause, longer than the lease
   EXPECT_FALSE(slow->is_held());
