@@ -541,30 +541,33 @@ TEST_F(CliTest, APermitCountOtherThanTheSemaphoresIsAUsageError) {
   LockOptions o;
   o.ttl = 30s;
   Semaphore held(c, "uploads", 2, o);
+  // The tool with a 2 s node timeout: under TSan its 200 ms default ran out on a resize.
   auto first = held.try_acquire_lease();
   auto second = held.try_acquire_lease();
   ASSERT_TRUE(first && second);
-  Ran more = dlock_tool(args({"run", "-n", "4", "uploads", "--", "echo", "never"}));
+  Ran more = dlock_tool(
+      args({"run", "--node-timeout", "2s", "-n", "4", "uploads", "--", "echo", "never"}));
   EXPECT_EQ(more.status, 64) << more.output;
   EXPECT_EQ(more.output.find("never"), std::string::npos) << more.output;
   EXPECT_NE(more.output.find("2 permits"), std::string::npos) << more.output;
   EXPECT_NE(more.output.find("not 4"), std::string::npos) << more.output;
 
-  Ran grow = dlock_tool(args({"semaphore", "resize", "uploads", "3"}));
+  Ran grow = dlock_tool(args({"semaphore", "--node-timeout", "2s", "resize", "uploads", "3"}));
   EXPECT_EQ(grow.status, 0) << grow.output;
-  Ran third = dlock_tool(args({"run", "-n", "3", "uploads", "--", "echo", "ran"}));
+  Ran third =
+      dlock_tool(args({"run", "--node-timeout", "2s", "-n", "3", "uploads", "--", "echo", "ran"}));
   EXPECT_EQ(third.status, 0) << third.output;
   EXPECT_NE(third.output.find("ran"), std::string::npos) << third.output;
-  Ran old = dlock_tool(args({"run", "-n", "2", "uploads", "--", "true"}));
+  Ran old = dlock_tool(args({"run", "--node-timeout", "2s", "-n", "2", "uploads", "--", "true"}));
   EXPECT_EQ(old.status, 64) << old.output;
   // Slots 0 and 1 are held: shrinking to 1 would leave two holders of one permit.
-  Ran shrink = dlock_tool(args({"semaphore", "resize", "uploads", "1"}));
+  Ran shrink = dlock_tool(args({"semaphore", "--node-timeout", "2s", "resize", "uploads", "1"}));
   EXPECT_EQ(shrink.status, 75) << shrink.output;
-  Ran bad = dlock_tool(args({"semaphore", "resize", "uploads", "0"}));
+  Ran bad = dlock_tool(args({"semaphore", "--node-timeout", "2s", "resize", "uploads", "0"}));
   EXPECT_EQ(bad.status, 64) << bad.output;
   ASSERT_TRUE(first->unlock());
   ASSERT_TRUE(second->unlock());
-  Ran after = dlock_tool(args({"semaphore", "resize", "uploads", "1"}));
+  Ran after = dlock_tool(args({"semaphore", "--node-timeout", "2s", "resize", "uploads", "1"}));
   EXPECT_EQ(after.status, 0) << after.output;
 }
 
