@@ -48,9 +48,10 @@ class SentinelNodeTest : public ::testing::Test {
   std::size_t fail_over(const std::string& name, Client& contender, const Lease& lease,
                         std::size_t paused = test::SentinelSet::npos) {
     const std::size_t old = set_->master();
+    const auto killed = std::chrono::steady_clock::now();
     set_->server(old).kill9();
     if (paused != test::SentinelSet::npos) set_->server(paused).resume();
-    const auto limit = std::chrono::steady_clock::now() + 60s;
+    const auto limit = killed + 60s;
     while (!set_->set().wait_for_new_master(old, 200ms)) {
       EXPECT_LT(std::chrono::steady_clock::now(), limit) << "no replica was promoted";
       if (std::chrono::steady_clock::now() >= limit) return test::SentinelSet::npos;
@@ -58,7 +59,16 @@ class SentinelNodeTest : public ::testing::Test {
         EXPECT_FALSE(contender.try_lock(name, fixed(5s))) << "a second holder during the failover";
       }
     }
+    failover_took_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - killed);
     return set_->master();
+  }
+
+  // What a failure of a test after fail_over() should say: the sentinels elect the failover's
+  // leader once, and when their votes split they try again only after twice the failover
+  // timeout (20 s here), which a lease shorter than that does not survive.
+  std::string after_the_failover() const {
+    return " (the failover took " + std::to_string(failover_took_.count()) + " ms)";
   }
 
   // Replica `i` paused and its link to the master cut (the master drops it at once): it misses
@@ -93,10 +103,11 @@ class SentinelNodeTest : public ::testing::Test {
   }
 
   // `lease` stays held for 20 s, and `contender` never gets `name` meanwhile.
-  static void expect_kept(const std::string& name, Client& contender, const Lease& lease) {
+  void expect_kept(const std::string& name, Client& contender, const Lease& lease) const {
     const auto until = std::chrono::steady_clock::now() + 20s;
     while (std::chrono::steady_clock::now() < until) {
-      ASSERT_TRUE(lease.is_held()) << "the holder lost a lock whose key survived";
+      ASSERT_TRUE(lease.is_held())
+          << "the holder lost a lock whose key survived" << after_the_failover();
       EXPECT_FALSE(contender.try_lock(name, fixed(5s)));
       std::this_thread::sleep_for(500ms);
     }
@@ -122,6 +133,7 @@ class SentinelNodeTest : public ::testing::Test {
   }
 
   std::unique_ptr<test::SentinelSet> set_;
+  std::chrono::milliseconds failover_took_{0};
 };
 
 TEST_F(SentinelNodeTest, LocksGoToTheMasterAndNeverToAReplica) {
@@ -444,12 +456,13 @@ TEST_F(SentinelNodeTest, AGracefulFailoverMovesTheNodeOffTheOldMaster) {
 TEST_F(SentinelNodeTest, AWaiterFollowsTheFailover) {
   Client a = client_of(set_->url());
   Client b = client_of(set_->url());
-  auto lease = a.try_lock("waited", renewed(10s));
+  auto lease = a.try_lock("waited", renewed(15s));
   ASSERT_TRUE(lease) << lease.error().message();
   std::atomic<bool> released{false};
   auto waiter = std::async(std::launch::async, [&] {
     auto got = b.lock("waited", 90s, fixed(10s));
-    EXPECT_TRUE(released.load()) << "the waiter got the lock while the holder still had it";
+    EXPECT_TRUE(released.load()) << "the waiter got the lock while the holder still had it, or "
+                                 << (got ? "(no error)" : got.error().message());
     return got;
   });
   const std::string channel = lock::release_channel("waited");
@@ -457,25 +470,36 @@ TEST_F(SentinelNodeTest, AWaiterFollowsTheFailover) {
     auto r = set_->command(server, {"PUBSUB", "NUMSUB", channel});
     return r && r->elements == 2 && r->element[1]->integer == 1;
   };
-  ASSERT_TRUE(test::eventually([&] { return listening(set_->master()); }));
+  ASSERT_TRUE(test::eventually([&] { return listening(set_->master()); }, 30s))
+      << "the waiter listens on the master";
   ASSERT_TRUE(set_->replicated(set_->master()));
   Client c = client_of(set_->url());
   const std::size_t promoted = fail_over("waited", c, *lease);
   ASSERT_EQ(promoted, 1u);
-  EXPECT_TRUE(test::eventually([&] { return listening(promoted); }, 20s))
-      << "the waiter listens on the new master";
-  ASSERT_TRUE(test::eventually([&] { return lease->is_held() && on_server(promoted, "waited"); }));
+  EXPECT_TRUE(test::eventually([&] { return listening(promoted); }, 30s))
+      << "the waiter listens on the new master" << after_the_failover();
+  ASSERT_TRUE(
+      test::eventually([&] { return lease->is_held() && on_server(promoted, "waited"); }, 30s))
+      << "the holder kept its lock on the new master" << after_the_failover()
+      << (lease->lost() ? ": it was told it lost it" : "");
   // The holder's client has moved too (its status is read from the new master): until then
   // its release would go to the dead one.
-  ASSERT_TRUE(test::eventually([&] {
-    auto status = a.status("waited");
-    return status && !status->nodes[0].error && status->held;
-  }));
+  std::string last;
+  ASSERT_TRUE(test::eventually(
+      [&] {
+        auto status = a.status("waited");
+        last = !status                  ? status.error().message()
+               : status->nodes[0].error ? status->nodes[0].error->reason
+                                        : (status->held ? "held" : "not held");
+        return status && !status->nodes[0].error && status->held;
+      },
+      30s))
+      << "the holder's status on the new master: " << last << after_the_failover();
   released = true;
   auto unlocked = lease->unlock();
   ASSERT_TRUE(unlocked) << unlocked.error().message();
   auto got = waiter.get();
-  ASSERT_TRUE(got) << got.error().message();
+  ASSERT_TRUE(got) << got.error().message() << after_the_failover();
 }
 
 // The replica guard: a grant counts only once WAIT confirmed the replicas; too few replicas,
