@@ -321,20 +321,34 @@ FaultTargets fault_targets(const RunOptions& o, ChaosNodes& nodes, const Workers
   return targets;
 }
 
-// The history's summary: the resources' final counters and the run's bounds.
-History final_summary(const RunOptions& o, const ChaosNodes& nodes) {
+// Counter `name` of the resource (0 if never written), or nullopt if it did not answer. Read
+// with a few tries: a failed read taken for 0 was a false "resource counter is 0 but 120 writes
+// were accepted" with 32 tests at once on 2 cores.
+std::optional<long> read_counter(FencedStore& store, const std::string& name) {
+  for (int tries = 0; tries < 5; ++tries) {
+    auto v = store.read(name);
+    if (v) return *v ? std::stol(**v) : 0;
+  }
+  return std::nullopt;
+}
+
+// The history's summary: the resources' final counters and the run's bounds; nullopt if the
+// resource did not answer (the run then proves nothing about it).
+std::optional<History> final_summary(const RunOptions& o, const ChaosNodes& nodes) {
   History summary;
-  auto store = FencedStore::connect(nodes.resource_url());
-  summary.counter = -1;
-  if (store) {
-    auto v = store->read(kName);
-    summary.counter = v && *v ? std::stol(**v) : 0;
-    // Each async name is a resource of its own: its counter is checked against its writes.
-    if (o.async_workers > 0) {
-      for (const auto& name : async_names(o.inflight)) {
-        auto c = store->read(name);
-        if (c) summary.counters[name] = *c ? std::stol(**c) : 0;
-      }
+  ClientOptions patient;
+  patient.node_timeout = std::chrono::seconds(5);
+  auto store = FencedStore::connect(nodes.resource_url(), patient);
+  if (!store) return std::nullopt;
+  const auto counter = read_counter(*store, kName);
+  if (!counter) return std::nullopt;
+  summary.counter = *counter;
+  // Each async name is a resource of its own: its counter is checked against its writes.
+  if (o.async_workers > 0) {
+    for (const auto& name : async_names(o.inflight)) {
+      const auto c = read_counter(*store, name);
+      if (!c) return std::nullopt;
+      summary.counters[name] = *c;
     }
   }
   summary.ttl_ms = o.ttl.count();
@@ -389,8 +403,13 @@ int run_chaos(const RunOptions& o) {
   workers.stop();
   sampler.reset();
   starvation.reset();
-  const History summary = final_summary(o, nodes);
-  recorder.line(summary_line(summary));
+  const std::optional<History> summary = final_summary(o, nodes);
+  if (!summary) {
+    std::cerr << "dlock_chaos: the resource " << nodes.resource_url()
+              << " did not answer the final reads of its counters\n";
+    return 70;
+  }
+  recorder.line(summary_line(*summary));
   recorder.flush();
   print_summary(faults, nodes, workers.has_faketime());
   if (monitor) {

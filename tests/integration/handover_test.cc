@@ -59,14 +59,16 @@ TEST_P(HandoverTest, ADetachedLeaseStaysHeldAndAnotherClientReleasesIt) {
 TEST_P(HandoverTest, AnotherClientExtendsByOwnerAndTheLockOutlivesItsFirstTtl) {
   Client taker = make_client();
   Client other = make_client();
-  auto lease = taker.try_lock("job", explicit_lease(400ms, "handed"));
+  // 1.5 s: `other`'s first call greets the nodes before it extends (400 ms could be gone first
+  // on a busy machine).
+  auto lease = taker.try_lock("job", explicit_lease(1500ms, "handed"));
   ASSERT_TRUE(lease) << lease.error().message();
   ASSERT_TRUE(lease->detach());
   auto validity = other.extend("job", OwnerToken("handed"), 10s);
   ASSERT_TRUE(validity) << validity.error().message();
   EXPECT_GT(*validity, 5s);  // 10 s less one round trip and the drift, on a busy machine
   EXPECT_LE(*validity, 10s);
-  std::this_thread::sleep_for(800ms);  // twice the first ttl
+  std::this_thread::sleep_for(3s);  // twice the first ttl
   EXPECT_TRUE(other.try_lock("job", explicit_lease(10s, "intruder")).error().is(errc::lock_held));
   EXPECT_TRUE(other.unlock("job", OwnerToken("handed")));
 }

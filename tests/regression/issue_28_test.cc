@@ -654,8 +654,9 @@ TEST(Issue28TtlRecordTest, ARefusedAttemptDoesNotKeepARestartedNodeOutForItsTtl)
 }
 
 // Scenario 4 with the CLI, as the issue tells it: `dlock acquire -t 168h` (the issue's 7d; the
-// CLI has no day unit) is refused (the lock is held for 2 s); a node restarts empty; locking
-// goes on within the live ttl, not a week later.
+// CLI has no day unit) is refused (the lock is held for 5 s); a node restarts empty; locking
+// goes on within the live ttl, not a week later. (Held for 2 s, the lock was gone before the
+// second process asked, with 32 tests at once on 2 cores.)
 TEST(Issue28TtlRecordTest, CliARefusedSevenDayAcquireDoesNotStopLockingAfterARestart) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   test::RedisCluster nodes(3);
@@ -670,7 +671,7 @@ TEST(Issue28TtlRecordTest, CliARefusedSevenDayAcquireDoesNotStopLockingAfterARes
     const int status = pclose(p);
     return std::make_pair(WEXITSTATUS(status), out);
   };
-  const auto [held, held_out] = run("acquire" + nodes_args + " -t 2s job");
+  const auto [held, held_out] = run("acquire" + nodes_args + " -t 5s job");
   ASSERT_EQ(held, 0) << held_out;
   const auto [refused, refused_out] = run("acquire" + nodes_args + " -t 168h job");
   ASSERT_EQ(refused, 75) << refused_out;
@@ -680,8 +681,8 @@ TEST(Issue28TtlRecordTest, CliARefusedSevenDayAcquireDoesNotStopLockingAfterARes
   const auto [ran, ran_out] = run("run" + nodes_args + " -t 1s -w 20s next -- echo ran");
   EXPECT_EQ(ran, 0) << ran_out;
   EXPECT_NE(ran_out.find("ran"), std::string::npos) << ran_out;
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s)
-      << "node 1 was kept out for the refused 7 days, not the live 2 s";
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s)
+      << "node 1 was kept out for the refused 7 days, not the live 5 s";
 }
 
 std::string pre_retraction_script(const std::string& name) {

@@ -148,8 +148,10 @@ class KeepAliveTest(st.TwoServices):
         status, grant = curl("POST", base + ":acquire", {"ttl_ms": 1500})
         self.assertEqual(status, 200, grant)
         status, answer = curl("POST", renew, {"leases": [
-            {"name": self.name, "owner": grant["owner"], "ttl_ms": 10000},
-            {"name": self.name, "owner": "intruder", "ttl_ms": 10000}]})
+            # 30 s: the checks below took longer than 10 s with 32 tests at once on 2 cores,
+            # and the final release found the lease gone.
+            {"name": self.name, "owner": grant["owner"], "ttl_ms": 30000},
+            {"name": self.name, "owner": "intruder", "ttl_ms": 30000}]})
         self.assertEqual(status, 200, answer)
         mine, theirs = answer["leases"]
         self.assertEqual((mine["name"], mine["owner"]), (self.name, grant["owner"]))

@@ -15,6 +15,7 @@
 #include "lock/quorum_lock.h"
 #include "node/batch_call.h"
 #include "sim/sim_checker.h"
+#include "sim/sim_clock.h"
 #include "sim/sim_cluster.h"
 #include "sim/sim_fanout.h"
 
@@ -22,6 +23,12 @@ namespace dlock::sim {
 namespace {
 
 using namespace std::chrono_literals;
+
+// Until `t` on the thread's clock (simulated inside a World).
+void sleep_until(Clock::time_point t) {
+  const auto now = Clock::now();
+  if (t > now) sleep_for(t - now);
+}
 using Plan = std::function<std::optional<Fault>(std::size_t, std::size_t, const node::Call&)>;
 
 bool is(const node::Call& call, std::string_view script) {
@@ -127,6 +134,11 @@ class World {
   Trace& trace() { return trace_; }
 
  private:
+  // Simulated time, as the random schedules run (sim_clock.h): time moves only when a test
+  // sleeps (sleep_for, sleep_until below), so a test's ttls of 20-300 ms mean the same on a busy
+  // machine as on an idle one. In real time, 32 tests at once on 2 cores let leases of 100 ms
+  // lapse within a round.
+  SimClock clock_;
   Rng rng_;
   Trace trace_;
   std::unique_ptr<SimCluster> cluster_;
@@ -218,7 +230,7 @@ TEST(SimDirected, ATtlThatMissedANodeIsNotLostWithTheRestartedOne) {
   std::shared_ptr<detail::LeaseState> other;
   for (int i = 0; i < 10 && !other; ++i) {
     other = w.take(0, "a", 20ms);
-    std::this_thread::sleep_for(10ms);
+    sleep_for(10ms);
   }
   EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
@@ -272,7 +284,7 @@ TEST(SimDirected, TtlNeverAnnouncedToAQuorumShortensTheQuarantine) {
   if (!held) return;
   w.restart(0, 2);
   EXPECT_EQ(w.take(1, "b", 300ms), nullptr);  // node 0 sits out, but only for about 300 ms
-  std::this_thread::sleep_for(400ms);
+  sleep_for(400ms);
   const auto other = w.take(1, "b", 300ms);
   EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
@@ -294,7 +306,7 @@ TEST(SimDirected, ExpiredReentrantExtensionNeverTakesOverALiveHold) {
         std::lock_guard lock(outer->mu);
         until = outer->valid_until;
       }
-      std::this_thread::sleep_until(until + 50ms);
+      sleep_until(until + 50ms);
       // ...and meanwhile the watchdog's renewal of the outer lease was confirmed and applied.
       std::lock_guard lock(outer->mu);
       outer->valid_until = Clock::now() + 1000ms;
@@ -376,12 +388,12 @@ TEST(SimDirected, AGrantThatRunsAfterAGreetingLeavesItsTtlUnknown) {
   const auto warm = w.take(0, "a", 300ms);  // every node a member; 300 ms announced and granted
   ASSERT_NE(warm, nullptr);
   w.end(0, warm);
-  std::this_thread::sleep_for(350ms);  // every record of 300 ms lapses; no re-greeting for 30 s
+  sleep_for(350ms);  // every record of 300 ms lapses; no re-greeting for 30 s
   restart.armed = true;
   const auto held = w.take(0, "a", 300ms);
   ASSERT_NE(held, nullptr) << "granted on nodes 0 and 2";
   ASSERT_EQ(restart.in_window, nullptr);
-  std::this_thread::sleep_for(40ms);  // node 0's 20 ms quarantine ends
+  sleep_for(40ms);  // node 0's 20 ms quarantine ends
   const auto other = w.take(1, "b", 20ms);
   EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
@@ -458,16 +470,16 @@ TEST(SimDirected, ALearnedTtlLargerThanTheAnnouncedOneIsNotAnnounced) {
   const auto big = w.take(1, "b", 300ms);  // 300 ms announced (for 600 ms) and granted
   ASSERT_NE(big, nullptr);
   w.end(1, big);
-  std::this_thread::sleep_until(t0 + 555ms);
+  sleep_until(t0 + 555ms);
   const auto small = w.take(0, "a", 200ms);  // greets for 200 ms, learns 300 ms
   ASSERT_NE(small, nullptr);
   w.end(0, small);
-  std::this_thread::sleep_until(t0 + 615ms);  // client 1's records of 300 ms have lapsed
+  sleep_until(t0 + 615ms);  // client 1's records of 300 ms have lapsed
   restart.armed = true;
   const auto held = w.take(0, "a", 300ms);  // no new greeting: 300 <= the largest it learned
   ASSERT_NE(held, nullptr) << "granted on nodes 0 and 2";
   ASSERT_EQ(restart.in_window, nullptr);
-  std::this_thread::sleep_for(215ms);  // node 0's 200 ms quarantine ends
+  sleep_for(215ms);  // node 0's 200 ms quarantine ends
   const auto other = w.take(2, "c", 20ms);
   EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
@@ -544,7 +556,7 @@ TEST(SimDirected, DISABLED_AFailbackToAServerThatMissedGrantsVotesAtOnce) {
     w.end(c, warm);
   }
   // The nodes record sights in whole ms: the move comes a few ms after the last greeting.
-  std::this_thread::sleep_for(5ms);
+  sleep_for(5ms);
   SimNode::Server parked{"standby-server-0", w.cluster().node(0).now_ms() - 3600 * 1000, {}};
   const auto move = [&](const char* why) {
     w.trace().step(10, why);
@@ -557,7 +569,7 @@ TEST(SimDirected, DISABLED_AFailbackToAServerThatMissedGrantsVotesAtOnce) {
     unsent = true;
     held = w.take(1, "b", 300ms);  // on S2 (node 0) and node 1
     unsent = false;
-    if (!held) std::this_thread::sleep_for(20ms);
+    if (!held) sleep_for(20ms);
   }
   ASSERT_NE(held, nullptr);
   move("address 0 moves back to S1 (never restarted; it has no key of 'x')");
@@ -600,7 +612,7 @@ TEST(SimDirected, AnUntrustedGreetingKeepsVotesPastTheAnnouncement) {
         world->trace().step(90, "node 0 restarts; node 1's acquire is slow");
         world->cluster().node(0).restart("restarted-node-0");
         world->fanout(0).drop(0, false);
-        std::this_thread::sleep_until(t0 + 615ms);  // every record of 300 ms has lapsed
+        sleep_until(t0 + 615ms);  // every record of 300 ms has lapsed
         window = true;
         in_window = world->take(1, "b", 150ms);  // greets for 150 ms: no node knows 300 ms
         window = false;
@@ -610,14 +622,14 @@ TEST(SimDirected, AnUntrustedGreetingKeepsVotesPastTheAnnouncement) {
   const auto warm = w.take(0, "a", 300ms);  // 300 ms announced (for 600 ms) and granted
   ASSERT_NE(warm, nullptr);
   w.end(0, warm);
-  std::this_thread::sleep_until(t0 + 585ms);
+  sleep_until(t0 + 585ms);
   untrust = true;
   armed = true;
   const auto held = w.take(0, "a", 300ms);  // re-greets (untrusted), votes with the old view
   untrust = false;
   if (!held) return;  // refused: its announcement would lapse before the lease ends (safe)
   ASSERT_EQ(in_window, nullptr);
-  std::this_thread::sleep_for(160ms);  // node 0's 150 ms quarantine ends
+  sleep_for(160ms);  // node 0's 150 ms quarantine ends
   const auto other = w.take(1, "b", 20ms);
   EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
@@ -662,7 +674,7 @@ TEST(SimDirected, ARestartBetweenInfoAndHelloCountsAsAFreshNode) {
   std::shared_ptr<detail::LeaseState> other;
   for (int i = 0; i < 20 && !other && held_at(*held, Clock::now()); ++i) {
     other = w.take(1, "b", 20ms);
-    if (!other) std::this_thread::sleep_for(30ms);
+    if (!other) sleep_for(30ms);
   }
   EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
@@ -682,7 +694,7 @@ TEST(SimDirected, ASlowGreetingEndsAQuarantineEarly) {
       [&](std::size_t client, std::size_t node, const node::Call& call) {
         if (!slow || client != 2 || node != 0 || !is(call, "hello")) return;
         slow = false;
-        std::this_thread::sleep_for(150ms);  // every node of this round runs it 150 ms late
+        sleep_for(150ms);  // every node of this round runs it 150 ms late
       },
       3);
   const auto held = w.take(0, "a", 1000ms);  // on nodes 0 and 2
@@ -692,7 +704,7 @@ TEST(SimDirected, ASlowGreetingEndsAQuarantineEarly) {
   EXPECT_EQ(w.take(1, "b", 1000ms), nullptr);  // first sight of node 0's boot: quarantined
   slow = true;
   EXPECT_EQ(w.take(2, "c", 1000ms), nullptr);  // quarantines node 0 from its slow greeting
-  std::this_thread::sleep_until(booted + 880ms);
+  sleep_until(booted + 880ms);
   const auto other = w.take(2, "c", 1000ms);
   EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
 }
@@ -754,7 +766,7 @@ TEST(SimDirected, ARefusedAttemptLeavesNoAnnouncementBehind) {
   std::shared_ptr<detail::LeaseState> later;
   while (!later && Clock::now() - start < 1500ms) {
     later = w.take(2, "c", 50ms);
-    if (!later) std::this_thread::sleep_for(10ms);
+    if (!later) sleep_for(10ms);
   }
   ASSERT_NE(later, nullptr);
   EXPECT_LT(Clock::now() - start, 600ms) << "node 0 was kept out for the refused attempt's ttl";
@@ -832,7 +844,7 @@ TEST(SimDirected, ARefusalDoesNotRetractWhileAnotherAttemptOfTheClientIsInFlight
   const auto warm = w.take(0, "a", 1500ms);
   ASSERT_NE(warm, nullptr);
   w.end(0, warm);
-  std::this_thread::sleep_for(3100ms);  // the warm-up's grant records (two ttls) lapse
+  sleep_for(3100ms);  // the warm-up's grant records (two ttls) lapse
   // Client 2 takes 'x' for 1 s (y's ttl: no larger one recorded) and gives it back: the nodes'
   // counters then agree.
   const auto level = w.take(2, "l", 1000ms);
@@ -842,7 +854,7 @@ TEST(SimDirected, ARefusalDoesNotRetractWhileAnotherAttemptOfTheClientIsInFlight
   const auto held = w.take(0, "a", 1500ms);  // greets again (its announcement would lapse)
   ASSERT_EQ(concurrent, nullptr) << "B was to be refused";
   ASSERT_NE(held, nullptr) << "granted on nodes 0 and 2";
-  std::this_thread::sleep_until(restarted + 1075ms);  // a 1 s quarantine of node 0 has ended
+  sleep_until(restarted + 1075ms);  // a 1 s quarantine of node 0 has ended
   ASSERT_TRUE(held_at(*held, Clock::now()));
   const auto other = w.take(1, "b", 20ms);
   EXPECT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
@@ -858,7 +870,7 @@ void expect_no_second_owner_during(World& w, std::size_t c, const std::string& o
     const auto other = w.take(c, owner, 20ms);
     ASSERT_FALSE(two_owners(held, other)) << "two owners hold 'x'";
     if (other) w.end(c, other);
-    std::this_thread::sleep_for(20ms);
+    sleep_for(20ms);
   }
 }
 
@@ -918,7 +930,7 @@ WindowTimeline record_window_timeline(Mutation mutation, std::chrono::millisecon
   // After the grant: its record reaches two ttls past a moment before this (the script's run).
   const auto t0 = Clock::now();
   w.end(0, first);
-  std::this_thread::sleep_until(t0 + second);
+  sleep_until(t0 + second);
   const auto before = w.cluster().records_skipped();
   armed = true;
   const auto held = w.take(0, "a", ttl);
@@ -929,14 +941,14 @@ WindowTimeline record_window_timeline(Mutation mutation, std::chrono::millisecon
   EXPECT_NE(y, nullptr);
   EXPECT_EQ(w.take(0, "c", 2 * ttl, "y"), nullptr) << "held by owner d";
   if (y) w.end(1, y);
-  std::this_thread::sleep_until(t0 + restart_at);
+  sleep_until(t0 + restart_at);
   out.recorded_on_1 = records_ttl(w.cluster().node(1), std::to_string(ttl.count()));
   w.restart(0, 10);
   while (held_at(*held, Clock::now())) {
     const auto other = w.take(1, "b", 20ms);
     out.two_owners = out.two_owners || two_owners(held, other);
     if (other) w.end(1, other);
-    std::this_thread::sleep_for(10ms);
+    sleep_for(10ms);
   }
   return out;
 }
@@ -982,14 +994,13 @@ TEST(SimDirected, ARenewalAfterARetractionKeepsARestartedNodeOut) {
   // A larger ttl: the retraction is not skipped for the live lease of its own ttl.
   EXPECT_EQ(w.take(0, "c", 600ms), nullptr) << "held by owner a";
   EXPECT_FALSE(records_ttl(w.cluster().node(2), "300", /*announced=*/true)) << "not taken back";
-  std::this_thread::sleep_for(150ms);
+  sleep_for(150ms);
   ASSERT_TRUE(w.extend(0, held));
-  std::this_thread::sleep_for(
-      200ms);  // the grant's record of 300 ms has lapsed; the renewal's lives
+  sleep_for(200ms);  // the grant's record of 300 ms has lapsed; the renewal's lives
   ASSERT_TRUE(held_at(*held, Clock::now()));
   w.restart(0, 20);
   const auto other = w.take(1, "b", 20ms);
-  std::this_thread::sleep_for(40ms);
+  sleep_for(40ms);
   const auto again = other ? other : w.take(1, "b", 20ms);
   EXPECT_FALSE(two_owners(held, again)) << "two owners hold 'x'";
 }
@@ -1031,7 +1042,7 @@ TEST(SimDirected, AValidityThatEndsDuringTheGreetingIsNotRenewed) {
   std::atomic<int> renewals_sent{0};
   Clock::time_point until;
   World w(3, [&](std::size_t client, std::size_t, const node::Call& call) {
-    if (armed && client == 0 && is(call, "hello")) std::this_thread::sleep_until(until + 20ms);
+    if (armed && client == 0 && is(call, "hello")) sleep_until(until + 20ms);
     if (armed && client == 0 && is(call, "renew")) ++renewals_sent;
     return std::optional<Fault>();
   });
@@ -1419,7 +1430,7 @@ TEST(SimDirected, ARestartBetweenABatchCallAndACallItLeftAlone) {
           batching([&](std::size_t client, std::size_t, const node::Call& call) {
             if (!armed || client != 1 || !is(call, "acquire")) return;
             armed = false;
-            std::this_thread::sleep_for(2ms);  // a restart takes time: the clock moves on
+            sleep_for(2ms);  // a restart takes time: the clock moves on
             world->restart(0, 50);
           }));
   world = &w;
@@ -1438,7 +1449,7 @@ TEST(SimDirected, ARestartBetweenABatchCallAndACallItLeftAlone) {
   std::shared_ptr<detail::LeaseState> next;
   for (int i = 0; i < 40 && !next; ++i) {
     next = w.take(1, "b", 300ms);
-    if (!next) std::this_thread::sleep_for(20ms);  // the restarted node's quarantine
+    if (!next) sleep_for(20ms);  // the restarted node's quarantine
   }
   ASSERT_NE(next, nullptr);
   EXPECT_GT(static_cast<std::int64_t>(next->hold->fence.value()), first);
