@@ -193,6 +193,8 @@ int main(int argc, char** argv) {
                  "--workers\n";
     return 64;
   }
-  if (const int rc = run_chaos(run); rc != 0) return rc;
-  return print_check(run.history);
+  const int rc = run_chaos(run);
+  if (rc != 0 && rc != kResourceUnread) return rc;
+  const int checked = print_check(run.history);
+  return checked != 0 ? checked : rc;
 }

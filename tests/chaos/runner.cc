@@ -322,33 +322,44 @@ FaultTargets fault_targets(const RunOptions& o, ChaosNodes& nodes, const Workers
 }
 
 // Counter `name` of the resource (0 if never written), or nullopt if it did not answer. Read
-// with a few tries: a failed read taken for 0 was a false "resource counter is 0 but 120 writes
-// were accepted" with 32 tests at once on 2 cores.
+// with a few tries, a pause between them: a failed read taken for 0 was a false "resource
+// counter is 0 but 120 writes were accepted" with 32 tests at once on 2 cores.
 std::optional<long> read_counter(FencedStore& store, const std::string& name) {
   for (int tries = 0; tries < 5; ++tries) {
+    if (tries > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     auto v = store.read(name);
     if (v) return *v ? std::stol(**v) : 0;
+    std::cerr << "dlock_chaos: reading " << name << ": " << v.error().message() << "\n";
   }
   return std::nullopt;
 }
 
-// The history's summary: the resources' final counters and the run's bounds; nullopt if the
-// resource did not answer (the run then proves nothing about it).
-std::optional<History> final_summary(const RunOptions& o, const ChaosNodes& nodes) {
+// The history's summary: the resources' final counters and the run's bounds. A counter the
+// resource did not answer for is left unknown (-1 or absent: the checker skips it) and named
+// in `unread`, which fails the run after the checker has run.
+History final_summary(const RunOptions& o, const ChaosNodes& nodes, std::string& unread) {
   History summary;
+  summary.counter = -1;
   ClientOptions patient;
   patient.node_timeout = std::chrono::seconds(5);
+  patient.connect_timeout = std::chrono::seconds(5);
   auto store = FencedStore::connect(nodes.resource_url(), patient);
-  if (!store) return std::nullopt;
-  const auto counter = read_counter(*store, kName);
-  if (!counter) return std::nullopt;
-  summary.counter = *counter;
-  // Each async name is a resource of its own: its counter is checked against its writes.
-  if (o.async_workers > 0) {
-    for (const auto& name : async_names(o.inflight)) {
-      const auto c = read_counter(*store, name);
-      if (!c) return std::nullopt;
-      summary.counters[name] = *c;
+  if (!store) {
+    unread = "every counter (" + store.error().message() + ")";
+  } else {
+    if (const auto counter = read_counter(*store, kName)) {
+      summary.counter = *counter;
+    } else {
+      unread = kName;
+    }
+    // Each async name is a resource of its own: its counter is checked against its writes.
+    for (const auto& name :
+         o.async_workers > 0 ? async_names(o.inflight) : std::vector<std::string>{}) {
+      if (const auto c = read_counter(*store, name)) {
+        summary.counters[name] = *c;
+      } else {
+        unread += (unread.empty() ? "" : ", ") + name;
+      }
     }
   }
   summary.ttl_ms = o.ttl.count();
@@ -403,18 +414,19 @@ int run_chaos(const RunOptions& o) {
   workers.stop();
   sampler.reset();
   starvation.reset();
-  const std::optional<History> summary = final_summary(o, nodes);
-  if (!summary) {
-    std::cerr << "dlock_chaos: the resource " << nodes.resource_url()
-              << " did not answer the final reads of its counters\n";
-    return 70;
-  }
-  recorder.line(summary_line(*summary));
+  std::string unread;
+  const History summary = final_summary(o, nodes, unread);
+  recorder.line(summary_line(summary));
   recorder.flush();
   print_summary(faults, nodes, workers.has_faketime());
   if (monitor) {
     monitor->stop();
     print_batches(monitor->counts(), solo_node(o));
+  }
+  if (!unread.empty()) {
+    std::cerr << "dlock_chaos: the resource " << nodes.resource_url()
+              << " did not answer the final read of " << unread << "\n";
+    return kResourceUnread;
   }
   return 0;
 }

@@ -46,8 +46,13 @@ struct RunOptions {
 // reach the solo set's batch calls; the other async workers spell it another way.
 std::size_t solo_node(const RunOptions& o);
 
+// run_chaos's status when the history is written but the resource did not answer the final
+// read of a counter: the checker still runs (on everything but that counter), and the run fails.
+inline constexpr int kResourceUnread = 70;
+
 // Runs the workers under faults for o.duration and writes the history. 0 on success, else an
-// exit status (69: the nodes could not start, 64: the history cannot be written).
+// exit status (69: the nodes could not start, 64: the history cannot be written,
+// kResourceUnread).
 int run_chaos(const RunOptions& o);
 
 }  // namespace dlock::chaos

@@ -465,7 +465,10 @@ TEST(Issue28FencingTest, AGrantingNodeBelowTheTokenIsRaised) {
       {nodes[0].url(), nodes[1].url(), "redis://127.0.0.1:" + std::to_string(to_node2.port())});
   const auto take = [&] {
     auto lease = client.try_lock("job", fixed(10s, "a"));
-    if (!lease) return FencingToken();
+    if (!lease) {
+      ADD_FAILURE() << lease.error().message();
+      return FencingToken();
+    }
     const FencingToken token = lease->fencing_token();
     EXPECT_TRUE(lease->unlock());
     return token;

@@ -42,8 +42,8 @@ class SimClock {
   Clock::time_point now_;
 };
 
-// Advances this thread's SimClock by `d`, or, on a thread without one (the directed schedules of
-// sim_directed_test.cc run in real time), sleeps for `d`.
+// Advances this thread's SimClock by `d` (the random schedules, and the directed ones of
+// sim_directed_test.cc, each install one), or, on a thread without one, sleeps for `d`.
 void sleep_for(SimClock::Clock::duration d);
 
 }  // namespace dlock::sim
