@@ -76,7 +76,7 @@ Result<void> LocalSentinel::start_sentinels() {
     conf << "sentinel monitor " << name << " 127.0.0.1 " << servers_[0]->port() << " "
          << o.sentinels / 2 + 1 << "\n"
          << "sentinel down-after-milliseconds " << name << " " << o.down_after.count() << "\n"
-         << "sentinel failover-timeout " << name << " " << 10 * o.down_after.count() << "\n"
+         << "sentinel failover-timeout " << name << " " << o.failover_timeout.count() << "\n"
          << "sentinel parallel-syncs " << name << " 1\n";
     if (!o.password.empty()) conf << "sentinel auth-pass " << name << " " << o.password << "\n";
     conf.close();
