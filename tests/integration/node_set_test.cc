@@ -71,7 +71,9 @@ class NodeSetTest : public ::testing::Test {
     servers_ = std::make_unique<RedisCluster>(3);
     // The last node is reached through a proxy that can delay its replies.
     proxy_ = std::make_unique<TcpProxy>("127.0.0.1", (*servers_)[2].port());
-    connect(300ms);
+    // Generous: only LateRepliesAreReadByTheIoThread... is about a timeout, and sets its own.
+    // At 300 ms, a plain ECHO through the proxy ran out at 16 tests at once on 2 cores.
+    connect(2s);
   }
 
   // A NodeSet over the three nodes (the last through the proxy) with this node timeout.
@@ -178,6 +180,7 @@ TEST_F(NodeSetTest, RepliesAbandonedByABorrowerAreDroppedByTheIoThread) {
 }
 
 TEST_F(NodeSetTest, LateRepliesAreReadByTheIoThreadAndTheConnectionServesAgain) {
+  connect(300ms);
   warm_up();
   proxy_->delay_replies(600ms);  // twice the node timeout
   bool borrowed = false;

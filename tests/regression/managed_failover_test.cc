@@ -17,11 +17,15 @@
 #include <dlock/async.h>
 #include <dlock/dlock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <asio/use_future.hpp>
 #include <atomic>
+#include <fstream>
 #include <future>
 #include <iostream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -477,6 +481,36 @@ ServerOptions steppable() {
   ServerOptions o;
   o.steppable_clock = true;
   return o;
+}
+
+// The CPU time (user and system, all threads) process `pid` used so far.
+std::chrono::milliseconds cpu_time_of(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::istringstream fields(text.substr(text.rfind(')') + 2));  // after "pid (comm) "
+  std::string field;
+  long long ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::stoll(field);  // utime, stime
+  }
+  return std::chrono::milliseconds(ticks * 1000 / sysconf(_SC_CLK_TCK));
+}
+
+// A server whose clock is behind stays idle when idle. Its jemalloc background thread took
+// the deadlines of its timed waits from the shifted clock, each already past: with memory to
+// give back it spun, a core for as long as the server ran (two cores with the main thread's
+// share), and slowed every other test on the machine (kClockShiftServerArgs).
+TEST(ManagedClockTest, AServerWhoseClockIsBehindDoesNotSpin) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer x(steppable());
+  x.set_clock_shift(-60s);
+  const std::string value(100'000, 'v');
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(ok(x.command({"SET", "k" + std::to_string(i), value})));
+  for (int i = 0; i < 200; ++i) x.command({"DEL", "k" + std::to_string(i)});  // pages to purge
+  const auto before = cpu_time_of(x.pid());
+  std::this_thread::sleep_for(3s);
+  const auto used = cpu_time_of(x.pid()) - before;
+  EXPECT_LT(used, 1s) << "an idle server used " << used.count() << " ms of CPU in 3 s";
 }
 
 // One of three nodes steps forward a minute: Redis expires its keys at once, the lock key

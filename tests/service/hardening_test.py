@@ -250,8 +250,8 @@ class GrpcTlsReloadBase(Base):
     def setUpClass(cls):
         cls.certs = tempfile.mkdtemp(prefix="dlock-hardening-certs-")
         cls.fresh = tempfile.mkdtemp(prefix="dlock-hardening-fresh-")
-        sec.make_certificates(cls.certs, ec=True)
-        sec.make_certificates(cls.fresh, ec=True)
+        sec.make_certificates(cls.certs)
+        sec.make_certificates(cls.fresh)
         # The files the service reads: copies, rewritten by the tests.
         for f in ("server.crt", "server.key", "ca.crt"):
             shutil.copy(os.path.join(cls.certs, f), os.path.join(cls.certs, "served-" + f))

@@ -11,6 +11,11 @@
 // symbols (dlsym allocates), and libfaketime gives up with "Unexpected recursive calls to
 // clock_gettime()" (libfaketime issues 130 and 327, no fix upstream). This shim resolves nothing:
 // it asks the kernel by raw system call, so it has no start-up that could recurse.
+//
+// Only the clocks move, not the kernel's timed waits: a deadline computed on the shifted wall
+// clock and handed to pthread_cond_timedwait (jemalloc's background thread in redis-server
+// does so) is already past when the clock is behind, and the waiter spins. Servers under this
+// shim run with `--jemalloc-bg-thread no` (kClockShiftServerArgs, tests/support/redis_server.h).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>

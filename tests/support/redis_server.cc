@@ -43,6 +43,8 @@ RedisServer::RedisServer(ServerOptions options) : options_(std::move(options)) {
     write_shift(0);
     process.environment = {"LD_PRELOAD=" DLOCK_CLOCK_SHIFT_LIB,
                            "DLOCK_CLOCK_SHIFT_FILE=" + (dir_ / "clock-shift").string()};
+    process.extra_args.insert(process.extra_args.end(), kClockShiftServerArgs.begin(),
+                              kClockShiftServerArgs.end());
   }
   for (int attempt = 0;; ++attempt) {
     process.port = 0;

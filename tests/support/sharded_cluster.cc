@@ -118,6 +118,7 @@ std::size_t ShardedCluster::replica_of(std::size_t master) const {
 void ShardedCluster::shift_clock(std::size_t i, std::chrono::milliseconds shift) {
   cluster_->server(i).set_environment({"LD_PRELOAD=" DLOCK_CLOCK_SHIFT_LIB,
                                        "DLOCK_CLOCK_SHIFT_MS=" + std::to_string(shift.count())});
+  cluster_->server(i).add_args(test::kClockShiftServerArgs);
   if (auto restarted = cluster_->server(i).restart(true); !restarted) {
     throw std::runtime_error("restart with a shifted clock: " + restarted.error().message());
   }

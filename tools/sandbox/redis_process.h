@@ -48,6 +48,10 @@ class RedisProcess {
   void set_environment(std::vector<std::string> environment) {
     options_.environment = std::move(environment);
   }
+  // For the next start (restart): arguments added to those it was made with.
+  void add_args(const std::vector<std::string>& args) {
+    options_.extra_args.insert(options_.extra_args.end(), args.begin(), args.end());
+  }
 
   bool running() const noexcept { return pid_ > 0; }
   pid_t pid() const noexcept { return pid_; }
