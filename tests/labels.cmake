@@ -34,7 +34,7 @@ function(dlock_label base)
       set(cost 20)
     elseif(test MATCHES "^(Nodes/FencingRedlockTest\\.(DlockRun|Thousand)|CliProcessesTest\\.SixProcesses)")
       set(cost 40)  # 35 to 60 s in the dev build, up to 45 s under TSan (measured 2026-11-30)
-    elseif(test MATCHES "^(Holds/RetractionOfEveryHoldTest\\.|Nodes/AsyncTest\\.TheLastCopyOfAClient|Nodes/GroupCommitAsyncTest\\.ManyInFlight|TlsTest\\.|OpsTest\\.(SandboxOfSentinel|DemoRuns)|Managed(Failover|Timeout|Oom)Test\\.|Issue28FencingTest\\.AGreeting|Issue32HandOverTest\\.AWait|CliTest\\.)")
+    elseif(test MATCHES "^(Holds/RetractionOfEveryHoldTest\\.|Nodes/AsyncTest\\.TheLastCopyOfAClient|Nodes/GroupCommitAsyncTest\\.ManyInFlight|TlsTest\\.|OpsTest\\.(SandboxOfSentinel|DemoRuns)|Managed(Failover|Timeout|Oom)Test\\.|Issue28FencingTest\\.AGreeting|Issue32HandOverTest\\.AWait|CliTest\\.(PermitsLetN|SharedRuns|AcquirePrints))")
       set(cost 12)  # 7 to 17 s in one build or another, left to the end they ran alone
     elseif(base MATCHES "sim")
       set(cost 8)

@@ -197,7 +197,7 @@ TEST_F(LockTest, ValidityIsTtlMinusElapsedMinusDrift) {
 TEST_F(LockTest, SameThreadReentersAndFreesAtCountZero) {
   Client client = make_client();
   auto outer = client.try_lock("job", ttl(10s));
-  ASSERT_TRUE(outer);
+  ASSERT_TRUE(outer) << outer.error().message();
   auto inner = client.try_lock("job", ttl(10s));
   ASSERT_TRUE(inner) << inner.error().message();
   EXPECT_EQ(inner->fencing_token(), outer->fencing_token());

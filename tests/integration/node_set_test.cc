@@ -71,8 +71,9 @@ class NodeSetTest : public ::testing::Test {
     servers_ = std::make_unique<RedisCluster>(3);
     // The last node is reached through a proxy that can delay its replies.
     proxy_ = std::make_unique<TcpProxy>("127.0.0.1", (*servers_)[2].port());
-    // Generous: only LateRepliesAreReadByTheIoThread... is about a timeout, and sets its own.
-    // At 300 ms, a plain ECHO through the proxy ran out at 16 tests at once on 2 cores.
+    // Generous: at 300 ms, a plain ECHO through the proxy ran out with 16 tests at once on 2
+    // cores. LateRepliesAreReadByTheIoThread... sets its own; a test that loses a reply waits
+    // this out once.
     connect(2s);
   }
 
@@ -180,9 +181,9 @@ TEST_F(NodeSetTest, RepliesAbandonedByABorrowerAreDroppedByTheIoThread) {
 }
 
 TEST_F(NodeSetTest, LateRepliesAreReadByTheIoThreadAndTheConnectionServesAgain) {
-  connect(300ms);
+  connect(1s);
   warm_up();
-  proxy_->delay_replies(600ms);  // twice the node timeout
+  proxy_->delay_replies(2s);  // twice the node timeout
   bool borrowed = false;
   auto late = run_here(echo("late"), {}, &borrowed);
   ASSERT_TRUE(borrowed);

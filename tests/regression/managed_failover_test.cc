@@ -483,10 +483,11 @@ ServerOptions steppable() {
   return o;
 }
 
-// The CPU time (user and system, all threads) process `pid` used so far.
+// The CPU time (user and system, all threads) process `pid` used so far; -1 ms if it is gone.
 std::chrono::milliseconds cpu_time_of(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  if (text.rfind(')') == std::string::npos) return std::chrono::milliseconds(-1);
   std::istringstream fields(text.substr(text.rfind(')') + 2));  // after "pid (comm) "
   std::string field;
   long long ticks = 0;
@@ -508,8 +509,11 @@ TEST(ManagedClockTest, AServerWhoseClockIsBehindDoesNotSpin) {
   for (int i = 0; i < 200; ++i) ASSERT_TRUE(ok(x.command({"SET", "k" + std::to_string(i), value})));
   for (int i = 0; i < 200; ++i) x.command({"DEL", "k" + std::to_string(i)});  // pages to purge
   const auto before = cpu_time_of(x.pid());
+  ASSERT_GE(before, 0ms) << "the server is gone";
   std::this_thread::sleep_for(3s);
-  const auto used = cpu_time_of(x.pid()) - before;
+  const auto after = cpu_time_of(x.pid());
+  ASSERT_GE(after, 0ms) << "the server is gone";
+  const auto used = after - before;
   EXPECT_LT(used, 1s) << "an idle server used " << used.count() << " ms of CPU in 3 s";
 }
 

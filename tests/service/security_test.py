@@ -473,8 +473,8 @@ def make_certificates(d, ec=True):
     """A CA, a server certificate for 127.0.0.1 and localhost, a client certificate signed by
     the CA and one signed by an unrelated CA, in `d`: made with the openssl command, as
     tests/integration/tls_auth_test.cc makes them for rediss://. P-256 keys (12 ms of CPU
-    each), or without `ec` RSA ones (some 300 ms each): TlsTest keeps RSA, so both kinds of
-    key are served and verified."""
+    each), or without `ec` RSA ones (some 300 ms each): TlsTest keeps RSA, so the service's
+    listeners serve both kinds."""
     newkey = "ec -pkeyopt ec_paramgen_curve:prime256v1" if ec else "rsa:2048"
     subprocess.run(["sh", "-c", """set -e
         openssl req -x509 -newkey $newkey -nodes -keyout ca.key -out ca.crt -days 2 \

@@ -27,9 +27,10 @@ struct LocalSentinelOptions {
   // seen within it is given up), it decides how soon the sentinels try again when their leader
   // election splits its votes: only after twice this (sentinel.c), and the election itself gives
   // up after the smaller of this and 10 s. At 10 s a split vote made a failover of 23 s, longer
-  // than the leases of the tests that hold a lock through one (SentinelNodeTest); at 3 s it
-  // costs about 6 s more than a failover without one.
-  std::chrono::milliseconds failover_timeout{3000};
+  // than the leases of the tests that hold a lock through one (SentinelNodeTest); at 4 s it
+  // costs about 8 s more than a failover without one, and a promotion (seen by an INFO each
+  // second) still has 4 s on a loaded machine before the sentinels give the failover up.
+  std::chrono::milliseconds failover_timeout{4000};
   std::string password;  // the master's and the replicas' (requirepass, masterauth)
 };
 
