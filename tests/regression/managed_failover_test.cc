@@ -499,8 +499,8 @@ std::chrono::milliseconds cpu_time_of(pid_t pid) {
 
 // A server whose clock is behind stays idle when idle. Its jemalloc background thread took
 // the deadlines of its timed waits from the shifted clock, each already past: with memory to
-// give back it spun, a core for as long as the server ran (two cores with the main thread's
-// share), and slowed every other test on the machine (kClockShiftServerArgs).
+// give back it spun, a core for as long as the server ran, and slowed every other test on the
+// machine (kClockShiftServerArgs).
 TEST(ManagedClockTest, AServerWhoseClockIsBehindDoesNotSpin) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   RedisServer x(steppable());

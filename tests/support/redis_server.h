@@ -23,8 +23,8 @@ using ReplyPtr = sandbox::RedisReply;
 
 // What a server whose wall clock the clock_shift library moves is started with besides: no
 // jemalloc background thread. Its timed waits take deadlines from the shifted clock, and with
-// the clock behind every deadline is past: it spun on both cores of the CI machine for as long
-// as such a server ran (tests/support/clock_shift.cc).
+// the clock behind every deadline is past: it spun a core for as long as such a server ran
+// (tests/support/clock_shift.cc).
 inline const std::vector<std::string> kClockShiftServerArgs{"--jemalloc-bg-thread", "no"};
 
 struct ServerOptions {
