@@ -27,10 +27,10 @@ get_target_property(dlock_type dlock TYPE)
 if(dlock_type STREQUAL "STATIC_LIBRARY")
   set(DLOCK_STATIC ON)
   # As -l flags, not Requires.private: `pkg-config --static` would then ask for the static
-  # archives of everything libcurl links (nghttp2, ldap, ...), which Debian's -dev packages do
-  # not pull in. Linking libdlock.a needs these libraries, shared or static.
+  # archives of everything OpenSSL links, which Debian's -dev packages do not all pull in.
+  # Linking libdlock.a needs these libraries, shared or static.
   set(DLOCK_PC_REQUIRES_PRIVATE "")
-  set(DLOCK_PC_LIBS_PRIVATE "-lhiredis -lssl -lcrypto -lcurl -pthread")
+  set(DLOCK_PC_LIBS_PRIVATE "-lhiredis -lssl -lcrypto -luriparser -pthread")
 else()
   set(DLOCK_STATIC OFF)
   set(DLOCK_PC_REQUIRES_PRIVATE "")
@@ -86,6 +86,6 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS "${PROJECT_BINARY_DIR}/src")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libasio-dev, redis-server")
 if(DLOCK_STATIC)
-  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libhiredis-dev, libssl-dev, libcurl4-openssl-dev")
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libhiredis-dev, libssl-dev, liburiparser-dev")
 endif()
 include(CPack)

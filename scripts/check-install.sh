@@ -104,10 +104,10 @@ quiet cmake --build "$work/find"
 LD_LIBRARY_PATH="$libdir" "$work/find/dlock_consumer" "$node"
 # The shared library keeps its dependencies to itself: nothing in its exported target names
 # them (a NEEDED check would miss it under --as-needed), and the consumer does not link them.
-if grep -E 'hiredis|OpenSSL|CURL|HIREDIS' "$prefix"/lib/cmake/dlock/dlockTargets*.cmake; then
+if grep -E 'hiredis|OpenSSL|HIREDIS|uriparser|URIPARSER' "$prefix"/lib/cmake/dlock/dlockTargets*.cmake; then
   fail "the installed shared dlock::dlock passes its dependencies on to consumers"
 fi
-if readelf -d "$work/find/dlock_consumer" | grep -E 'NEEDED.*(hiredis|libssl|libcurl)'; then
+if readelf -d "$work/find/dlock_consumer" | grep -E 'NEEDED.*(hiredis|libssl|liburiparser)'; then
   fail "the consumer of a shared libdlock links dlock's dependencies"
 fi
 
@@ -118,7 +118,10 @@ c++ -std=c++20 tests/consumer/consumer.cc -o "$work/pc_consumer" $flags -Wl,-rpa
 "$work/pc_consumer" "$node"
 
 step "add_subdirectory: the library only, static; then its install and find_package"
-quiet cmake -S tests/consumer -B "$work/sub" -G Ninja -DDLOCK_SOURCE_DIR="$repo" -DDLOCK_INSTALL=ON
+# DLOCK_UNITY (cmake/BuildSpeed.cmake; off by default in a subproject): the same library in
+# fewer, larger files, 80 -> 59 s here on 2 cores (this project's check, not a user's choice).
+quiet cmake -S tests/consumer -B "$work/sub" -G Ninja -DDLOCK_SOURCE_DIR="$repo" -DDLOCK_INSTALL=ON \
+  -DDLOCK_UNITY=ON
 targets=$(cmake --build "$work/sub" --target help)
 for t in dlock_tool unit_tests dlock_bench basic_lock; do
   if grep -q "^$t:" <<<"$targets"; then fail "a subproject build defines $t"; fi

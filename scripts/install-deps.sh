@@ -9,7 +9,8 @@ packages=(
   libasio-dev        # sockets, timers, TLS
   libssl-dev         # TLS for rediss://
   libcli11-dev       # argument parsing for the dlock tool
-  libcurl4-openssl-dev # URL parsing (curl_url) for node addresses
+  liburiparser-dev   # URL parsing (RFC 3986) for node addresses
+  libcurl4-openssl-dev # the benchmark's HTTP/JSON client of `dlock serve`
   nlohmann-json3-dev # JSON output of `dlock status --json`
   libgtest-dev libgmock-dev googletest
   redis-server redis-tools # tests and the demo start real servers

@@ -9,6 +9,8 @@
 #   slow               overload (100,000 locks), the examples (a process per example), a wait
 #                      behind 12 s of greetings (Issue32HandOverTest.AWait...)
 #   cpu                busy on the CPU, not waiting on servers: counts as 4 of ctest's jobs
+#   one_node           the one-node run of a test that also runs on several nodes (Nodes/...
+#                      /1nodes): the sanitizer builds leave it to dev (scripts/test.sh)
 # COST: the long tests start first (ctest -j runs by descending cost when it has no timings
 # of an earlier run, as on a fresh clone), so none of them is left alone at the end.
 function(dlock_label base)
@@ -26,6 +28,9 @@ function(dlock_label base)
     if(test MATCHES "^(ClusterFailoverTest\\.|SentinelNodeTest\\.(TheHolderKeeps|ALockTheReplicaLost|AGracefulFailover|AWaiterFollows|ALossyFailover|ATtlTheReplicaConfirmed))")
       list(APPEND labels failover)
       set(cost 30)
+    endif()
+    if(test MATCHES "^Nodes/.*/1nodes( |$)")
+      list(APPEND labels one_node)
     endif()
     if(test MATCHES "^(OverloadTest\\.|Examples/|Issue32HandOverTest\\.AWait)")
       list(APPEND labels slow)

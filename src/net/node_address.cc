@@ -1,28 +1,63 @@
 // SPDX-License-Identifier: MIT
 #include "net/node_address.h"
 
-#include <curl/curl.h>
+#include <uriparser/Uri.h>
 
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <memory>
 #include <optional>
 
 namespace dlock::net {
 namespace {
 
-struct UrlDeleter {
-  void operator()(CURLU* u) const { curl_url_cleanup(u); }
+// A URL parsed by uriparser (RFC 3986), freed when it goes; its ranges point into the string
+// it was parsed from, which must outlive it.
+class ParsedUri {
+ public:
+  explicit ParsedUri(const std::string& s) {
+    ok_ = uriParseSingleUriA(&uri_, s.c_str(), nullptr) == URI_SUCCESS;
+  }
+  ~ParsedUri() {
+    if (ok_) uriFreeUriMembersA(&uri_);  // a failed parse has freed what it made
+  }
+  ParsedUri(const ParsedUri&) = delete;
+  ParsedUri& operator=(const ParsedUri&) = delete;
+
+  bool ok() const { return ok_; }
+  const UriUriA& operator*() const { return uri_; }
+  const UriUriA* operator->() const { return &uri_; }
+
+ private:
+  UriUriA uri_{};
+  bool ok_ = false;
 };
 
-// Reads one part of a parsed URL; an absent part is an empty string.
-std::string url_part(CURLU* u, CURLUPart part, unsigned flags = 0) {
-  char* out = nullptr;
-  if (curl_url_get(u, part, &out, flags) != CURLUE_OK || out == nullptr) return {};
-  std::string s(out);
-  curl_free(out);
+// A part of a parsed URL as text; an absent part is empty, and so is a present empty one.
+std::string text(const UriTextRangeA& range) {
+  if (range.first == nullptr || range.afterLast == nullptr) return {};
+  return std::string(range.first, range.afterLast);
+}
+
+bool present(const UriTextRangeA& range) {
+  return range.first != nullptr;
+}
+
+// Percent-decoded ("s%40cret" -> "s@cret").
+std::string decoded(std::string s) {
+  if (s.empty()) return s;
+  const char* end = uriUnescapeInPlaceExA(s.data(), URI_FALSE, URI_BR_DONT_TOUCH);
+  s.resize(static_cast<std::size_t>(end - s.data()));
   return s;
+}
+
+// The path as written, "" or "/" or "/2" ("/a/b" for two segments).
+std::string path_of(const UriUriA& uri) {
+  std::string path;
+  for (const UriPathSegmentA* segment = uri.pathHead; segment != nullptr; segment = segment->next) {
+    path += "/" + text(segment->text);
+  }
+  return path;
 }
 
 Error bad_url(std::string_view url, const std::string& why) {
@@ -138,6 +173,27 @@ std::optional<Error> read_database(std::string_view url, const std::string& path
   return std::nullopt;
 }
 
+// The host of a parsed URL into addr.host: an IPv6 literal without its brackets, or an IPv4
+// address or DNS name (percent-decoded) of letters, digits, '-', '.' and '_'.
+std::optional<Error> read_host(std::string_view url, const UriUriA& uri, NodeAddress& addr) {
+  if (uri.hostData.ipFuture.first != nullptr) return bad_url(url, "IPvFuture hosts not supported");
+  if (uri.hostData.ip6 != nullptr) {
+    addr.host = text(uri.hostText);
+    return std::nullopt;
+  }
+  addr.host = decoded(text(uri.hostText));
+  if (addr.host.empty()) return bad_url(url, "no host");
+  const bool plain = std::all_of(addr.host.begin(), addr.host.end(), [](unsigned char c) {
+    return std::isalnum(c) != 0 || c == '-' || c == '.' || c == '_';
+  });
+  if (!plain) {
+    return bad_url(url,
+                   "the host must be a name of letters, digits, '-', '.' and '_', an IPv4 "
+                   "address or an [IPv6] literal");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<NodeAddress> parse_node_url(std::string_view url) {
@@ -162,18 +218,11 @@ Result<NodeAddress> parse_node_url(std::string_view url) {
                    "scheme must be redis://, rediss://, redis-cluster://, rediss-cluster:// or "
                    "redis-sentinel://");
   }
-  std::unique_ptr<CURLU, UrlDeleter> u(curl_url());
-  if (!u) return Error(errc::invalid_argument, "out of memory parsing URL");
-  if (CURLUcode rc = curl_url_set(u.get(), CURLUPART_URL, s.c_str(), CURLU_NON_SUPPORT_SCHEME);
-      rc != CURLUE_OK) {
-    return bad_url(url, curl_url_strerror(rc));
-  }
-  addr.host = url_part(u.get(), CURLUPART_HOST);
-  if (addr.host.size() >= 2 && addr.host.front() == '[' && addr.host.back() == ']') {
-    addr.host = addr.host.substr(1, addr.host.size() - 2);
-  }
-  if (addr.host.empty()) return bad_url(url, "no host");
-  if (std::string port = url_part(u.get(), CURLUPART_PORT); !port.empty()) {
+  const ParsedUri uri(s);
+  // (uriparser's error position is where it stopped, often the end: not shown.)
+  if (!uri.ok()) return bad_url(url, "not a URL (RFC 3986)");
+  if (auto bad = read_host(url, *uri, addr)) return *bad;
+  if (std::string port = text(uri->portText); !port.empty()) {
     unsigned value = 0;
     auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
     if (ec != std::errc() || end != port.data() + port.size() || value == 0 || value > 65535) {
@@ -181,11 +230,13 @@ Result<NodeAddress> parse_node_url(std::string_view url) {
     }
     addr.port = static_cast<std::uint16_t>(value);
   }
-  addr.user = url_part(u.get(), CURLUPART_USER, CURLU_URLDECODE);
-  addr.password = url_part(u.get(), CURLUPART_PASSWORD, CURLU_URLDECODE);
-  if (!url_part(u.get(), CURLUPART_QUERY).empty()) return bad_url(url, "query not supported");
-  if (!url_part(u.get(), CURLUPART_FRAGMENT).empty()) return bad_url(url, "fragment not allowed");
-  if (auto bad = read_database(url, url_part(u.get(), CURLUPART_PATH), addr)) return *bad;
+  const std::string userinfo = text(uri->userInfo);
+  const auto colon = userinfo.find(':');
+  addr.user = decoded(userinfo.substr(0, colon));
+  if (colon != std::string::npos) addr.password = decoded(userinfo.substr(colon + 1));
+  if (present(uri->query)) return bad_url(url, "query not supported");
+  if (present(uri->fragment)) return bad_url(url, "fragment not allowed");
+  if (auto bad = read_database(url, path_of(*uri), addr)) return *bad;
   return addr;
 }
 

@@ -58,14 +58,40 @@ TEST(NodeAddressTest, IdentityIgnoresCaseAndLocalhostAlias) {
 }
 
 TEST(NodeAddressTest, RejectsMalformedUrls) {
-  for (const char* bad : {"", "127.0.0.1:6379", "http://h:1", "redis://", "redis://h:0",
-                          "redis://h:70000", "redis://h:abc", "redis://h:1/x", "redis://h:1/-1",
-                          "redis://h :1", "redis://h:1?db=2", "redis://h:1#frag"}) {
+  for (const char* bad : {"",
+                          "127.0.0.1:6379",
+                          "http://h:1",
+                          "redis://",
+                          "redis://h:0",
+                          "redis://h:70000",
+                          "redis://h:abc",
+                          "redis://h:1/x",
+                          "redis://h:1/-1",
+                          "redis://h :1",
+                          "redis://h:1?db=2",
+                          "redis://h:1#frag",
+                          "redis://h:1?",
+                          "redis://h:1#",
+                          "redis://h!:1",
+                          "redis://h$x:1",
+                          "redis://[v1.x]:1",
+                          "redis://[::1",
+                          "redis://[::1]x:1",
+                          "redis://h:1:2",
+                          "redis://a@b@h:1",
+                          "redis://h\\x:1",
+                          "redis://h:1/a/b"}) {
     auto a = parse_node_url(bad);
     ASSERT_FALSE(a) << bad;
     EXPECT_TRUE(a.error().is(errc::invalid_argument)) << bad;
     EXPECT_NE(a.error().message().find("invalid node URL"), std::string::npos) << bad;
   }
+}
+
+TEST(NodeAddressTest, APercentEncodedHostIsDecoded) {
+  auto a = parse_node_url("redis://cache%2Dthree.internal:7000");
+  ASSERT_TRUE(a) << a.error().message();
+  EXPECT_EQ(a->host, "cache-three.internal");
 }
 
 TEST(NodeAddressTest, ErrorHidesThePassword) {
