@@ -25,6 +25,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libhttp-parser-dev       # its HTTP/1.1 transport
   python3-grpcio python3-protobuf curl
+  python3-redis            # the service tests' queries of their redis-servers
   nodejs                   # its Node.js client test (npm itself comes pinned from the registry:
                            # Debian's npm brings 355 packages; tests/service/node/install.py)
   dpkg-dev file            # cpack's Debian package (dpkg-shlibdeps) in scripts/check-install.sh

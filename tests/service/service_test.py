@@ -25,6 +25,7 @@ PROTO_DIR = sys.argv[2] if len(sys.argv) > 2 else "proto"
 del sys.argv[1:3]
 
 import grpc  # noqa: E402 (after the argument handling above)
+import redis  # noqa: E402 (Debian's python3-redis: a query is a round trip, not a process)
 
 _stubs = tempfile.mkdtemp(prefix="dlock-service-test-")
 subprocess.run(["protoc", "-I", PROTO_DIR, "--python_out", _stubs, "--grpc_out", _stubs,
@@ -62,6 +63,18 @@ def lock_held_by(value, owner):
             and parts[2] == owner)
 
 
+def redis_cli_text(reply):
+    """A reply as redis-cli prints it into a pipe: nil as nothing, an integer in decimal, an
+    array one element per line."""
+    if reply is None:
+        return ""
+    if isinstance(reply, bytes):
+        return reply.decode()
+    if isinstance(reply, list):
+        return "\n".join(redis_cli_text(x) for x in reply)
+    return str(reply)
+
+
 def wait_until(predicate, seconds=10.0):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -72,15 +85,20 @@ def wait_until(predicate, seconds=10.0):
 
 
 class Redis:
-    """One redis-server on loopback, no persistence; killed by pid."""
+    """One redis-server on loopback, no persistence; killed by pid. Queried on a connection of
+    its own (tests poll it every 20 ms: a redis-cli process per query cost more CPU than the
+    servers)."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="dlock-service-redis-")
+        self._conn = None
+        self._conn_lock = threading.Lock()
         # A free port can be taken by a parallel test (a client's ephemeral port) between
         # free_port() and the server's bind: the server then exits, and another port is tried,
         # as tests/support/redis_server.cc does.
         for attempt in range(5):
             self.port = free_port()
+            self._disconnect()
             self.proc = subprocess.Popen(
                 ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                  "--appendonly", "no", "--dir", self.dir],
@@ -98,24 +116,44 @@ class Redis:
     def url(self):
         return "redis://127.0.0.1:%d" % self.port
 
+    def _disconnect(self):
+        with self._conn_lock:
+            if self._conn is not None:
+                self._conn.disconnect()
+                self._conn = None
+
+    def _query(self, args, timeout):
+        """One command, its reply as redis-cli prints it (an error reply as "(error) ..."); ""
+        when the server cannot be reached or does not answer within `timeout`, as redis-cli's
+        output then (the next query connects again)."""
+        with self._conn_lock:
+            try:
+                if self._conn is None:
+                    self._conn = redis.Connection(host="127.0.0.1", port=self.port,
+                                                  socket_timeout=timeout,
+                                                  socket_connect_timeout=timeout)
+                self._conn.send_command(*args)
+                return redis_cli_text(self._conn.read_response())
+            except redis.ResponseError as e:
+                return "(error) %s" % e
+            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                if self._conn is not None:
+                    self._conn.disconnect()
+                    self._conn = None
+                return ""
+
     def started(self, *args):
         """cli() while starting, bounded: whatever took the port may accept and never answer."""
-        try:
-            r = subprocess.run(["redis-cli", "-p", str(self.port)] + list(args or ["PING"]),
-                               capture_output=True, text=True, timeout=2)
-            return r.stdout.strip()
-        except subprocess.TimeoutExpired:
-            return ""
+        return self._query(list(args or ["PING"]), timeout=2)
 
     def cli(self, *args):
-        r = subprocess.run(["redis-cli", "-p", str(self.port)] + list(args),
-                           capture_output=True, text=True)
-        return r.stdout.strip()
+        return self._query(list(args), timeout=30)
 
     def kill(self):
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self._disconnect()
 
     def close(self):
         self.kill()
