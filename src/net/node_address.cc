@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "net/node_address.h"
 
+#include <arpa/inet.h>
 #include <uriparser/Uri.h>
 
 #include <algorithm>
@@ -12,11 +13,12 @@ namespace dlock::net {
 namespace {
 
 // A URL parsed by uriparser (RFC 3986), freed when it goes; its ranges point into the string
-// it was parsed from, which must outlive it.
+// it was parsed from, which must outlive it. All of the string is parsed: a NUL inside it is a
+// syntax error, not its end.
 class ParsedUri {
  public:
   explicit ParsedUri(const std::string& s) {
-    ok_ = uriParseSingleUriA(&uri_, s.c_str(), nullptr) == URI_SUCCESS;
+    ok_ = uriParseSingleUriExA(&uri_, s.data(), s.data() + s.size(), nullptr) == URI_SUCCESS;
   }
   ~ParsedUri() {
     if (ok_) uriFreeUriMembersA(&uri_);  // a failed parse has freed what it made
@@ -49,6 +51,32 @@ std::string decoded(std::string s) {
   const char* end = uriUnescapeInPlaceExA(s.data(), URI_FALSE, URI_BR_DONT_TOUCH);
   s.resize(static_cast<std::size_t>(end - s.data()));
   return s;
+}
+
+// The URL with every byte of its userinfo (what comes before the authority's last '@') that RFC
+// 3986 does not allow there percent-encoded, as curl's parser took them: generated passwords
+// hold '^', '{', '%', '@', ... and users write them as they are. A valid "%XX" stays as it is.
+// The authority ends at the first '/', '?' or '#' after "://" (so a password cannot hold those
+// three unencoded, as before).
+std::string with_userinfo_encoded(std::string s) {
+  const auto start = s.find("://") + 3;
+  const auto end = std::min(s.find_first_of("/?#", start), s.size());
+  const auto at = s.rfind('@', end == 0 ? 0 : end - 1);
+  if (at == std::string::npos || at < start) return s;
+  auto is_hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  std::string userinfo;
+  for (std::size_t i = start; i < at; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const bool escape = c == '%' && i + 2 < at && is_hex(s[i + 1]) && is_hex(s[i + 2]);
+    if (escape || std::isalnum(c) != 0 ||
+        std::string_view("-._~!$&'()*+,;=:").find(static_cast<char>(c)) != std::string_view::npos) {
+      userinfo += static_cast<char>(c);
+    } else {
+      static constexpr char kHex[] = "0123456789ABCDEF";
+      userinfo += {'%', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return s.substr(0, start) + userinfo + s.substr(at);
 }
 
 // The path as written, "" or "/" or "/2" ("/a/b" for two segments).
@@ -137,10 +165,14 @@ Result<NodeAddress> parse_sentinel_url(std::string_view url) {
     const std::string_view one = hosts.substr(start, comma - start);
     if (one.empty()) return bad_url(url, "an empty sentinel address");
     const auto colon = one.rfind(':');
-    const bool has_port =
+    const bool has_colon =
         colon != std::string_view::npos && one.find(']', colon) == std::string_view::npos;
+    // "host:" has no port either: the sentinel's default, not the server's.
+    const std::string_view written =
+        has_colon && colon + 1 == one.size() ? one.substr(0, colon) : one;
+    const bool has_port = has_colon && colon + 1 < one.size();
     auto sentinel =
-        parse_node_url("redis://" + userinfo + std::string(one) + (has_port ? "" : ":26379"));
+        parse_node_url("redis://" + userinfo + std::string(written) + (has_port ? "" : ":26379"));
     if (!sentinel)
       return bad_url(url, "sentinel '" + std::string(one) + "': " + sentinel.error().summary());
     if (addr.sentinels.empty()) {
@@ -164,7 +196,10 @@ std::optional<Error> read_database(std::string_view url, const std::string& path
   int value = -1;
   auto [end, ec] = std::from_chars(db.data(), db.data() + db.size(), value);
   if (ec != std::errc() || end != db.data() + db.size() || value < 0) {
-    return bad_url(url, "database must be a number >= 0, got '" + std::string(db) + "'");
+    // A password with a '/' in it ends up here: then the path is not repeated.
+    const bool secret = url.find('@') != std::string_view::npos;
+    return bad_url(url, "database must be a number >= 0" +
+                            (secret ? std::string() : ", got '" + std::string(db) + "'"));
   }
   addr.db = value;
   if (addr.kind == NodeAddress::Kind::cluster && value != 0) {
@@ -174,15 +209,29 @@ std::optional<Error> read_database(std::string_view url, const std::string& path
 }
 
 // The host of a parsed URL into addr.host: an IPv6 literal without its brackets, or an IPv4
-// address or DNS name (percent-decoded) of letters, digits, '-', '.' and '_'.
+// address or DNS name (percent-decoded) of letters, digits, '-', '.' and '_'. An address is
+// written in its one standard form ("127.1", "2130706433", "0x7f.0.0.1" as "127.0.0.1"; "::0001"
+// as "::1"), so that one server written two ways is one identity (the check that no node is
+// given twice, on which the quorum's count of votes rests).
 std::optional<Error> read_host(std::string_view url, const UriUriA& uri, NodeAddress& addr) {
   if (uri.hostData.ipFuture.first != nullptr) return bad_url(url, "IPvFuture hosts not supported");
+  char standard[INET6_ADDRSTRLEN] = {};
   if (uri.hostData.ip6 != nullptr) {
-    addr.host = text(uri.hostText);
+    if (inet_ntop(AF_INET6, uri.hostData.ip6->data, standard, sizeof standard) == nullptr) {
+      return bad_url(url, "bad IPv6 address");
+    }
+    addr.host = standard;
     return std::nullopt;
   }
   addr.host = decoded(text(uri.hostText));
   if (addr.host.empty()) return bad_url(url, "no host");
+  // inet_aton: the forms curl's parser and the resolver take for IPv4 (parts in decimal, octal
+  // or hex, fewer than four parts).
+  if (in_addr ipv4{}; inet_aton(addr.host.c_str(), &ipv4) != 0 &&
+                      inet_ntop(AF_INET, &ipv4, standard, sizeof standard) != nullptr) {
+    addr.host = standard;
+    return std::nullopt;
+  }
   const bool plain = std::all_of(addr.host.begin(), addr.host.end(), [](unsigned char c) {
     return std::isalnum(c) != 0 || c == '-' || c == '.' || c == '_';
   });
@@ -218,6 +267,7 @@ Result<NodeAddress> parse_node_url(std::string_view url) {
                    "scheme must be redis://, rediss://, redis-cluster://, rediss-cluster:// or "
                    "redis-sentinel://");
   }
+  s = with_userinfo_encoded(std::move(s));
   const ParsedUri uri(s);
   // (uriparser's error position is where it stopped, often the end: not shown.)
   if (!uri.ok()) return bad_url(url, "not a URL (RFC 3986)");
@@ -234,6 +284,11 @@ Result<NodeAddress> parse_node_url(std::string_view url) {
   const auto colon = userinfo.find(':');
   addr.user = decoded(userinfo.substr(0, colon));
   if (colon != std::string::npos) addr.password = decoded(userinfo.substr(colon + 1));
+  // The user is shown (display(), errors and logs), the password never is.
+  if (std::any_of(addr.user.begin(), addr.user.end(),
+                  [](unsigned char c) { return c < 0x20 || c == 0x7f; })) {
+    return bad_url(url, "the user name holds a control character");
+  }
   if (present(uri->query)) return bad_url(url, "query not supported");
   if (present(uri->fragment)) return bad_url(url, "fragment not allowed");
   if (auto bad = read_database(url, path_of(*uri), addr)) return *bad;

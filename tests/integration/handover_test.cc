@@ -106,7 +106,11 @@ TEST_P(HandoverTest, AReleasedLeaseCannotBeDetached) {
   EXPECT_TRUE(lease->detach().error().is(errc::not_owner));
 }
 
-INSTANTIATE_TEST_SUITE_P(Nodes, HandoverTest, ::testing::Values(1, 3));
+// Named by node count as the other Nodes/ suites ("1nodes": label one_node, tests/labels.cmake).
+std::string by_node_count(const ::testing::TestParamInfo<std::size_t>& param_info) {
+  return std::to_string(param_info.param) + "nodes";
+}
+INSTANTIATE_TEST_SUITE_P(Nodes, HandoverTest, ::testing::Values(1, 3), by_node_count);
 
 }  // namespace
 }  // namespace dlock

@@ -433,6 +433,19 @@ TEST_F(LockTest, RejectsBadClientOptions) {
   auto dup = Client::create(twice);
   ASSERT_FALSE(dup);
   EXPECT_NE(dup.error().message().find("given twice"), std::string::npos);
+  // An address in another of its forms is the same server too (it would vote twice).
+  for (const std::string other : {"redis://127.1:", "redis://2130706433:", "redis://0x7f.0.0.1:"}) {
+    ClientOptions same;
+    same.nodes = {server_->url(), other + std::to_string(server_->port())};
+    auto d = Client::create(same);
+    ASSERT_FALSE(d) << other;
+    EXPECT_NE(d.error().message().find("given twice"), std::string::npos) << other;
+  }
+  ClientOptions ipv6;
+  ipv6.nodes = {"redis://[::1]:7000", "redis://[0:0:0:0:0:0:0:1]:7000"};
+  auto d6 = Client::create(ipv6);
+  ASSERT_FALSE(d6);
+  EXPECT_NE(d6.error().message().find("given twice"), std::string::npos);
 
   ClientOptions malformed;
   malformed.nodes = {"redis//nope"};

@@ -92,6 +92,7 @@ class Redis:
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="dlock-service-redis-")
         self._conn = None
+        self._conn_timeout = None
         self._conn_lock = threading.Lock()
         # A free port can be taken by a parallel test (a client's ephemeral port) between
         # free_port() and the server's bind: the server then exits, and another port is tried,
@@ -128,10 +129,14 @@ class Redis:
         output then (the next query connects again)."""
         with self._conn_lock:
             try:
+                if self._conn is not None and self._conn_timeout != timeout:
+                    self._conn.disconnect()  # started()'s 2 s is not cli()'s
+                    self._conn = None
                 if self._conn is None:
                     self._conn = redis.Connection(host="127.0.0.1", port=self.port,
                                                   socket_timeout=timeout,
                                                   socket_connect_timeout=timeout)
+                    self._conn_timeout = timeout
                 self._conn.send_command(*args)
                 return redis_cli_text(self._conn.read_response())
             except redis.ResponseError as e:

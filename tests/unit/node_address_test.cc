@@ -78,7 +78,7 @@ TEST(NodeAddressTest, RejectsMalformedUrls) {
                           "redis://[::1",
                           "redis://[::1]x:1",
                           "redis://h:1:2",
-                          "redis://a@b@h:1",
+                          "redis://h:1/./2",
                           "redis://h\\x:1",
                           "redis://h:1/a/b"}) {
     auto a = parse_node_url(bad);
@@ -92,6 +92,69 @@ TEST(NodeAddressTest, APercentEncodedHostIsDecoded) {
   auto a = parse_node_url("redis://cache%2Dthree.internal:7000");
   ASSERT_TRUE(a) << a.error().message();
   EXPECT_EQ(a->host, "cache-three.internal");
+}
+
+TEST(NodeAddressTest, AnAddressIsWrittenInItsStandardForm) {
+  // One server written two ways must be one identity: the check that no node is given twice
+  // (Client::create) compares identities, and a node given twice would vote twice.
+  for (const char* same : {"redis://127.1:7000", "redis://2130706433:7000",
+                           "redis://0177.0.0.1:7000", "redis://0x7f.0.0.1:7000"}) {
+    auto a = parse_node_url(same);
+    ASSERT_TRUE(a) << same << ": " << a.error().message();
+    EXPECT_EQ(a->host, "127.0.0.1") << same;
+    EXPECT_EQ(a->identity(), parse_node_url("redis://127.0.0.1:7000")->identity()) << same;
+  }
+  for (const char* same : {"redis://[0:0:0:0:0:0:0:1]:7000", "redis://[::0001]:7000"}) {
+    auto a = parse_node_url(same);
+    ASSERT_TRUE(a) << same << ": " << a.error().message();
+    EXPECT_EQ(a->host, "::1") << same;
+  }
+  EXPECT_EQ(parse_node_url("redis://[::FFFF:1.2.3.4]:1")->host, "::ffff:1.2.3.4");
+  EXPECT_EQ(parse_node_url("redis://Cache.Internal:1")->host, "Cache.Internal");
+}
+
+TEST(NodeAddressTest, APasswordIsTakenAsWrittenWhereRfc3986WouldWantItEncoded) {
+  // Generated passwords hold such characters; users paste them unencoded.
+  for (const std::string password : {"p^ss", "p{s}", "p|s", "p\"s", "p<s>", "p`s", "p[s]", "p\\s",
+                                     "p\xc3\xa4", "100%", "abc%zz", "a@b", "p%2"}) {
+    auto a = parse_node_url("redis://:" + password + "@h:1/2");
+    ASSERT_TRUE(a) << password << ": " << a.error().message();
+    EXPECT_EQ(a->password, password);
+    EXPECT_EQ(a->host, "h");
+    EXPECT_EQ(a->db, 2);
+  }
+  auto user = parse_node_url("redis://a@b:p%40@h:1");
+  ASSERT_TRUE(user) << user.error().message();
+  EXPECT_EQ(user->user, "a@b");
+  EXPECT_EQ(user->password, "p@");
+  auto sentinel = parse_node_url("redis-sentinel://:p^s@h/m");
+  ASSERT_TRUE(sentinel) << sentinel.error().message();
+  EXPECT_EQ(sentinel->password, "p^s");
+}
+
+TEST(NodeAddressTest, NothingAfterANulIsDroppedUnseen) {
+  auto a = parse_node_url(std::string_view("redis://h\0evil:1", 16));
+  EXPECT_FALSE(a) << "a NUL inside a URL must not end it";
+}
+
+TEST(NodeAddressTest, AUserNameWithAControlCharacterIsRefused) {
+  EXPECT_FALSE(parse_node_url("redis://a%0Ab:pw@h:1"));
+  auto a = parse_node_url("redis://u:p%0Aw@h:1");  // a password is never shown: any bytes
+  ASSERT_TRUE(a) << a.error().message();
+  EXPECT_EQ(a->password, "p\nw");
+}
+
+TEST(NodeAddressTest, APasswordWithASlashIsNotRepeatedInTheError) {
+  auto a = parse_node_url("redis://user:123/s3cret@host");
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().message().find("s3cret"), std::string::npos) << a.error().message();
+}
+
+TEST(NodeAddressTest, ASentinelWithAnEmptyPortIsOnTheSentinelsPort) {
+  auto a = parse_node_url("redis-sentinel://h1:,h2/m");
+  ASSERT_TRUE(a) << a.error().message();
+  ASSERT_EQ(a->sentinels.size(), 2u);
+  EXPECT_EQ(a->sentinels[0].second, 26379);
 }
 
 TEST(NodeAddressTest, ErrorHidesThePassword) {
