@@ -12,7 +12,7 @@ if(DLOCK_SANITIZE)
     # Programs not position independent (build and test speed only): a PIE test program under
     # ASan applies some 540,000 relocations at every start, which write to as many data pages;
     # the tests start some 1,400 such processes (one per test, and the tool they run). Measured
-    # on the 2-core CI machine: 152 -> 122 ms of CPU to start and leave integration_tests, 181
+    # on this project's 2-core machine: 152 -> 122 ms of CPU to start and leave integration_tests, 181
     # -> 131 ms for `dlock --version`. TSan gains nothing from it (88 ms either way).
     add_link_options("$<$<STREQUAL:$<TARGET_PROPERTY:TYPE>,EXECUTABLE>:-no-pie>")
   endif()

@@ -61,7 +61,7 @@ std::string decoded(std::string s) {
 std::string with_userinfo_encoded(std::string s) {
   const auto start = s.find("://") + 3;
   const auto end = std::min(s.find_first_of("/?#", start), s.size());
-  const auto at = s.rfind('@', end == 0 ? 0 : end - 1);
+  const auto at = s.rfind('@', end - 1);  // end > start > 0
   if (at == std::string::npos || at < start) return s;
   auto is_hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
   std::string userinfo;

@@ -119,9 +119,13 @@ class Redis:
 
     def _disconnect(self):
         with self._conn_lock:
-            if self._conn is not None:
-                self._conn.disconnect()
-                self._conn = None
+            self._drop()
+
+    def _drop(self):
+        """Closes the connection, if any (the caller holds _conn_lock)."""
+        if self._conn is not None:
+            self._conn.disconnect()
+            self._conn = None
 
     def _query(self, args, timeout):
         """One command, its reply as redis-cli prints it (an error reply as "(error) ..."); ""
@@ -129,9 +133,8 @@ class Redis:
         output then (the next query connects again)."""
         with self._conn_lock:
             try:
-                if self._conn is not None and self._conn_timeout != timeout:
-                    self._conn.disconnect()  # started()'s 2 s is not cli()'s
-                    self._conn = None
+                if self._conn_timeout != timeout:
+                    self._drop()  # started()'s 2 s is not cli()'s
                 if self._conn is None:
                     self._conn = redis.Connection(host="127.0.0.1", port=self.port,
                                                   socket_timeout=timeout,
@@ -142,9 +145,7 @@ class Redis:
             except redis.ResponseError as e:
                 return "(error) %s" % e
             except (redis.ConnectionError, redis.TimeoutError, OSError):
-                if self._conn is not None:
-                    self._conn.disconnect()
-                    self._conn = None
+                self._drop()
                 return ""
 
     def started(self, *args):

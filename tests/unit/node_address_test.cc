@@ -144,12 +144,6 @@ TEST(NodeAddressTest, AUserNameWithAControlCharacterIsRefused) {
   EXPECT_EQ(a->password, "p\nw");
 }
 
-TEST(NodeAddressTest, APasswordWithASlashIsNotRepeatedInTheError) {
-  auto a = parse_node_url("redis://user:123/s3cret@host");
-  ASSERT_FALSE(a);
-  EXPECT_EQ(a.error().message().find("s3cret"), std::string::npos) << a.error().message();
-}
-
 TEST(NodeAddressTest, ASentinelWithAnEmptyPortIsOnTheSentinelsPort) {
   auto a = parse_node_url("redis-sentinel://h1:,h2/m");
   ASSERT_TRUE(a) << a.error().message();
@@ -158,9 +152,13 @@ TEST(NodeAddressTest, ASentinelWithAnEmptyPortIsOnTheSentinelsPort) {
 }
 
 TEST(NodeAddressTest, ErrorHidesThePassword) {
-  auto a = parse_node_url("redis://u:pw123@h:99999");
-  ASSERT_FALSE(a);
-  EXPECT_EQ(a.error().message().find("pw123"), std::string::npos) << a.error().message();
+  // The second: a password with a '/' reads as a path, which the error must not repeat.
+  for (const auto& [url, secret] : {std::pair{"redis://u:pw123@h:99999", "pw123"},
+                                    std::pair{"redis://user:123/s3cret@host", "s3cret"}}) {
+    auto a = parse_node_url(url);
+    ASSERT_FALSE(a) << url;
+    EXPECT_EQ(a.error().message().find(secret), std::string::npos) << a.error().message();
+  }
 }
 
 TEST(NodeAddressTest, ClusterUrlNamesASeedServer) {
