@@ -5,6 +5,7 @@
 
 #include "lock/keys.h"
 #include "lock/tally.h"
+#include "resp/encode.h"
 #include "scripts/script.h"
 
 namespace dlock::lock {
@@ -52,6 +53,78 @@ node::BatchForm acquire_batch_form(const HoldId& hold, bool fair, WriterWait wri
   return node::BatchForm{&scripts::acquire_batch(), key_bit(0) | key_bit(1) | key_bit(4),
                          key_bit(0) | key_bit(1) | key_bit(2) | key_bit(6),
                          key_bit(2) | key_bit(3)};
+}
+
+// The native acquisition (docs/protocol.md, "The native acquisition"): acquire.lua's fast path
+// for a free name counted by the node's counter, as three plain commands written together,
+// which a server node sends where the script would skip its check of the max-ttl record:
+//   SET NAME "dlock. HOLD_ID OWNER" NX PX ttl   the hold, only if NAME is absent (any type)
+//   EXISTS dlock:readers:{NAME} dlock:fence:{NAME}   readers, or a name's counter to pass
+//   INCR dlock:fence-floor                     the token
+// They need no atomicity: a holder's INCR ran before its release, so before the next holder's
+// SET; a reader's script runs before the SET (then EXISTS sees it) or after (then it finds
+// NAME and is refused). Replies OK, 0 and a count above 10^15 + 1 are the grant, the count its
+// token (what acquire.lua's fast path replies). Anything else sends acquire.lua on the same
+// connection, whose reply is the node's: SET nil (held, or this very hold met again: flagged
+// or granted again), readers or a name's counter (acquire.lua meets this hold, written by the
+// SET: refused by live readers with it flagged, so its release by this attempt's failure path
+// wakes them, or granted again with the name's counter passed), a counter at or below 10^15 +
+// 1 (the floor was lost: the INCR wrote 1, acquire.lua counts from the clock), an error (OOM,
+// a command the ACL denies). The INCR of a refused attempt raises the floor by one: tokens need
+// only grow. Keys 0 (NAME), 4 (readers), 1 (the name's counter), 2 (the floor); arguments 0
+// (owner), 1 (hold id), 2 (ttl): acquire_call's layout.
+void encode_native_acquire(const node::Call& call, std::string& out) {
+  constexpr std::string_view kHoldPrefix = "dlock. ";
+  const std::string_view owner = call.args[0];
+  const std::string_view id = call.args[1];
+  resp::append_array_header(out, 6);
+  resp::append_bulk(out, "SET");
+  resp::append_bulk(out, call.keys[0]);
+  // "dlock. HOLD_ID OWNER", written as one bulk string without a string of its own.
+  const std::size_t value = kHoldPrefix.size() + id.size() + 1 + owner.size();
+  out += '$';
+  out += std::to_string(value);
+  out += "\r\n";
+  out.append(kHoldPrefix).append(id).append(" ").append(owner).append("\r\n");
+  resp::append_bulk(out, "NX");
+  resp::append_bulk(out, "PX");
+  resp::append_bulk(out, call.args[2]);
+  resp::append_array_header(out, 3);
+  resp::append_bulk(out, "EXISTS");
+  resp::append_bulk(out, call.keys[4]);
+  resp::append_bulk(out, call.keys[1]);
+  resp::append_array_header(out, 2);
+  resp::append_bulk(out, "INCR");
+  resp::append_bulk(out, call.keys[2]);
+}
+
+// The three replies read into acquire.lua's grant (the token), or false: send acquire.lua.
+bool read_native_acquire(resp::Reply& replies) {
+  constexpr std::int64_t kCountsFrom = 1'000'000'000'000'001;  // 10^15 + 1: see acquire.lua
+  if (replies.elements.size() != 3) return false;
+  const resp::Reply& set = replies.elements[0];
+  const resp::Reply& exists = replies.elements[1];
+  const resp::Reply& counted = replies.elements[2];
+  if (set.type != resp::Reply::Type::status || set.str != "OK" || !exists.is_integer() ||
+      exists.integer != 0 || !counted.is_integer() || counted.integer <= kCountsFrom) {
+    return false;
+  }
+  const std::int64_t token = counted.integer;
+  replies = resp::Reply{};
+  replies.type = resp::Reply::Type::integer;
+  replies.integer = token;
+  return true;
+}
+
+// The native form of an acquisition whose acquire.lua call would take the fast path as a whole
+// (acquire_batch_form's conditions, and the node's counter), else none.
+node::NativeForm native_acquire_form(const HoldId& hold, bool fair, WriterWait writer,
+                                     bool slot_of_semaphore, TokenCounter counter) {
+  if (hold.kind != HoldKind::write || fair || writer.registered || writer.waited ||
+      slot_of_semaphore || counter != TokenCounter::node) {
+    return {};
+  }
+  return node::NativeForm{&encode_native_acquire, 3, &read_native_acquire};
 }
 
 // Holds per renew script call: bounds the time one call blocks a node.
@@ -157,6 +230,7 @@ node::Call acquire_call(const HoldId& hold, std::chrono::milliseconds ttl,
     args.push_back(std::to_string(permits));
   }
   call.batch = acquire_batch_form(hold, fair.has_value(), writer, !semaphore.empty());
+  call.native = native_acquire_form(hold, fair.has_value(), writer, !semaphore.empty(), counter);
   call.announcement = std::move(announcement);
   call.record_ttl = ttl;
   call.record_call = &announced_ttl_call;

@@ -158,29 +158,12 @@ void Connection::post_error(Callback done, errc code, std::string reason) {
 }
 
 void Connection::send(std::string_view command, Clock::time_point deadline, Callback done,
-                      Reissue reissue, std::uint64_t epoch) {
+                      Reissue reissue, std::uint64_t epoch, std::uint32_t replies) {
   auto now = Clock::now();
-  {
-    std::lock_guard lock(lend_mu_);
-    if (lent_ && lent_to_ == std::this_thread::get_id()) {
-      // The borrower's own request: its next borrowed_flush() writes it, on the epoch the loan
-      // was made on (a loan never outlives its connection), so a bound `epoch` is that one.
-      Pending p{
-          {}, deadline, now, std::move(done), sunsubscribed_channel(command), std::move(reissue)};
-      enqueue(command, std::move(p));
-      return;
-    }
-    lendable_ = false;
-    if (lent_) {
-      // A caller has the socket: queue, and let give_back() bring us back to it.
-      deferred_ = true;
-      std::string sunsubscribe = sunsubscribed_channel(command);
-      waiting_.push_back(Pending{std::string(command), deadline, now, std::move(done),
-                                 std::move(sunsubscribe), std::move(reissue), epoch});
-      arm_timer(deadline);
-      return;
-    }
-  }
+  Pending p{
+      {},    deadline, now,    std::move(done), sunsubscribed_channel(command), std::move(reissue),
+      epoch, 0,        replies};
+  if (sent_on_loan(command, p)) return;
   std::string kept;
   if (state_ == State::ready && !reading_ && !reads_always() && in_flight_.empty() &&
       peer_closed()) {
@@ -192,21 +175,22 @@ void Connection::send(std::string_view command, Clock::time_point deadline, Call
     command = kept;
     fail(errc::io_error, "connection closed by the server");
     now = Clock::now();
+    p.sent = now;
   }
   if (epoch != 0 && (state_ != State::ready || epoch_.load(std::memory_order_relaxed) != epoch)) {
     // Bound to a connection that is gone: not written on the next one.
-    post_error(std::move(done), errc::io_error, not_on_epoch());
+    post_error(take(p), errc::io_error, not_on_epoch());
     return;
   }
   if (state_ == State::idle) {
     if (now < retry_at_) {
-      post_error(std::move(done), last_code_,
+      post_error(take(p), last_code_,
                  last_error_ + " (next reconnect in " + millis(retry_at_ - now) + ")");
       return;
     }
     start_connect();
   }
-  Pending p{{}, deadline, now, std::move(done), sunsubscribed_channel(command), std::move(reissue)};
+  p.epoch = 0;  // checked above: written now, or on the connection being made
   if (state_ == State::ready) {
     enqueue(command, std::move(p));
     flush();
@@ -216,6 +200,26 @@ void Connection::send(std::string_view command, Clock::time_point deadline, Call
     waiting_.push_back(std::move(p));
   }
   arm_timer(deadline);
+}
+
+bool Connection::sent_on_loan(std::string_view command, Pending& p) {
+  std::lock_guard lock(lend_mu_);
+  if (lent_ && lent_to_ == std::this_thread::get_id()) {
+    // The borrower's own request: its next borrowed_flush() writes it, on the epoch the loan
+    // was made on (a loan never outlives its connection), so a bound epoch is that one.
+    p.epoch = 0;
+    enqueue(command, std::move(p));
+    return true;
+  }
+  lendable_ = false;
+  if (!lent_) return false;
+  // A caller has the socket: queue, and let give_back() bring us back to it.
+  deferred_ = true;
+  p.command = command;
+  const auto deadline = p.deadline;
+  waiting_.push_back(std::move(p));
+  arm_timer(deadline);
+  return true;
 }
 
 bool Connection::closed_by_server() {
@@ -242,6 +246,7 @@ void Connection::start_connect() {
   const auto gen = ++generation_;
   stream_ = std::make_shared<Stream>(io_, address_.tls ? options_.tls_context : nullptr);
   reader_ = std::make_unique<resp::Reader>();
+  partial_ = resp::Reply{};
   writable_ = false;
   connect_deadline_ = Clock::now() + options_.connect_timeout;
   arm_timer(connect_deadline_);
@@ -472,6 +477,7 @@ void Connection::fail(errc code, const std::string& reason) {
   resolver_.cancel();
   out_.clear();
   held_.clear();
+  partial_ = resp::Reply{};
   unmarked_ = false;
   unwritten_ = 0;
   queued_ = 0;
@@ -664,6 +670,7 @@ std::optional<Connection::Failure> Connection::dispatch() {
       continue;
     }
     if (slot.marker == 0 && is_marker_reply(*reply, 0)) return out_of_order(*reply);
+    if (slot.replies > 1 && !gathered(slot, *reply)) continue;
     // BUSY or LOADING in a marker's place (PING is refused where a script is) is the marker's
     // own unless a reply was lost: it proves nothing, and the replies held before it wait for
     // the next marker (the one ending the next write, or their deadlines).
@@ -689,6 +696,17 @@ std::optional<Connection::Failure> Connection::dispatch() {
   }
 }
 
+bool Connection::gathered(const Pending& slot, resp::Reply& reply) {
+  // A request of several commands: its replies, each checked as any (dispatch), make one
+  // array, which then goes on as any reply does (held behind a marker, or answered).
+  partial_.type = resp::Reply::Type::array;
+  if (partial_.elements.empty()) partial_.elements.reserve(slot.replies);
+  partial_.elements.push_back(std::move(reply));
+  if (partial_.elements.size() < slot.replies) return false;
+  reply = std::exchange(partial_, resp::Reply{});
+  return true;
+}
+
 Connection::Failure Connection::out_of_order(const resp::Reply& reply) {
   if (reply.is_error()) {
     // An ACL that lost PING meanwhile (the handshake's would say so), or a proxy that refuses it.
@@ -704,7 +722,7 @@ Connection::Failure Connection::out_of_order(const resp::Reply& reply) {
 
 void Connection::answer(Pending& p, resp::Reply& reply) {
   if (p.done &&
-      (p.reissue.by == nullptr || !reply.is_error() ||
+      (p.reissue.by == nullptr || (!reply.is_error() && p.replies == 1) ||
        !p.reissue.by->reissue(reply, p.reissue.subject, p.reissue.flag, p.deadline, p.done))) {
     p.done(std::move(reply));
   }

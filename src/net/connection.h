@@ -81,10 +81,11 @@ struct ConnectionOptions {
 // the caller's in a second std::function, an allocation per request (issue 32).
 class Reissuer {
  public:
-  // Called with each error reply (not a failure, nor any other reply) to a request sent with
-  // this reissuer, before its callback, on the thread that read it: true if it sent another request
-  // in its place, which took `done` over (moved from); else it may complete `reply` (a hint added
-  // to an error), which then goes to `done`.
+  // Called with each error reply (not a failure, nor any other reply), and the reply (an array)
+  // of a request of several commands (send's `replies`), to a request sent with this reissuer,
+  // before its callback, on the thread that read it: true if it sent another request in its
+  // place, which took `done` over (moved from); else it may complete `reply` (a hint added to an
+  // error, an array read into one reply), which then goes to `done`.
   virtual bool reissue(resp::Reply& reply, const std::shared_ptr<const void>& subject, bool flag,
                        Clock::time_point deadline,
                        std::function<void(Result<resp::Reply>)>& done) = 0;
@@ -120,8 +121,11 @@ class Connection {
   // `reissue`: see Reissuer. `epoch` (0: any): the request is written on that connection
   // epoch or not at all, failing with io_error if the connection it was bound to is gone (a
   // caller that chose what to send by what that connection's server said: see ready_epoch()).
+  // `replies`: how many commands `command` holds (written together, read as one request):
+  // `done` then gets an array of their replies in order (docs/protocol.md, "The native
+  // acquisition"), or an Error.
   void send(std::string_view command, Clock::time_point deadline, Callback done,
-            Reissue reissue = {}, std::uint64_t epoch = 0);
+            Reissue reissue = {}, std::uint64_t epoch = 0, std::uint32_t replies = 1);
 
   // For a subscriber connection: `on_message` gets every pub/sub message pushed by the server
   // (["message" or "smessage", channel, payload], or ["sunsubscribe", channel, count] when a
@@ -199,8 +203,9 @@ class Connection {
     // when it drops a shard channel by itself, and is told from one by the channel it names.
     std::string sunsubscribe = {};
     Reissue reissue = {};
-    std::uint64_t epoch = 0;   // written only on this connection epoch (0: any)
-    std::uint64_t marker = 0;  // a marker (see the top): its number; 0 for a request
+    std::uint64_t epoch = 0;    // written only on this connection epoch (0: any)
+    std::uint64_t marker = 0;   // a marker (see the top): its number; 0 for a request
+    std::uint32_t replies = 1;  // the replies it awaits (a request of several commands)
   };
   // Takes the callback of `p` (nobody waits for its reply any more), and drops its reissue.
   static Callback take(Pending& p) {
@@ -223,6 +228,9 @@ class Connection {
   // Matches the replies the reader holds to in_flight_ and runs their callbacks. A failure
   // (malformed reply, reply to no request) is returned, not acted on: each driver has its way.
   std::optional<Failure> dispatch();
+  // `reply`, one of the replies of the request of several commands `slot`, put with those read
+  // before it (partial_): true when it was the last, and `reply` is then all of them, an array.
+  bool gathered(const Pending& slot, resp::Reply& reply);
   // The failure of a reply out of place (see the top).
   static Failure out_of_order(const resp::Reply& reply);
   // Hands `reply` to the request of `p` (or to its reissuer first).
@@ -243,6 +251,9 @@ class Connection {
   static bool is_inert(const resp::Reply& reply);  // BUSY, LOADING: the server ran nothing
   bool is_push(const resp::Reply& reply) const;
   static std::string sunsubscribed_channel(std::string_view command);
+  // send() on a connection that is lent: queued on the borrower's loan (its own request), or
+  // in waiting_ until the loan ends (true); false when it is not lent.
+  bool sent_on_loan(std::string_view command, Pending& p);
   // Queues `command` to be written, its reply awaited by `p`: all or nothing if it throws.
   void enqueue(std::string_view command, Pending&& p);
   // The io thread's, before it starts an operation on the socket: puts a socket a loan left
@@ -302,6 +313,9 @@ class Connection {
   bool write_busy_ = false;
   bool writable_ = false;  // the stream is open (TLS done): handshake commands may be written
   std::unique_ptr<resp::Reader> reader_;
+  // The replies read so far of a request of several commands (send's `replies`): only the
+  // first request without its reply can have some, and it takes them all at once.
+  resp::Reply partial_;
   std::array<char, 16384> read_buf_{};
   Clock::time_point last_read_{};
 

@@ -51,6 +51,25 @@ struct BatchForm {
   std::uint32_t node_keys = 0;
 };
 
+struct Call;
+
+// A call's native form (docs/protocol.md, "The native acquisition"): plain commands that do
+// what the script's fast path does, written together in its place where a server node would
+// send the script with its record_known_value (its check of the record skipped), with the
+// reading of their replies. Whatever the reading cannot answer (a held key, readers, a counter
+// that counts nothing, a refused command) goes to the script itself on the same connection,
+// whose reply is then the call's: the commands must leave nothing the script cannot take
+// from there. Never on a cluster's shard or a Sentinel-managed master (no record window), nor
+// with the replica guard.
+struct NativeForm {
+  // Appends the commands' RESP encoding to `out`; `replies` of them.
+  void (*encode)(const Call& call, std::string& out) = nullptr;
+  std::uint32_t replies = 0;
+  // `replies`, the array of the commands' replies in order, made the reply the script would
+  // have given: true; false: send the script.
+  bool (*read)(resp::Reply& replies) = nullptr;
+};
+
 // One request, sent to every node: a script call, or a plain command when script is null.
 struct Call {
   const scripts::Script* script = nullptr;
@@ -104,6 +123,8 @@ struct Call {
   // How a server node may send this call in one batch call with others queued for it at the
   // same time (node/coalescer.h). Never by a cluster, nor on a borrowed connection.
   BatchForm batch{};
+  // How a server node may send this call as plain commands instead (NativeForm).
+  NativeForm native{};
 
   bool is_node_key(std::size_t i) const { return i < 32 && (node_keys >> i & 1U) != 0; }
 };

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "node/server_node.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <limits>
@@ -83,7 +84,7 @@ std::string_view encode_eval(std::string_view verb, std::string_view body, const
 constexpr std::string_view kAclNeeds =
     " (dlock's ACL user needs: keys ~dlock:* and the lock names (~NAME, or a pattern such as "
     "~app:*), channels &dlock:*, and the commands EVAL, EVALSHA, INFO, PING, SUBSCRIBE, "
-    "UNSUBSCRIBE and PUBLISH; see docs/safety.md)";
+    "UNSUBSCRIBE, PUBLISH, SET, EXISTS and INCR; see docs/safety.md)";
 
 // EVALSHA refused for good: an ACL that denies it (some services allow scripts through EVAL
 // only), or a server that renamed it away (rename-command EVALSHA; Redis quotes the name as
@@ -276,6 +277,12 @@ void ServerNode::send_observed(std::shared_ptr<const Call> shared, net::Clock::t
     ask(asking, deadline);  // after the encoding (see ask)
     return connection_.send(command, deadline, std::move(done));
   }
+  send_script(std::move(shared), deadline, std::move(done), asking);
+}
+
+void ServerNode::send_script(std::shared_ptr<const Call> shared, net::Clock::time_point deadline,
+                             net::Connection::Callback done, bool asking, bool native_read) {
+  const Call& call = *shared;
   // The unguarded text only on the connection whose server is known to refuse it as a
   // replica, and bound to it (see run()); so is an acquisition that skips the record's check.
   const std::uint64_t epoch = connection_.ready_epoch();
@@ -287,6 +294,12 @@ void ServerNode::send_observed(std::shared_ptr<const Call> shared, net::Clock::t
     // where as built it goes on the next connection (as unguarded() decides).
     record_known = records_.covers(call.record_ttl->count(), epoch, deadline) &&
                    !connection_.closed_by_server();
+    // The native form checks no role: only where the server refuses writes as a replica by
+    // itself (`bare`: replica-read-only yes, as for a script's unguarded text).
+    if (record_known && bare && !native_read && call.native.encode != nullptr && !asking &&
+        call.min_replicas == 0 && !native_refused_.load(std::memory_order_relaxed)) {
+      return send_native(std::move(shared), deadline, std::move(done), epoch);
+    }
     if (!record_known) done = learning_record(call, std::move(done));
   }
   // After learning_record: the record window learns from grants that count, once confirmed.
@@ -306,6 +319,34 @@ void ServerNode::send_observed(std::shared_ptr<const Call> shared, net::Clock::t
                    bare || record_known ? epoch : 0);
 }
 
+void ServerNode::send_native(std::shared_ptr<const Call> shared, net::Clock::time_point deadline,
+                             net::Connection::Callback done, std::uint64_t epoch) {
+  thread_local std::string out;  // as encode_eval's: the connection copies the bytes
+  out.clear();
+  const Call& call = *shared;
+  call.native.encode(call, out);
+  // Bound to the epoch the record window covers; its replies go to reissue(), which reads them
+  // or sends the script (no callback of its own: an allocation per acquisition, issue 32).
+  const std::uint32_t replies = call.native.replies;
+  connection_.send(out, deadline, std::move(done),
+                   net::Connection::Reissue{this, std::move(shared), false}, epoch, replies);
+}
+
+namespace {
+
+// A native form's command refused by the server for good: an ACL without the command (not one
+// without a key, which the script meets as well, with what dlock's user needs added), or a
+// command renamed away.
+bool native_refused(const resp::Reply& replies) {
+  return std::any_of(replies.elements.begin(), replies.elements.end(), [](const resp::Reply& r) {
+    return r.is_error() &&
+           ((r.is_error_code("NOPERM") && r.str.find("permissions to run") != std::string::npos) ||
+            r.str.find("unknown command") != std::string::npos);
+  });
+}
+
+}  // namespace
+
 net::Connection::Callback ServerNode::learning_record(const Call& call,
                                                       net::Connection::Callback done) {
   // Sent as built, the script checks the record: a grant says it reaches 1.5 ttl past the
@@ -323,6 +364,14 @@ net::Connection::Callback ServerNode::learning_record(const Call& call,
 bool ServerNode::reissue(resp::Reply& reply, const std::shared_ptr<const void>& subject,
                          bool asking, net::Clock::time_point deadline,
                          net::Connection::Callback& done) {
+  if (reply.is_array()) {
+    // A native form's replies (no script's reply is ever offered here but an error).
+    auto call = std::static_pointer_cast<const Call>(subject);
+    if (call->native.read(reply)) return false;
+    if (native_refused(reply)) native_refused_.store(true, std::memory_order_relaxed);
+    send_script(std::move(call), deadline, std::move(done), asking, /*native_read=*/true);
+    return true;
+  }
   if (!eval_may_run(reply)) {
     if (reply.is_error_code("NOPERM")) reply.str += kAclNeeds;
     if (reply.str.find("unknown command 'EVAL'") != std::string::npos) reply.str = kEvalNeeded;

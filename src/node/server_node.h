@@ -75,7 +75,9 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
   //
   // An acquisition (Call::record_known_arg) goes with that argument changed while this node
   // knows its server's record of lease ttls covers it (Sharding::remembers_records), bound to
-  // the connection it learnt that on.
+  // the connection it learnt that on; then, with a native form (Call::native) and no replica
+  // guard or ASKING, as those plain commands (the script after them when their reading says
+  // so, on the same connection: docs/protocol.md, "The native acquisition").
   //
   // A call with a batch form (Call::batch) run on the io thread may go in one batch call with
   // others (group commit, node/coalescer.h), unless Sharding::group_commit is off; on a thread
@@ -97,9 +99,20 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
  private:
   void send(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
             net::Connection::Callback done, bool asking);
-  // send(), for a `done` the observer already hears of (the coalescer's calls).
+  // send(), for a `done` the observer already hears of (the coalescer's calls). A call with a
+  // native form goes as its plain commands where it would skip the record's check (see run()).
   void send_observed(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
                      net::Connection::Callback done, bool asking);
+  // send_observed() of the script itself; `native_read`: the call's native form was sent and
+  // not answered by its reading (then never sent so again).
+  void send_script(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+                   net::Connection::Callback done, bool asking, bool native_read = false);
+  // The call's native form, bound to connection epoch `epoch` (its reply to reissue()).
+  void send_native(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
+                   net::Connection::Callback done, std::uint64_t epoch);
+  // The replies of a call's native form (an array): read into the script's reply, or the
+  // script sent in their place (`subject` is the Call). A command refused by the server's ACL
+  // or unknown to it (rename-command) sends every later call as its script.
   // A script's reply of NOSCRIPT, or NOPERM for EVALSHA (an ACL that allows EVAL only, kept
   // from then on): the script sent again by EVAL with its source (`subject` is its Call,
   // `asking` whether ASKING goes first), in the request's place. Any other NOPERM gets what
@@ -149,6 +162,8 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
   std::set<std::string> channels_;  // io thread only
   // The server's ACL denies EVALSHA: scripts go by EVAL (the io thread or a borrower sets it).
   std::atomic<bool> eval_only_{false};
+  // The server refused a command of a native form (ACL, rename-command): scripts only.
+  std::atomic<bool> native_refused_{false};
   // The connection epoch whose server loaded every unguarded text, and the one whose server
   // said replica-read-only yes at the last answer (0: none). Any thread.
   std::atomic<std::uint64_t> loaded_epoch_{0};

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <future>
@@ -484,6 +485,43 @@ class LostReplyTest : public ::testing::Test {
     for (auto& r : replied) out.push_back(r.get_future().get());
     return out;
   }
+  // Each request an ECHO of each of its payloads, written together as one request of that many
+  // replies (net::Connection::send's `replies`); the requests back to back, in one turn of the
+  // io thread (pipelined), as echo_all.
+  std::vector<Result<resp::Reply>> echo_requests(
+      const std::vector<std::vector<std::string>>& requests,
+      std::chrono::milliseconds timeout = 500ms) {
+    std::vector<std::promise<Result<resp::Reply>>> replied(requests.size());
+    asio::post(io_, [&] {
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        std::string bytes;
+        for (const auto& payload : requests[i]) bytes += resp::encode_command({"ECHO", payload});
+        connection_->send(
+            bytes, net::Clock::now() + timeout,
+            [&, i](Result<resp::Reply> r) { replied[i].set_value(std::move(r)); }, {}, 0,
+            static_cast<std::uint32_t>(requests[i].size()));
+      }
+    });
+    std::vector<Result<resp::Reply>> out;
+    for (auto& r : replied) out.push_back(r.get_future().get());
+    return out;
+  }
+  // Every request answered got its own replies: one, or an array of its payloads in order.
+  static void expect_own_requests_or_failed(const std::vector<std::vector<std::string>>& requests,
+                                            const std::vector<Result<resp::Reply>>& out) {
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (!out[i] || out[i]->is_error()) continue;
+      if (requests[i].size() == 1) {
+        EXPECT_EQ(out[i]->str, requests[i][0]) << "request " << i << " took another's reply";
+        continue;
+      }
+      ASSERT_TRUE(out[i]->is_array()) << "request " << i;
+      ASSERT_EQ(out[i]->elements.size(), requests[i].size()) << "request " << i;
+      for (std::size_t k = 0; k < requests[i].size(); ++k) {
+        EXPECT_EQ(out[i]->elements[k].str, requests[i][k]) << "request " << i << " reply " << k;
+      }
+    }
+  }
   // Every reply that came, but errors (BUSY), is the one to its own request.
   static void expect_own_or_failed(const std::vector<std::string>& payloads,
                                    const std::vector<Result<resp::Reply>>& out) {
@@ -523,6 +561,43 @@ TEST_F(LostReplyTest, APipelinedRequestNeverTakesTheReplyOfAnother) {
     again = echo_all(next);
     expect_own_or_failed(next, again);
     return again[0] && again[1] && again[2];
+  })) << "the connection never served again";
+}
+
+// A request of several commands (the native acquisition's three) reads as many replies, as one
+// array, whatever is pipelined before and after it; alone it needs no marker either.
+TEST_F(LostReplyTest, ARequestOfSeveralCommandsTakesItsOwnRepliesAsOne) {
+  const std::vector<std::vector<std::string>> alone{{"a-0", "a-1", "a-2"}};
+  const auto lone = echo_requests(alone);
+  ASSERT_TRUE(lone[0]) << lone[0].error().message();
+  expect_own_requests_or_failed(alone, lone);
+  const std::vector<std::vector<std::string>> mixed{
+      {"one"}, {"m-0", "m-1", "m-2"}, {"two"}, {"p-0", "p-1"}, {"q-0", "q-1", "q-2"}, {"three"}};
+  for (int round = 0; round < 20; ++round) {
+    const auto out = echo_requests(mixed);
+    for (std::size_t i = 0; i < out.size(); ++i) ASSERT_TRUE(out[i]) << out[i].error().message();
+    expect_own_requests_or_failed(mixed, out);
+  }
+}
+
+// A reply lost inside a request of several commands: neither it nor a request after it takes
+// a reply that is not its own (the marker at the end of the write shows the shift), and the
+// connection serves again.
+TEST_F(LostReplyTest, AReplyLostInsideARequestOfSeveralCommandsShiftsNoOtherRequest) {
+  const std::vector<std::string> warm{"warm"};
+  ASSERT_TRUE(echo_all(warm)[0]);
+  proxy_->lose_next_reply("m-1");
+  const std::vector<std::vector<std::string>> mixed{
+      {"one"}, {"m-0", "m-1", "m-2"}, {"two"}, {"p-0", "p-1"}, {"three"}};
+  const auto out = echo_requests(mixed, 300ms);
+  expect_own_requests_or_failed(mixed, out);
+  EXPECT_FALSE(out[1]) << "its second reply was lost";
+  EXPECT_EQ(proxy_->stats().lost_targeted, 1U);
+  std::vector<Result<resp::Reply>> again;
+  ASSERT_TRUE(eventually([&] {
+    again = echo_requests(mixed, 300ms);
+    expect_own_requests_or_failed(mixed, again);
+    return std::all_of(again.begin(), again.end(), [](const auto& r) { return r.has_value(); });
   })) << "the connection never served again";
 }
 

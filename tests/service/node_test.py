@@ -64,9 +64,13 @@ class NodeClientTest(unittest.TestCase):
             token = int(got["fencing_token"])
             self.assertGreater(token, start)
             self.assertLess(token, 2 ** 53)
-            # The token the nodes counted, as Python's exact integers see it.
+            # The token the nodes counted, as Python's exact integers see it: each node's counter
+            # is the token, or one more where the refused second acquire went as the native
+            # acquisition (its INCR runs whether or not its SET wrote: docs/protocol.md, "The
+            # native acquisition"), the same on every node.
             status = service.stub.Status(pb.StatusRequest(name=name), timeout=30)
-            self.assertEqual([n.fence for n in status.nodes], [token] * 3)
+            fences = [n.fence for n in status.nodes]
+            self.assertIn(fences, [[token] * 3, [token + 1] * 3])
             self.assertFalse(status.held)  # released by the Node client
             self.assertGreater(got["extended_ms"], 10000)
         finally:

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "node/batch_call.h"
+#include "resp/reader.h"
 #include "sim/sim_fanout.h"
 
 namespace dlock::sim {
@@ -153,10 +154,62 @@ void SimCluster::replace(std::size_t i, bool failover, const std::string& why) {
   for (SimFanout* f : fanouts_) f->drop(i, rng_.chance(0.5));
 }
 
-void SimCluster::defer(std::size_t client, std::size_t i, const std::vector<node::Call>& calls) {
+void SimCluster::defer(std::size_t client, std::size_t i, const std::vector<node::Call>& calls,
+                       bool native) {
   deferred_.push_back(Deferred{client, i, nodes_[i]->generation(),
                                step_ + 1 + static_cast<std::size_t>(rng_.below(3)), Clock::now(),
-                               calls});
+                               calls, native});
+}
+
+resp::Reply SimCluster::run_native(std::size_t i, const node::Call& call) {
+  ++stats_.native_sent;
+  SimNode& node = *nodes_[i];
+  const std::uint64_t generation = node.generation();
+  std::string bytes;
+  call.native.encode(call, bytes);
+  resp::Reader reader;
+  if (!reader.feed(bytes)) throw std::logic_error("sim: a native form that is no RESP");
+  resp::Reply replies;
+  replies.type = resp::Reply::Type::array;
+  for (std::uint32_t k = 0; k < call.native.replies; ++k) {
+    if (k > 0) interleave(i);
+    std::optional<resp::Reply> command = reader.next();
+    if (!command) throw std::logic_error("sim: a native form with fewer commands than replies");
+    replies.elements.push_back(node.command(*command));
+  }
+  if (node.generation() != generation) throw std::logic_error("sim: a restart inside a write");
+  trace_.line("  native on n" + std::to_string(i) + ": " + describe(replies));
+  if (call.native.read(replies)) {
+    ++stats_.native_granted;
+    node.native_granted(replies.integer);
+    return replies;
+  }
+  // As ServerNode::reissue: acquire.lua on the same connection, as the call was sent alone.
+  ++stats_.native_to_script;
+  return node.execute(call);
+}
+
+void SimCluster::interleave(std::size_t i) {
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    if (it->node != i || it->generation != nodes_[i]->generation() || !rng_.chance(0.5)) {
+      ++it;
+      continue;
+    }
+    const Deferred d = std::move(*it);
+    it = deferred_.erase(it);
+    ++stats_.native_interleaved;
+    std::vector<resp::Reply> replies;
+    if (d.native) {
+      replies.push_back(run_native(d.node, d.calls.front()));
+    } else {
+      replies = execute(d.client, d.node, d.calls);
+    }
+    for (std::size_t k = 0; k < d.calls.size(); ++k) {
+      ran_late(d, d.calls[k], replies[k], "runs (between a native form's commands)");
+    }
+    // Run calls may have added or removed entries: start over (each run removes one).
+    it = deferred_.begin();
+  }
 }
 
 void SimCluster::run_due(std::size_t step) {
@@ -172,8 +225,11 @@ void SimCluster::run_due(std::size_t step) {
   for (const auto& d : due) {
     SimNode& n = *nodes_[d.node];
     if (n.generation() != d.generation) continue;
-    // A late round runs as it was sent: with group commit, its calls in a batch call.
-    const std::vector<resp::Reply> replies = execute(d.client, d.node, d.calls);
+    // A late round runs as it was sent: with group commit, its calls in a batch call; a
+    // native form as its commands.
+    const std::vector<resp::Reply> replies =
+        d.native ? std::vector<resp::Reply>{run_native(d.node, d.calls.front())}
+                 : execute(d.client, d.node, d.calls);
     for (std::size_t k = 0; k < d.calls.size(); ++k) ran_late(d, d.calls[k], replies[k], "runs");
   }
 }
@@ -215,7 +271,10 @@ std::vector<resp::Reply> SimCluster::execute(std::size_t client, std::size_t i,
   std::vector<bool> done(calls.size(), false);
   if (sent_alone) *sent_alone = false;
   const auto run_alone = [&] {
-    replies[0] = nodes_[i]->execute(alone->front());
+    // As ServerNode: a call with a native form goes as its commands where its record window
+    // covers it (the simulated servers refuse writes as replicas by themselves).
+    const node::Call& call = alone->front();
+    replies[0] = call.native.encode != nullptr ? run_native(i, call) : nodes_[i]->execute(call);
     ++stats_.record_known_sent;
     if (sent_alone) *sent_alone = true;
     return replies;

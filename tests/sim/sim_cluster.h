@@ -164,7 +164,9 @@ class SimCluster {
                                    bool* sent_alone = nullptr);
 
   // Keeps `calls` of `client` to run on node i at a later step (dropped if the node restarts).
-  void defer(std::size_t client, std::size_t i, const std::vector<node::Call>& calls);
+  // `native`: the lone call was sent as its native form, and runs so (run_native).
+  void defer(std::size_t client, std::size_t i, const std::vector<node::Call>& calls,
+             bool native = false);
   // Runs the held-back calls that are due at `step` (all of them with flush()).
   void run_due(std::size_t step);
   void flush() { run_due(~std::size_t{0}); }
@@ -200,6 +202,13 @@ class SimCluster {
     // Lone acquisitions a client's record window covered: sent with ARGV[7] 'nr'/'r'
     // (sim_fanout.h). Whether the node then skipped the record: SimNode::records_skipped().
     std::size_t record_known_sent = 0;
+    // Of those, sent as the native acquisition's plain commands (run_native): granted by them,
+    // answered by acquire.lua after them, and the commands of other connections run between two
+    // of them.
+    std::size_t native_sent = 0;
+    std::size_t native_granted = 0;
+    std::size_t native_to_script = 0;
+    std::size_t native_interleaved = 0;
   };
   Stats& stats() { return stats_; }
   // Grants that skipped the max-ttl record, on every node (SimNode::records_skipped).
@@ -213,6 +222,7 @@ class SimCluster {
     std::size_t due;
     Clock::time_point sent;
     std::vector<node::Call> calls;
+    bool native = false;
   };
   ClusterOptions options_;
   Rng& rng_;
@@ -241,6 +251,14 @@ class SimCluster {
   // order; each item gets its element of the reply, or, for nil, its own call's reply, run
   // alone right after.
   void run_batch(std::size_t client, std::size_t i, std::vector<Item> items);
+  // `call` sent as its native form (node::NativeForm) on node i, as a server node sends it:
+  // the client's own encoding, each command a step of its own, with the late calls of other
+  // connections to the node (any client's, due or not) each run between two of them at random,
+  // as other connections' commands may run on a real server; the client's own reading of the
+  // replies, and acquire.lua (as sent alone) when it is not a grant.
+  resp::Reply run_native(std::size_t i, const node::Call& call);
+  // Between two commands of a native form on node i: other connections' late calls.
+  void interleave(std::size_t i);
   // A late call ran at last: counted, traced, and its names' keys may live that much longer.
   void ran_late(const Deferred& d, const node::Call& call, const resp::Reply& r, const char* how);
 

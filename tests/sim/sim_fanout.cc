@@ -126,7 +126,7 @@ std::vector<Result<resp::Reply>> SimFanout::deliver(std::size_t i, Fault fault,
         std::vector<node::Call> alone = *known;
         alone.front().batch = {};
         ++cluster_.stats().record_known_sent;
-        cluster_.defer(client_, i, alone);
+        cluster_.defer(client_, i, alone, alone.front().native.encode != nullptr);
       } else {
         cluster_.defer(client_, i, calls);
       }

@@ -149,6 +149,50 @@ resp::Reply SimNode::execute(const node::Call& call) {
   return error("ERR sim: command not modelled");
 }
 
+resp::Reply SimNode::command(const resp::Reply& command) {
+  const std::int64_t now = clock_.now_ms();
+  std::vector<std::string> argv;
+  for (const auto& e : command.elements) argv.push_back(e.str);
+  if (argv.size() == 6 && argv[0] == "SET" && argv[3] == "NX" && argv[4] == "PX") {
+    // "dlock. HOLD_ID OWNER": the model keeps a hold as the hash owner -> hold id.
+    constexpr std::string_view kPrefix = "dlock. ";
+    const std::string& value = argv[2];
+    const auto space = value.find(' ', kPrefix.size());
+    if (value.rfind(kPrefix, 0) != 0 || space == std::string::npos) {
+      throw std::logic_error("sim: a native SET of no dlock hold: " + value);
+    }
+    const std::string hold = value.substr(kPrefix.size(), space - kPrefix.size());
+    const std::string owner = value.substr(space + 1);
+    if (store_.exists(argv[1], now) && mutation_ != Mutation::native_set_without_nx) {
+      return resp::Reply{};  // nil: not written
+    }
+    store_.del(argv[1]);
+    store_.hset(argv[1], owner, hold, now);
+    store_.pexpire(argv[1], ttl_of(argv[5]), now);
+    resp::Reply ok;
+    ok.type = resp::Reply::Type::status;
+    ok.str = "OK";
+    return ok;
+  }
+  if (!argv.empty() && argv[0] == "EXISTS") {
+    std::int64_t n = 0;
+    for (std::size_t k = 1; k < argv.size(); ++k) n += store_.exists(argv[k], now) ? 1 : 0;
+    return integer(n);
+  }
+  if (argv.size() == 2 && argv[0] == "INCR") {
+    const auto v = store_.get(argv[1], now);
+    const std::int64_t next = (v ? number(*v) : 0) + 1;
+    store_.set(argv[1], std::to_string(next), std::nullopt, now);
+    return integer(next);
+  }
+  return error("ERR sim: command not modelled");
+}
+
+void SimNode::native_granted(std::int64_t token) {
+  grants_.push_back({token, generation_});
+  ++records_skipped_;
+}
+
 resp::Reply SimNode::run_script(const node::Call& call, std::int64_t now) {
   const std::string_view name = call.script->name;
   if (name == "acquire") return acquire(call, now);

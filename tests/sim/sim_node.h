@@ -42,6 +42,8 @@ enum class Mutation {
   // twice as far as acquire.lua makes it (three ttls), so it skips the check for leases that
   // outlive the record.
   record_window_too_long,
+  // The native acquisition's SET without NX (it writes over another's hold).
+  native_set_without_nx,
 };
 
 class SimNode {
@@ -52,6 +54,13 @@ class SimNode {
   // simulation does not model (fair mode, inspect) answer an error reply. force_release is
   // modelled for directed schedules (an operator's call to one node); no client sends it.
   resp::Reply execute(const node::Call& call);
+  // One plain command of the native acquisition (lock/calls.cc), as the client encoded it (an
+  // array of strings): SET NAME "dlock. HOLD_ID OWNER" NX PX ttl (the hold, written into the
+  // model's hash owner -> hold id), EXISTS, INCR. Anything else is an error reply.
+  resp::Reply command(const resp::Reply& command);
+  // The native acquisition's replies were a grant of `token` (the INCR just run): counted as a
+  // grant that skipped the max-ttl record, in the node's order.
+  void native_granted(std::int64_t token);
 
   // The process dies and comes back empty, with a new identity and uptime 0 (its replica
   // resyncs from it: empty too).

@@ -85,6 +85,13 @@ ScheduleReport Schedule::run() {
   report.counts["late runs"] += cluster_->stats().late_runs;
   report.counts["acquisitions sent with the record window"] += cluster_->stats().record_known_sent;
   report.counts["acquisitions that skipped the record (window)"] += cluster_->records_skipped();
+  report.counts["native acquisitions"] += cluster_->stats().native_sent;
+  report.counts["native acquisitions granted by their commands"] +=
+      cluster_->stats().native_granted;
+  report.counts["native acquisitions answered by acquire.lua"] +=
+      cluster_->stats().native_to_script;
+  report.counts["late calls run between a native form's commands"] +=
+      cluster_->stats().native_interleaved;
   if (options_.batching) {  // without, the counts (and digests) of the schedules before it
     report.counts["batch calls"] += cluster_->stats().batch_calls;
     report.counts["batch items"] += cluster_->stats().batch_items;

@@ -282,23 +282,26 @@ TEST_P(SimSelfTest, CatchesAPlantedBug) {
 
 INSTANTIATE_TEST_SUITE_P(
     Planted, SimSelfTest,
-    ::testing::Values(Planted{Mutation::grant_when_held, Violation::Kind::overlap, "GrantWhenHeld"},
-                      Planted{Mutation::no_fence_increment, Violation::Kind::fence,
-                              "NoFenceIncrement"},
-                      Planted{Mutation::triple_ttl, Violation::Kind::hold_key, "TripleTtl"},
-                      Planted{Mutation::forget_boots, Violation::Kind::overlap, "ForgetBoots", 600},
-                      Planted{Mutation::ignore_permit_count, Violation::Kind::permits,
-                              "IgnorePermitCount", 1, true},
-                      // The batch model (acquire_batch.lua) broken: each only in batch calls.
-                      Planted{Mutation::batch_grants_when_held, Violation::Kind::overlap,
-                              "BatchGrantsWhenHeld", 1, false, 1},
-                      Planted{Mutation::batch_reuses_floor, Violation::Kind::fence,
-                              "BatchReusesFloor", 1, false, 1},
-                      // Only the node's order shows it (checker (7)): the names of one batch
-                      // call are in flight together, and the floor stays above the token.
-                      Planted{Mutation::batch_shares_one_token,
-                              Violation::Kind::grant_not_above_earlier_grant_on_one_node,
-                              "BatchSharesOneToken", 1, false, 1}),
+    ::testing::Values(
+        Planted{Mutation::grant_when_held, Violation::Kind::overlap, "GrantWhenHeld"},
+        Planted{Mutation::no_fence_increment, Violation::Kind::fence, "NoFenceIncrement"},
+        Planted{Mutation::triple_ttl, Violation::Kind::hold_key, "TripleTtl"},
+        Planted{Mutation::forget_boots, Violation::Kind::overlap, "ForgetBoots", 600},
+        Planted{Mutation::ignore_permit_count, Violation::Kind::permits, "IgnorePermitCount", 1,
+                true},
+        // The batch model (acquire_batch.lua) broken: each only in batch calls.
+        Planted{Mutation::batch_grants_when_held, Violation::Kind::overlap, "BatchGrantsWhenHeld",
+                1, false, 1},
+        Planted{Mutation::batch_reuses_floor, Violation::Kind::fence, "BatchReusesFloor", 1, false,
+                1},
+        // Only the node's order shows it (checker (7)): the names of one batch
+        // call are in flight together, and the floor stays above the token.
+        Planted{Mutation::batch_shares_one_token,
+                Violation::Kind::grant_not_above_earlier_grant_on_one_node, "BatchSharesOneToken",
+                1, false, 1},
+        // The native acquisition's SET written over another's hold: only in the
+        // acquisitions a record window covers.
+        Planted{Mutation::native_set_without_nx, Violation::Kind::overlap, "NativeSetWithoutNx"}),
     planted_name);
 
 }  // namespace

@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: MIT
+// Issue 32, the native acquisition (docs/protocol.md, "The native acquisition"): where a plain
+// server node knows its record of lease ttls covers a write acquisition, it sends acquire.lua's
+// fast path as three plain commands (SET NX PX, EXISTS, INCR) written together, and acquire.lua
+// only when their replies are not a plain grant. On a real redis-server: the grants go so, and
+// every case the commands cannot answer (a held name, readers, a lost counter, a name's
+// counter, an ACL without the commands) ends as acquire.lua would have ended it, with nothing
+// of the attempt left behind.
+#include <dlock/async.h>
+#include <dlock/dlock.h>
+#include <gtest/gtest.h>
+
+#include <asio/use_future.hpp>
+#include <chrono>
+#include <cstdint>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/redis_server.h"
+
+namespace dlock {
+namespace {
+
+using namespace std::chrono_literals;
+using test::RedisServer;
+
+constexpr std::uint64_t kCountsFrom = 1'000'000'000'000'000;  // 10^15: tokens count from the clock
+
+Client client_on(const std::string& url) {
+  ClientOptions options;
+  options.nodes = {url};
+  auto c = Client::create(options);
+  EXPECT_TRUE(c) << c.error().message();
+  return std::move(c).value();
+}
+
+LockOptions plain(std::chrono::milliseconds ttl = 60s) {
+  LockOptions o;
+  o.ttl = ttl;
+  o.auto_renew = false;
+  return o;
+}
+
+// How many times the server ran `command`, inside scripts too (INFO commandstats).
+long long calls_of(const RedisServer& server, const std::string& command) {
+  const auto info = server.command({"INFO", "commandstats"});
+  const std::string text = info->str;
+  const std::string key = "cmdstat_" + command + ":calls=";
+  const auto at = text.find(key);
+  return at == std::string::npos ? 0 : std::stoll(text.substr(at + key.size()));
+}
+
+std::uint64_t floor_of(const RedisServer& server) {
+  const auto floor = server.command({"GET", "dlock:fence-floor"});
+  return floor && floor->str != nullptr ? std::stoull(floor->str) : 0;
+}
+
+// A grant inside the record window (after the first, which checks the record) is the three
+// commands: no script call but the releases, one SET, EXISTS and INCR each, tokens growing from
+// the node's counter. The asio API's lone acquisitions go so too.
+TEST(NativeAcquireTest, GrantsInsideTheRecordWindowAreThreePlainCommands) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client client = client_on(server.url());
+  {
+    auto warm = client.try_lock("warm-up", plain());
+    ASSERT_TRUE(warm) << warm.error().message();
+    ASSERT_TRUE(warm->unlock());
+  }
+  ASSERT_TRUE(server.command({"CONFIG", "RESETSTAT"}));
+  std::uint64_t last = floor_of(server);
+  for (int i = 0; i < 20; ++i) {
+    auto lease = client.try_lock(i % 2 == 0 ? "job" : "job-" + std::to_string(i), plain());
+    ASSERT_TRUE(lease) << lease.error().message();
+    EXPECT_GT(lease->fencing_token().value(), last);
+    last = lease->fencing_token().value();
+    ASSERT_TRUE(lease->unlock());
+  }
+  for (int i = 0; i < 10; ++i) {
+    auto lease = async_try_lock(client, "async", plain(), asio::use_future).get();
+    ASSERT_TRUE(lease) << lease.error().message();
+    EXPECT_GT(lease->fencing_token().value(), last);
+    last = lease->fencing_token().value();
+    ASSERT_TRUE(async_unlock(*lease, asio::use_future).get());
+  }
+  EXPECT_EQ(calls_of(server, "evalsha") + calls_of(server, "eval"), 30)
+      << "an acquisition inside the window went as a script (30 releases)";
+  EXPECT_EQ(calls_of(server, "set"), 30);
+  EXPECT_EQ(calls_of(server, "incr"), 30);
+  EXPECT_EQ(floor_of(server), last) << "a token is the node's counter after its INCR";
+  for (const char* name : {"job", "job-1", "async"}) EXPECT_FALSE(server.exists(name)) << name;
+}
+
+// A held name: the SET is refused, acquire.lua runs and refuses as it would have (the holder's
+// ttl, its hold flagged for the waiter), the holder's key untouched otherwise.
+TEST(NativeAcquireTest, AHeldNameIsRefusedByTheScriptAndFlaggedForTheWaiter) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client holder = client_on(server.url());
+  Client other = client_on(server.url());
+  auto warm = other.try_lock("warm-up", plain());
+  ASSERT_TRUE(warm) << warm.error().message();
+  ASSERT_TRUE(warm->unlock());
+  auto held = holder.try_lock("shared-name", plain());
+  ASSERT_TRUE(held) << held.error().message();
+  const std::string value = server.command({"GET", "shared-name"})->str;
+  ASSERT_EQ(value.rfind("dlock. ", 0), 0U) << value;
+
+  auto refused = other.try_lock("shared-name", plain());
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code(), errc::lock_held) << refused.error().message();
+  ASSERT_TRUE(refused.error().holder_ttl());
+  EXPECT_GT(refused.error().holder_ttl()->count(), 50000);
+  EXPECT_EQ(server.command({"GET", "shared-name"})->str, "dlock!" + value.substr(6))
+      << "the refusal did not flag the hold (its release would not wake the waiter)";
+  EXPECT_TRUE(held->is_held());
+
+  // A waiter: woken by the holder's release, granted at once.
+  auto waiting =
+      std::async(std::launch::async, [&] { return other.lock("shared-name", 20s, plain()); });
+  std::this_thread::sleep_for(200ms);
+  const auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE(held->unlock());
+  auto got = waiting.get();
+  ASSERT_TRUE(got) << got.error().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - released, 10s) << "the waiter slept to its timer";
+  EXPECT_GT(got->fencing_token().value(), held->fencing_token().value());
+  ASSERT_TRUE(got->unlock());
+}
+
+// A reader that holds the name before the writer's SET: the EXISTS finds it, acquire.lua refuses
+// the writer (its SET's key left flagged, and released by the attempt's failure path), the
+// reader keeps its hold, and a writer that waits gets the lock once the reader leaves.
+TEST(NativeAcquireTest, AReaderSeenAfterTheSetRefusesTheWriterAndNothingIsLeft) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client reader = client_on(server.url());
+  Client writer = client_on(server.url());
+  auto warm = writer.try_lock("warm-up", plain());
+  ASSERT_TRUE(warm) << warm.error().message();
+  ASSERT_TRUE(warm->unlock());
+  auto reading = reader.try_lock_shared("catalog", plain());
+  ASSERT_TRUE(reading) << reading.error().message();
+  ASSERT_TRUE(server.command({"CONFIG", "RESETSTAT"}));
+
+  auto refused = writer.try_lock("catalog", plain());
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code(), errc::lock_held) << refused.error().message();
+  EXPECT_EQ(calls_of(server, "set"), 1) << "the writer did not go as plain commands";
+  EXPECT_FALSE(server.exists("catalog")) << "the writer's SET was left on the server";
+  EXPECT_TRUE(reading->is_held());
+  LockOptions another = plain();
+  another.owner = OwnerToken("another reader");
+  auto second = reader.try_lock_shared("catalog", another);
+  ASSERT_TRUE(second) << "a reader was kept out after the writer's refusal: "
+                      << second.error().message();
+  ASSERT_TRUE(second->unlock());
+
+  auto waiting =
+      std::async(std::launch::async, [&] { return writer.lock("catalog", 20s, plain()); });
+  std::this_thread::sleep_for(200ms);
+  const auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE(reading->unlock());
+  auto got = waiting.get();
+  ASSERT_TRUE(got) << got.error().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - released, 10s) << "the writer slept to its timer";
+  EXPECT_GT(got->fencing_token().value(), reading->fencing_token().value());
+  ASSERT_TRUE(got->unlock());
+}
+
+// The floor lost inside the window (an operator's DEL, a FLUSHALL): the INCR writes 1, which
+// counts nothing; acquire.lua then counts from the server's clock, above every token before.
+TEST(NativeAcquireTest, AFloorLostInsideTheWindowIsCountedFromTheClock) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client client = client_on(server.url());
+  auto first = client.try_lock("ledger", plain());
+  ASSERT_TRUE(first) << first.error().message();
+  const std::uint64_t before = first->fencing_token().value();
+  ASSERT_TRUE(first->unlock());
+  for (const auto& wipe :
+       std::vector<std::vector<std::string>>{{"DEL", "dlock:fence-floor"}, {"FLUSHALL"}}) {
+    ASSERT_TRUE(server.command(wipe));
+    auto lease = client.try_lock("ledger", plain());
+    ASSERT_TRUE(lease) << lease.error().message();
+    EXPECT_GT(lease->fencing_token().value(), before) << wipe[0];
+    EXPECT_GT(lease->fencing_token().value(), kCountsFrom) << wipe[0];
+    EXPECT_GE(floor_of(server), lease->fencing_token().value()) << wipe[0];
+    ASSERT_TRUE(lease->unlock());
+  }
+}
+
+// A name's counter (left by a client of the name's counter: an older dlock, fair mode) ahead of
+// the node's: the EXISTS finds it, acquire.lua takes the hold the SET wrote, counts above it and
+// takes the counter away.
+TEST(NativeAcquireTest, ANamesCounterAheadOfTheNodesIsPassed) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client client = client_on(server.url());
+  auto warm = client.try_lock("warm-up", plain());
+  ASSERT_TRUE(warm) << warm.error().message();
+  ASSERT_TRUE(warm->unlock());
+  const std::uint64_t ahead = floor_of(server) + 1'000'000;
+  ASSERT_TRUE(
+      server.command({"SET", "dlock:fence:{orders}", std::to_string(ahead), "PX", "60000"}));
+  auto lease = client.try_lock("orders", plain());
+  ASSERT_TRUE(lease) << lease.error().message();
+  EXPECT_GT(lease->fencing_token().value(), ahead);
+  EXPECT_FALSE(server.exists("dlock:fence:{orders}"));
+  ASSERT_TRUE(lease->unlock());
+  EXPECT_FALSE(server.exists("orders"));
+}
+
+// An ACL user without INCR (acquire.lua takes it by pcall and counts from the floor's GET):
+// the first native attempt's refusal sends acquire.lua, and every later acquisition goes as the
+// script: one top-level refusal in the server's ACL LOG, then only the script's own.
+TEST(NativeAcquireTest, AServerThatRefusesAPlainCommandGetsTheScriptFromThenOn) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  ASSERT_TRUE(server.command({"ACL", "SETUSER", "app", "on", ">pw", "~*", "&*", "+@all", "-incr"}));
+  Client client = client_on("redis://app:pw@127.0.0.1:" + std::to_string(server.port()));
+  std::uint64_t last = 0;
+  for (int i = 0; i < 6; ++i) {
+    auto lease = client.try_lock("job", plain());
+    ASSERT_TRUE(lease) << i << ": " << lease.error().message();
+    EXPECT_GT(lease->fencing_token().value(), last);
+    last = lease->fencing_token().value();
+    ASSERT_TRUE(lease->unlock());
+  }
+  // ACL LOG: entries of (count, reason, context, object, ...) pairs, one per kind of refusal.
+  long long top_level = -1;
+  const auto log = server.command({"ACL", "LOG"});
+  for (std::size_t e = 0; e < log->elements; ++e) {
+    const auto* entry = log->element[e];
+    long long count = 0;
+    std::string context, object;
+    for (std::size_t k = 0; k + 1 < entry->elements; k += 2) {
+      const std::string field = entry->element[k]->str;
+      const auto* value = entry->element[k + 1];
+      if (field == "count") count = value->integer;
+      if (field == "context") context = value->str;
+      if (field == "object") object = value->str;
+    }
+    if (context == "toplevel" && object == "incr") top_level = count;
+  }
+  EXPECT_EQ(top_level, 1) << "the plain commands were not tried once and then left alone";
+  EXPECT_FALSE(server.exists("job"));
+}
+
+}  // namespace
+}  // namespace dlock
