@@ -56,64 +56,101 @@ node::BatchForm acquire_batch_form(const HoldId& hold, bool fair, WriterWait wri
 }
 
 // The native acquisition (docs/protocol.md, "The native acquisition"): acquire.lua's fast path
-// for a free name counted by the node's counter, as three plain commands written together,
+// for a free name counted by the node's counter, as four plain commands written together,
 // which a server node sends where the script would skip its check of the max-ttl record:
-//   SET NAME "dlock. HOLD_ID OWNER" NX PX ttl   the hold, only if NAME is absent (any type)
-//   EXISTS dlock:readers:{NAME} dlock:fence:{NAME}   readers, or a name's counter to pass
-//   INCR dlock:fence-floor                     the token
-// They need no atomicity: a holder's INCR ran before its release, so before the next holder's
-// SET; a reader's script runs before the SET (then EXISTS sees it) or after (then it finds
-// NAME and is refused). Replies OK, 0 and a count above 10^15 + 1 are the grant, the count its
-// token (what acquire.lua's fast path replies). Anything else sends acquire.lua on the same
-// connection, whose reply is the node's: SET nil (held, or this very hold met again: flagged
-// or granted again), readers or a name's counter (acquire.lua meets this hold, written by the
-// SET: refused by live readers with it flagged, so its release by this attempt's failure path
-// wakes them, or granted again with the name's counter passed), a counter at or below 10^15 +
-// 1 (the floor was lost: the INCR wrote 1, acquire.lua counts from the clock), an error (OOM,
-// a command the ACL denies). The INCR of a refused attempt raises the floor by one: tokens need
+//   SET NAME "dlock. HOLD_ID OWNER" NX PX ttl       the hold, only if NAME is absent (any type)
+//   EXISTS dlock:readers:{NAME} dlock:fence:{NAME}  readers, or a name's counter to pass
+//   INCR dlock:fence-floor                         the token
+//   GET NAME                                       the hold still this one, after the INCR
+// Other connections' commands may run between them (a proxy's, a split write): the docs have
+// why that is safe. Replies OK, 0, a count above 10^15 + 1 and this hold (either waiter flag)
+// are the grant, the count its token (what acquire.lua's fast path replies). Anything else sends
+// acquire.lua on the same connection, whose reply is the node's, after release.lua by hold id
+// when the SET wrote and the EXISTS found readers or a name's counter (the give-back: acquire.lua
+// would refuse beside this hold's key, which would keep readers out until the attempt's failure
+// path released it): SET nil (held, or this very hold met again), a count at or below 10^15 + 1
+// (the floor was lost: the INCR wrote 1, acquire.lua counts from the clock), the hold gone or
+// replaced by the GET (its key deleted or expired between: acquire.lua grants afresh, with a
+// token counted after whoever took the name meanwhile, or refuses), an error (OOM, READONLY, a
+// command the ACL denies). The INCR of a refused attempt raises the floor by one: tokens need
 // only grow. Keys 0 (NAME), 4 (readers), 1 (the name's counter), 2 (the floor); arguments 0
 // (owner), 1 (hold id), 2 (ttl): acquire_call's layout.
+constexpr std::string_view kHoldPrefix = "dlock. ";
+
 void encode_native_acquire(const node::Call& call, std::string& out) {
-  constexpr std::string_view kHoldPrefix = "dlock. ";
+  using resp::put;
+  using resp::put_bytes;
+  using resp::put_header;
+  using resp::put_size;
+  const std::string_view name = call.keys[0];
   const std::string_view owner = call.args[0];
   const std::string_view id = call.args[1];
-  resp::append_array_header(out, 6);
-  resp::append_bulk(out, "SET");
-  resp::append_bulk(out, call.keys[0]);
-  // "dlock. HOLD_ID OWNER", written as one bulk string without a string of its own.
   const std::size_t value = kHoldPrefix.size() + id.size() + 1 + owner.size();
-  out += '$';
-  out += std::to_string(value);
-  out += "\r\n";
-  out.append(kHoldPrefix).append(id).append(" ").append(owner).append("\r\n");
-  resp::append_bulk(out, "NX");
-  resp::append_bulk(out, "PX");
-  resp::append_bulk(out, call.args[2]);
-  resp::append_array_header(out, 3);
-  resp::append_bulk(out, "EXISTS");
-  resp::append_bulk(out, call.keys[4]);
-  resp::append_bulk(out, call.keys[1]);
-  resp::append_array_header(out, 2);
-  resp::append_bulk(out, "INCR");
-  resp::append_bulk(out, call.keys[2]);
+  constexpr std::string_view kSet = "*6\r\n$3\r\nSET\r\n";
+  constexpr std::string_view kNxPx = "$2\r\nNX\r\n$2\r\nPX\r\n";
+  constexpr std::string_view kExists = "*3\r\n$6\r\nEXISTS\r\n";
+  constexpr std::string_view kIncr = "*2\r\n$4\r\nINCR\r\n";
+  constexpr std::string_view kGet = "*2\r\n$3\r\nGET\r\n";
+  const std::size_t at = out.size();
+  out.resize(at + kSet.size() + kNxPx.size() + kExists.size() + kIncr.size() + kGet.size() +
+             2 * put_size(name) + put_size({}) + value + put_size(call.args[2]) +
+             put_size(call.keys[4]) + put_size(call.keys[1]) + put_size(call.keys[2]));
+  char* p = put_bytes(out.data() + at, kSet, false);
+  p = put(p, name);
+  // "dlock. HOLD_ID OWNER", one bulk string written in pieces.
+  p = put_header(p, '$', value);
+  p = put_bytes(p, kHoldPrefix, false);
+  p = put_bytes(p, id, false);
+  p = put_bytes(p, " ", false);
+  p = put_bytes(p, owner);
+  p = put_bytes(p, kNxPx, false);
+  p = put(p, call.args[2]);
+  p = put_bytes(p, kExists, false);
+  p = put(p, call.keys[4]);
+  p = put(p, call.keys[1]);
+  p = put_bytes(p, kIncr, false);
+  p = put(p, call.keys[2]);
+  p = put_bytes(p, kGet, false);
+  p = put(p, name);
+  out.resize(static_cast<std::size_t>(p - out.data()));
 }
 
-// The three replies read into acquire.lua's grant (the token), or false: send acquire.lua.
-bool read_native_acquire(resp::Reply& replies) {
+// Whether `value` is the hold of `call`, with either waiter flag ("dlock. " or "dlock! ").
+bool is_this_hold(const node::Call& call, const resp::Reply& value) {
+  const std::string_view v = value.str;
+  const std::string_view id = call.args[1];
+  const std::string_view owner = call.args[0];
+  const std::size_t n = kHoldPrefix.size();
+  return value.type == resp::Reply::Type::string && v.size() == n + id.size() + 1 + owner.size() &&
+         v.substr(0, 5) == "dlock" && (v[5] == '.' || v[5] == '!') && v[6] == ' ' &&
+         v.substr(n, id.size()) == id && v[n + id.size()] == ' ' &&
+         v.substr(n + id.size() + 1) == owner;
+}
+
+node::NativeReading read_native_acquire(const node::Call& call, resp::Reply& replies) {
   constexpr std::int64_t kCountsFrom = 1'000'000'000'000'001;  // 10^15 + 1: see acquire.lua
-  if (replies.elements.size() != 3) return false;
+  if (replies.elements.size() != 4) return node::NativeReading::script;
   const resp::Reply& set = replies.elements[0];
   const resp::Reply& exists = replies.elements[1];
   const resp::Reply& counted = replies.elements[2];
-  if (set.type != resp::Reply::Type::status || set.str != "OK" || !exists.is_integer() ||
-      exists.integer != 0 || !counted.is_integer() || counted.integer <= kCountsFrom) {
-    return false;
+  const bool wrote = set.type == resp::Reply::Type::status && set.str == "OK";
+  if (!wrote) return node::NativeReading::script;
+  if (!exists.is_integer() || exists.integer != 0) return node::NativeReading::undo_then_script;
+  if (!counted.is_integer() || counted.integer <= kCountsFrom ||
+      !is_this_hold(call, replies.elements[3])) {
+    return node::NativeReading::script;
   }
   const std::int64_t token = counted.integer;
   replies = resp::Reply{};
   replies.type = resp::Reply::Type::integer;
   replies.integer = token;
-  return true;
+  return node::NativeReading::answered;
+}
+
+// The give-back: release.lua by this attempt's hold id.
+node::Call undo_native_acquire(const node::Call& call) {
+  return release_call(HoldId{std::string(call.keys[0]), OwnerToken(std::string(call.args[0])),
+                             std::string(call.args[1]), HoldKind::write});
 }
 
 // The native form of an acquisition whose acquire.lua call would take the fast path as a whole
@@ -124,7 +161,7 @@ node::NativeForm native_acquire_form(const HoldId& hold, bool fair, WriterWait w
       slot_of_semaphore || counter != TokenCounter::node) {
     return {};
   }
-  return node::NativeForm{&encode_native_acquire, 3, &read_native_acquire};
+  return node::NativeForm{&encode_native_acquire, 4, &read_native_acquire, &undo_native_acquire};
 }
 
 // Holds per renew script call: bounds the time one call blocks a node.

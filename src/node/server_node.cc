@@ -11,38 +11,9 @@
 namespace dlock::node {
 namespace {
 
-// At most what put() writes for `s`: "$", up to 20 digits, "\r\n", the bytes, "\r\n".
-constexpr std::size_t put_size(std::string_view s) {
-  return s.size() + 25;
-}
-
-// Writes `kind` and the digits of `n`, then CRLF, at `p`; returns the end. Lengths below 100
-// (nearly every one a lock cycle writes: some 35 per cycle) are written directly: to_chars's
-// general loop was about 2% of a blocking cycle's client instructions (issue 32).
-char* put_header(char* p, char kind, std::size_t n) {
-  *p++ = kind;
-  if (n < 10) {
-    *p++ = static_cast<char>('0' + n);
-  } else if (n < 100) {
-    *p++ = static_cast<char>('0' + n / 10);
-    *p++ = static_cast<char>('0' + n % 10);
-  } else {
-    p = std::to_chars(p, p + 20, n).ptr;
-  }
-  *p++ = '\r';
-  *p++ = '\n';
-  return p;
-}
-
-// Writes `s` as a RESP bulk string at `p` (put_size(s) bytes of room); returns the end.
-char* put(char* p, std::string_view s) {
-  p = put_header(p, '$', s.size());
-  if (!s.empty()) std::memcpy(p, s.data(), s.size());
-  p += s.size();
-  *p++ = '\r';
-  *p++ = '\n';
-  return p;
-}
+using resp::put;
+using resp::put_header;
+using resp::put_size;
 
 // Written straight into one buffer, through a pointer into room sized beforehand (no vector of
 // views, no growing, no per-piece capacity checks): every lock cycle encodes two of these. The
@@ -84,7 +55,7 @@ std::string_view encode_eval(std::string_view verb, std::string_view body, const
 constexpr std::string_view kAclNeeds =
     " (dlock's ACL user needs: keys ~dlock:* and the lock names (~NAME, or a pattern such as "
     "~app:*), channels &dlock:*, and the commands EVAL, EVALSHA, INFO, PING, SUBSCRIBE, "
-    "UNSUBSCRIBE, PUBLISH, SET, EXISTS and INCR; see docs/safety.md)";
+    "UNSUBSCRIBE, PUBLISH, SET, EXISTS, GET and INCR; see docs/safety.md)";
 
 // EVALSHA refused for good: an ACL that denies it (some services allow scripts through EVAL
 // only), or a server that renamed it away (rename-command EVALSHA; Redis quotes the name as
@@ -297,7 +268,7 @@ void ServerNode::send_script(std::shared_ptr<const Call> shared, net::Clock::tim
     // The native form checks no role: only where the server refuses writes as a replica by
     // itself (`bare`: replica-read-only yes, as for a script's unguarded text).
     if (record_known && bare && !native_read && call.native.encode != nullptr && !asking &&
-        call.min_replicas == 0 && !native_refused_.load(std::memory_order_relaxed)) {
+        call.min_replicas == 0 && native_refused_epoch_.load(std::memory_order_relaxed) != epoch) {
       return send_native(std::move(shared), deadline, std::move(done), epoch);
     }
     if (!record_known) done = learning_record(call, std::move(done));
@@ -366,9 +337,20 @@ bool ServerNode::reissue(resp::Reply& reply, const std::shared_ptr<const void>& 
                          net::Connection::Callback& done) {
   if (reply.is_array()) {
     // A native form's replies (no script's reply is ever offered here but an error).
+    const Call& native = *static_cast<const Call*>(subject.get());
+    const NativeReading reading = native.native.read(native, reply);
+    if (reading == NativeReading::answered) return false;
     auto call = std::static_pointer_cast<const Call>(subject);
-    if (call->native.read(reply)) return false;
-    if (native_refused(reply)) native_refused_.store(true, std::memory_order_relaxed);
+    if (native_refused(reply)) {
+      native_refused_epoch_.store(connection_.epoch(), std::memory_order_relaxed);
+    }
+    if (reading == NativeReading::undo_then_script) {
+      // Written before the script, in the same turn: one round trip for both. Its reply is not
+      // the call's (the script's is); a failure fails the script too, on the same connection.
+      send_script(
+          std::make_shared<const Call>(call->native.undo(*call)), deadline,
+          [](Result<resp::Reply>) {}, false);
+    }
     send_script(std::move(call), deadline, std::move(done), asking, /*native_read=*/true);
     return true;
   }

@@ -111,8 +111,9 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
   void send_native(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
                    net::Connection::Callback done, std::uint64_t epoch);
   // The replies of a call's native form (an array): read into the script's reply, or the
-  // script sent in their place (`subject` is the Call). A command refused by the server's ACL
-  // or unknown to it (rename-command) sends every later call as its script.
+  // script sent in their place (`subject` is the Call), after the form's undo call when the
+  // reading says so. A command refused by the server's ACL or unknown to it (rename-command)
+  // sends every later call on that connection as its script.
   // A script's reply of NOSCRIPT, or NOPERM for EVALSHA (an ACL that allows EVAL only, kept
   // from then on): the script sent again by EVAL with its source (`subject` is its Call,
   // `asking` whether ASKING goes first), in the request's place. Any other NOPERM gets what
@@ -162,8 +163,9 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
   std::set<std::string> channels_;  // io thread only
   // The server's ACL denies EVALSHA: scripts go by EVAL (the io thread or a borrower sets it).
   std::atomic<bool> eval_only_{false};
-  // The server refused a command of a native form (ACL, rename-command): scripts only.
-  std::atomic<bool> native_refused_{false};
+  // The connection epoch whose server refused a command of a native form (ACL, rename-command):
+  // scripts only on it (0: none). A new connection tries again (an ACL fixed, another server).
+  std::atomic<std::uint64_t> native_refused_epoch_{0};
   // The connection epoch whose server loaded every unguarded text, and the one whose server
   // said replica-read-only yes at the last answer (0: none). Any thread.
   std::atomic<std::uint64_t> loaded_epoch_{0};

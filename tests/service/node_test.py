@@ -67,10 +67,10 @@ class NodeClientTest(unittest.TestCase):
             # The token the nodes counted, as Python's exact integers see it: each node's counter
             # is the token, or one more where the refused second acquire went as the native
             # acquisition (its INCR runs whether or not its SET wrote: docs/protocol.md, "The
-            # native acquisition"), the same on every node.
+            # native acquisition"; each node decides that by its own record window).
             status = service.stub.Status(pb.StatusRequest(name=name), timeout=30)
-            fences = [n.fence for n in status.nodes]
-            self.assertIn(fences, [[token] * 3, [token + 1] * 3])
+            for n in status.nodes:
+                self.assertIn(n.fence, (token, token + 1))
             self.assertFalse(status.held)  # released by the Node client
             self.assertGreater(got["extended_ms"], 10000)
         finally:

@@ -161,7 +161,7 @@ void SimCluster::defer(std::size_t client, std::size_t i, const std::vector<node
                                calls, native});
 }
 
-resp::Reply SimCluster::run_native(std::size_t i, const node::Call& call) {
+resp::Reply SimCluster::run_native(std::size_t i, const node::Call& call, bool answered) {
   ++stats_.native_sent;
   SimNode& node = *nodes_[i];
   const std::uint64_t generation = node.generation();
@@ -171,7 +171,13 @@ resp::Reply SimCluster::run_native(std::size_t i, const node::Call& call) {
   if (!reader.feed(bytes)) throw std::logic_error("sim: a native form that is no RESP");
   resp::Reply replies;
   replies.type = resp::Reply::Type::array;
+  const bool set_only = !answered && rng_.chance(0.3);
   for (std::uint32_t k = 0; k < call.native.replies; ++k) {
+    if (k > 0 && set_only) {
+      ++stats_.native_set_only;
+      trace_.line("  native on n" + std::to_string(i) + ": the connection broke after the SET");
+      return replies;
+    }
     if (k > 0) interleave(i);
     std::optional<resp::Reply> command = reader.next();
     if (!command) throw std::logic_error("sim: a native form with fewer commands than replies");
@@ -179,13 +185,26 @@ resp::Reply SimCluster::run_native(std::size_t i, const node::Call& call) {
   }
   if (node.generation() != generation) throw std::logic_error("sim: a restart inside a write");
   trace_.line("  native on n" + std::to_string(i) + ": " + describe(replies));
-  if (call.native.read(replies)) {
+  const node::NativeReading reading = call.native.read(call, replies);
+  if (reading == node::NativeReading::answered) {
     ++stats_.native_granted;
     node.native_granted(replies.integer);
     return replies;
   }
-  // As ServerNode::reissue: acquire.lua on the same connection, as the call was sent alone.
+  if (!answered) {
+    // ServerNode::reissue never runs for a request nobody waits for any more.
+    ++stats_.native_unanswered;
+    return replies;
+  }
+  // As ServerNode::reissue, a round trip later: the undo call if asked, then acquire.lua on the
+  // same connection, as the call was sent alone.
+  interleave(i);
   ++stats_.native_to_script;
+  if (reading == node::NativeReading::undo_then_script) {
+    ++stats_.native_undone;
+    const node::Call undo = call.native.undo(call);
+    trace_.line("  native on n" + std::to_string(i) + ": undo " + describe(node.execute(undo)));
+  }
   return node.execute(call);
 }
 
@@ -200,7 +219,7 @@ void SimCluster::interleave(std::size_t i) {
     ++stats_.native_interleaved;
     std::vector<resp::Reply> replies;
     if (d.native) {
-      replies.push_back(run_native(d.node, d.calls.front()));
+      replies.push_back(run_native(d.node, d.calls.front(), false));
     } else {
       replies = execute(d.client, d.node, d.calls);
     }
@@ -228,7 +247,7 @@ void SimCluster::run_due(std::size_t step) {
     // A late round runs as it was sent: with group commit, its calls in a batch call; a
     // native form as its commands.
     const std::vector<resp::Reply> replies =
-        d.native ? std::vector<resp::Reply>{run_native(d.node, d.calls.front())}
+        d.native ? std::vector<resp::Reply>{run_native(d.node, d.calls.front(), false)}
                  : execute(d.client, d.node, d.calls);
     for (std::size_t k = 0; k < d.calls.size(); ++k) ran_late(d, d.calls[k], replies[k], "runs");
   }
@@ -265,8 +284,8 @@ std::size_t SimCluster::records_skipped() const {
 
 std::vector<resp::Reply> SimCluster::execute(std::size_t client, std::size_t i,
                                              const std::vector<node::Call>& calls,
-                                             const std::vector<node::Call>* alone,
-                                             bool* sent_alone) {
+                                             const std::vector<node::Call>* alone, bool* sent_alone,
+                                             bool answered) {
   std::vector<resp::Reply> replies(calls.size());
   std::vector<bool> done(calls.size(), false);
   if (sent_alone) *sent_alone = false;
@@ -274,7 +293,8 @@ std::vector<resp::Reply> SimCluster::execute(std::size_t client, std::size_t i,
     // As ServerNode: a call with a native form goes as its commands where its record window
     // covers it (the simulated servers refuse writes as replicas by themselves).
     const node::Call& call = alone->front();
-    replies[0] = call.native.encode != nullptr ? run_native(i, call) : nodes_[i]->execute(call);
+    replies[0] =
+        call.native.encode != nullptr ? run_native(i, call, answered) : nodes_[i]->execute(call);
     ++stats_.record_known_sent;
     if (sent_alone) *sent_alone = true;
     return replies;

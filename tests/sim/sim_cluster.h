@@ -158,10 +158,12 @@ class SimCluster {
   // options().batching a call with a batch form goes in a batch call (run_batch). `alone`: the
   // form a server node sends a lone call in when its record window covers it (sim_fanout.h),
   // run instead of a batch call that would hold only that call; `*sent_alone` then says so.
+  // `answered`: the client hears the replies (else it gave up on them: a lost reply, a restart
+  // after the call), which a native form's fallback needs.
   std::vector<resp::Reply> execute(std::size_t client, std::size_t i,
                                    const std::vector<node::Call>& calls,
                                    const std::vector<node::Call>* alone = nullptr,
-                                   bool* sent_alone = nullptr);
+                                   bool* sent_alone = nullptr, bool answered = true);
 
   // Keeps `calls` of `client` to run on node i at a later step (dropped if the node restarts).
   // `native`: the lone call was sent as its native form, and runs so (run_native).
@@ -209,6 +211,9 @@ class SimCluster {
     std::size_t native_granted = 0;
     std::size_t native_to_script = 0;
     std::size_t native_interleaved = 0;
+    std::size_t native_undone = 0;      // the undo call sent before acquire.lua
+    std::size_t native_set_only = 0;    // the connection broke after the SET
+    std::size_t native_unanswered = 0;  // the client never heard the replies: no fallback
   };
   Stats& stats() { return stats_; }
   // Grants that skipped the max-ttl record, on every node (SimNode::records_skipped).
@@ -255,8 +260,10 @@ class SimCluster {
   // the client's own encoding, each command a step of its own, with the late calls of other
   // connections to the node (any client's, due or not) each run between two of them at random,
   // as other connections' commands may run on a real server; the client's own reading of the
-  // replies, and acquire.lua (as sent alone) when it is not a grant.
-  resp::Reply run_native(std::size_t i, const node::Call& call);
+  // replies and, when it is not a grant and the client hears it (`answered`), after another
+  // chance for late calls (the round trip), the form's undo call if asked, and acquire.lua (as
+  // sent alone). Unanswered, the connection may have broken after the SET: the rest never runs.
+  resp::Reply run_native(std::size_t i, const node::Call& call, bool answered);
   // Between two commands of a native form on node i: other connections' late calls.
   void interleave(std::size_t i);
   // A late call ran at last: counted, traced, and its names' keys may live that much longer.

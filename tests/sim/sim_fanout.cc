@@ -95,9 +95,10 @@ std::vector<Result<resp::Reply>> SimFanout::deliver(std::size_t i, Fault fault,
     return std::vector<Result<resp::Reply>>(calls.size(), Error(code, why));
   };
   bool sent_alone = false;  // with what the window knows (else as built: it checks the record)
-  const auto execute = [&] {
+  const auto execute = [&](bool answered = true) {
     std::vector<Result<resp::Reply>> replies;
-    for (auto& r : cluster_.execute(client_, i, calls, known ? &*known : nullptr, &sent_alone)) {
+    for (auto& r :
+         cluster_.execute(client_, i, calls, known ? &*known : nullptr, &sent_alone, answered)) {
       replies.emplace_back(std::move(r));
     }
     return replies;
@@ -112,7 +113,7 @@ std::vector<Result<resp::Reply>> SimFanout::deliver(std::size_t i, Fault fault,
     }
     case Fault::reply_lost:
       use(i);
-      (void)execute();
+      (void)execute(false);
       // The late reply is dropped on a connection that lives on, or the client gives up on it.
       if (cluster_.rng().chance(0.5)) drop(i, cluster_.rng().chance(0.5));
       return fail(errc::timeout, "no reply within the deadline (sim: reply lost)");
@@ -144,7 +145,7 @@ std::vector<Result<resp::Reply>> SimFanout::deliver(std::size_t i, Fault fault,
       return fail(errc::io_error, "connection closed by the server (sim: restart)");
     case Fault::restart_after:
       use(i);
-      (void)execute();
+      (void)execute(false);
       cluster_.restart(i, "after a call of client " + std::to_string(client_));
       return fail(errc::io_error, "connection closed by the server (sim: restart)");
   }

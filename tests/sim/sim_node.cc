@@ -182,8 +182,21 @@ resp::Reply SimNode::command(const resp::Reply& command) {
   if (argv.size() == 2 && argv[0] == "INCR") {
     const auto v = store_.get(argv[1], now);
     const std::int64_t next = (v ? number(*v) : 0) + 1;
-    store_.set(argv[1], std::to_string(next), std::nullopt, now);
+    // INCR keeps the key's ttl.
+    const std::int64_t left = store_.pttl(argv[1], now);
+    store_.set(argv[1], std::to_string(next), left > 0 ? std::optional(left) : std::nullopt, now);
     return integer(next);
+  }
+  if (argv.size() == 2 && argv[0] == "GET") {
+    // The model's hold (owner -> hold id) read back as the string key "dlock. HOLD_ID OWNER"
+    // (the waiter flag is not modelled); nil when absent.
+    if (!store_.exists(argv[1], now)) return resp::Reply{};
+    const Hash hold = store_.hgetall(argv[1], now);
+    if (hold.size() != 1) return error("WRONGTYPE sim: not one hold");
+    resp::Reply value;
+    value.type = resp::Reply::Type::string;
+    value.str = "dlock. " + hold.begin()->second + " " + hold.begin()->first;
+    return value;
   }
   return error("ERR sim: command not modelled");
 }

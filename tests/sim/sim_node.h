@@ -56,7 +56,8 @@ class SimNode {
   resp::Reply execute(const node::Call& call);
   // One plain command of the native acquisition (lock/calls.cc), as the client encoded it (an
   // array of strings): SET NAME "dlock. HOLD_ID OWNER" NX PX ttl (the hold, written into the
-  // model's hash owner -> hold id), EXISTS, INCR. Anything else is an error reply.
+  // model's hash owner -> hold id), EXISTS, INCR, GET (a hold read back as its string). Anything
+  // else is an error reply.
   resp::Reply command(const resp::Reply& command);
   // The native acquisition's replies were a grant of `token` (the INCR just run): counted as a
   // grant that skipped the max-ttl record, in the node's order.

@@ -5,10 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lock/keys.h"
+#include "resp/encode.h"
 
 namespace dlock::lock {
 namespace {
@@ -114,6 +117,102 @@ TEST(CallsTest, OnlyAcquisitionsRecordATtl) {
   EXPECT_FALSE(
       fence_raise_call(hold_of("job"), 1, std::chrono::milliseconds(10)).record_ttl.has_value());
   EXPECT_FALSE(hello_call({}).record_ttl.has_value());
+}
+
+// The native acquisition (docs/protocol.md): only the acquisitions acquire.lua's fast path
+// would take whole have a native form; its four commands are encoded byte for byte as hiredis
+// would write them.
+TEST(CallsTest, OnlyAFastPathAcquisitionHasANativeFormEncodedAsFourCommands) {
+  using std::chrono::milliseconds;
+  const node::Call plain = acquire_call(hold_of("job"), milliseconds(5000), std::nullopt,
+                                        WriterWait{}, 0, "", TokenCounter::node);
+  ASSERT_NE(plain.native.encode, nullptr);
+  EXPECT_EQ(plain.native.replies, 4U);
+  std::string out = "kept";
+  plain.native.encode(plain, out);
+  const std::string expected =
+      "kept" + resp::encode_command({"SET", "job", "dlock. client.7 owner-1", "NX", "PX", "5000"}) +
+      resp::encode_command({"EXISTS", "dlock:readers:{job}", "dlock:fence:{job}"}) +
+      resp::encode_command({"INCR", "dlock:fence-floor"}) + resp::encode_command({"GET", "job"});
+  EXPECT_EQ(out, expected);
+  const std::vector<node::Call> none{
+      acquire_call(hold_of("job"), milliseconds(5000), std::nullopt, WriterWait{}, 0, ""),
+      acquire_call(hold_of("job", HoldKind::read), milliseconds(5000), std::nullopt, WriterWait{},
+                   0, "", TokenCounter::node),
+      acquire_call(hold_of("job"), milliseconds(5000), FairTicket{1000, milliseconds(300), true},
+                   WriterWait{}, 0, "", TokenCounter::node),
+      acquire_call(hold_of("job"), milliseconds(5000), std::nullopt,
+                   WriterWait{milliseconds(100), true, false}, 0, "", TokenCounter::node),
+      acquire_call(hold_of("job"), milliseconds(5000), std::nullopt,
+                   WriterWait{milliseconds(100), false, true}, 0, "", TokenCounter::node),
+      acquire_call(hold_of(semaphore_slot("pool", 2)), milliseconds(5000), std::nullopt,
+                   WriterWait{}, 4, "", TokenCounter::node)};
+  for (const auto& call : none) EXPECT_EQ(call.native.encode, nullptr);
+}
+
+resp::Reply status(std::string text) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::status;
+  r.str = std::move(text);
+  return r;
+}
+resp::Reply integer(std::int64_t n) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::integer;
+  r.integer = n;
+  return r;
+}
+resp::Reply bulk(std::string text) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::string;
+  r.str = std::move(text);
+  return r;
+}
+resp::Reply replies_of(std::vector<resp::Reply> elements) {
+  resp::Reply r;
+  r.type = resp::Reply::Type::array;
+  r.elements = std::move(elements);
+  return r;
+}
+
+// The grant only when the SET wrote, nothing was in the way, the counter counts and the hold was
+// still this one after the INCR (a key deleted between the SET and the INCR and taken by another
+// must not leave this attempt with the larger token: the review of the native acquisition).
+TEST(CallsTest, TheNativeRepliesAreAGrantOnlyWhenTheHoldWasStillThisOne) {
+  const node::Call call = acquire_call(hold_of("job"), std::chrono::milliseconds(5000),
+                                       std::nullopt, WriterWait{}, 0, "", TokenCounter::node);
+  const std::int64_t token = 1'700'000'000'000'123;
+  const auto read = [&](std::vector<resp::Reply> elements) {
+    resp::Reply r = replies_of(std::move(elements));
+    const node::NativeReading reading = call.native.read(call, r);
+    return std::pair{reading, r};
+  };
+  for (const char* flag : {".", "!"}) {
+    const auto [reading, reply] = read({status("OK"), integer(0), integer(token),
+                                        bulk(std::string("dlock") + flag + " client.7 owner-1")});
+    EXPECT_EQ(reading, node::NativeReading::answered) << flag;
+    EXPECT_TRUE(reply.is_integer());
+    EXPECT_EQ(reply.integer, token);
+  }
+  using R = node::NativeReading;
+  const std::vector<std::pair<std::vector<resp::Reply>, R>> others{
+      {{resp::Reply{}, integer(0), integer(token), bulk("dlock. other.1 owner-2")}, R::script},
+      {{status("OK"), integer(1), integer(token), bulk("dlock. client.7 owner-1")},
+       R::undo_then_script},
+      {{status("OK"), integer(0), integer(2), bulk("dlock. client.7 owner-1")}, R::script},
+      {{status("OK"), integer(0), integer(token), resp::Reply{}}, R::script},
+      {{status("OK"), integer(0), integer(token), bulk("dlock. other.1 owner-2")}, R::script},
+      {{status("OK"), integer(0), integer(token), bulk("dlock. client.7 owner-1x")}, R::script},
+      {{status("OK"), integer(0), integer(token), bulk("dlock. client.70 owner-1")}, R::script},
+      {{status("OOM command not allowed"), integer(0), integer(token), resp::Reply{}}, R::script}};
+  for (std::size_t i = 0; i < others.size(); ++i) {
+    EXPECT_EQ(read(others[i].first).first, others[i].second) << "case " << i;
+  }
+  // The undo is this attempt's release by hold id.
+  const node::Call undo = call.native.undo(call);
+  EXPECT_EQ(undo.script, release_call(hold_of("job")).script);
+  EXPECT_EQ(std::string(undo.keys[0]), "job");
+  EXPECT_EQ(std::string(undo.args[0]), "owner-1");
 }
 
 }  // namespace
