@@ -65,10 +65,12 @@ node::BatchForm acquire_batch_form(const HoldId& hold, bool fair, WriterWait wri
 // Other connections' commands may run between them (a proxy's, a split write): the docs have
 // why that is safe. Replies OK, 0, a count above 10^15 + 1 and this hold (either waiter flag)
 // are the grant, the count its token (what acquire.lua's fast path replies). Anything else sends
-// acquire.lua on the same connection, whose reply is the node's, after release.lua by hold id
-// when the SET wrote and the EXISTS found readers or a name's counter (the give-back: acquire.lua
-// would refuse beside this hold's key, which would keep readers out until the attempt's failure
-// path released it): SET nil (held, or this very hold met again), a count at or below 10^15 + 1
+// acquire.lua on the same connection, whose reply is the node's, told the release channel when
+// the SET wrote (ARGV[9], ARGV[10]: refused by live readers, it takes this very hold back in the
+// same script, and wakes whoever its key refused meanwhile; a separate release would run apart
+// from the refusal, after a reissue even behind it, and could take away a key another vote of
+// this attempt counts: the second review): SET nil (held, or this very hold met again), readers
+// or a name's counter (acquire.lua refuses or grants this hold), a count at or below 10^15 + 1
 // (the floor was lost: the INCR wrote 1, acquire.lua counts from the clock), the hold gone or
 // replaced by the GET (its key deleted or expired between: acquire.lua grants afresh, with a
 // token counted after whoever took the name meanwhile, or refuses), an error (OOM, READONLY, a
@@ -135,10 +137,9 @@ node::NativeReading read_native_acquire(const node::Call& call, resp::Reply& rep
   const resp::Reply& counted = replies.elements[2];
   const bool wrote = set.type == resp::Reply::Type::status && set.str == "OK";
   if (!wrote) return node::NativeReading::script;
-  if (!exists.is_integer() || exists.integer != 0) return node::NativeReading::undo_then_script;
-  if (!counted.is_integer() || counted.integer <= kCountsFrom ||
-      !is_this_hold(call, replies.elements[3])) {
-    return node::NativeReading::script;
+  if (!exists.is_integer() || exists.integer != 0 || !counted.is_integer() ||
+      counted.integer <= kCountsFrom || !is_this_hold(call, replies.elements[3])) {
+    return node::NativeReading::script_after;
   }
   const std::int64_t token = counted.integer;
   replies = resp::Reply{};
@@ -147,10 +148,15 @@ node::NativeReading read_native_acquire(const node::Call& call, resp::Reply& rep
   return node::NativeReading::answered;
 }
 
-// The give-back: release.lua by this attempt's hold id.
-node::Call undo_native_acquire(const node::Call& call) {
-  return release_call(HoldId{std::string(call.keys[0]), OwnerToken(std::string(call.args[0])),
-                             std::string(call.args[1]), HoldKind::write});
+// acquire.lua after the native commands wrote: ARGV[8] '' (no semaphore slot has a native form),
+// ARGV[9] the name's release channel, ARGV[10] the publish verb (a native form is never sent to
+// a cluster's shard, which would need spublish).
+node::Call acquire_after_native(const node::Call& call) {
+  node::Call after = call;
+  after.args.push_back("");
+  push_key(after.args, kReleasePrefix, queued_as(std::string(call.keys[0])));
+  after.args.push_back("publish");
+  return after;
 }
 
 // The native form of an acquisition whose acquire.lua call would take the fast path as a whole
@@ -161,7 +167,7 @@ node::NativeForm native_acquire_form(const HoldId& hold, bool fair, WriterWait w
       slot_of_semaphore || counter != TokenCounter::node) {
     return {};
   }
-  return node::NativeForm{&encode_native_acquire, 4, &read_native_acquire, &undo_native_acquire};
+  return node::NativeForm{&encode_native_acquire, 4, &read_native_acquire, &acquire_after_native};
 }
 
 // Holds per renew script call: bounds the time one call blocks a node.

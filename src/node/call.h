@@ -55,27 +55,28 @@ struct Call;
 
 // What a native form's replies say (NativeForm::read).
 enum class NativeReading {
-  answered,          // the replies were made the script's reply
-  script,            // send the script
-  undo_then_script,  // send NativeForm::undo's call, then the script, together
+  answered,      // the replies were made the script's reply
+  script,        // send the script
+  script_after,  // send NativeForm::after's call (the script, told what the commands wrote)
 };
 
 // A call's native form (docs/protocol.md, "The native acquisition"): plain commands that do
 // what the script's fast path does, written together in its place where a server node would
 // send the script with its record_known_value (its check of the record skipped), with the
 // reading of their replies. Whatever the reading cannot answer (a held key, readers, a counter
-// that counts nothing, a refused command) goes to the script itself on the same connection,
-// whose reply is then the call's, after the call that undoes what the commands wrote where the
-// script would not take it from there. Never on a cluster's shard or a Sentinel-managed master
-// (no record window), nor with the replica guard or ASKING.
+// that counts nothing, a refused command) goes to the script on the same connection, whose reply
+// is then the call's: the call itself, or where the commands wrote what the script must know of
+// (NativeReading::script_after), the form's `after` call. Never on a cluster's shard or a
+// Sentinel-managed master (no record window), nor with the replica guard or ASKING.
 struct NativeForm {
   // Appends the commands' RESP encoding to `out`; `replies` of them.
   void (*encode)(const Call& call, std::string& out) = nullptr;
   std::uint32_t replies = 0;
   // Reads `replies`, the array of the commands' replies in order, for `call`.
   NativeReading (*read)(const Call& call, resp::Reply& replies) = nullptr;
-  // The call that undoes the commands' writes (NativeReading::undo_then_script).
-  Call (*undo)(const Call& call) = nullptr;
+  // The script's call after commands that wrote (NativeReading::script_after): the call with
+  // what the script needs to take their writes back where it refuses.
+  Call (*after)(const Call& call) = nullptr;
 };
 
 // One request, sent to every node: a script call, or a plain command when script is null.

@@ -340,17 +340,13 @@ bool ServerNode::reissue(resp::Reply& reply, const std::shared_ptr<const void>& 
     const Call& native = *static_cast<const Call*>(subject.get());
     const NativeReading reading = native.native.read(native, reply);
     if (reading == NativeReading::answered) return false;
-    auto call = std::static_pointer_cast<const Call>(subject);
     if (native_refused(reply)) {
       native_refused_epoch_.store(connection_.epoch(), std::memory_order_relaxed);
     }
-    if (reading == NativeReading::undo_then_script) {
-      // Written before the script, in the same turn: one round trip for both. Its reply is not
-      // the call's (the script's is); a failure fails the script too, on the same connection.
-      send_script(
-          std::make_shared<const Call>(call->native.undo(*call)), deadline,
-          [](Result<resp::Reply>) {}, false);
-    }
+    // One script call, in the request's place (a NOSCRIPT of it is reissued as any script's).
+    auto call = reading == NativeReading::script_after
+                    ? std::make_shared<const Call>(native.native.after(native))
+                    : std::static_pointer_cast<const Call>(subject);
     send_script(std::move(call), deadline, std::move(done), asking, /*native_read=*/true);
     return true;
   }

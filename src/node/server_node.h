@@ -111,8 +111,8 @@ class ServerNode final : public Node, private net::Connection::Reissuer {
   void send_native(std::shared_ptr<const Call> call, net::Clock::time_point deadline,
                    net::Connection::Callback done, std::uint64_t epoch);
   // The replies of a call's native form (an array): read into the script's reply, or the
-  // script sent in their place (`subject` is the Call), after the form's undo call when the
-  // reading says so. A command refused by the server's ACL or unknown to it (rename-command)
+  // script sent in their place (`subject` is the Call; or the form's `after` call, when the
+  // reading says so). A command refused by the server's ACL or unknown to it (rename-command)
   // sends every later call on that connection as its script.
   // A script's reply of NOSCRIPT, or NOPERM for EVALSHA (an ACL that allows EVAL only, kept
   // from then on): the script sent again by EVAL with its source (`subject` is its Call,

@@ -59,6 +59,12 @@
 --          ZSCORE and a PEXPIRETIME less, about a tenth of the cycle's Redis CPU)
 -- ARGV[8]  only with KEYS[7]: the permit count this client uses; a record of another count
 --          refuses the grant, a grant records it
+-- ARGV[9], ARGV[10]  only after the native acquisition's commands (docs/protocol.md, "The native
+--          acquisition"; ARGV[8] then ''): the name's release channel and the publish verb. A
+--          write refused by live readers then takes back this very hold (ARGV[2], ARGV[1]) if its
+--          key holds it (the native SET wrote it: no call of this attempt counted it, since every
+--          one would have met the same readers), and publishes '' on the channel when somebody
+--          refused by it flagged it, so that they try again now
 --
 -- A write hold needs the lock key absent (or stale, below) and no live reader. A read hold
 -- needs no writer (except the reader's own write hold: a writer may also read, a downgrade)
@@ -352,8 +358,14 @@ if redis.call('exists', KEYS[5]) == 1 then
   if left > 0 then
     -- A writer that also reads may hold the key too: its read hold's release publishes nothing
     -- while its write hold lives, so the write hold is flagged for this writer's wake-up.
+    -- After the native commands (ARGV[9]), this very hold is the native SET's: taken back.
     local value = redis.pcall('get', KEYS[1])
-    if type(value) == 'string' and string.find(value, '^dlock%. %S+ .') then
+    if ARGV[9] and type(value) == 'string' and
+        string.sub(value, 8) == ARGV[2] .. ' ' .. ARGV[1] and
+        string.find(value, '^dlock[.!] ') then
+      redis.call('del', KEYS[1])
+      if string.sub(value, 6, 6) == '!' then redis.pcall(ARGV[10], ARGV[9], '') end
+    elseif type(value) == 'string' and string.find(value, '^dlock%. %S+ .') then
       redis.pcall('setrange', KEYS[1], 5, '!')
     end
     local wait = tonumber(ARGV[5])

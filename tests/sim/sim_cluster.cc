@@ -196,14 +196,13 @@ resp::Reply SimCluster::run_native(std::size_t i, const node::Call& call, bool a
     ++stats_.native_unanswered;
     return replies;
   }
-  // As ServerNode::reissue, a round trip later: the undo call if asked, then acquire.lua on the
-  // same connection, as the call was sent alone.
+  // As ServerNode::reissue, a round trip later: acquire.lua on the same connection, as the call
+  // was sent alone, or told what the commands wrote.
   interleave(i);
   ++stats_.native_to_script;
-  if (reading == node::NativeReading::undo_then_script) {
-    ++stats_.native_undone;
-    const node::Call undo = call.native.undo(call);
-    trace_.line("  native on n" + std::to_string(i) + ": undo " + describe(node.execute(undo)));
+  if (reading == node::NativeReading::script_after) {
+    ++stats_.native_after_write;
+    return node.execute(call.native.after(call));
   }
   return node.execute(call);
 }

@@ -211,9 +211,9 @@ class SimCluster {
     std::size_t native_granted = 0;
     std::size_t native_to_script = 0;
     std::size_t native_interleaved = 0;
-    std::size_t native_undone = 0;      // the undo call sent before acquire.lua
-    std::size_t native_set_only = 0;    // the connection broke after the SET
-    std::size_t native_unanswered = 0;  // the client never heard the replies: no fallback
+    std::size_t native_after_write = 0;  // acquire.lua told what the commands wrote
+    std::size_t native_set_only = 0;     // the connection broke after the SET
+    std::size_t native_unanswered = 0;   // the client never heard the replies: no fallback
   };
   Stats& stats() { return stats_; }
   // Grants that skipped the max-ttl record, on every node (SimNode::records_skipped).
@@ -261,8 +261,8 @@ class SimCluster {
   // connections to the node (any client's, due or not) each run between two of them at random,
   // as other connections' commands may run on a real server; the client's own reading of the
   // replies and, when it is not a grant and the client hears it (`answered`), after another
-  // chance for late calls (the round trip), the form's undo call if asked, and acquire.lua (as
-  // sent alone). Unanswered, the connection may have broken after the SET: the rest never runs.
+  // chance for late calls (the round trip), acquire.lua (as sent alone, or the form's `after`
+  // call). Unanswered, the connection may have broken after the SET: the rest never runs.
   resp::Reply run_native(std::size_t i, const node::Call& call, bool answered);
   // Between two commands of a native form on node i: other connections' late calls.
   void interleave(std::size_t i);

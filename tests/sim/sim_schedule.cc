@@ -92,7 +92,8 @@ ScheduleReport Schedule::run() {
       cluster_->stats().native_to_script;
   report.counts["late calls run between a native form's commands"] +=
       cluster_->stats().native_interleaved;
-  report.counts["native acquisitions undone before acquire.lua"] += cluster_->stats().native_undone;
+  report.counts["native acquisitions whose acquire.lua was told the SET wrote"] +=
+      cluster_->stats().native_after_write;
   report.counts["native acquisitions broken after the SET"] += cluster_->stats().native_set_only;
   report.counts["native acquisitions unanswered"] += cluster_->stats().native_unanswered;
   if (options_.batching) {  // without, the counts (and digests) of the schedules before it

@@ -198,21 +198,25 @@ TEST(CallsTest, TheNativeRepliesAreAGrantOnlyWhenTheHoldWasStillThisOne) {
   const std::vector<std::pair<std::vector<resp::Reply>, R>> others{
       {{resp::Reply{}, integer(0), integer(token), bulk("dlock. other.1 owner-2")}, R::script},
       {{status("OK"), integer(1), integer(token), bulk("dlock. client.7 owner-1")},
-       R::undo_then_script},
-      {{status("OK"), integer(0), integer(2), bulk("dlock. client.7 owner-1")}, R::script},
-      {{status("OK"), integer(0), integer(token), resp::Reply{}}, R::script},
-      {{status("OK"), integer(0), integer(token), bulk("dlock. other.1 owner-2")}, R::script},
-      {{status("OK"), integer(0), integer(token), bulk("dlock. client.7 owner-1x")}, R::script},
-      {{status("OK"), integer(0), integer(token), bulk("dlock. client.70 owner-1")}, R::script},
+       R::script_after},
+      {{status("OK"), integer(0), integer(2), bulk("dlock. client.7 owner-1")}, R::script_after},
+      {{status("OK"), integer(0), integer(token), resp::Reply{}}, R::script_after},
+      {{status("OK"), integer(0), integer(token), bulk("dlock. other.1 owner-2")}, R::script_after},
+      {{status("OK"), integer(0), integer(token), bulk("dlock. client.7 owner-1x")},
+       R::script_after},
+      {{status("OK"), integer(0), integer(token), bulk("dlock. client.70 owner-1")},
+       R::script_after},
       {{status("OOM command not allowed"), integer(0), integer(token), resp::Reply{}}, R::script}};
   for (std::size_t i = 0; i < others.size(); ++i) {
     EXPECT_EQ(read(others[i].first).first, others[i].second) << "case " << i;
   }
-  // The undo is this attempt's release by hold id.
-  const node::Call undo = call.native.undo(call);
-  EXPECT_EQ(undo.script, release_call(hold_of("job")).script);
-  EXPECT_EQ(std::string(undo.keys[0]), "job");
-  EXPECT_EQ(std::string(undo.args[0]), "owner-1");
+  // After commands that wrote: acquire.lua itself, told the release channel and the verb.
+  const node::Call after = call.native.after(call);
+  EXPECT_EQ(after.script, call.script);
+  ASSERT_EQ(after.args.size(), call.args.size() + 3);
+  EXPECT_EQ(std::string(after.args[call.args.size()]), "");
+  EXPECT_EQ(std::string(after.args[call.args.size() + 1]), "dlock:release:{job}");
+  EXPECT_EQ(std::string(after.args[call.args.size() + 2]), "publish");
 }
 
 }  // namespace
