@@ -62,9 +62,10 @@
 -- ARGV[9], ARGV[10]  only after the native acquisition's commands (docs/protocol.md, "The native
 --          acquisition"; ARGV[8] then ''): the name's release channel and the publish verb. A
 --          write refused by live readers then takes back this very hold (ARGV[2], ARGV[1]) if its
---          key holds it (the native SET wrote it: no call of this attempt counted it, since every
---          one would have met the same readers), and publishes '' on the channel when somebody
---          refused by it flagged it, so that they try again now
+--          key holds it (the native SET wrote it) and none of the readers is of this owner and
+--          client (the only reader that may join beside a write key, after another call of this
+--          attempt counted it), and publishes '' on the channel, so that whoever the key refused
+--          meanwhile tries again now
 --
 -- A write hold needs the lock key absent (or stale, below) and no live reader. A read hold
 -- needs no writer (except the reader's own write hold: a writer may also read, a downgrade)
@@ -360,11 +361,23 @@ if redis.call('exists', KEYS[5]) == 1 then
     -- while its write hold lives, so the write hold is flagged for this writer's wake-up.
     -- After the native commands (ARGV[9]), this very hold is the native SET's: taken back.
     local value = redis.pcall('get', KEYS[1])
-    if ARGV[9] and type(value) == 'string' and
-        string.sub(value, 8) == ARGV[2] .. ' ' .. ARGV[1] and
-        string.find(value, '^dlock[.!] ') then
+    local native_set = ARGV[9] and type(value) == 'string' and
+        string.sub(value, 8) == ARGV[2] .. ' ' .. ARGV[1] and string.find(value, '^dlock[.!] ')
+    if native_set then
+      -- Not beside a reader of this owner and client (hold ids are "CLIENT.N"): the read that
+      -- may join a write key of its own client (a downgrade), after another call of this
+      -- attempt counted that key. Inline, not a function: a closure costs every call.
+      local client = string.match(ARGV[2], '^(.*)%.%d+$')
+      for _, member in ipairs(redis.call('zrange', KEYS[5], 0, -1)) do
+        local id, owner = string.match(member, '^(%S+) (.+)$')
+        if owner == ARGV[1] and string.match(id, '^(.*)%.%d+$') == client then
+          native_set = false
+        end
+      end
+    end
+    if native_set then
       redis.call('del', KEYS[1])
-      if string.sub(value, 6, 6) == '!' then redis.pcall(ARGV[10], ARGV[9], '') end
+      redis.pcall(ARGV[10], ARGV[9], '')
     elseif type(value) == 'string' and string.find(value, '^dlock%. %S+ .') then
       redis.pcall('setrange', KEYS[1], 5, '!')
     end

@@ -14,10 +14,14 @@
 #include <chrono>
 #include <cstdint>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "lock/calls.h"
+#include "lock/hold.h"
+#include "node/call.h"
 #include "scripts/script.h"
 #include "support/redis_server.h"
 
@@ -135,8 +139,9 @@ TEST(NativeAcquireTest, AHeldNameIsRefusedByTheScriptAndFlaggedForTheWaiter) {
 }
 
 // A reader that holds the name before the writer's SET: the EXISTS finds it, acquire.lua refuses
-// the writer (its SET's key left flagged, and released by the attempt's failure path), the
-// reader keeps its hold, and a writer that waits gets the lock once the reader leaves.
+// the writer and takes its SET's key back (AcquireLuaTakesBackOnlyTheNativeSetsOwnKeyBesideReaders
+// checks that alone: here the attempt's failure path would release it too), the reader keeps
+// its hold, and a writer that waits gets the lock once the reader leaves.
 TEST(NativeAcquireTest, AReaderSeenAfterTheSetRefusesTheWriterAndNothingIsLeft) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   RedisServer server;
@@ -254,6 +259,80 @@ TEST(NativeAcquireTest, AFlushedScriptCacheNeverTakesAGrantedHoldBack) {
     EXPECT_EQ(second.error().code(), errc::lock_held) << second.error().message();
   }
   ASSERT_TRUE(lease->unlock());
+}
+
+// acquire.lua run as the native form's `after` call sends it (ARGV[9], ARGV[10]: the SET wrote),
+// on a name a reader holds: it takes back only this very hold's key, and not beside a reader
+// of this owner and client (the read that may join a write key its own client counted: the
+// third review), and wakes the name's waiters with '' (also when nobody could flag the key).
+TEST(NativeAcquireTest, AcquireLuaTakesBackOnlyTheNativeSetsOwnKeyBesideReaders) {
+  DLOCK_REQUIRE_REDIS_OR_SKIP();
+  RedisServer server;
+  Client reader = client_on(server.url());
+  auto reading = reader.try_lock_shared("cat", plain());
+  ASSERT_TRUE(reading) << reading.error().message();
+  // A subscriber of the name's release channel, on a connection of its own.
+  redisContext* sub = redisConnect("127.0.0.1", server.port());
+  ASSERT_TRUE(sub != nullptr && sub->err == 0);
+  freeReplyObject(redisCommand(sub, "SUBSCRIBE dlock:release:{cat}"));
+  const timeval wait{0, 300000};
+  redisSetTimeout(sub, wait);
+  const auto message = [&]() -> std::optional<std::string> {
+    void* r = nullptr;
+    if (redisGetReply(sub, &r) != REDIS_OK || r == nullptr) return std::nullopt;
+    auto* reply = static_cast<redisReply*>(r);
+    std::optional<std::string> payload;
+    if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 3) payload = reply->element[2]->str;
+    freeReplyObject(reply);
+    return payload;
+  };
+  const scripts::Script* acquire = nullptr;
+  for (const scripts::Script* script : scripts::all()) {
+    if (script->name == "acquire") acquire = script;
+  }
+  ASSERT_NE(acquire, nullptr);
+  // acquire.lua as the `after` call of hold `id` of owner `owner`: its reply's first element.
+  const auto after = [&](const std::string& id, const std::string& owner) {
+    const node::Call call =
+        lock::acquire_call(lock::HoldId{"cat", OwnerToken(owner), id, lock::HoldKind::write}, 60s,
+                           std::nullopt, lock::WriterWait{}, 0, "", lock::TokenCounter::node);
+    const node::Call sent = call.native.after(call);
+    std::vector<std::string> args{"EVAL", acquire->source, std::to_string(sent.keys.size())};
+    for (const auto k : sent.keys) args.emplace_back(k);
+    for (const auto a : sent.args) args.emplace_back(a);
+    const auto r = server.command(args);
+    return r && r->type == REDIS_REPLY_ARRAY ? r->element[0]->integer : -99;
+  };
+  // This very hold's key, flagged or not: taken back, the waiters woken.
+  for (const char* flag : {"!", "."}) {
+    ASSERT_TRUE(
+        server.command({"SET", "cat", std::string("dlock") + flag + " w1.5 o", "PX", "60000"}));
+    EXPECT_EQ(after("w1.5", "o"), 0) << "refused by the reader";
+    EXPECT_FALSE(server.exists("cat")) << flag << ": the native SET's key was left";
+    EXPECT_EQ(message(), std::optional<std::string>("")) << flag << ": nobody was woken";
+  }
+  // Another hold's key (an older hold of the same owner): kept, flagged, nobody woken.
+  ASSERT_TRUE(server.command({"SET", "cat", "dlock. w1.3 o", "PX", "60000"}));
+  EXPECT_EQ(after("w1.5", "o"), 0);
+  EXPECT_EQ(std::string(server.command({"GET", "cat"})->str), "dlock! w1.3 o");
+  EXPECT_EQ(message(), std::nullopt);
+  // Beside a reader of this owner and client (the reader's own): kept (flagged), not taken back.
+  ASSERT_TRUE(server.command({"DEL", "cat"}));
+  const auto members = server.command({"ZRANGE", "dlock:readers:{cat}", "0", "-1"});
+  std::string reader_id;
+  for (std::size_t i = 0; i < members->elements; ++i) {
+    const std::string m = members->element[i]->str;
+    if (!m.empty()) reader_id = m.substr(0, m.find(' '));
+  }
+  ASSERT_FALSE(reader_id.empty());
+  const std::string client = reader_id.substr(0, reader_id.rfind('.'));
+  const std::string owner = reading->owner().str();
+  ASSERT_TRUE(server.command({"SET", "cat", "dlock. " + client + ".99 " + owner, "PX", "60000"}));
+  EXPECT_EQ(after(client + ".99", owner), 0);
+  EXPECT_TRUE(server.exists("cat")) << "taken back beside a reader of its own client";
+  ASSERT_TRUE(server.command({"DEL", "cat"}));
+  ASSERT_TRUE(reading->unlock());
+  redisFree(sub);
 }
 
 // An ACL user without INCR (acquire.lua takes it by pcall and counts from the floor's GET):
