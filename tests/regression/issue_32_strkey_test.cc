@@ -53,14 +53,6 @@ std::string text_of(const test::ReplyPtr& r) {
   return r && r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : std::string("-");
 }
 
-// How many times the server ran `command` since the last CONFIG RESETSTAT (inside scripts too).
-long long calls_of(const RedisServer& server, const std::string& command) {
-  const std::string text = server.command({"INFO", "commandstats"})->str;
-  const std::string key = "cmdstat_" + command + ":calls=";
-  const auto at = text.find(key);
-  return at == std::string::npos ? 0 : std::stoll(text.substr(at + key.size()));
-}
-
 // The older dlock's script `name` (dc782f2), key_clock.lua's functions before it as it was sent.
 std::string older_script(const std::string& name) {
   std::string text;
@@ -188,9 +180,9 @@ TEST_F(Issue32StringKeyTest, TheFastPathWritesAStringWithTheTtl) {
   EXPECT_EQ(held->hold_id.find(' '), std::string::npos);
   EXPECT_GT(pttl("job"), 9000);
   EXPECT_LE(pttl("job"), 10000);
-  EXPECT_EQ(calls_of(*server_, "hset"), 0);
-  EXPECT_EQ(calls_of(*server_, "pexpire"), 0);
-  EXPECT_EQ(calls_of(*server_, "set"), 1);
+  EXPECT_EQ(server_->calls_of("hset"), 0);
+  EXPECT_EQ(server_->calls_of("pexpire"), 0);
+  EXPECT_EQ(server_->calls_of("set"), 1);
   ASSERT_TRUE(lease->unlock());
   EXPECT_FALSE(server_->exists("job"));
 }
@@ -207,7 +199,7 @@ TEST_F(Issue32StringKeyTest, ARefusalFlagsTheHoldAndItsReleasePublishes) {
   Subscriber sub(*server_, "job");
   ASSERT_TRUE(cmd({"CONFIG", "RESETSTAT"}));
   ASSERT_TRUE(held->unlock());
-  EXPECT_EQ(calls_of(*server_, "publish"), 1);
+  EXPECT_EQ(server_->calls_of("publish"), 1);
   EXPECT_EQ(sub.next(), "~a");
 }
 
@@ -225,9 +217,9 @@ TEST_F(Issue32StringKeyTest, AnUnflaggedReleasePublishesButDoesNotReadTheQueue) 
   ASSERT_TRUE(cmd({"CONFIG", "RESETSTAT"}));
   ASSERT_TRUE(held->unlock());
   EXPECT_FALSE(server_->exists("job"));
-  EXPECT_EQ(calls_of(*server_, "publish"), 1);
-  EXPECT_EQ(calls_of(*server_, "zrange"), 0) << "the queue is not read";
-  EXPECT_EQ(calls_of(*server_, "del"), 1);
+  EXPECT_EQ(server_->calls_of("publish"), 1);
+  EXPECT_EQ(server_->calls_of("zrange"), 0) << "the queue is not read";
+  EXPECT_EQ(server_->calls_of("del"), 1);
   EXPECT_EQ(sub.next(), "~a");
   // The script's reply counts the listener (lock/hand_off.h reads it), alone and batched.
   ASSERT_EQ(eval(*server_, acquire("job", "a", "a.2"))->type, REDIS_REPLY_INTEGER);

@@ -65,15 +65,6 @@ long long record_end(const RedisServer& server, const std::string& ttl) {
   return std::stoll(score->str);
 }
 
-// How many times the server ran `command`, inside scripts too (INFO commandstats).
-long long calls_of(const RedisServer& server, const std::string& command) {
-  const auto info = server.command({"INFO", "commandstats"});
-  const std::string text = info->str;
-  const std::string key = "cmdstat_" + command + ":calls=";
-  const auto at = text.find(key);
-  return at == std::string::npos ? 0 : std::stoll(text.substr(at + key.size()));
-}
-
 // How many writes the server counted (INFO persistence: no save runs in tests, so the count
 // only grows): a command that changed nothing counts none.
 long long writes_of(const RedisServer& server) {
@@ -105,7 +96,7 @@ TEST(Issue32RecordTest, GrantsOfOneTtlRecordItOncePerTtl) {
   const long long writes = writes_of(server);
   ASSERT_TRUE(server.command({"CONFIG", "RESETSTAT"}));
   for (int i = 0; i < 20; ++i) lock_and_unlock(client, "job-" + std::to_string(i), 60s);
-  EXPECT_EQ(calls_of(server, "zadd"), 0) << "a grant recorded a ttl its record already covers";
+  EXPECT_EQ(server.calls_of("zadd"), 0) << "a grant recorded a ttl its record already covers";
   // No write is counted but the lock's own (SET, the node counter's INCR, DEL).
   EXPECT_EQ(writes_of(server) - writes, 20 * 3) << "a grant wrote more than its lock";
   EXPECT_EQ(record_end(server, "60000"), recorded)
@@ -180,7 +171,7 @@ TEST(Issue32RecordTest, GrantsOfALockSetOfSeveralNodesRecordTheirTtlOncePerTtl) 
   for (std::size_t i = 0; i < servers.size(); ++i) {
     EXPECT_EQ(record_end(*servers[i], "60000"), recorded[i])
         << "a grant recorded a ttl its record already covers";
-    EXPECT_EQ(calls_of(*servers[i], "zadd"), 0);
+    EXPECT_EQ(servers[i]->calls_of("zadd"), 0);
   }
   // An entry that ends too soon is raised for two ttls (by a grant that checks it: a new client's).
   ASSERT_TRUE(servers[0]->command(
@@ -240,9 +231,9 @@ TEST(Issue32RecordWindowTest, GrantsInsideTheWindowSkipTheCheckAndTheRecordCover
     ASSERT_TRUE(lease) << lease.error().message();
     ASSERT_TRUE(async_unlock(*lease, asio::use_future).get());
   }
-  EXPECT_EQ(calls_of(server, "zscore"), 0) << "a grant checked a record known to cover it";
-  EXPECT_EQ(calls_of(server, "pexpiretime"), 0) << "a grant checked a record known to cover it";
-  EXPECT_EQ(calls_of(server, "set"), 40) << "not every grant was counted";
+  EXPECT_EQ(server.calls_of("zscore"), 0) << "a grant checked a record known to cover it";
+  EXPECT_EQ(server.calls_of("pexpiretime"), 0) << "a grant checked a record known to cover it";
+  EXPECT_EQ(server.calls_of("set"), 40) << "not every grant was counted";
   // The warm-up's check left the entry 1.5 ttls past it at least, past every lease since.
   EXPECT_GE(record_end(server, "60000"), warm_up + 90000);
   EXPECT_GE(record_end(server, "60000"), server_ms(server) + 60000);
@@ -297,7 +288,7 @@ TEST(Issue32RecordWindowTest, AClientThatAllowsEvictionChecksEveryGrant) {
   lock_and_unlock(*client, "warm-up", 60s);
   ASSERT_TRUE(server.command({"CONFIG", "RESETSTAT"}));
   for (int i = 0; i < 10; ++i) lock_and_unlock(*client, "job-" + std::to_string(i), 60s);
-  EXPECT_EQ(calls_of(server, "zscore"), 10)
+  EXPECT_EQ(server.calls_of("zscore"), 10)
       << "a grant skipped the record where keys may be evicted";
 }
 
@@ -311,9 +302,9 @@ TEST(Issue32NodeCounterTest, AFreeNameIsReadWithOneExistsAndNoGetdel) {
   lock_and_unlock(client, "warm-up", 60s);
   ASSERT_TRUE(server.command({"CONFIG", "RESETSTAT"}));
   for (int i = 0; i < 20; ++i) lock_and_unlock(client, "job-" + std::to_string(i), 60s);
-  EXPECT_EQ(calls_of(server, "exists"), 20);
-  EXPECT_EQ(calls_of(server, "getdel"), 0);
-  EXPECT_EQ(calls_of(server, "incr"), 20);
+  EXPECT_EQ(server.calls_of("exists"), 20);
+  EXPECT_EQ(server.calls_of("getdel"), 0);
+  EXPECT_EQ(server.calls_of("incr"), 20);
 }
 
 // The older dlock's acquire.lua on `server` for NAME: its reply {status, counter, pttl}.
@@ -435,11 +426,11 @@ TEST(Issue32NodeCounterTest, SeveralNodesCountWithTheNodeCounterAndRaiseATokenNo
   }
   for (int i = 0; i < 10; ++i) lock_and_unlock(nodes.client, "job-" + std::to_string(i), 10s);
   for (const RedisServer* server : {&nodes.a, &nodes.b}) {
-    EXPECT_EQ(calls_of(*server, "incr"), 10);
-    EXPECT_EQ(calls_of(*server, "set"), 10) << "more than the lock key written per grant";
-    EXPECT_EQ(calls_of(*server, "get"), 20)
+    EXPECT_EQ((*server).calls_of("incr"), 10);
+    EXPECT_EQ((*server).calls_of("set"), 10) << "more than the lock key written per grant";
+    EXPECT_EQ((*server).calls_of("get"), 20)
         << "more than the native acquisition's read and the release's per cycle";
-    EXPECT_EQ(calls_of(*server, "evalsha"), 10) << "an acquisition went as a script";
+    EXPECT_EQ((*server).calls_of("evalsha"), 10) << "an acquisition went as a script";
     EXPECT_EQ(number_at(*server, "dlock:fence-floor"), t1 + 10);
     EXPECT_EQ(server->command({"EXISTS", "dlock:fence:{job-0}"})->integer, 0)
         << "a name counter written by a grant of the node's counter";
@@ -626,9 +617,9 @@ TEST(Issue32NameCounterTest, AFreeNameOnSeveralNodesIsGrantedOnTheFastPath) {
   }
   for (int i = 0; i < 10; ++i) lock_and_unlock(nodes.client, "job-" + std::to_string(i), 60s);
   for (const RedisServer* server : {&nodes.a, &nodes.b}) {
-    EXPECT_EQ(calls_of(*server, "time"), 0) << "a grant took the general path";
-    EXPECT_EQ(calls_of(*server, "exists"), 10);
-    EXPECT_EQ(calls_of(*server, "pexpiretime"), 0) << "a grant checked a record known to cover it";
+    EXPECT_EQ((*server).calls_of("time"), 0) << "a grant took the general path";
+    EXPECT_EQ((*server).calls_of("exists"), 10);
+    EXPECT_EQ((*server).calls_of("pexpiretime"), 0) << "a grant checked a record known to cover it";
   }
 }
 

@@ -13,6 +13,7 @@
 #include <asio/use_future.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <optional>
 #include <string>
@@ -48,18 +49,32 @@ LockOptions plain(std::chrono::milliseconds ttl = 60s) {
   return o;
 }
 
-// How many times the server ran `command`, inside scripts too (INFO commandstats).
-long long calls_of(const RedisServer& server, const std::string& command) {
-  const auto info = server.command({"INFO", "commandstats"});
-  const std::string text = info->str;
-  const std::string key = "cmdstat_" + command + ":calls=";
-  const auto at = text.find(key);
-  return at == std::string::npos ? 0 : std::stoll(text.substr(at + key.size()));
-}
-
 std::uint64_t floor_of(const RedisServer& server) {
   const auto floor = server.command({"GET", "dlock:fence-floor"});
   return floor && floor->str != nullptr ? std::stoull(floor->str) : 0;
+}
+
+// One grant and release on `client` (its first, which checks the record: the record window then
+// covers the next ones).
+void warm_up(Client& client) {
+  auto warm = client.try_lock("warm-up", plain());
+  ASSERT_TRUE(warm) << warm.error().message();
+  ASSERT_TRUE(warm->unlock());
+}
+
+// `waiter` waits for `name`; `release` (the holder's unlock) must wake it long before its timer,
+// and its token must pass `before`.
+void expect_woken(Client& waiter, const std::string& name, const std::function<bool()>& release,
+                  std::uint64_t before) {
+  auto waiting = std::async(std::launch::async, [&] { return waiter.lock(name, 20s, plain()); });
+  std::this_thread::sleep_for(200ms);
+  const auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE(release());
+  auto got = waiting.get();
+  ASSERT_TRUE(got) << got.error().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - released, 10s) << "the waiter slept to its timer";
+  EXPECT_GT(got->fencing_token().value(), before);
+  ASSERT_TRUE(got->unlock());
 }
 
 // A grant inside the record window (after the first, which checks the record) is the four
@@ -70,11 +85,7 @@ TEST(NativeAcquireTest, GrantsInsideTheRecordWindowAreFourPlainCommands) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   RedisServer server;
   Client client = client_on(server.url());
-  {
-    auto warm = client.try_lock("warm-up", plain());
-    ASSERT_TRUE(warm) << warm.error().message();
-    ASSERT_TRUE(warm->unlock());
-  }
+  warm_up(client);
   std::uint64_t last = floor_of(server);  // before RESETSTAT: its GET is not the client's
   ASSERT_TRUE(server.command({"CONFIG", "RESETSTAT"}));
   for (int i = 0; i < 20; ++i) {
@@ -91,12 +102,12 @@ TEST(NativeAcquireTest, GrantsInsideTheRecordWindowAreFourPlainCommands) {
     last = lease->fencing_token().value();
     ASSERT_TRUE(async_unlock(*lease, asio::use_future).get());
   }
-  EXPECT_EQ(calls_of(server, "evalsha") + calls_of(server, "eval"), 30)
+  EXPECT_EQ(server.calls_of("evalsha") + server.calls_of("eval"), 30)
       << "an acquisition inside the window went as a script (30 releases)";
-  EXPECT_EQ(calls_of(server, "set"), 30);
-  EXPECT_EQ(calls_of(server, "incr"), 30);
-  EXPECT_EQ(calls_of(server, "exists"), 30);
-  EXPECT_EQ(calls_of(server, "get"), 60);
+  EXPECT_EQ(server.calls_of("set"), 30);
+  EXPECT_EQ(server.calls_of("incr"), 30);
+  EXPECT_EQ(server.calls_of("exists"), 30);
+  EXPECT_EQ(server.calls_of("get"), 60);
   EXPECT_EQ(floor_of(server), last) << "a token is the node's counter after its INCR";
   for (const char* name : {"job", "job-1", "async"}) EXPECT_FALSE(server.exists(name)) << name;
 }
@@ -108,9 +119,7 @@ TEST(NativeAcquireTest, AHeldNameIsRefusedByTheScriptAndFlaggedForTheWaiter) {
   RedisServer server;
   Client holder = client_on(server.url());
   Client other = client_on(server.url());
-  auto warm = other.try_lock("warm-up", plain());
-  ASSERT_TRUE(warm) << warm.error().message();
-  ASSERT_TRUE(warm->unlock());
+  warm_up(other);
   auto held = holder.try_lock("shared-name", plain());
   ASSERT_TRUE(held) << held.error().message();
   const std::string value = server.command({"GET", "shared-name"})->str;
@@ -126,16 +135,9 @@ TEST(NativeAcquireTest, AHeldNameIsRefusedByTheScriptAndFlaggedForTheWaiter) {
   EXPECT_TRUE(held->is_held());
 
   // A waiter: woken by the holder's release, granted at once.
-  auto waiting =
-      std::async(std::launch::async, [&] { return other.lock("shared-name", 20s, plain()); });
-  std::this_thread::sleep_for(200ms);
-  const auto released = std::chrono::steady_clock::now();
-  ASSERT_TRUE(held->unlock());
-  auto got = waiting.get();
-  ASSERT_TRUE(got) << got.error().message();
-  EXPECT_LT(std::chrono::steady_clock::now() - released, 10s) << "the waiter slept to its timer";
-  EXPECT_GT(got->fencing_token().value(), held->fencing_token().value());
-  ASSERT_TRUE(got->unlock());
+  expect_woken(
+      other, "shared-name", [&] { return static_cast<bool>(held->unlock()); },
+      held->fencing_token().value());
 }
 
 // A reader that holds the name before the writer's SET: the EXISTS finds it, acquire.lua refuses
@@ -147,9 +149,7 @@ TEST(NativeAcquireTest, AReaderSeenAfterTheSetRefusesTheWriterAndNothingIsLeft) 
   RedisServer server;
   Client reader = client_on(server.url());
   Client writer = client_on(server.url());
-  auto warm = writer.try_lock("warm-up", plain());
-  ASSERT_TRUE(warm) << warm.error().message();
-  ASSERT_TRUE(warm->unlock());
+  warm_up(writer);
   auto reading = reader.try_lock_shared("catalog", plain());
   ASSERT_TRUE(reading) << reading.error().message();
   ASSERT_TRUE(server.command({"CONFIG", "RESETSTAT"}));
@@ -157,7 +157,7 @@ TEST(NativeAcquireTest, AReaderSeenAfterTheSetRefusesTheWriterAndNothingIsLeft) 
   auto refused = writer.try_lock("catalog", plain());
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code(), errc::lock_held) << refused.error().message();
-  EXPECT_EQ(calls_of(server, "set"), 1) << "the writer did not go as plain commands";
+  EXPECT_EQ(server.calls_of("set"), 1) << "the writer did not go as plain commands";
   EXPECT_FALSE(server.exists("catalog")) << "the writer's SET was left on the server";
   EXPECT_TRUE(reading->is_held());
   LockOptions another = plain();
@@ -167,16 +167,9 @@ TEST(NativeAcquireTest, AReaderSeenAfterTheSetRefusesTheWriterAndNothingIsLeft) 
                       << second.error().message();
   ASSERT_TRUE(second->unlock());
 
-  auto waiting =
-      std::async(std::launch::async, [&] { return writer.lock("catalog", 20s, plain()); });
-  std::this_thread::sleep_for(200ms);
-  const auto released = std::chrono::steady_clock::now();
-  ASSERT_TRUE(reading->unlock());
-  auto got = waiting.get();
-  ASSERT_TRUE(got) << got.error().message();
-  EXPECT_LT(std::chrono::steady_clock::now() - released, 10s) << "the writer slept to its timer";
-  EXPECT_GT(got->fencing_token().value(), reading->fencing_token().value());
-  ASSERT_TRUE(got->unlock());
+  expect_woken(
+      writer, "catalog", [&] { return static_cast<bool>(reading->unlock()); },
+      reading->fencing_token().value());
 }
 
 // The floor lost inside the window (an operator's DEL, a FLUSHALL): the INCR writes 1, which
@@ -208,9 +201,7 @@ TEST(NativeAcquireTest, ANamesCounterAheadOfTheNodesIsPassed) {
   DLOCK_REQUIRE_REDIS_OR_SKIP();
   RedisServer server;
   Client client = client_on(server.url());
-  auto warm = client.try_lock("warm-up", plain());
-  ASSERT_TRUE(warm) << warm.error().message();
-  ASSERT_TRUE(warm->unlock());
+  warm_up(client);
   const std::uint64_t ahead = floor_of(server) + 1'000'000;
   ASSERT_TRUE(
       server.command({"SET", "dlock:fence:{orders}", std::to_string(ahead), "PX", "60000"}));
@@ -232,11 +223,8 @@ TEST(NativeAcquireTest, AFlushedScriptCacheNeverTakesAGrantedHoldBack) {
   RedisServer server;
   Client client = client_on(server.url());
   Client other = client_on(server.url());
-  for (Client* c : {&client, &other}) {
-    auto warm = c->try_lock("warm-up", plain());
-    ASSERT_TRUE(warm) << warm.error().message();
-    ASSERT_TRUE(warm->unlock());
-  }
+  warm_up(client);
+  warm_up(other);
   const std::uint64_t ahead = floor_of(server) + 1'000'000;
   ASSERT_TRUE(
       server.command({"SET", "dlock:fence:{orders}", std::to_string(ahead), "PX", "60000"}));

@@ -100,6 +100,14 @@ bool RedisServer::exists(const std::string& key) const {
   return r->integer == 1;
 }
 
+long long RedisServer::calls_of(const std::string& command) const {
+  const auto info = this->command({"INFO", "commandstats"});
+  const std::string text = info->str;
+  const std::string key = "cmdstat_" + command + ":calls=";
+  const auto at = text.find(key);
+  return at == std::string::npos ? 0 : std::stoll(text.substr(at + key.size()));
+}
+
 RedisCluster::RedisCluster(std::size_t n, ServerOptions options) {
   for (std::size_t i = 0; i < n; ++i) servers_.push_back(std::make_unique<RedisServer>(options));
 }

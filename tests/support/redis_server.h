@@ -66,6 +66,9 @@ class RedisServer {
   // A command on a fresh connection of the fixture's own (hiredis, plain TCP only).
   ReplyPtr command(const std::vector<std::string>& args, int db = 0) const;
   bool exists(const std::string& key) const;
+  // How many times the server ran `command` (lower case), inside scripts too, since the last
+  // CONFIG RESETSTAT (INFO commandstats).
+  long long calls_of(const std::string& command) const;
 
  private:
   void write_shift(long long ms);
