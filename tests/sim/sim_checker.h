@@ -23,7 +23,9 @@
 //       ("a restart resets the counter": a failover to a lagging replica does) and is tallied
 //       as fence_beyond_minority_failures.
 //   (7) on a lock set of one node, the tokens the node hands out (acquire.lua's grants, and
-//       acquire_batch.lua's in item order; heard by a client or not: a late call's too) grow
+//       acquire_batch.lua's in item order, and the native acquisition's at its INCR, where its
+//       token is counted: other connections' grants may run before its GET; heard by a client
+//       or not: a late call's too) grow
 //       strictly in the order the node ran them, one INCR per grant, as acquire_batch.lua
 //       promises: the node's own order, which (6) cannot see for the names of one batch call
 //       (always in flight together). Across a restart: tallied as for (6).

@@ -172,6 +172,7 @@ resp::Reply SimCluster::run_native(std::size_t i, const node::Call& call, bool a
   resp::Reply replies;
   replies.type = resp::Reply::Type::array;
   const bool set_only = !answered && rng_.chance(0.3);
+  std::size_t counted_at = 0;  // the node's grants before the INCR: where a grant's token is
   for (std::uint32_t k = 0; k < call.native.replies; ++k) {
     if (k > 0 && set_only) {
       ++stats_.native_set_only;
@@ -181,6 +182,9 @@ resp::Reply SimCluster::run_native(std::size_t i, const node::Call& call, bool a
     if (k > 0) interleave(i);
     std::optional<resp::Reply> command = reader.next();
     if (!command) throw std::logic_error("sim: a native form with fewer commands than replies");
+    if (!command->elements.empty() && command->elements[0].str == "INCR") {
+      counted_at = node.grants_count();
+    }
     replies.elements.push_back(node.command(*command));
   }
   if (node.generation() != generation) throw std::logic_error("sim: a restart inside a write");
@@ -188,7 +192,7 @@ resp::Reply SimCluster::run_native(std::size_t i, const node::Call& call, bool a
   const node::NativeReading reading = call.native.read(call, replies);
   if (reading == node::NativeReading::answered) {
     ++stats_.native_granted;
-    node.native_granted(replies.integer);
+    node.native_granted(replies.integer, counted_at);
     return replies;
   }
   if (!answered) {

@@ -201,8 +201,9 @@ resp::Reply SimNode::command(const resp::Reply& command) {
   return error("ERR sim: command not modelled");
 }
 
-void SimNode::native_granted(std::int64_t token) {
-  grants_.push_back({token, generation_});
+void SimNode::native_granted(std::int64_t token, std::size_t at) {
+  grants_.insert(grants_.begin() + static_cast<std::ptrdiff_t>(std::min(at, grants_.size())),
+                 Grant{token, generation_});
   ++records_skipped_;
 }
 

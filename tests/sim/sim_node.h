@@ -59,9 +59,11 @@ class SimNode {
   // model's hash owner -> hold id), EXISTS, INCR, GET (a hold read back as its string). Anything
   // else is an error reply.
   resp::Reply command(const resp::Reply& command);
-  // The native acquisition's replies were a grant of `token` (the INCR just run): counted as a
-  // grant that skipped the max-ttl record, in the node's order.
-  void native_granted(std::int64_t token);
+  // The native acquisition's replies were a grant of `token`: counted as a grant that skipped
+  // the max-ttl record, in the node's order at its INCR (`at`: grants_count() then), where the
+  // token was counted (grants of other calls may have run between the INCR and the GET).
+  void native_granted(std::int64_t token, std::size_t at);
+  std::size_t grants_count() const { return grants_.size(); }
 
   // The process dies and comes back empty, with a new identity and uptime 0 (its replica
   // resyncs from it: empty too).
